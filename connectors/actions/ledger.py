@@ -1,0 +1,234 @@
+"""Ledger writes: coordinator leases, offset seeding, prepare and commit.
+
+Each function is one database transaction. Fencing (DESIGN I3) and offset
+contiguity (I1) are checked inside the transaction that writes, with the
+connector row locked, so two coordinators can never both prepare.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from connectors.actions.errors import LedgerConflict, StaleEpoch
+from connectors.models import (
+    Commit,
+    CommitPartition,
+    CommitState,
+    Connector,
+    CoordinatorPhase,
+    CoordinatorStatus,
+    PartitionOffset,
+)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """Records [start, end) of one partition, as one write status reports them."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records: int
+    dead_lettered: int = 0
+
+    @property
+    def key(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+def _locked_connector(connector_id: int, epoch: int) -> Connector:
+    connector = Connector.objects.select_for_update().get(pk=connector_id)
+    if connector.coordinator_epoch != epoch:
+        raise StaleEpoch(
+            f"epoch {epoch} of connector {connector.name} is stale (current: {connector.coordinator_epoch})"
+        )
+    return connector
+
+
+def take_coordinator_lease(connector_id: int, worker_id: str) -> int:
+    """Become the connector's coordinator: bump its epoch and return the new one."""
+    with transaction.atomic():
+        updated = Connector.objects.filter(pk=connector_id).update(coordinator_epoch=F("coordinator_epoch") + 1)
+        if not updated:
+            raise Connector.DoesNotExist(connector_id)
+        epoch = Connector.objects.values_list("coordinator_epoch", flat=True).get(pk=connector_id)
+        CoordinatorStatus.objects.update_or_create(
+            connector_id=connector_id,
+            defaults={
+                "epoch": epoch,
+                "worker_id": worker_id,
+                "phase": CoordinatorPhase.IDLE,
+                "heartbeat_at": timezone.now(),
+                "commit_id": None,
+                "commit_started_at": None,
+                "start_control_offset": None,
+                "partitions_expected": [],
+                "partitions_reported": [],
+            },
+        )
+    return epoch
+
+
+def committed_offsets(connector_id: int) -> dict[TopicPartition, int]:
+    """The next offset to read per partition, from the ledger."""
+    rows = PartitionOffset.objects.filter(connector_id=connector_id).values_list("topic", "partition", "next_offset")
+    return {(topic, partition): offset for topic, partition, offset in rows}
+
+
+def seed_offsets(connector_id: int, epoch: int, seeds: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """Record starting offsets for partitions the ledger has never seen; return all offsets.
+
+    Seeding in the ledger (instead of trusting each write status's start)
+    makes the contiguity check of ``prepare_commit`` hold from a partition's
+    very first commit.
+    """
+    with transaction.atomic():
+        _locked_connector(connector_id, epoch)
+        known = committed_offsets(connector_id)
+        PartitionOffset.objects.bulk_create(
+            [
+                PartitionOffset(connector_id=connector_id, topic=topic, partition=partition, next_offset=offset)
+                for (topic, partition), offset in seeds.items()
+                if (topic, partition) not in known
+            ],
+            ignore_conflicts=True,
+        )
+        return committed_offsets(connector_id)
+
+
+def pending_commit(connector_id: int) -> Commit | None:
+    return Commit.objects.filter(connector_id=connector_id, state=CommitState.PREPARED).first()
+
+
+def prepare_commit(
+    connector_id: int,
+    *,
+    epoch: int,
+    commit_id: uuid.UUID,
+    started_at: datetime,
+    ranges: Iterable[PartitionRange],
+    files: list[dict[str, Any]],
+    watermark: datetime | None,
+    complete: bool,
+) -> Commit:
+    """Compare-and-set the ledger: accept the commit only if it continues every partition."""
+    ranges = [r for r in ranges if r.end > r.start]
+    with transaction.atomic():
+        connector = _locked_connector(connector_id, epoch)
+        if Commit.objects.filter(connector_id=connector_id, state=CommitState.PREPARED).exists():
+            raise LedgerConflict(f"connector {connector.name} has a prepared commit that must be finished first")
+        offsets = {
+            (row.topic, row.partition): row
+            for row in PartitionOffset.objects.select_for_update().filter(connector_id=connector_id)
+        }
+        for r in ranges:
+            row = offsets.get(r.key)
+            expected = row.next_offset if row else None
+            if expected != r.start:
+                raise LedgerConflict(
+                    f"{r.topic}/{r.partition}: write status starts at {r.start}, the ledger is at {expected}"
+                )
+        now = timezone.now()
+        commit = Commit.objects.create(
+            connector_id=connector_id,
+            connector_name=connector.name,
+            commit_id=commit_id,
+            epoch=epoch,
+            state=CommitState.PREPARED,
+            started_at=started_at,
+            prepared_at=now,
+            records=sum(r.records for r in ranges),
+            bytes=sum(int(f.get("bytes", 0)) for f in files),
+            files_count=len(files),
+            dead_lettered=sum(r.dead_lettered for r in ranges),
+            files=files,
+            watermark=watermark,
+            complete=complete,
+        )
+        CommitPartition.objects.bulk_create(
+            [
+                CommitPartition(
+                    commit=commit,
+                    topic=r.topic,
+                    partition=r.partition,
+                    start_offset=r.start,
+                    end_offset=r.end,
+                    records=r.records,
+                    dead_lettered=r.dead_lettered,
+                )
+                for r in ranges
+            ]
+        )
+        for r in ranges:
+            row = offsets[r.key]
+            row.next_offset = r.end
+            row.last_commit = commit
+            row.save(update_fields=["next_offset", "last_commit", "updated_at"])
+        CoordinatorStatus.objects.filter(connector_id=connector_id).update(phase=CoordinatorPhase.COMMITTING)
+    return commit
+
+
+def mark_committed(commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> bool:
+    """Finish a prepared commit once every table holds it. False if it was not PREPARED."""
+    with transaction.atomic():
+        commit = Commit.objects.select_for_update().filter(commit_id=commit_id).first()
+        if commit is None or commit.state != CommitState.PREPARED:
+            return False
+        commit.state = CommitState.COMMITTED
+        commit.committed_at = timezone.now()
+        commit.snapshot_ids = {**commit.snapshot_ids, **{k: int(v) for k, v in snapshot_ids.items()}}
+        commit.save(update_fields=["state", "committed_at", "snapshot_ids"])
+    return True
+
+
+def abort_commit(
+    connector_id: int,
+    *,
+    epoch: int,
+    commit_id: uuid.UUID,
+    started_at: datetime,
+    ranges: Iterable[PartitionRange],
+    error: str,
+) -> Commit:
+    """Record a commit that was given up; its offsets do not advance."""
+    connector = Connector.objects.only("name").get(pk=connector_id)
+    ranges = list(ranges)
+    with transaction.atomic():
+        commit = Commit.objects.create(
+            connector_id=connector_id,
+            connector_name=connector.name,
+            commit_id=commit_id,
+            epoch=epoch,
+            state=CommitState.ABORTED,
+            started_at=started_at,
+            records=sum(r.records for r in ranges),
+            dead_lettered=sum(r.dead_lettered for r in ranges),
+            error=error,
+            complete=False,
+        )
+        CommitPartition.objects.bulk_create(
+            [
+                CommitPartition(
+                    commit=commit,
+                    topic=r.topic,
+                    partition=r.partition,
+                    start_offset=r.start,
+                    end_offset=r.end,
+                    records=r.records,
+                    dead_lettered=r.dead_lettered,
+                )
+                for r in ranges
+            ]
+        )
+    return commit

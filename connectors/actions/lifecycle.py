@@ -1,0 +1,219 @@
+"""Connector lifecycle with Kafka Connect semantics: create, configure, pause,
+resume, stop, restart, delete, and offset changes (KIP-875)."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from connectors.actions.errors import ConnectorExists, ConnectorNotFound, InvalidConfig, InvalidName, NotStopped
+from connectors.config import validate_config
+from connectors.config.definitions import is_secret_key
+from connectors.models import Commit, Connector, ConnectorTask, DesiredState, PartitionOffset, TaskState
+
+
+def get_connector(name: str) -> Connector:
+    try:
+        return Connector.objects.get(name=name)
+    except Connector.DoesNotExist:
+        raise ConnectorNotFound(name) from None
+
+
+def validate_name(name: str) -> None:
+    if not name or not name.strip():
+        raise InvalidName("Connector name is empty")
+    if len(name) > 255:
+        raise InvalidName("Connector name is longer than 255 characters")
+    if "/" in name or any(unicodedata.category(c) == "Cc" for c in name):
+        raise InvalidName(f"Connector name {name!r} may not contain '/' or control characters")
+
+
+def _validated(config: Mapping[str, Any]) -> dict[str, str]:
+    validation = validate_config(config)
+    if not validation.ok:
+        raise InvalidConfig(validation)
+    return validation.config
+
+
+def keep_hidden_secrets(new: Mapping[str, Any], old: Mapping[str, str]) -> dict[str, Any]:
+    """A secret sent back as ``[hidden]`` (as the API and UI show it) keeps its stored value."""
+    return {k: (old[k] if v == "[hidden]" and is_secret_key(k) and k in old else v) for k, v in new.items()}
+
+
+def create_connector(name: str, config: Mapping[str, Any], initial_state: str = DesiredState.RUNNING) -> Connector:
+    validate_name(name)
+    if "name" in config and config["name"] != name:
+        raise InvalidName(f"Connector name configuration ({config['name']}) doesn't match connector name ({name})")
+    if initial_state not in DesiredState.values:
+        raise InvalidName(f"initial_state must be one of {', '.join(DesiredState.values)}")
+    clean = _validated({k: v for k, v in config.items() if k != "name"})
+    try:
+        with transaction.atomic():
+            return Connector.objects.create(name=name, config=clean, desired_state=initial_state)
+    except IntegrityError:
+        raise ConnectorExists(name) from None
+
+
+def update_config(name: str, config: Mapping[str, Any]) -> tuple[Connector, bool]:
+    """PUT semantics: create the connector or replace its whole config. Returns (connector, created)."""
+    validate_name(name)
+    if "name" in config and config["name"] != name:
+        raise InvalidName(f"Connector name configuration ({config['name']}) doesn't match connector name ({name})")
+    with transaction.atomic():
+        connector = Connector.objects.select_for_update().filter(name=name).first()
+        if connector is None:
+            return create_connector(name, config), True
+        clean = _validated(keep_hidden_secrets({k: v for k, v in config.items() if k != "name"}, connector.config))
+        if clean != connector.config:
+            connector.config = clean
+            # A new config restarts the tasks (new generation) and fences the
+            # running coordinator (new epoch comes with the restart).
+            connector.generation = F("generation") + 1
+            connector.coordinator_epoch = F("coordinator_epoch") + 1
+            connector.save(update_fields=["config", "generation", "coordinator_epoch", "updated_at"])
+            connector.refresh_from_db()
+    return connector, False
+
+
+def patch_config(name: str, changes: Mapping[str, Any]) -> Connector:
+    """PATCH semantics: keys with null are removed, others set."""
+    connector = get_connector(name)
+    merged: dict[str, Any] = dict(connector.config)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return update_config(name, merged)[0]
+
+
+def _set_desired(name: str, state: DesiredState, *, fence: bool) -> Connector:
+    with transaction.atomic():
+        connector = Connector.objects.select_for_update().filter(name=name).first()
+        if connector is None:
+            raise ConnectorNotFound(name)
+        fields = ["desired_state", "updated_at"]
+        connector.desired_state = state
+        if fence:
+            connector.coordinator_epoch = F("coordinator_epoch") + 1
+            connector.generation = F("generation") + 1
+            fields += ["coordinator_epoch", "generation"]
+        connector.save(update_fields=fields)
+        connector.refresh_from_db()
+    return connector
+
+
+def pause_connector(name: str) -> Connector:
+    # Paused tasks keep their assignment; nothing is fenced.
+    return _set_desired(name, DesiredState.PAUSED, fence=False)
+
+
+def resume_connector(name: str) -> Connector:
+    return _set_desired(name, DesiredState.RUNNING, fence=False)
+
+
+def stop_connector(name: str) -> Connector:
+    # Fence the running coordinator so that nothing it has in flight can be
+    # prepared after the stop (offsets may be edited while stopped).
+    return _set_desired(name, DesiredState.STOPPED, fence=True)
+
+
+def restart_connector(name: str, *, include_tasks: bool = False, only_failed: bool = False) -> Connector:
+    with transaction.atomic():
+        connector = Connector.objects.select_for_update().filter(name=name).first()
+        if connector is None:
+            raise ConnectorNotFound(name)
+        connector_failed = bool(connector.failed_at)
+        if not only_failed or connector_failed:
+            connector.failure_message = ""
+            connector.failure_trace = ""
+            connector.failed_at = None
+            connector.coordinator_epoch = F("coordinator_epoch") + 1
+            connector.save(
+                update_fields=["failure_message", "failure_trace", "failed_at", "coordinator_epoch", "updated_at"]
+            )
+        if include_tasks:
+            tasks = connector.tasks.all()
+            if only_failed:
+                tasks = tasks.filter(state=TaskState.FAILED)
+            tasks.update(
+                state=TaskState.RESTARTING, epoch=F("epoch") + 1, error_message="", error_trace="", failed_at=None
+            )
+        connector.refresh_from_db()
+    return connector
+
+
+def restart_task(name: str, task_index: int) -> ConnectorTask:
+    connector = get_connector(name)
+    with transaction.atomic():
+        task = ConnectorTask.objects.select_for_update().filter(connector=connector, task_index=task_index).first()
+        if task is None:
+            raise ConnectorNotFound(f"{name}/tasks/{task_index}")
+        task.state = TaskState.RESTARTING
+        task.epoch = F("epoch") + 1
+        task.error_message = ""
+        task.error_trace = ""
+        task.failed_at = None
+        task.save(update_fields=["state", "epoch", "error_message", "error_trace", "failed_at"])
+        task.refresh_from_db()
+    return task
+
+
+def delete_connector(name: str, *, delete_ledger: bool = False) -> None:
+    """Remove the connector; its tables stay, and so does its ledger unless asked."""
+    with transaction.atomic():
+        connector = Connector.objects.select_for_update().filter(name=name).first()
+        if connector is None:
+            raise ConnectorNotFound(name)
+        if delete_ledger:
+            Commit.objects.filter(connector=connector).delete()
+        connector.delete()
+
+
+def fail_connector(connector_id: int, message: str, trace: str = "") -> None:
+    """Mark the connector FAILED with a readable reason; it stays failed until restarted."""
+    Connector.objects.filter(pk=connector_id).update(
+        failure_message=message[:10000],
+        failure_trace=trace,
+        failed_at=timezone.now(),
+        failure_count=F("failure_count") + 1,
+    )
+
+
+def _require_stopped(connector: Connector) -> None:
+    if connector.desired_state != DesiredState.STOPPED:
+        raise NotStopped(
+            f"Connectors must be in the STOPPED state before their offsets can be modified. "
+            f"This can be done for the specified connector by issuing a 'PUT' request to the "
+            f"'/connectors/{connector.name}/stop' endpoint"
+        )
+
+
+def alter_offsets(name: str, offsets: Iterable[tuple[str, int, int | None]]) -> Connector:
+    """Set (or, with None, forget) the next offset of partitions; the next commit starts there."""
+    connector = get_connector(name)
+    _require_stopped(connector)
+    with transaction.atomic():
+        for topic, partition, offset in offsets:
+            if offset is None:
+                PartitionOffset.objects.filter(connector=connector, topic=topic, partition=partition).delete()
+            else:
+                PartitionOffset.objects.update_or_create(
+                    connector=connector,
+                    topic=topic,
+                    partition=partition,
+                    defaults={"next_offset": offset, "last_commit": None},
+                )
+    return connector
+
+
+def reset_offsets(name: str) -> Connector:
+    connector = get_connector(name)
+    _require_stopped(connector)
+    PartitionOffset.objects.filter(connector=connector).delete()
+    return connector

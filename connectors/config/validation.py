@@ -1,0 +1,431 @@
+"""The one validator for connector configs: form, admin, API and workers use it.
+
+``validate_config`` reports errors per key (Kafka Connect's validate shape is
+``ConfigValidation.to_connect()``); ``SinkConfig.parse`` turns a valid config
+into typed values for the runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.config.definitions import (
+    CONVERTERS,
+    METADATA_COLUMNS,
+    NOT_YET_SUPPORTED,
+    ConfigKey,
+    KeyType,
+    Plugin,
+    resolve_plugin,
+)
+from connectors.config.transforms import PartitionField, parse_partition_by
+
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+IDENTIFIER_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
+TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
+UNSUPPORTED_SWITCHES = {
+    "iceberg.tables.upsert-mode-enabled": "upsert mode is not supported yet; records are appended",
+    "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet; list tables in iceberg.tables",
+}
+UNSUPPORTED_KEYS = {
+    "iceberg.tables.cdc-field": "CDC (update/delete) records are not supported yet; records are appended",
+}
+
+
+@dataclass
+class ConfigValidation:
+    plugin: Plugin | None
+    config: dict[str, str]
+    errors: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, key: str, message: str) -> None:
+        self.errors.setdefault(key, []).append(message)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def error_count(self) -> int:
+        return sum(len(v) for v in self.errors.values())
+
+    def message(self) -> str:
+        """One text listing every error, as Connect puts in a 400 response."""
+        lines = [f"{key}: {msg}" for key, msgs in sorted(self.errors.items()) for msg in msgs]
+        return (
+            f"Connector configuration is invalid and contains the following {self.error_count} error(s):\n"
+            + "\n".join(lines)
+            + "\nYou can also find the above list of errors at the endpoint "
+            "`/connector-plugins/{connectorType}/config/validate`"
+        )
+
+    def to_connect(self) -> dict[str, Any]:
+        """The body of PUT /connector-plugins/{plugin}/config/validate."""
+        plugin = self.plugin
+        configs: list[dict[str, Any]] = []
+        listed: set[str] = set()
+        if plugin is not None:
+            for key in plugin.keys:
+                configs.append(_config_entry(key, self.config.get(key.name), self.errors.get(key.name, [])))
+                listed.add(key.name)
+        for name in sorted(set(self.errors) - listed):
+            configs.append(_config_entry(None, self.config.get(name), self.errors[name], name=name))
+        return {
+            "name": plugin.class_name if plugin else self.config.get("connector.class", ""),
+            "error_count": self.error_count,
+            "groups": plugin.groups if plugin else [],
+            "configs": configs,
+        }
+
+
+def _config_entry(key: ConfigKey | None, value: str | None, errors: list[str], name: str = "") -> dict[str, Any]:
+    key_name = key.name if key else name
+    definition = {
+        "name": key_name,
+        "type": key.type.value if key else "STRING",
+        "required": key.required if key else False,
+        "default_value": key.default if key else None,
+        "importance": key.importance.value if key else "LOW",
+        "documentation": key.documentation if key else "",
+        "group": key.group if key else None,
+        "width": key.width if key else "NONE",
+        "display_name": key.label if key else key_name,
+        "dependents": list(key.dependents) if key else [],
+        "order": key.order if key else -1,
+    }
+    shown = None if (key and key.type is KeyType.PASSWORD and value) else value
+    if key and key.type is KeyType.PASSWORD and value:
+        shown = "[hidden]"
+    return {
+        "definition": definition,
+        "value": {
+            "name": key_name,
+            "value": shown,
+            "recommended_values": list(key.choices) if key else [],
+            "errors": list(errors),
+            "visible": True,
+        },
+    }
+
+
+def normalize_config(raw: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """Config values as strings, as Kafka Connect keeps them; plus per-key type errors."""
+    config: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for raw_key, value in raw.items():
+        key = str(raw_key)
+        if isinstance(value, bool):
+            config[key] = "true" if value else "false"
+        elif isinstance(value, (int, float, str)):
+            config[key] = str(value)
+        elif value is None:
+            errors[key] = "a value is required (null given)"
+        else:
+            errors[key] = f"must be a string, not {type(value).__name__}"
+    return config, errors
+
+
+def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -> ConfigValidation:
+    config, type_errors = normalize_config(raw)
+    connector_class = config.get("connector.class") or plugin_hint or ""
+    plugin = resolve_plugin(connector_class) if connector_class else None
+    result = ConfigValidation(plugin=plugin, config=config)
+    for key, message in type_errors.items():
+        result.add(key, message)
+
+    if not connector_class:
+        result.add("connector.class", 'Missing required configuration "connector.class" which has no default value.')
+        return result
+    if plugin is None:
+        reason = NOT_YET_SUPPORTED.get(connector_class)
+        if reason:
+            result.add("connector.class", f"{connector_class}: {reason}")
+        else:
+            result.add("connector.class", f"Unknown connector class {connector_class!r}; use 'iceberg'")
+        return result
+
+    for key in plugin.keys:
+        _check_key(result, key, config.get(key.name))
+    _check_topics(result, config)
+    _check_converters(result, config)
+    _check_tables(result, config)
+    _check_errors(result, config)
+    _check_unsupported(result, config)
+    _check_own_namespace(result, plugin, config)
+    return result
+
+
+def _check_key(result: ConfigValidation, key: ConfigKey, value: str | None) -> None:
+    if value is None or value == "":
+        if key.required:
+            result.add(key.name, f'Missing required configuration "{key.name}" which has no default value.')
+        return
+    if key.type in (KeyType.INT, KeyType.LONG):
+        try:
+            number = int(value)
+        except ValueError:
+            result.add(key.name, f"Invalid value {value} for configuration {key.name}: Not a number of type {key.type}")
+            return
+        if key.minimum is not None and number < key.minimum:
+            result.add(
+                key.name, f"Invalid value {number} for configuration {key.name}: Value must be at least {key.minimum}"
+            )
+    elif key.type is KeyType.BOOLEAN and value.strip().lower() not in ("true", "false"):
+        result.add(
+            key.name,
+            f"Invalid value {value} for configuration {key.name}: Expected value to be either true or false",
+        )
+    if key.choices and value not in key.choices:
+        result.add(
+            key.name, f"Invalid value {value} for configuration {key.name}: must be one of {', '.join(key.choices)}"
+        )
+
+
+def _split(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def _check_topics(result: ConfigValidation, config: dict[str, str]) -> None:
+    topics = _split(config.get("topics"))
+    regex = config.get("topics.regex", "").strip()
+    if topics and regex:
+        for key in ("topics", "topics.regex"):
+            result.add(key, "set either topics or topics.regex, not both")
+    elif not topics and not regex:
+        result.add("topics", "Must configure one of topics or topics.regex")
+    for topic in topics:
+        if not TOPIC_NAME.match(topic):
+            result.add("topics", f"{topic!r} is not a valid topic name (letters, digits, '.', '_', '-'; at most 249)")
+    if regex:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            result.add("topics.regex", f"not a valid regular expression: {exc}")
+    control = config.get("iceberg.control.topic", "control-iceberg")
+    if not TOPIC_NAME.match(control):
+        result.add("iceberg.control.topic", f"{control!r} is not a valid topic name")
+    elif control in topics or (regex and _safe_fullmatch(regex, control)):
+        result.add("iceberg.control.topic", "the control topic cannot also be a source topic")
+
+
+def _safe_fullmatch(pattern: str, text: str) -> bool:
+    try:
+        return re.fullmatch(pattern, text) is not None
+    except re.error:
+        return False
+
+
+def _check_converters(result: ConfigValidation, config: dict[str, str]) -> None:
+    for key in ("key.converter", "value.converter"):
+        value = config.get(key)
+        if value and value not in CONVERTERS:
+            result.add(
+                key,
+                f"unknown converter {value!r}; use json, string, bytearray or avro "
+                "(or their Kafka Connect class names)",
+            )
+    if CONVERTERS.get(config.get("value.converter", "json")) == "avro":
+        schema = config.get("value.converter.avro.schema", "")
+        if not schema:
+            result.add("value.converter.avro.schema", "the avro converter needs the value schema (Avro JSON)")
+        else:
+            error = avro_schema_error(schema)
+            if error:
+                result.add("value.converter.avro.schema", error)
+    columns = _split(config.get("sinkadmin.metadata-columns"))
+    for column in columns:
+        if column not in METADATA_COLUMNS:
+            result.add(
+                "sinkadmin.metadata-columns", f"unknown metadata column {column!r}; use {', '.join(METADATA_COLUMNS)}"
+            )
+
+
+def avro_schema_error(schema: str) -> str | None:
+    import fastavro
+
+    try:
+        parsed = json.loads(schema)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    try:
+        record = fastavro.parse_schema(parsed)
+    except Exception as exc:  # fastavro raises several types for a bad schema
+        return f"not a valid Avro schema: {exc}"
+    if not isinstance(record, dict) or record.get("type") != "record":
+        return "the value schema must be an Avro record"
+    return None
+
+
+def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
+    tables = _split(config.get("iceberg.tables"))
+    for table in tables:
+        parts = table.split(".")
+        if len(parts) < 2 or not all(IDENTIFIER_PART.match(p) for p in parts):
+            result.add("iceberg.tables", f"{table!r} must be namespace.table (letters, digits, '_')")
+    if len(set(tables)) != len(tables):
+        result.add("iceberg.tables", "lists a table twice")
+    route_field = config.get("iceberg.tables.route-field", "").strip()
+    for key, value in config.items():
+        if not key.startswith("iceberg.table."):
+            continue
+        rest = key[len("iceberg.table.") :]
+        table, _, setting = rest.rpartition(".")
+        if setting not in TABLE_SETTINGS or not table:
+            result.add(key, f"unknown table setting; use iceberg.table.<table>.{{{','.join(TABLE_SETTINGS)}}}")
+            continue
+        if table not in tables:
+            result.add(key, f"{table!r} is not one of iceberg.tables")
+        if setting == "partition-by":
+            try:
+                parse_partition_by(value)
+            except ValueError as exc:
+                result.add(key, str(exc))
+        elif setting == "route-regex":
+            try:
+                re.compile(value)
+            except re.error as exc:
+                result.add(key, f"not a valid regular expression: {exc}")
+            if not route_field:
+                result.add(key, "route-regex needs iceberg.tables.route-field")
+    if route_field and tables and not any(f"iceberg.table.{t}.route-regex" in config for t in tables):
+        result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
+
+
+def _check_errors(result: ConfigValidation, config: dict[str, str]) -> None:
+    dlq = config.get("errors.deadletterqueue.topic.name", "").strip()
+    if not dlq:
+        return
+    if not TOPIC_NAME.match(dlq):
+        result.add("errors.deadletterqueue.topic.name", f"{dlq!r} is not a valid topic name")
+    if dlq in _split(config.get("topics")):
+        result.add("errors.deadletterqueue.topic.name", "the dead-letter topic cannot be a source topic")
+    if config.get("errors.tolerance", "none") != "all":
+        result.add("errors.deadletterqueue.topic.name", "a dead-letter topic needs errors.tolerance=all")
+
+
+def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
+    for key, reason in UNSUPPORTED_SWITCHES.items():
+        if config.get(key, "false").strip().lower() == "true":
+            result.add(key, reason)
+    for key, reason in UNSUPPORTED_KEYS.items():
+        if config.get(key):
+            result.add(key, reason)
+
+
+def _check_own_namespace(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
+    # Kafka Connect passes unknown keys through; in our own namespace an
+    # unknown key is a typo, and a silent typo is a lost setting.
+    for key in config:
+        if key.startswith("sinkadmin.") and plugin.key(key) is None:
+            result.add(key, "unknown sinkadmin setting")
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    name: str
+    partition_by: tuple[PartitionField, ...]
+    route_regex: re.Pattern[str] | None
+    id_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """A validated config with typed values, for the runtime."""
+
+    raw: dict[str, str]
+    topics: tuple[str, ...]
+    topics_regex: str | None
+    tasks_max: int
+    tables: tuple[TableTarget, ...]
+    route_field: str | None
+    auto_create: bool
+    evolve_schema: bool
+    key_converter: str
+    value_converter: str
+    schemas_enable: bool
+    avro_schema: str | None
+    metadata_columns: tuple[str, ...]
+    control_topic: str
+    commit_interval_ms: int
+    commit_timeout_ms: int
+    commit_max_records: int
+    allow_empty_commit: bool
+    errors_tolerance: str
+    dlq_topic: str | None
+    dlq_replication_factor: int
+    dlq_context_headers: bool
+    auto_offset_reset: str
+    buffer_bytes: int
+    staging_max_bytes: int
+
+    @classmethod
+    def parse(cls, config: Mapping[str, Any]) -> SinkConfig:
+        validation = validate_config(config)
+        if not validation.ok:
+            raise ValueError(validation.message())
+        raw = validation.config
+        plugin = validation.plugin
+        assert plugin is not None
+
+        def get(name: str) -> str:
+            key = plugin.key(name)
+            value = raw.get(name)
+            if value is None or value == "":
+                return (key.default if key else None) or ""
+            return value
+
+        def flag(name: str) -> bool:
+            return get(name).strip().lower() == "true"
+
+        default_ids = tuple(_split(raw.get("iceberg.tables.default-id-columns")))
+        tables = tuple(
+            TableTarget(
+                name=name,
+                partition_by=tuple(parse_partition_by(raw.get(f"iceberg.table.{name}.partition-by", ""))),
+                route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
+                if f"iceberg.table.{name}.route-regex" in raw
+                else None,
+                id_columns=tuple(_split(raw.get(f"iceberg.table.{name}.id-columns"))) or default_ids,
+            )
+            for name in _split(raw.get("iceberg.tables"))
+        )
+        return cls(
+            raw=dict(raw),
+            topics=tuple(_split(raw.get("topics"))),
+            topics_regex=raw.get("topics.regex") or None,
+            tasks_max=int(get("tasks.max")),
+            tables=tables,
+            route_field=raw.get("iceberg.tables.route-field") or None,
+            auto_create=flag("iceberg.tables.auto-create-enabled"),
+            evolve_schema=flag("iceberg.tables.evolve-schema-enabled"),
+            key_converter=CONVERTERS[get("key.converter")],
+            value_converter=CONVERTERS[get("value.converter")],
+            schemas_enable=flag("value.converter.schemas.enable"),
+            avro_schema=raw.get("value.converter.avro.schema") or None,
+            metadata_columns=tuple(_split(get("sinkadmin.metadata-columns"))),
+            control_topic=get("iceberg.control.topic"),
+            commit_interval_ms=int(get("iceberg.control.commit.interval-ms")),
+            commit_timeout_ms=int(get("iceberg.control.commit.timeout-ms")),
+            commit_max_records=int(get("sinkadmin.commit.max-records")),
+            allow_empty_commit=flag("sinkadmin.commit.allow-empty"),
+            errors_tolerance=get("errors.tolerance"),
+            dlq_topic=raw.get("errors.deadletterqueue.topic.name") or None,
+            dlq_replication_factor=int(get("errors.deadletterqueue.topic.replication.factor")),
+            dlq_context_headers=flag("errors.deadletterqueue.context.headers.enable"),
+            auto_offset_reset=get("consumer.auto.offset.reset"),
+            buffer_bytes=int(get("sinkadmin.staging.buffer-bytes")),
+            staging_max_bytes=int(get("sinkadmin.staging.max-bytes")),
+        )
+
+    def catalog_properties(self) -> dict[str, str]:
+        """``iceberg.catalog.*`` keys without the prefix (pyiceberg's property names)."""
+        prefix = "iceberg.catalog."
+        return {k[len(prefix) :]: v for k, v in self.raw.items() if k.startswith(prefix)}
+
+    @property
+    def catalog_name(self) -> str:
+        return self.raw.get("iceberg.catalog", "iceberg") or "iceberg"

@@ -1,0 +1,114 @@
+"""`make run`: everything the product needs on one machine, stopped together with Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from sinkadmin.preflight import check_kafka, run_checks
+from sinkadmin.services import ManagedProcess, ServiceError, spawn, start_embedded_broker, start_spark_connect
+
+
+class Command(BaseCommand):
+    help = (
+        "Run web, Celery worker and beat, plus the embedded Kafka broker and Spark Connect server when not configured."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--addr", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--worker-concurrency", type=int, default=int(os.environ.get("SINKADMIN_WORKER_CONCURRENCY", "16"))
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        problems = run_checks(kafka=False)
+        if problems:
+            raise CommandError("\n".join(problems))
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("ensure_admin")
+        call_command("collectstatic", interactive=False, verbosity=0)
+        log_dir = settings.VAR_DIR / "log"
+        started: list[ManagedProcess] = []
+        stopping = False
+
+        def request_stop(*_: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        try:
+            if settings.KAFKA_EMBEDDED:
+                started.append(start_embedded_broker(settings.KAFKA_EMBEDDED_PORT, log_dir))
+            if problem := check_kafka():
+                raise CommandError(problem)
+            if settings.SPARK_LOCAL_CONNECT:
+                self.stdout.write("starting the local Spark Connect server (a JVM, ~10-20 s)...")
+                started.append(start_spark_connect(settings.SPARK_CONNECT_PORT, log_dir))
+            python = sys.executable
+            celery = [python, "-m", "celery", "-A", "sinkadmin"]
+            started.append(
+                spawn(
+                    "worker",
+                    [
+                        *celery,
+                        "worker",
+                        "-Q",
+                        "connectors,celery",
+                        "--loglevel",
+                        "INFO",
+                        "--concurrency",
+                        str(options["worker_concurrency"]),
+                        "--hostname",
+                        "worker@%h",
+                    ],
+                    log_dir,
+                )
+            )
+            started.append(
+                spawn(
+                    "beat",
+                    [
+                        *celery,
+                        "beat",
+                        "--loglevel",
+                        "INFO",
+                        "--schedule",
+                        str(settings.VAR_DIR / "celerybeat-schedule"),
+                    ],
+                    log_dir,
+                )
+            )
+            started.append(spawn("web", [python, "manage.py", "runserver", options["addr"], "--noreload"], log_dir))
+        except (ServiceError, CommandError) as exc:
+            for service in reversed(started):
+                service.stop()
+            raise CommandError(str(exc)) from None
+
+        self.stdout.write(
+            self.style.SUCCESS(f"sinkadmin is running: http://{options['addr']}/  (admin: /admin/, API: /api/connect/)")
+        )
+        self.stdout.write(
+            f"Kafka: {settings.KAFKA_BOOTSTRAP_SERVERS}   Spark: {settings.SPARK_REMOTE or settings.SPARK_MASTER}"
+        )
+        self.stdout.write(f"warehouse: {settings.LAKE_WAREHOUSE}   logs: {log_dir}   Ctrl-C stops everything")
+        try:
+            while not stopping:
+                for service in started:
+                    if service.process.poll() is not None:
+                        self.stderr.write(
+                            f"{service.name} exited ({service.process.returncode}); see {service.log_path}"
+                        )
+                        stopping = True
+                time.sleep(0.5)
+        finally:
+            self.stdout.write("stopping...")
+            for service in reversed(started):
+                service.stop()

@@ -1,0 +1,236 @@
+"""Connectors, their running tasks, and the commit ledger.
+
+The ledger (``Commit`` + ``CommitPartition`` + ``PartitionOffset``) is the
+source of truth for which Kafka offsets are in the tables. All writes go
+through ``connectors.actions``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import models
+from django.urls import reverse
+
+
+class DesiredState(models.TextChoices):
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+
+
+class TaskState(models.TextChoices):
+    UNASSIGNED = "UNASSIGNED"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+    FAILED = "FAILED"
+    RESTARTING = "RESTARTING"
+
+
+class CoordinatorPhase(models.TextChoices):
+    IDLE = "idle"
+    COLLECTING = "collecting"
+    COMMITTING = "committing"
+
+
+class Connector(models.Model):
+    name = models.CharField(max_length=255, unique=True)
+    config = models.JSONField(default=dict, help_text="Flat string keys and values, as in Kafka Connect.")
+    desired_state = models.CharField(max_length=16, choices=DesiredState.choices, default=DesiredState.RUNNING)
+    # Bumped by every coordinator that takes over; statuses and prepares from
+    # an older epoch are refused (DESIGN I3).
+    coordinator_epoch = models.BigIntegerField(default=0)
+    # Bumped on every config change and restart request: a cheap marker that
+    # tells running tasks and the supervisor to reload.
+    generation = models.BigIntegerField(default=0)
+    failure_message = models.TextField(blank=True, default="")
+    failure_trace = models.TextField(blank=True, default="")
+    failed_at = models.DateTimeField(null=True, blank=True)
+    failure_count = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("connector-detail", args=[self.name])
+
+    @property
+    def connector_class(self) -> str:
+        return str(self.config.get("connector.class", ""))
+
+    @property
+    def tables(self) -> list[str]:
+        raw = str(self.config.get("iceberg.tables", ""))
+        return [t.strip() for t in raw.split(",") if t.strip()]
+
+    @property
+    def tasks_max(self) -> int:
+        try:
+            return max(1, int(self.config.get("tasks.max", 1)))
+        except (TypeError, ValueError):
+            return 1
+
+
+class ConnectorTask(models.Model):
+    """One worker task of a connector: hosts the participants of its partitions."""
+
+    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="tasks")
+    task_index = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.UNASSIGNED)
+    worker_id = models.CharField(max_length=255, blank=True, default="")
+    worker_host = models.CharField(max_length=255, blank=True, default="")
+    # [[topic, partition], ...] as assigned by the supervisor.
+    assigned_partitions = models.JSONField(default=list, blank=True)
+    # Bumped each time the task is (re)started; a status from an older
+    # generation of the same task comes from a zombie and is dropped.
+    epoch = models.BigIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    error_message = models.TextField(blank=True, default="")
+    error_trace = models.TextField(blank=True, default="")
+    failed_at = models.DateTimeField(null=True, blank=True)
+    failure_count = models.IntegerField(default=0)
+    # Live per-partition figures: {"topic/partition": {"staged": n, "end_offset": m, ...}}
+    partition_status = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["connector", "task_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["connector", "task_index"], name="unique_task_per_connector"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.connector.name}-{self.task_index}"
+
+
+class CoordinatorStatus(models.Model):
+    """Live state of a connector's coordinator, for the UI and the API."""
+
+    connector = models.OneToOneField(Connector, on_delete=models.CASCADE, related_name="coordinator")
+    epoch = models.BigIntegerField(default=0)
+    phase = models.CharField(max_length=16, choices=CoordinatorPhase.choices, default=CoordinatorPhase.IDLE)
+    worker_id = models.CharField(max_length=255, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    commit_id = models.UUIDField(null=True, blank=True)
+    commit_started_at = models.DateTimeField(null=True, blank=True)
+    # Offset of the current START_COMMIT on the control topic, so a participant
+    # that starts mid-commit can join it instead of waiting for the next one.
+    start_control_offset = models.BigIntegerField(null=True, blank=True)
+    partitions_expected = models.JSONField(default=list, blank=True)
+    partitions_reported = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"coordinator of {self.connector.name}"
+
+
+class CommitState(models.TextChoices):
+    PREPARED = "PREPARED"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+
+
+class Commit(models.Model):
+    """One entry of the commit ledger: the files and offsets of one interval."""
+
+    # The ledger outlives a deleted connector unless its deletion asks otherwise.
+    connector = models.ForeignKey(Connector, on_delete=models.SET_NULL, null=True, related_name="commits")
+    connector_name = models.CharField(max_length=255, db_index=True)
+    commit_id = models.UUIDField(unique=True, default=uuid.uuid4)
+    epoch = models.BigIntegerField()
+    state = models.CharField(max_length=16, choices=CommitState.choices)
+    started_at = models.DateTimeField()
+    prepared_at = models.DateTimeField(null=True, blank=True)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    records = models.BigIntegerField(default=0)
+    bytes = models.BigIntegerField(default=0)
+    files_count = models.IntegerField(default=0)
+    dead_lettered = models.BigIntegerField(default=0)
+    # [{"table", "path", "topic", "partition", "records", "bytes"}, ...]
+    files = models.JSONField(default=list, blank=True)
+    # {"db.table": snapshot_id}
+    snapshot_ids = models.JSONField(default=dict, blank=True)
+    # Every record with a timestamp below this has been committed (min over
+    # the partitions of the max record timestamp), as the Iceberg sink's VTTS.
+    watermark = models.DateTimeField(null=True, blank=True)
+    # False when the write-status timeout left some partitions to the next commit.
+    complete = models.BooleanField(default=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["connector", "state", "-started_at"])]
+        constraints = [
+            # At most one unfinished commit per connector: the next one may
+            # only be prepared after this one is rolled forward (DESIGN I4).
+            models.UniqueConstraint(
+                fields=["connector"], condition=models.Q(state="PREPARED"), name="one_prepared_commit_per_connector"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.commit_id)
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.committed_at is None:
+            return None
+        return (self.committed_at - self.started_at).total_seconds()
+
+    def offsets(self) -> dict[str, Any]:
+        return {f"{p.topic}/{p.partition}": [p.start_offset, p.end_offset] for p in self.partitions.all()}
+
+
+class CommitPartition(models.Model):
+    """The offset range [start_offset, end_offset) of one partition in one commit."""
+
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="partitions")
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    start_offset = models.BigIntegerField()
+    end_offset = models.BigIntegerField()
+    records = models.BigIntegerField(default=0)
+    dead_lettered = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["topic", "partition"]
+        constraints = [
+            models.UniqueConstraint(fields=["commit", "topic", "partition"], name="unique_partition_per_commit"),
+            models.CheckConstraint(
+                condition=models.Q(end_offset__gte=models.F("start_offset")), name="range_not_reversed"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition} [{self.start_offset}, {self.end_offset})"
+
+
+class PartitionOffset(models.Model):
+    """Next offset to read for one partition: the end of the last prepared commit.
+
+    A PREPARED commit is always rolled forward (DESIGN I4), so its end offsets
+    count as committed from the moment it is prepared.
+    """
+
+    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="offsets")
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    next_offset = models.BigIntegerField()
+    last_commit = models.ForeignKey(Commit, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["topic", "partition"]
+        constraints = [
+            models.UniqueConstraint(fields=["connector", "topic", "partition"], name="unique_offset_per_partition"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.connector.name} {self.topic}/{self.partition} @ {self.next_offset}"

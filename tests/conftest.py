@@ -1,0 +1,79 @@
+"""Test session: real PostgreSQL (pytest-django's test database), Redis, the
+embedded Kafka broker and a Spark Connect server, started here when the
+environment does not point at running ones."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+
+from sinkadmin.services import port_open, split_hostport, start_embedded_broker, start_spark_connect
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    host, port = split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS.split(",")[0])
+    broker = None
+    if not port_open(host, port):
+        if not settings.KAFKA_EMBEDDED:
+            pytest.fail(f"KAFKA_BOOTSTRAP_SERVERS={settings.KAFKA_BOOTSTRAP_SERVERS} is not reachable")
+        broker = start_embedded_broker(port, settings.VAR_DIR / "log" / "tests")
+    yield settings.KAFKA_BOOTSTRAP_SERVERS
+    if broker is not None:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_remote() -> Iterator[str]:
+    """A Spark Connect endpoint shared by the whole session (one JVM, started once)."""
+    server = None
+    if settings.SPARK_REMOTE:
+        host, port = split_hostport(settings.SPARK_REMOTE.removeprefix("sc://").split("/")[0])
+        if not port_open(host, port):
+            if not settings.SPARK_LOCAL_CONNECT:
+                pytest.fail(f"SPARK_REMOTE={settings.SPARK_REMOTE} is not reachable")
+            server = start_spark_connect(
+                port, settings.VAR_DIR / "log" / "tests", master="local[2]", driver_memory="2g"
+            )
+    yield settings.SPARK_REMOTE or settings.SPARK_MASTER
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture
+def topic_name() -> str:
+    # The broker keeps topics for its lifetime: every test gets fresh names.
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("warehouse")
+    return str(path)
+
+
+@pytest.fixture
+def subprocess_env(db: None) -> dict[str, str]:
+    """Environment for child processes (workers) so they use this test database."""
+    db_settings = settings.DATABASES["default"]
+    name = db_settings["NAME"]
+    user = db_settings.get("USER") or ""
+    host = db_settings.get("HOST") or ""
+    port = db_settings.get("PORT") or ""
+    auth = f"{user}@" if user else ""
+    location = f"{host}:{port}" if host else ""
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": f"postgres://{auth}{location}/{name}",
+            "KAFKA_BOOTSTRAP_SERVERS": settings.KAFKA_BOOTSTRAP_SERVERS,
+            "DJANGO_SETTINGS_MODULE": "sinkadmin.settings",
+        }
+    )
+    if settings.SPARK_REMOTE:
+        env["SPARK_REMOTE"] = settings.SPARK_REMOTE
+    return env

@@ -1,0 +1,117 @@
+import pytest
+
+from connectors.config import SinkConfig, validate_config
+
+BASE = {
+    "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+    "topics": "orders",
+    "iceberg.tables": "db.orders",
+}
+
+
+def test_a_config_written_for_the_iceberg_sink_is_valid() -> None:
+    config = {
+        **BASE,
+        "tasks.max": "4",
+        "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.commit.interval-ms": "60000",
+        "iceberg.catalog.type": "rest",
+        "iceberg.catalog.uri": "http://catalog:8181",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "iceberg.table.db.orders.partition-by": "days(ts), bucket(16, id)",
+    }
+    assert validate_config(config).errors == {}
+    parsed = SinkConfig.parse(config)
+    assert parsed.tasks_max == 4
+    assert parsed.value_converter == "json"
+    assert [str(f) for f in parsed.tables[0].partition_by] == ["day(ts)", "bucket(16, id)"]
+    assert parsed.catalog_properties() == {"type": "rest", "uri": "http://catalog:8181"}
+
+
+@pytest.mark.parametrize("name", ["iceberg", "io.tabular.iceberg.connect.IcebergSinkConnector"])
+def test_short_and_tabular_class_names_resolve(name: str) -> None:
+    assert validate_config({**BASE, "connector.class": name}).ok
+
+
+def test_errors_are_reported_per_key() -> None:
+    result = validate_config(
+        {
+            **BASE,
+            "tasks.max": "zero",
+            "iceberg.control.commit.interval-ms": "5",
+            "errors.tolerance": "some",
+            "value.converter": "xml",
+            "iceberg.tables": "no_namespace",
+        }
+    )
+    assert set(result.errors) == {
+        "tasks.max",
+        "iceberg.control.commit.interval-ms",
+        "errors.tolerance",
+        "value.converter",
+        "iceberg.tables",
+    }
+    assert "Not a number of type INT" in result.errors["tasks.max"][0]
+    assert "at least 100" in result.errors["iceberg.control.commit.interval-ms"][0]
+
+
+def test_missing_topics_and_tables_are_named() -> None:
+    result = validate_config({"connector.class": "iceberg"})
+    assert "topics" in result.errors
+    assert 'Missing required configuration "iceberg.tables"' in result.errors["iceberg.tables"][0]
+
+
+def test_unknown_class_and_unsupported_sinks_say_why() -> None:
+    assert "Unknown connector class" in validate_config({**BASE, "connector.class": "x.Y"}).errors["connector.class"][0]
+    hudi = validate_config({**BASE, "connector.class": "org.apache.hudi.connect.HoodieSinkConnector"})
+    assert "Hudi sink is not supported yet" in hudi.errors["connector.class"][0]
+
+
+def test_partition_by_must_parse() -> None:
+    result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "weeks(ts)"})
+    assert "unknown partition transform 'weeks'" in result.errors["iceberg.table.db.orders.partition-by"][0]
+    result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "bucket(id)"})
+    assert "bucket needs a width" in result.errors["iceberg.table.db.orders.partition-by"][0]
+
+
+def test_table_settings_must_name_a_listed_table() -> None:
+    result = validate_config({**BASE, "iceberg.table.db.other.partition-by": "id"})
+    assert "'db.other' is not one of iceberg.tables" in result.errors["iceberg.table.db.other.partition-by"][0]
+
+
+def test_dead_letter_topic_needs_tolerance_all_and_may_not_loop() -> None:
+    result = validate_config({**BASE, "errors.deadletterqueue.topic.name": "orders"})
+    assert any("cannot be a source topic" in e for e in result.errors["errors.deadletterqueue.topic.name"])
+    assert any("errors.tolerance=all" in e for e in result.errors["errors.deadletterqueue.topic.name"])
+
+
+def test_avro_converter_needs_a_valid_record_schema() -> None:
+    result = validate_config({**BASE, "value.converter": "avro", "value.converter.avro.schema": "{bad"})
+    assert "not valid JSON" in result.errors["value.converter.avro.schema"][0]
+
+
+def test_typos_in_our_own_namespace_are_errors() -> None:
+    result = validate_config({**BASE, "sinkadmin.commit.max-recrods": "10"})
+    assert result.errors == {"sinkadmin.commit.max-recrods": ["unknown sinkadmin setting"]}
+
+
+def test_upsert_mode_is_refused_rather_than_silently_appending() -> None:
+    result = validate_config({**BASE, "iceberg.tables.upsert-mode-enabled": "true"})
+    assert "not supported yet" in result.errors["iceberg.tables.upsert-mode-enabled"][0]
+
+
+def test_non_string_values_are_coerced_or_rejected() -> None:
+    result = validate_config({**BASE, "tasks.max": 3, "topics": ["a"]})
+    assert result.config["tasks.max"] == "3"
+    assert "must be a string, not list" in result.errors["topics"]
+
+
+def test_connect_validate_shape_lists_definitions_and_hides_passwords() -> None:
+    body = validate_config({**BASE, "sasl.password": "pw", "tasks.max": "x"}).to_connect()
+    assert body["name"] == "org.apache.iceberg.connect.IcebergSinkConnector"
+    assert body["error_count"] == 1
+    by_name = {c["definition"]["name"]: c for c in body["configs"]}
+    assert by_name["sasl.password"]["value"]["value"] == "[hidden]"
+    assert by_name["tasks.max"]["value"]["errors"]
+    assert by_name["topics"]["definition"]["type"] == "LIST"

@@ -1,0 +1,140 @@
+"""The ledger's compare-and-set against real PostgreSQL: fencing (I3) and contiguity (I1)."""
+
+import uuid
+
+import pytest
+from django.utils import timezone
+
+from connectors import actions
+from connectors.actions.ledger import PartitionRange, seed_offsets
+from connectors.models import Commit, CommitState, PartitionOffset
+
+pytestmark = pytest.mark.django_db
+
+CONFIG = {"connector.class": "iceberg", "topics": "orders", "iceberg.tables": "db.orders"}
+
+
+def _prepare(connector_id: int, epoch: int, start: int, end: int, partition: int = 0) -> Commit:
+    return actions.prepare_commit(
+        connector_id,
+        epoch=epoch,
+        commit_id=uuid.uuid4(),
+        started_at=timezone.now(),
+        ranges=[PartitionRange("orders", partition, start, end, records=end - start)],
+        files=[
+            {"table": "db.orders", "path": f"/w/orders+{partition}+{start}+{end}", "records": end - start, "bytes": 10}
+        ],
+        watermark=None,
+        complete=True,
+    )
+
+
+def test_a_commit_advances_the_partition_offset() -> None:
+    connector = actions.create_connector("c1", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0})
+    commit = _prepare(connector.pk, epoch, 0, 10)
+    assert commit.state == CommitState.PREPARED
+    assert actions.committed_offsets(connector.pk) == {("orders", 0): 10}
+    assert actions.mark_committed(commit.commit_id, {"db.orders": 42})
+    commit.refresh_from_db()
+    assert commit.state == CommitState.COMMITTED and commit.snapshot_ids == {"db.orders": 42}
+    assert not actions.mark_committed(commit.commit_id, {})
+
+
+def test_a_zombie_coordinator_cannot_prepare() -> None:
+    connector = actions.create_connector("c2", CONFIG)
+    old_epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, old_epoch, {("orders", 0): 0})
+    actions.take_coordinator_lease(connector.pk, "w2")
+    with pytest.raises(actions.StaleEpoch):
+        _prepare(connector.pk, old_epoch, 0, 10)
+    assert actions.committed_offsets(connector.pk) == {("orders", 0): 0}
+    assert not Commit.objects.exists()
+
+
+def test_a_range_that_does_not_continue_the_ledger_is_refused() -> None:
+    connector = actions.create_connector("c3", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0})
+    actions.mark_committed(_prepare(connector.pk, epoch, 0, 10).commit_id, {})
+    with pytest.raises(actions.LedgerConflict, match="starts at 5, the ledger is at 10"):
+        _prepare(connector.pk, epoch, 5, 20)
+    with pytest.raises(actions.LedgerConflict):
+        _prepare(connector.pk, epoch, 0, 10)
+    _prepare(connector.pk, epoch, 10, 20)
+
+
+def test_an_unseeded_partition_is_refused() -> None:
+    connector = actions.create_connector("c4", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    with pytest.raises(actions.LedgerConflict, match="the ledger is at None"):
+        _prepare(connector.pk, epoch, 0, 10, partition=3)
+
+
+def test_only_one_commit_may_be_prepared_at_a_time() -> None:
+    connector = actions.create_connector("c5", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0, ("orders", 1): 0})
+    _prepare(connector.pk, epoch, 0, 10)
+    with pytest.raises(actions.LedgerConflict, match="must be finished first"):
+        _prepare(connector.pk, epoch, 0, 5, partition=1)
+
+
+def test_seeding_never_moves_a_known_offset() -> None:
+    connector = actions.create_connector("c6", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 7})
+    assert seed_offsets(connector.pk, epoch, {("orders", 0): 0, ("orders", 1): 3}) == {
+        ("orders", 0): 7,
+        ("orders", 1): 3,
+    }
+
+
+def test_stopping_fences_the_running_coordinator() -> None:
+    connector = actions.create_connector("c7", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0})
+    actions.stop_connector("c7")
+    with pytest.raises(actions.StaleEpoch):
+        _prepare(connector.pk, epoch, 0, 10)
+
+
+def test_offsets_can_only_be_altered_when_stopped() -> None:
+    actions.create_connector("c8", CONFIG)
+    with pytest.raises(actions.NotStopped):
+        actions.alter_offsets("c8", [("orders", 0, 5)])
+    actions.stop_connector("c8")
+    connector = actions.alter_offsets("c8", [("orders", 0, 5)])
+    assert PartitionOffset.objects.get(connector=connector).next_offset == 5
+    actions.alter_offsets("c8", [("orders", 0, None)])
+    assert not PartitionOffset.objects.filter(connector=connector).exists()
+
+
+def test_deleting_a_connector_keeps_its_ledger_unless_asked() -> None:
+    connector = actions.create_connector("c9", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0})
+    commit = _prepare(connector.pk, epoch, 0, 10)
+    actions.delete_connector("c9")
+    commit.refresh_from_db()
+    assert commit.connector_id is None and commit.connector_name == "c9"
+
+
+def test_create_rejects_invalid_config_and_duplicates() -> None:
+    with pytest.raises(actions.InvalidConfig) as excinfo:
+        actions.create_connector("bad", {"connector.class": "iceberg"})
+    assert "topics" in excinfo.value.validation.errors
+    actions.create_connector("dup", CONFIG)
+    with pytest.raises(actions.ConnectorExists):
+        actions.create_connector("dup", CONFIG)
+    with pytest.raises(actions.InvalidName):
+        actions.create_connector("a/b", CONFIG)
+
+
+def test_config_update_keeps_hidden_secrets_and_bumps_generation() -> None:
+    connector = actions.create_connector("c10", {**CONFIG, "sasl.password": "s3cret"})
+    updated, created = actions.update_config("c10", {**CONFIG, "sasl.password": "[hidden]", "tasks.max": "2"})
+    assert not created
+    assert updated.config["sasl.password"] == "s3cret"
+    assert updated.generation == connector.generation + 1
