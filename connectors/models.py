@@ -31,6 +31,9 @@ class TaskState(models.TextChoices):
 
 class CoordinatorPhase(models.TextChoices):
     IDLE = "idle"
+    # START_COMMIT sent; participants stage records until END_COMMIT.
+    STAGING = "staging"
+    # END_COMMIT sent; waiting for write statuses.
     COLLECTING = "collecting"
     COMMITTING = "committing"
 

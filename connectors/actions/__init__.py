@@ -21,6 +21,7 @@ from connectors.actions.ledger import (
     mark_committed,
     pending_commit,
     prepare_commit,
+    publish_coordinator_phase,
     seed_offsets,
     take_coordinator_lease,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "pause_connector",
     "pending_commit",
     "prepare_commit",
+    "publish_coordinator_phase",
     "reset_offsets",
     "restart_connector",
     "restart_task",

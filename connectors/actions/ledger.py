@@ -232,3 +232,28 @@ def abort_commit(
             ]
         )
     return commit
+
+
+def publish_coordinator_phase(
+    connector_id: int,
+    epoch: int,
+    *,
+    phase: str,
+    commit_id: uuid.UUID | None,
+    started_at: datetime | None,
+    control_offset: int | None,
+    expected: list[TopicPartition],
+    reported: list[TopicPartition],
+) -> bool:
+    """Live coordinator state for UI and API. False if ``epoch`` is no longer the connector's."""
+    updated = CoordinatorStatus.objects.filter(connector_id=connector_id, connector__coordinator_epoch=epoch).update(
+        epoch=epoch,
+        phase=phase,
+        commit_id=commit_id,
+        commit_started_at=started_at,
+        start_control_offset=control_offset,
+        partitions_expected=[list(tp) for tp in expected],
+        partitions_reported=[list(tp) for tp in reported],
+        heartbeat_at=timezone.now(),
+    )
+    return updated == 1

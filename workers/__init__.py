@@ -1,0 +1,1 @@
+"""Runtime of a connector: control channel, coordinator, participants, Spark writer, table committer."""

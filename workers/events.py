@@ -1,0 +1,201 @@
+"""Control-topic events, Avro-encoded (fastavro) with a version field.
+
+One record type with optional fields carries all four events, so the schema
+evolves by adding fields with defaults: a reader of version N decodes what a
+writer of version N+1 sends and ignores what it does not know.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import fastavro
+
+SCHEMA_VERSION = 1
+
+
+class EventType(StrEnum):
+    START_COMMIT = "START_COMMIT"
+    END_COMMIT = "END_COMMIT"
+    WRITE_STATUS = "WRITE_STATUS"
+    ACK_COMMIT = "ACK_COMMIT"
+
+
+_SCHEMA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "ControlEvent",
+        "namespace": "sinkadmin.control",
+        "fields": [
+            {"name": "version", "type": "int"},
+            {"name": "type", "type": {"type": "enum", "name": "EventType", "symbols": [e.value for e in EventType]}},
+            {"name": "connector", "type": "string"},
+            {"name": "commit_id", "type": "string"},
+            {"name": "epoch", "type": "long"},
+            {
+                "name": "offsets",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "StartOffset",
+                        "fields": [
+                            {"name": "topic", "type": "string"},
+                            {"name": "partition", "type": "int"},
+                            {"name": "offset", "type": "long"},
+                        ],
+                    },
+                },
+                "default": [],
+            },
+            {"name": "task_index", "type": ["null", "int"], "default": None},
+            {"name": "task_epoch", "type": ["null", "long"], "default": None},
+            {
+                "name": "partitions",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "PartitionStatus",
+                        "fields": [
+                            {"name": "topic", "type": "string"},
+                            {"name": "partition", "type": "int"},
+                            {"name": "start", "type": "long"},
+                            {"name": "end", "type": "long"},
+                            {"name": "records", "type": "long"},
+                            {"name": "dead_lettered", "type": "long", "default": 0},
+                            {"name": "skipped", "type": "long", "default": 0},
+                            {"name": "max_timestamp", "type": ["null", "long"], "default": None},
+                        ],
+                    },
+                },
+                "default": [],
+            },
+            {
+                "name": "files",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "DataFile",
+                        "fields": [
+                            {"name": "table", "type": "string"},
+                            {"name": "path", "type": "string"},
+                            {"name": "topic", "type": "string"},
+                            {"name": "partition", "type": "int"},
+                            {"name": "records", "type": "long"},
+                            {"name": "bytes", "type": "long"},
+                        ],
+                    },
+                },
+                "default": [],
+            },
+            {"name": "error", "type": ["null", "string"], "default": None},
+            {"name": "snapshot_ids", "type": {"type": "map", "values": "long"}, "default": {}},
+        ],
+    }
+)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    table: str
+    path: str
+    topic: str
+    partition: int
+    records: int
+    bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "path": self.path,
+            "topic": self.topic,
+            "partition": self.partition,
+            "records": self.records,
+            "bytes": self.bytes,
+        }
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """What one participant wrote for one commit: offsets [start, end)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records: int
+    dead_lettered: int = 0
+    skipped: int = 0
+    max_timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class ControlEvent:
+    type: EventType
+    connector: str
+    commit_id: uuid.UUID
+    epoch: int
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    task_index: int | None = None
+    task_epoch: int | None = None
+    partitions: tuple[PartitionStatus, ...] = ()
+    files: tuple[DataFile, ...] = ()
+    error: str | None = None
+    snapshot_ids: dict[str, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        record = {
+            "version": SCHEMA_VERSION,
+            "type": self.type.value,
+            "connector": self.connector,
+            "commit_id": str(self.commit_id),
+            "epoch": self.epoch,
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(self.offsets.items())],
+            "task_index": self.task_index,
+            "task_epoch": self.task_epoch,
+            "partitions": [vars(p) for p in self.partitions],
+            "files": [f.as_dict() for f in self.files],
+            "error": self.error,
+            "snapshot_ids": self.snapshot_ids,
+        }
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, _SCHEMA, record)
+        return buffer.getvalue()
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ControlEvent:
+        record: Any = fastavro.schemaless_reader(io.BytesIO(payload), _SCHEMA, _SCHEMA)
+        if record["version"] > SCHEMA_VERSION:
+            # Written by a newer sinkadmin: the fields we know are still valid.
+            pass
+        return cls(
+            type=EventType(record["type"]),
+            connector=record["connector"],
+            commit_id=uuid.UUID(record["commit_id"]),
+            epoch=record["epoch"],
+            offsets={(o["topic"], o["partition"]): o["offset"] for o in record["offsets"]},
+            task_index=record["task_index"],
+            task_epoch=record["task_epoch"],
+            partitions=tuple(PartitionStatus(**p) for p in record["partitions"]),
+            files=tuple(DataFile(**f) for f in record["files"]),
+            error=record["error"],
+            snapshot_ids=dict(record["snapshot_ids"]),
+        )
+
+
+def start_commit(connector: str, commit_id: uuid.UUID, epoch: int, offsets: dict[tuple[str, int], int]) -> ControlEvent:
+    return ControlEvent(EventType.START_COMMIT, connector, commit_id, epoch, offsets=offsets)
+
+
+def end_commit(connector: str, commit_id: uuid.UUID, epoch: int) -> ControlEvent:
+    return ControlEvent(EventType.END_COMMIT, connector, commit_id, epoch)
+
+
+def ack_commit(connector: str, commit_id: uuid.UUID, epoch: int, snapshot_ids: dict[str, int]) -> ControlEvent:
+    return ControlEvent(EventType.ACK_COMMIT, connector, commit_id, epoch, snapshot_ids=snapshot_ids)

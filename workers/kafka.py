@@ -1,0 +1,171 @@
+"""Kafka clients of a connector, all built from one place so security settings
+reach every one of them: source consumer, control producer and consumer,
+dead-letter producer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from workers.events import ControlEvent
+
+# Keys that configure every client the connector creates (librdkafka accepts
+# the Java client's names for these).
+_SHARED_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+# Java-client keys librdkafka does not know; the PEM/JAAS equivalents are mapped.
+_JAVA_ONLY = {
+    "ssl.truststore.type",
+    "ssl.keystore.type",
+    "ssl.truststore.password",
+    "ssl.keystore.password",
+    "ssl.keystore.location",
+    "ssl.endpoint.identification.algorithm",
+    "sasl.jaas.config",
+}
+_JAAS_CREDENTIALS = re.compile(r'username="(?P<user>[^"]*)"\s+password="(?P<password>[^"]*)"')
+
+
+def shared_properties(config: dict[str, str]) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for key, value in config.items():
+        if key.startswith(_SHARED_PREFIXES) and key not in _JAVA_ONLY:
+            props[key] = value
+    if "ssl.truststore.location" in config:
+        # The Java truststore key carries a PEM CA bundle here.
+        props.pop("ssl.truststore.location", None)
+        props["ssl.ca.location"] = config["ssl.truststore.location"]
+    jaas = config.get("sasl.jaas.config")
+    if jaas and (match := _JAAS_CREDENTIALS.search(jaas)):
+        props.setdefault("sasl.username", match.group("user"))
+        props.setdefault("sasl.password", match.group("password"))
+    return props
+
+
+def _with_overrides(config: dict[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def source_consumer_config(bootstrap: str, config: dict[str, str], group_id: str) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        # Offsets come from the ledger and are assigned explicitly; the group
+        # id is only a label (librdkafka requires one) and is never committed.
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        # Bound what librdkafka prefetches, so memory does not grow with backlog (I7).
+        "queued.max.messages.kbytes": 65536,
+        "fetch.max.bytes": 52428800,
+        **shared_properties(config),
+        **_with_overrides(config, "consumer.override."),
+    }
+
+
+def producer_config(bootstrap: str, config: dict[str, str]) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        **shared_properties(config),
+        **_with_overrides(config, "producer.override."),
+    }
+
+
+def control_client_config(bootstrap: str, config: dict[str, str]) -> dict[str, object]:
+    return {"bootstrap.servers": bootstrap, **shared_properties(config), **_with_overrides(config, "iceberg.kafka.")}
+
+
+def admin_client(bootstrap: str, config: dict[str, str]) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, **shared_properties(config)})
+
+
+def ensure_topic(admin: AdminClient, topic: str, partitions: int = 1, replication_factor: int = 1) -> None:
+    metadata = admin.list_topics(timeout=10)
+    if topic in metadata.topics and not metadata.topics[topic].error:
+        return
+    brokers = max(1, len(metadata.brokers))
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=min(replication_factor, brokers))]
+    )[topic]
+    try:
+        future.result(timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def resolve_partitions(admin: AdminClient, topics: Iterable[str], topics_regex: str | None) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs the connector reads, as the cluster has them now."""
+    metadata = admin.list_topics(timeout=10)
+    wanted = set(topics)
+    pattern = re.compile(topics_regex) if topics_regex else None
+    found: list[tuple[str, int]] = []
+    for name, topic in metadata.topics.items():
+        if topic.error is not None or name.startswith("__"):
+            continue
+        if name in wanted or (pattern is not None and pattern.fullmatch(name)):
+            found.extend((name, p) for p in topic.partitions)
+    return sorted(found)
+
+
+class ControlChannel:
+    """Producer and consumer of the control topic (one partition)."""
+
+    def __init__(self, bootstrap: str, config: dict[str, str], topic: str, client_id: str) -> None:
+        self.topic = topic
+        base = control_client_config(bootstrap, config)
+        self._producer = Producer({**base, "client.id": client_id, "linger.ms": 0, "enable.idempotence": True})
+        self._consumer = Consumer(
+            {
+                **base,
+                "group.id": f"sinkadmin-control-{client_id}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "latest",
+                "client.id": client_id,
+                "fetch.wait.max.ms": 50,
+            }
+        )
+
+    def seek(self, offset: int | None) -> None:
+        """Read from ``offset`` (None: only events sent from now on)."""
+        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_END if offset is None else offset)])
+
+    def send(self, event: ControlEvent) -> int:
+        """Send and wait until the broker has it; returns its offset on the control topic."""
+        delivered: list[int] = []
+        errors: list[KafkaError] = []
+
+        def on_delivery(err: KafkaError | None, msg: object) -> None:
+            if err is not None:
+                errors.append(err)
+            else:
+                delivered.append(msg.offset())  # type: ignore[attr-defined]
+
+        self._producer.produce(self.topic, value=event.encode(), key=event.connector.encode(), on_delivery=on_delivery)
+        self._producer.flush(30)
+        if errors or not delivered:
+            raise KafkaException(errors[0] if errors else KafkaError(KafkaError._MSG_TIMED_OUT))
+        return delivered[0]
+
+    def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]:
+        events: list[tuple[int, ControlEvent]] = []
+        for message in self._consumer.consume(num_messages=500, timeout=timeout):
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(message.error())
+            try:
+                event = ControlEvent.decode(message.value())
+            except Exception:
+                continue
+            if event.connector == connector:
+                events.append((message.offset(), event))
+        return events
+
+    def close(self) -> None:
+        self._producer.flush(10)
+        self._consumer.close()

@@ -1,0 +1,259 @@
+"""A worker task: the participants of the partitions assigned to it.
+
+Each participant stages the records of its partition from the offset the
+coordinator's START_COMMIT names (the ledger's offset, not a consumer
+group's), and on END_COMMIT has Spark write them as data files and reports a
+WRITE_STATUS. All partitions of a task share one Kafka consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from connectors.config import SinkConfig
+from workers.converters import AvroValueDecoder
+from workers.events import ControlEvent, EventType, PartitionStatus
+from workers.failpoints import failpoint
+from workers.spark_writer import WriteResult
+from workers.staging import StagedPartition, StagingBuffer, clear_directory
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+class TaskState(StrEnum):
+    WAITING = "waiting"
+    STAGING = "staging"
+    WRITING = "writing"
+
+
+class ChannelPort(Protocol):
+    def send(self, event: ControlEvent) -> int: ...
+    def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]: ...
+
+
+class WritePort(Protocol):
+    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        """Data files for the staged records, and the records that could not be converted."""
+        ...
+
+
+class DeadLetterPort(Protocol):
+    def send(self, bad: Sequence[Any], staged_files: dict[TP, Path]) -> int: ...
+
+
+@dataclass
+class _Commit:
+    commit_id: uuid.UUID
+    epoch: int
+    buffers: dict[TP, StagingBuffer]
+
+
+class TaskRunner:
+    def __init__(
+        self,
+        *,
+        connector: str,
+        task_index: int,
+        task_epoch: int,
+        config: SinkConfig,
+        partitions: Sequence[TP],
+        consumer: Consumer,
+        channel: ChannelPort,
+        writer: WritePort,
+        dead_letters: DeadLetterPort | None,
+        staging_dir: Path,
+        on_progress: Callable[[TaskRunner], None] | None = None,
+        batch_size: int = 5000,
+    ) -> None:
+        self.connector = connector
+        self.task_index = task_index
+        self.task_epoch = task_epoch
+        self.config = config
+        self.partitions = set(partitions)
+        self.consumer = consumer
+        self.channel = channel
+        self.writer = writer
+        self.dead_letters = dead_letters
+        self.staging_dir = staging_dir
+        self.on_progress = on_progress
+        self.batch_size = batch_size
+        self.state = TaskState.WAITING
+        self.current: _Commit | None = None
+        self.highest_epoch = 0
+        self.paused: set[TP] = set()
+        self.end_offsets: dict[TP, int] = {}
+        self._avro = (
+            AvroValueDecoder(config.avro_schema) if config.value_converter == "avro" and config.avro_schema else None
+        )
+
+    def step(self, timeout: float = 0.2) -> bool:
+        staging = self.state is TaskState.STAGING
+        events = self.channel.poll(0 if staging else timeout, self.connector)
+        for _, event in events:
+            self._handle(event)
+        if self.state is TaskState.STAGING:
+            return self._consume(timeout) or bool(events)
+        return bool(events)
+
+    # -- control events ---------------------------------------------------------------
+
+    def _handle(self, event: ControlEvent) -> None:
+        if event.epoch < self.highest_epoch:
+            return  # from a coordinator that has been replaced
+        self.highest_epoch = event.epoch
+        if event.type is EventType.START_COMMIT:
+            self._begin(event)
+        elif event.type is EventType.END_COMMIT:
+            current = self.current
+            if current is not None and current.commit_id == event.commit_id and current.epoch == event.epoch:
+                self._finish(current)
+
+    def _begin(self, event: ControlEvent) -> None:
+        if self.current is not None:
+            # A new START supersedes an unfinished commit (the coordinator
+            # was replaced): its staged records are dropped and re-read.
+            self._discard(self.current)
+        mine = {tp: offset for tp, offset in event.offsets.items() if tp in self.partitions}
+        if not mine:
+            self.current = None
+            self.state = TaskState.WAITING
+            return
+        directory = self.staging_dir / f"{event.commit_id}-{self.task_index}"
+        buffers = {
+            tp: StagingBuffer(tp[0], tp[1], offset, directory, self.config.buffer_bytes) for tp, offset in mine.items()
+        }
+        self.current = _Commit(event.commit_id, event.epoch, buffers)
+        self.paused.clear()
+        # Re-assigning with explicit offsets is the seek: the ledger is the truth.
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in sorted(mine.items())])
+        self.state = TaskState.STAGING
+
+    def _consume(self, timeout: float) -> bool:
+        current = self.current
+        assert current is not None
+        messages = self.consumer.consume(num_messages=self.batch_size, timeout=timeout)
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                log.warning("%s task %d: consumer error %s", self.connector, self.task_index, error)
+                continue
+            tp = (message.topic(), message.partition())
+            buffer = current.buffers.get(tp)
+            if buffer is None or message.offset() < buffer.next_offset:
+                continue  # fetched before the seek, or not ours
+            value = message.value()
+            decode_error = None
+            if self._avro is not None and value is not None:
+                try:
+                    value = self._avro.to_json(value)
+                except ValueError as exc:
+                    decode_error = str(exc)
+            _, timestamp = message.timestamp()
+            buffer.add(
+                message.offset(),
+                timestamp if timestamp >= 0 else None,
+                message.key(),
+                value,
+                message.headers(),
+                decode_error,
+            )
+            if buffer.staged_bytes >= self.config.staging_max_bytes and tp not in self.paused:
+                # Bounded staging (I7): stop fetching this partition until the commit.
+                self.consumer.pause([TopicPartition(*tp)])
+                self.paused.add(tp)
+        if messages:
+            for tp in current.buffers:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+                if high >= 0:
+                    self.end_offsets[tp] = high
+        if self.on_progress is not None:
+            self.on_progress(self)
+        return bool(messages)
+
+    def _finish(self, current: _Commit) -> None:
+        self.state = TaskState.WRITING
+        self.consumer.assign([])
+        failpoint("participant.before_write")
+        staged = [buffer.finish() for buffer in current.buffers.values()]
+        try:
+            result = self.writer.write(current.commit_id, staged)
+            statuses, error = self._statuses(staged, result)
+        except Exception as exc:
+            log.exception("%s task %d: writing commit %s failed", self.connector, self.task_index, current.commit_id)
+            statuses, error = [], f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
+            result = WriteResult()
+        failpoint("participant.before_status")
+        self.channel.send(
+            ControlEvent(
+                EventType.WRITE_STATUS,
+                self.connector,
+                current.commit_id,
+                current.epoch,
+                task_index=self.task_index,
+                task_epoch=self.task_epoch,
+                partitions=tuple(statuses),
+                files=tuple(result.files),
+                error=error,
+            )
+        )
+        clear_directory(self.staging_dir / f"{current.commit_id}-{self.task_index}")
+        self.current = None
+        self.state = TaskState.WAITING
+
+    def _statuses(self, staged: list[StagedPartition], result: WriteResult) -> tuple[list[PartitionStatus], str | None]:
+        bad_by_tp: dict[TP, int] = {}
+        for bad in result.bad:
+            bad_by_tp[(bad.topic, bad.partition)] = bad_by_tp.get((bad.topic, bad.partition), 0) + 1
+        if result.bad and self.config.errors_tolerance == "none":
+            first = result.bad[0]
+            return [], (
+                f"record {first.topic}/{first.partition}@{first.offset} cannot be converted: {first.reason} "
+                "(errors.tolerance=none)"
+            )
+        if result.bad and self.dead_letters is not None:
+            files = {(s.topic, s.partition): s.path for s in staged if s.path is not None}
+            self.dead_letters.send(result.bad, files)  # type: ignore[arg-type]
+        return [
+            PartitionStatus(
+                topic=s.topic,
+                partition=s.partition,
+                start=s.start,
+                end=s.end,
+                records=s.records,
+                dead_lettered=bad_by_tp.get((s.topic, s.partition), 0),
+                skipped=result.skipped.get((s.topic, s.partition), 0),
+                max_timestamp=s.max_timestamp,
+            )
+            for s in staged
+        ], None
+
+    def _discard(self, current: _Commit) -> None:
+        for buffer in current.buffers.values():
+            buffer.discard()
+        clear_directory(self.staging_dir / f"{current.commit_id}-{self.task_index}")
+        self.current = None
+
+    def close(self) -> None:
+        if self.current is not None:
+            self._discard(self.current)
+        self.consumer.close()
+
+
+def run_until(stop: Callable[[], bool], step: Callable[[], bool]) -> None:
+    while not stop():
+        if not step():
+            time.sleep(0.01)

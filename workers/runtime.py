@@ -1,0 +1,344 @@
+"""Wiring of the coordinator and tasks to the real world: the ledger in
+Postgres, Kafka, Spark and the Iceberg catalog. Celery tasks and the
+``run_connector`` command both run connectors through these functions."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer, TopicPartition
+from django.conf import settings
+from django.db import close_old_connections
+
+from connectors import actions
+from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
+from connectors.config import SinkConfig
+from connectors.models import Commit, CommitState, Connector, CoordinatorStatus
+from workers.converters import sample_json_objects
+from workers.coordinator import (
+    Coordinator,
+    CoordinatorSettings,
+    Fenced,
+    Phase,
+    PreparedCommit,
+)
+from workers.dead_letters import DeadLetterSink
+from workers.events import PartitionStatus
+from workers.kafka import ControlChannel, admin_client, ensure_topic, resolve_partitions, source_consumer_config
+from workers.participant import TaskRunner
+from workers.spark_writer import SparkWriter, TargetTable, WriteResult
+from workers.staging import StagedPartition
+from workers.tables import (
+    TableCommit,
+    catalog_for,
+    commit_to_table,
+    create_table,
+    infer_schema_from_json,
+    load_table,
+    schema_from_avro,
+    schema_from_connect,
+    with_metadata_columns,
+)
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+StopFlag = Callable[[], bool]
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{__import__('os').getpid()}"
+
+
+def offsets_by_topic(ranges: Sequence[tuple[str, int, int, int]]) -> dict[str, dict[str, list[int]]]:
+    by_topic: dict[str, dict[str, list[int]]] = {}
+    for topic, partition, start, end in ranges:
+        by_topic.setdefault(topic, {})[str(partition)] = [start, end]
+    return by_topic
+
+
+class DjangoLedger:
+    """The coordinator's view of the ledger (connectors.actions)."""
+
+    def __init__(self, connector: Connector, epoch: int, config: SinkConfig, watermarks: Consumer) -> None:
+        self.connector = connector
+        self.epoch = epoch
+        self.config = config
+        self.watermarks = watermarks
+
+    def offsets(self, partitions: list[TP]) -> dict[TP, int]:
+        known = actions.committed_offsets(self.connector.pk)
+        seeds = {}
+        for tp in partitions:
+            if tp not in known:
+                low, high = self.watermarks.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)
+                seeds[tp] = low if self.config.auto_offset_reset == "earliest" else high
+        try:
+            offsets = seed_offsets(self.connector.pk, self.epoch, seeds) if seeds else known
+        except actions.StaleEpoch as exc:
+            raise Fenced(str(exc)) from None
+        return {tp: offsets[tp] for tp in partitions}
+
+    def pending(self) -> PreparedCommit | None:
+        commit = actions.pending_commit(self.connector.pk)
+        if commit is None:
+            return None
+        ranges = [(p.topic, p.partition, p.start_offset, p.end_offset) for p in commit.partitions.all()]
+        return PreparedCommit(
+            commit.commit_id,
+            commit.epoch,
+            list(commit.files),
+            offsets_by_topic(ranges),
+            int(commit.watermark.timestamp() * 1000) if commit.watermark else None,
+        )
+
+    def prepare(
+        self,
+        commit_id: uuid.UUID,
+        started_at: datetime,
+        statuses: list[PartitionStatus],
+        files: list[dict[str, Any]],
+        watermark_ms: int | None,
+        complete: bool,
+    ) -> PreparedCommit:
+        from datetime import UTC
+
+        watermark = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC) if watermark_ms is not None else None
+        try:
+            actions.prepare_commit(
+                self.connector.pk,
+                epoch=self.epoch,
+                commit_id=commit_id,
+                started_at=started_at,
+                ranges=[
+                    PartitionRange(s.topic, s.partition, s.start, s.end, s.records, s.dead_lettered) for s in statuses
+                ],
+                files=files,
+                watermark=watermark,
+                complete=complete,
+            )
+        except actions.StaleEpoch as exc:
+            raise Fenced(str(exc)) from None
+        except actions.LedgerConflict as exc:
+            raise ValueError(str(exc)) from None
+        ranges = [(s.topic, s.partition, s.start, s.end) for s in statuses]
+        return PreparedCommit(commit_id, self.epoch, files, offsets_by_topic(ranges), watermark_ms)
+
+    def committed(self, commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> None:
+        actions.mark_committed(commit_id, snapshot_ids)
+
+    def aborted(self, commit_id: uuid.UUID, started_at: datetime, statuses: list[PartitionStatus], error: str) -> None:
+        actions.abort_commit(
+            self.connector.pk,
+            epoch=self.epoch,
+            commit_id=commit_id,
+            started_at=started_at,
+            ranges=[PartitionRange(s.topic, s.partition, s.start, s.end, s.records, s.dead_lettered) for s in statuses],
+            error=error,
+        )
+
+    def failed(self, message: str) -> None:
+        actions.fail_connector(self.connector.pk, message)
+
+    def phase(
+        self,
+        phase: Phase,
+        commit_id: uuid.UUID | None,
+        started_at: datetime | None,
+        control_offset: int | None,
+        expected: list[TP],
+        reported: list[TP],
+    ) -> None:
+        if not publish_coordinator_phase(
+            self.connector.pk,
+            self.epoch,
+            phase=phase.value,
+            commit_id=commit_id,
+            started_at=started_at,
+            control_offset=control_offset,
+            expected=expected,
+            reported=reported,
+        ):
+            raise Fenced(f"coordinator epoch {self.epoch} of {self.connector.name} was superseded")
+
+
+class IcebergCommitter:
+    def __init__(self, connector: str, config: SinkConfig) -> None:
+        self.connector = connector
+        self.config = config
+        self.catalog = catalog_for(config)
+
+    def commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        by_table: dict[str, list[str]] = {}
+        for f in prepared.files:
+            by_table.setdefault(f["table"], []).append(f["path"])
+        if self.config.allow_empty_commit:
+            for target in self.config.tables:
+                by_table.setdefault(target.name, [])
+        snapshot_ids = {}
+        for table_name, paths in sorted(by_table.items()):
+            snapshot_ids[table_name] = commit_to_table(
+                self.catalog,
+                table_name,
+                TableCommit(
+                    connector=self.connector,
+                    commit_id=str(prepared.commit_id),
+                    epoch=prepared.epoch,
+                    files=tuple(paths),
+                    offsets=prepared.offsets,
+                    watermark_ms=prepared.watermark_ms,
+                ),
+            )
+        return snapshot_ids
+
+
+class TableWriter:
+    """Resolves (or creates) the target tables, then has Spark write the staged records."""
+
+    def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
+        self.config = config
+        self.catalog = catalog_for(config)
+        self.spark = spark or SparkWriter(config)
+
+    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        if not any(s.records for s in staged):
+            return WriteResult()
+        tables = [self._target(t, staged) for t in self.config.tables]
+        return self.spark.write(commit_id, staged, tables)
+
+    def _target(self, target: Any, staged: Sequence[StagedPartition]) -> TargetTable:
+        table = load_table(self.catalog, target.name)
+        if table is None:
+            if not self.config.auto_create:
+                raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
+            schema = with_metadata_columns(self._schema_from(staged), self.config.metadata_columns)
+            table = create_table(self.catalog, target.name, schema, target.partition_by, target.id_columns)
+        return TargetTable(target=target, schema=table.schema(), location=table.location())
+
+    def _schema_from(self, staged: Sequence[StagedPartition]) -> Any:
+        from pyiceberg.schema import Schema
+        from pyiceberg.types import BinaryType, NestedField, StringType
+
+        cfg = self.config
+        if cfg.value_converter == "avro":
+            import json
+
+            return schema_from_avro(json.loads(cfg.avro_schema or "{}"))
+        if cfg.value_converter in ("string", "bytearray"):
+            value_type = StringType() if cfg.value_converter == "string" else BinaryType()
+            return Schema(NestedField(1, "value", value_type, required=False))
+        values: list[bytes | None] = []
+        for s in staged:
+            if s.path is not None and len(values) < 500:
+                values.extend(pq.read_table(s.path, columns=["value"]).column("value").to_pylist()[:500])
+        samples = sample_json_objects(values, envelope=cfg.schemas_enable)
+        if cfg.schemas_enable:
+            if not samples:
+                raise ValueError("cannot create the table: no record carries a Kafka Connect schema envelope")
+            return schema_from_connect(samples[0]["schema"])
+        return infer_schema_from_json(samples)
+
+
+def connector_config(name: str) -> tuple[Connector, SinkConfig]:
+    connector = Connector.objects.get(name=name)
+    return connector, SinkConfig.parse(connector.config)
+
+
+def run_coordinator(name: str, stop: StopFlag, *, max_commits: int | None = None) -> int:
+    """Run the connector's coordinator until ``stop()`` or fencing; returns commits done."""
+    connector, config = connector_config(name)
+    bootstrap = settings.KAFKA_BOOTSTRAP_SERVERS
+    admin = admin_client(bootstrap, config.raw)
+    ensure_topic(admin, config.control_topic, partitions=1)
+    epoch = actions.take_coordinator_lease(connector.pk, worker_id())
+    channel = ControlChannel(bootstrap, config.raw, config.control_topic, f"{name}-coordinator-{epoch}")
+    channel.seek(None)
+    watermarks = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
+    coordinator = Coordinator(
+        CoordinatorSettings(
+            name, epoch, config.commit_interval_ms / 1000, config.commit_timeout_ms / 1000, config.allow_empty_commit
+        ),
+        channel,
+        DjangoLedger(connector, epoch, config, watermarks),
+        IcebergCommitter(name, config),
+        partitions=lambda: resolve_partitions(admin, config.topics, config.topics_regex),
+    )
+    log.info("%s: coordinator started with epoch %d", name, epoch)
+    try:
+        while not stop():
+            coordinator.step()
+            if max_commits is not None and coordinator.commits_done >= max_commits:
+                break
+    except Fenced as exc:
+        log.warning("%s: coordinator stops: %s", name, exc)
+    finally:
+        channel.close()
+        watermarks.close()
+        close_old_connections()
+    return coordinator.commits_done
+
+
+def run_task(name: str, task_index: int, partitions: Sequence[TP], stop: StopFlag, *, task_epoch: int = 0) -> None:
+    """Run one worker task hosting the participants of ``partitions`` until ``stop()``."""
+    connector, config = connector_config(name)
+    bootstrap = settings.KAFKA_BOOTSTRAP_SERVERS
+    ensure_topic(admin_client(bootstrap, config.raw), config.control_topic, partitions=1)
+    channel = ControlChannel(
+        bootstrap, config.raw, config.control_topic, f"{name}-task-{task_index}-{uuid.uuid4().hex[:6]}"
+    )
+    # Join a commit in flight instead of waiting for the next one.
+    status = CoordinatorStatus.objects.filter(connector=connector).first()
+    in_flight = status is not None and status.phase in (Phase.STAGING, Phase.COLLECTING)
+    channel.seek(status.start_control_offset if in_flight and status is not None else None)
+    consumer = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
+    dead_letters = None
+    if config.errors_tolerance == "all" and config.dlq_topic:
+        dead_letters = DeadLetterSink(
+            bootstrap,
+            config.raw,
+            config.dlq_topic,
+            name,
+            task_index,
+            config.dlq_replication_factor,
+            config.dlq_context_headers,
+        )
+    runner = TaskRunner(
+        connector=name,
+        task_index=task_index,
+        task_epoch=task_epoch,
+        config=config,
+        partitions=partitions,
+        consumer=consumer,
+        channel=channel,
+        writer=TableWriter(config),
+        dead_letters=dead_letters,
+        staging_dir=Path(settings.STAGING_DIR) / name,
+    )
+    log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))
+    try:
+        while not stop():
+            runner.step()
+    finally:
+        runner.close()
+        channel.close()
+        if dead_letters is not None:
+            dead_letters.close()
+        close_old_connections()
+
+
+def assigned_partitions(name: str, task_index: int, tasks: int) -> list[TP]:
+    """Round-robin share of the connector's partitions for one task."""
+    _, config = connector_config(name)
+    admin = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, config.raw)
+    return resolve_partitions(admin, config.topics, config.topics_regex)[task_index::tasks]
+
+
+def committed_count(name: str) -> int:
+    return Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).count()
