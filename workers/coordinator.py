@@ -122,6 +122,7 @@ class _OpenCommit:
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
     files: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    retriable: bool = False
 
 
 class Coordinator:
@@ -220,6 +221,7 @@ class Coordinator:
                 continue
             if event.error:
                 current.error = event.error
+                current.retriable = event.retriable
                 changed = True
                 continue
             for status in event.partitions:
@@ -283,7 +285,7 @@ class Coordinator:
         assert current is not None
         log.warning("%s: commit %s aborted: %s", self.settings.connector, current.commit_id, error)
         self.ledger.aborted(current.commit_id, current.started_at, list(current.statuses.values()), error)
-        if current.error is not None:
+        if current.error is not None and not current.retriable:
             # A participant could not convert a record with errors.tolerance=none.
             self.ledger.failed(current.error)
             raise ConnectorFailed(current.error)

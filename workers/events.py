@@ -95,6 +95,9 @@ _SCHEMA = fastavro.parse_schema(
                 "default": [],
             },
             {"name": "error", "type": ["null", "string"], "default": None},
+            # True when the error is passing (storage, Spark): the commit is
+            # retried; false when a record cannot be converted.
+            {"name": "retriable", "type": "boolean", "default": False},
             {"name": "snapshot_ids", "type": {"type": "map", "values": "long"}, "default": {}},
         ],
     }
@@ -147,6 +150,7 @@ class ControlEvent:
     partitions: tuple[PartitionStatus, ...] = ()
     files: tuple[DataFile, ...] = ()
     error: str | None = None
+    retriable: bool = False
     snapshot_ids: dict[str, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
@@ -162,6 +166,7 @@ class ControlEvent:
             "partitions": [vars(p) for p in self.partitions],
             "files": [f.as_dict() for f in self.files],
             "error": self.error,
+            "retriable": self.retriable,
             "snapshot_ids": self.snapshot_ids,
         }
         buffer = io.BytesIO()
@@ -185,6 +190,7 @@ class ControlEvent:
             partitions=tuple(PartitionStatus(**p) for p in record["partitions"]),
             files=tuple(DataFile(**f) for f in record["files"]),
             error=record["error"],
+            retriable=record["retriable"],
             snapshot_ids=dict(record["snapshot_ids"]),
         )
 

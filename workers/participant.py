@@ -189,13 +189,14 @@ class TaskRunner:
         self.consumer.assign([])
         failpoint("participant.before_write")
         staged = [buffer.finish() for buffer in current.buffers.values()]
+        retriable = False
         try:
             result = self.writer.write(current.commit_id, staged)
             statuses, error = self._statuses(staged, result)
         except Exception as exc:
             log.exception("%s task %d: writing commit %s failed", self.connector, self.task_index, current.commit_id)
             statuses, error = [], f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
-            result = WriteResult()
+            result, retriable = WriteResult(), True
         failpoint("participant.before_status")
         self.channel.send(
             ControlEvent(
@@ -208,6 +209,7 @@ class TaskRunner:
                 partitions=tuple(statuses),
                 files=tuple(result.files),
                 error=error,
+                retriable=retriable,
             )
         )
         clear_directory(self.staging_dir / f"{current.commit_id}-{self.task_index}")

@@ -213,7 +213,7 @@ class SparkWriter:
         attempt = uuid.uuid4().hex[:8]
         tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{commit_id}-{attempt}"
         out = rows.select(slot, *columns)
-        out.repartition("_slot").write.mode("errorifexists").partitionBy("_slot").parquet(_uri(tmp_dir))
+        out.repartition("_slot").write.mode("error").partitionBy("_slot").parquet(_uri(tmp_dir))
         return self._publish(commit_id, attempt, tmp_dir, table, staged, topics)
 
     def _publish(

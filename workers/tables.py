@@ -57,6 +57,7 @@ from pyiceberg.types import (
 
 from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
+from workers.locks import advisory_lock
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,13 @@ def default_catalog_properties() -> dict[str, str]:
 
 def catalog_for(config: SinkConfig) -> Catalog:
     properties = config.catalog_properties()
-    if properties.get("type", "sql") == "sql" and "uri" not in properties:
-        properties = {**default_catalog_properties(), **properties}
-    return load_catalog(config.catalog_name, **properties)
+    if properties.get("type", "sql") != "sql" or "uri" in properties:
+        return load_catalog(config.catalog_name, **properties)
+    properties = {**default_catalog_properties(), **properties}
+    # pyiceberg creates its catalog tables with check-then-create; several
+    # processes starting at once would race, so creation is serialized.
+    with advisory_lock("sinkadmin.iceberg-catalog-init"):
+        return load_catalog(config.catalog_name, **properties)
 
 
 # --- schema mapping -----------------------------------------------------------

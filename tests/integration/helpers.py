@@ -1,0 +1,122 @@
+"""Shared steps of the integration tests: produce to the real broker, run
+connector processes, read the real Iceberg table back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from connectors.config import SinkConfig
+from connectors.models import Commit, CommitState, Connector
+from workers import runtime
+from workers.tables import PROP_COMMIT_ID, catalog_for
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes | None], partitions: int,
+            keys: list[bytes] | None = None) -> dict[tuple[str, int], int]:
+    """Produce values round-robin over partitions; return the end offset of each partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    ends: dict[tuple[str, int], int] = {}
+    errors: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            key = (msg.topic(), msg.partition())
+            ends[key] = max(ends.get(key, 0), msg.offset() + 1)
+
+    for i, value in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=keys[i] if keys else str(i).encode(),
+                                 partition=i % partitions, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors
+    return ends
+
+
+def json_records(start: int, count: int) -> list[bytes | None]:
+    return [json.dumps({"id": i, "name": f"name-{i}", "amount": i * 0.5}).encode() for i in range(start, start + count)]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def ledger_offsets(name: str) -> dict[tuple[str, int], int]:
+    connector = Connector.objects.get(name=name)
+    return {(o.topic, o.partition): o.next_offset for o in connector.offsets.all()}
+
+
+def caught_up(name: str, ends: dict[tuple[str, int], int]) -> Callable[[], bool]:
+    def check() -> bool:
+        offsets = ledger_offsets(name)
+        pending = Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
+        return not pending and all(offsets.get(tp) == end for tp, end in ends.items())
+
+    return check
+
+
+def table_of(name: str, table: str) -> Any:
+    connector = Connector.objects.get(name=name)
+    return catalog_for(SinkConfig.parse(connector.config)).load_table(table)
+
+
+def table_rows(name: str, table: str) -> list[dict[str, Any]]:
+    return table_of(name, table).scan().to_arrow().to_pylist()
+
+
+def sink_snapshots(name: str, table: str) -> list[Any]:
+    tbl = table_of(name, table)
+    return [s for s in tbl.snapshots() if s.summary and s.summary.additional_properties.get(PROP_COMMIT_ID)]
+
+
+@contextmanager
+def running_in_threads(name: str, tasks: int = 1) -> Iterator[threading.Event]:
+    """Coordinator and tasks in this process (threads), stopped on exit."""
+    stop = threading.Event()
+    threads = []
+    for index in range(tasks):
+        partitions = runtime.assigned_partitions(name, index, tasks)
+        threads.append(threading.Thread(target=runtime.run_task, args=(name, index, partitions, stop.is_set), daemon=True))
+    threads.append(threading.Thread(target=runtime.run_coordinator, args=(name, stop.is_set), daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        yield stop
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+
+
+def spawn(env: dict[str, str], name: str, *args: str, failpoints: str = "") -> subprocess.Popen[bytes]:
+    """A connector role in its own process, so a test can SIGKILL it."""
+    child_env = dict(env)
+    if failpoints:
+        child_env["SINKADMIN_FAILPOINTS"] = failpoints
+    return subprocess.Popen([sys.executable, "manage.py", "run_connector", name, *args], env=child_env)
