@@ -1,7 +1,8 @@
 """Named points where a test can make a process die, to prove recovery.
 
 ``SINKADMIN_FAILPOINTS=coordinator.after_prepare=kill,participant.before_status=kill``
-makes the process SIGKILL itself on reaching those points. Unset in
+makes the process SIGKILL itself on reaching those points (``hang`` blocks
+forever, ``stop`` freezes it until SIGCONT). Unset in
 production, each point costs one dict lookup.
 """
 
@@ -22,3 +23,6 @@ def failpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif action == "hang":
         signal.pause()
+    elif action == "stop":
+        # Frozen until the test sends SIGCONT: a zombie in the making.
+        os.kill(os.getpid(), signal.SIGSTOP)

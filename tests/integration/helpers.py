@@ -26,8 +26,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes | None], partitions: int,
-            keys: list[bytes] | None = None) -> dict[tuple[str, int], int]:
+def produce(
+    bootstrap: str, topic: str, values: list[bytes | None], partitions: int, keys: list[bytes] | None = None
+) -> dict[tuple[str, int], int]:
     """Produce values round-robin over partitions; return the end offset of each partition."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     ends: dict[tuple[str, int], int] = {}
@@ -43,8 +44,13 @@ def produce(bootstrap: str, topic: str, values: list[bytes | None], partitions: 
     for i, value in enumerate(values):
         while True:
             try:
-                producer.produce(topic, value=value, key=keys[i] if keys else str(i).encode(),
-                                 partition=i % partitions, on_delivery=delivered)
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=keys[i] if keys else str(i).encode(),
+                    partition=i % partitions,
+                    on_delivery=delivered,
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -102,7 +108,9 @@ def running_in_threads(name: str, tasks: int = 1) -> Iterator[threading.Event]:
     threads = []
     for index in range(tasks):
         partitions = runtime.assigned_partitions(name, index, tasks)
-        threads.append(threading.Thread(target=runtime.run_task, args=(name, index, partitions, stop.is_set), daemon=True))
+        threads.append(
+            threading.Thread(target=runtime.run_task, args=(name, index, partitions, stop.is_set), daemon=True)
+        )
     threads.append(threading.Thread(target=runtime.run_coordinator, args=(name, stop.is_set), daemon=True))
     for thread in threads:
         thread.start()
@@ -120,3 +128,30 @@ def spawn(env: dict[str, str], name: str, *args: str, failpoints: str = "") -> s
     if failpoints:
         child_env["SINKADMIN_FAILPOINTS"] = failpoints
     return subprocess.Popen([sys.executable, "manage.py", "run_connector", name, *args], env=child_env)
+
+
+def topic_ids(bootstrap: str, ends: dict[tuple[str, int], int]) -> list[int]:
+    """The ids of every record in the topic up to ``ends``, read with a bare consumer.
+
+    The table is compared with this, not with what the test meant to
+    produce: I1 is about the records that are in the log.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    remaining = {tp: end for tp, end in ends.items() if end > 0}
+    ids: list[int] = []
+    deadline = time.monotonic() + 60
+    while remaining and time.monotonic() < deadline:
+        for message in consumer.consume(1000, 1.0):
+            if message.error():
+                continue
+            tp = (message.topic(), message.partition())
+            if tp in remaining and message.offset() < remaining[tp]:
+                ids.append(json.loads(message.value())["id"])
+                if message.offset() + 1 >= remaining[tp]:
+                    del remaining[tp]
+    consumer.close()
+    assert not remaining, f"could not read back {remaining}"
+    return sorted(ids)

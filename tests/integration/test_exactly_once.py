@@ -25,8 +25,9 @@ from workers.tables import PROP_OFFSETS
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def test_every_record_lands_exactly_once_with_one_snapshot_per_commit(lake: dict[str, str], kafka_bootstrap: str,
-                                                                       topic_name: str) -> None:
+def test_every_record_lands_exactly_once_with_one_snapshot_per_commit(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
     partitions, count = 4, 2000
     create_topic(kafka_bootstrap, topic_name, partitions)
     ends = produce(kafka_bootstrap, topic_name, json_records(0, count), partitions)
@@ -53,7 +54,9 @@ def test_every_record_lands_exactly_once_with_one_snapshot_per_commit(lake: dict
     for (topic, partition), end in more.items():
         ranges = sorted(
             (p.start_offset, p.end_offset)
-            for c in committed for p in c.partitions.all() if (p.topic, p.partition) == (topic, partition)
+            for c in committed
+            for p in c.partitions.all()
+            if (p.topic, p.partition) == (topic, partition)
         )
         assert ranges[0][0] == 0 and ranges[-1][1] == end
         assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))

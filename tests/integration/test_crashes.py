@@ -1,0 +1,171 @@
+"""Every failure we can think of, each checked on the table afterwards:
+every record once, none twice (DESIGN I1, I3, I4)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from connectors import actions
+from connectors.models import Commit, CommitState, CoordinatorStatus
+from tests.integration.conftest import sink_config
+from tests.integration.helpers import (
+    caught_up,
+    create_topic,
+    json_records,
+    produce,
+    sink_snapshots,
+    spawn,
+    table_rows,
+    topic_ids,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+PARTITIONS = 4
+COUNT = 1200
+
+
+class Processes:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, *args: str, failpoints: str = "") -> subprocess.Popen[bytes]:
+        child = spawn(self.env, name, *args, failpoints=failpoints)
+        self.children.append(child)
+        return child
+
+    def coordinator(self, name: str, failpoints: str = "") -> subprocess.Popen[bytes]:
+        return self.start(name, "--role", "coordinator", failpoints=failpoints)
+
+    def task(self, name: str, index: int = 0, tasks: int = 1, failpoints: str = "") -> subprocess.Popen[bytes]:
+        return self.start(
+            name, "--role", "task", "--task-index", str(index), "--tasks", str(tasks), failpoints=failpoints
+        )
+
+    def stop_all(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGCONT)
+                child.kill()
+            child.wait(30)
+
+
+@pytest.fixture
+def procs(lake: dict[str, str]) -> Iterator[Processes]:
+    processes = Processes(lake)
+    yield processes
+    processes.stop_all()
+
+
+def setup_connector(kafka_bootstrap: str, topic: str, name: str, **overrides: str) -> dict[tuple[str, int], int]:
+    create_topic(kafka_bootstrap, topic, PARTITIONS)
+    ends = produce(kafka_bootstrap, topic, json_records(0, COUNT), PARTITIONS)
+    actions.create_connector(name, sink_config(topic, "db.events", **overrides))
+    return ends
+
+
+def assert_exactly_once(name: str, bootstrap: str, ends: dict[tuple[str, int], int]) -> None:
+    ids = sorted(r["id"] for r in table_rows(name, "db.events"))
+    expected = topic_ids(bootstrap, ends)
+    assert set(expected) == set(range(COUNT))
+    assert ids == expected, f"{len(ids)} rows, {len(set(ids))} distinct; the topic holds {len(expected)} records"
+    committed = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0)
+    assert len(sink_snapshots(name, "db.events")) == committed.count()
+    committed = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0)
+    assert len(sink_snapshots(name, "db.events")) == committed.count()
+
+
+def wait_for_phase(name: str, phase: str, timeout: float = 60) -> None:
+    wait_until(
+        lambda: CoordinatorStatus.objects.filter(connector__name=name, phase=phase).exists(),
+        timeout,
+        f"coordinator phase {phase}",
+    )
+
+
+def test_a_participant_killed_while_staging_loses_nothing(
+    procs: Processes, kafka_bootstrap: str, topic_name: str
+) -> None:
+    ends = setup_connector(
+        kafka_bootstrap,
+        topic_name,
+        "kill-staging",
+        **{"iceberg.control.commit.interval-ms": "4000", "iceberg.control.commit.timeout-ms": "4000"},
+    )
+    procs.coordinator("kill-staging")
+    doomed = procs.task("kill-staging")
+    wait_for_phase("kill-staging", "staging")
+    time.sleep(2)
+    doomed.kill()
+    procs.task("kill-staging")
+    wait_until(caught_up("kill-staging", ends), 180, "the replacement task to catch up")
+    assert_exactly_once("kill-staging", kafka_bootstrap, ends)
+
+
+def test_a_participant_killed_after_writing_files_loses_nothing(
+    procs: Processes, kafka_bootstrap: str, topic_name: str
+) -> None:
+    ends = setup_connector(kafka_bootstrap, topic_name, "kill-writing", **{"iceberg.control.commit.timeout-ms": "4000"})
+    procs.coordinator("kill-writing")
+    doomed = procs.task("kill-writing", failpoints="participant.before_status=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    procs.task("kill-writing")
+    wait_until(caught_up("kill-writing", ends), 180, "the replacement task to catch up")
+    assert_exactly_once("kill-writing", kafka_bootstrap, ends)
+
+
+@pytest.mark.parametrize("point", ["coordinator.after_prepare", "coordinator.after_table_commit"])
+def test_a_coordinator_killed_mid_commit_is_rolled_forward(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, point: str
+) -> None:
+    name = f"kill-{point.rsplit('.', maxsplit=1)[-1].replace('_', '-')}"
+    ends = setup_connector(kafka_bootstrap, topic_name, name)
+    procs.task(name)
+    doomed = procs.coordinator(name, failpoints=f"{point}=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    assert Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).count() == 1
+    procs.coordinator(name)
+    wait_until(caught_up(name, ends), 180, "the new coordinator to roll forward and catch up")
+    assert_exactly_once(name, kafka_bootstrap, ends)
+
+
+def test_a_zombie_coordinator_cannot_commit_twice(procs: Processes, kafka_bootstrap: str, topic_name: str) -> None:
+    ends = setup_connector(kafka_bootstrap, topic_name, "zombie")
+    procs.task("zombie")
+    zombie = procs.coordinator("zombie", failpoints="coordinator.after_prepare=stop")
+    wait_until(
+        lambda: Commit.objects.filter(connector_name="zombie", state=CommitState.PREPARED).exists(),
+        120,
+        "the first coordinator to prepare and freeze",
+    )
+    procs.coordinator("zombie")
+    wait_until(caught_up("zombie", ends), 180, "the new coordinator to take over")
+    zombie.send_signal(signal.SIGCONT)
+    # The zombie resumes with its prepared commit: the table already holds
+    # it, so it adds nothing, and its next ledger write finds it fenced.
+    assert zombie.wait(120) == 0
+    assert_exactly_once("zombie", kafka_bootstrap, ends)
+
+
+def test_a_silent_participant_does_not_block_the_others(
+    procs: Processes, kafka_bootstrap: str, topic_name: str
+) -> None:
+    ends = setup_connector(kafka_bootstrap, topic_name, "silent", **{"iceberg.control.commit.timeout-ms": "5000"})
+    procs.coordinator("silent")
+    procs.task("silent", 0, 2)
+    silent = procs.task("silent", 1, 2, failpoints="participant.before_write=hang")
+    answered = {tp: end for tp, end in ends.items() if tp[1] % 2 == 0}
+    wait_until(caught_up("silent", answered), 120, "the answering task's partitions to commit")
+    partial = Commit.objects.filter(connector_name="silent", state=CommitState.COMMITTED, complete=False)
+    assert partial.exists()
+    silent.kill()
+    procs.task("silent", 1, 2)
+    wait_until(caught_up("silent", ends), 180, "the replacement to catch up")
+    assert_exactly_once("silent", kafka_bootstrap, ends)
