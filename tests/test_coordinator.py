@@ -1,0 +1,288 @@
+"""The coordinator's state machine, driven without servers: a fake clock,
+an in-memory control channel, ledger and committer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from workers.coordinator import ConnectorFailed, Coordinator, CoordinatorSettings, Fenced, Phase, PreparedCommit
+from workers.events import ControlEvent, DataFile, EventType, PartitionStatus
+
+TP0, TP1 = ("orders", 0), ("orders", 1)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Channel:
+    def __init__(self) -> None:
+        self.sent: list[ControlEvent] = []
+        self.inbox: list[ControlEvent] = []
+
+    def send(self, event: ControlEvent) -> int:
+        self.sent.append(event)
+        return len(self.sent) - 1
+
+    def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]:
+        events, self.inbox = self.inbox, []
+        return [(i, e) for i, e in enumerate(events) if e.connector == connector]
+
+    def seek(self, offset: int | None) -> None:
+        pass
+
+    def last(self, kind: EventType) -> ControlEvent:
+        return [e for e in self.sent if e.type is kind][-1]
+
+
+class Ledger:
+    def __init__(self, epoch: int = 1) -> None:
+        self.epoch = epoch
+        self.next_offsets: dict[tuple[str, int], int] = {TP0: 0, TP1: 0}
+        self.prepared: list[PreparedCommit] = []
+        self.committed_ids: list[uuid.UUID] = []
+        self.aborted_errors: list[str] = []
+        self.failure: str | None = None
+        self.pending_commit: PreparedCommit | None = None
+        self.current_epoch = epoch
+
+    def offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: self.next_offsets.setdefault(tp, 0) for tp in partitions}
+
+    def pending(self) -> PreparedCommit | None:
+        return self.pending_commit
+
+    def prepare(
+        self,
+        commit_id: uuid.UUID,
+        started_at: datetime,
+        statuses: list[PartitionStatus],
+        files: list[dict[str, Any]],
+        watermark_ms: int | None,
+        complete: bool,
+    ) -> PreparedCommit:
+        if self.current_epoch != self.epoch:
+            raise Fenced("stale")
+        for s in statuses:
+            if self.next_offsets[(s.topic, s.partition)] != s.start:
+                raise ValueError("gap")
+        for s in statuses:
+            self.next_offsets[(s.topic, s.partition)] = s.end
+        prepared = PreparedCommit(commit_id, self.epoch, files, {}, watermark_ms)
+        self.prepared.append(prepared)
+        self.pending_commit = prepared
+        return prepared
+
+    def committed(self, commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> None:
+        self.committed_ids.append(commit_id)
+        self.pending_commit = None
+
+    def aborted(self, commit_id: uuid.UUID, started_at: datetime, statuses: list[PartitionStatus], error: str) -> None:
+        self.aborted_errors.append(error)
+
+    def failed(self, message: str) -> None:
+        self.failure = message
+
+    def phase(self, *args: Any) -> None:
+        pass
+
+
+class Committer:
+    def __init__(self) -> None:
+        self.commits: list[PreparedCommit] = []
+
+    def commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        self.commits.append(prepared)
+        return {"db.orders": len(self.commits)}
+
+
+@pytest.fixture
+def world() -> tuple[Coordinator, Clock, Channel, Ledger, Committer]:
+    clock, channel, ledger, committer = Clock(), Channel(), Ledger(), Committer()
+    coordinator = Coordinator(
+        CoordinatorSettings("c", epoch=1, commit_interval_s=10, commit_timeout_s=30),
+        channel,
+        ledger,
+        committer,
+        partitions=lambda: [TP0, TP1],
+        clock=clock,
+    )
+    return coordinator, clock, channel, ledger, committer
+
+
+def status(
+    commit: ControlEvent, tp: tuple[str, int], start: int, end: int, files: int = 1, **extra: Any
+) -> ControlEvent:
+    return ControlEvent(
+        EventType.WRITE_STATUS,
+        "c",
+        commit.commit_id,
+        commit.epoch,
+        partitions=(PartitionStatus(tp[0], tp[1], start, end, end - start, max_timestamp=end),),
+        files=tuple(DataFile("db.orders", f"/f{tp[1]}-{i}", tp[0], tp[1], end - start, 10) for i in range(files)),
+        **extra,
+    )
+
+
+def start_and_end(coordinator: Coordinator, clock: Clock, channel: Channel) -> ControlEvent:
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    clock.now += 10
+    coordinator.step(0)
+    assert coordinator.phase is Phase.COLLECTING
+    return start
+
+
+def test_it_starts_with_the_ledger_offsets_and_ends_after_the_interval(world: Any) -> None:
+    coordinator, clock, channel, ledger, _ = world
+    ledger.next_offsets = {TP0: 5, TP1: 7}
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    assert start.offsets == {TP0: 5, TP1: 7}
+    assert coordinator.phase is Phase.STAGING
+    clock.now += 9.9
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING
+    clock.now += 0.1
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+
+
+def test_it_commits_once_every_partition_reported(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 10)]
+    coordinator.step(0)
+    assert not committer.commits
+    channel.inbox = [status(start, TP1, 0, 4)]
+    coordinator.step(0)
+    assert len(committer.commits) == 1
+    assert {f["path"] for f in committer.commits[0].files} == {"/f0-0", "/f1-0"}
+    assert ledger.next_offsets == {TP0: 10, TP1: 4}
+    assert channel.last(EventType.ACK_COMMIT).commit_id == start.commit_id
+    assert coordinator.phase is Phase.IDLE
+    assert committer.commits[0].watermark_ms == 4
+
+
+def test_on_timeout_it_commits_the_partitions_that_answered(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 10)]
+    coordinator.step(0)
+    clock.now += 30
+    coordinator.step(0)
+    assert ledger.next_offsets == {TP0: 10, TP1: 0}
+    assert [f["path"] for f in committer.commits[0].files] == ["/f0-0"]
+    assert committer.commits[0].watermark_ms is None
+
+
+def test_late_and_stale_statuses_are_discarded(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    first = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(first, TP0, 0, 10), status(first, TP1, 0, 10)]
+    coordinator.step(0)
+    second = start_and_end(coordinator, clock, channel)
+    late = status(first, TP0, 10, 20)
+    zombie_epoch = ControlEvent(
+        EventType.WRITE_STATUS, "c", second.commit_id, 0, partitions=late.partitions, files=late.files
+    )
+    wrong_start = status(second, TP1, 3, 20)
+    channel.inbox = [late, zombie_epoch, wrong_start, status(second, TP0, 10, 15), status(second, TP1, 10, 12)]
+    coordinator.step(0)
+    assert ledger.next_offsets == {TP0: 15, TP1: 12}
+    assert [f["path"] for f in committer.commits[-1].files] == ["/f0-0", "/f1-0"]
+
+
+def test_the_first_status_per_partition_wins(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 10), status(start, TP0, 0, 12, files=2), status(start, TP1, 0, 1)]
+    coordinator.step(0)
+    assert ledger.next_offsets[TP0] == 10
+    assert len(committer.commits[0].files) == 2
+
+
+def test_an_empty_interval_commits_nothing(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 0, files=0), status(start, TP1, 0, 0, files=0)]
+    coordinator.step(0)
+    assert not committer.commits and not ledger.prepared
+    assert coordinator.phase is Phase.IDLE
+
+
+def test_records_that_all_went_to_the_dead_letter_topic_still_advance_offsets(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 3, files=0), status(start, TP1, 0, 0, files=0)]
+    coordinator.step(0)
+    assert not committer.commits
+    assert ledger.next_offsets[TP0] == 3 and ledger.committed_ids == [start.commit_id]
+
+
+def test_a_prepared_commit_is_rolled_forward_before_anything_new_starts(world: Any) -> None:
+    coordinator, _, channel, ledger, committer = world
+    leftover = PreparedCommit(uuid.uuid4(), 0, [{"table": "db.orders", "path": "/old"}], {}, None)
+    ledger.pending_commit = leftover
+    coordinator.step(0)
+    assert committer.commits == [leftover]
+    assert ledger.committed_ids == [leftover.commit_id]
+    assert not [e for e in channel.sent if e.type is EventType.START_COMMIT]
+    coordinator.step(0)
+    assert channel.last(EventType.START_COMMIT)
+
+
+def test_a_fenced_coordinator_stops_at_prepare(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start = start_and_end(coordinator, clock, channel)
+    ledger.current_epoch = 2
+    channel.inbox = [status(start, TP0, 0, 10), status(start, TP1, 0, 10)]
+    with pytest.raises(Fenced):
+        coordinator.step(0)
+    assert not committer.commits
+
+
+def test_a_conversion_error_fails_the_connector_without_committing(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [ControlEvent(EventType.WRITE_STATUS, "c", start.commit_id, 1, error="record orders/0@3 ...")]
+    with pytest.raises(ConnectorFailed):
+        coordinator.step(0)
+    assert ledger.failure == "record orders/0@3 ..." and not committer.commits
+
+
+def test_a_passing_write_error_aborts_the_commit_and_starts_over(world: Any) -> None:
+    coordinator, clock, channel, ledger, _ = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [ControlEvent(EventType.WRITE_STATUS, "c", start.commit_id, 1, error="disk full", retriable=True)]
+    coordinator.step(0)
+    assert ledger.aborted_errors == ["disk full"] and ledger.failure is None
+    assert coordinator.phase is Phase.IDLE
+    coordinator.step(0)
+    assert channel.last(EventType.START_COMMIT).commit_id != start.commit_id
+
+
+def test_events_round_trip_through_avro() -> None:
+    event = ControlEvent(
+        EventType.WRITE_STATUS,
+        "c",
+        uuid.uuid4(),
+        3,
+        offsets={TP0: 1},
+        task_index=2,
+        task_epoch=4,
+        partitions=(PartitionStatus("orders", 0, 1, 5, 4, dead_lettered=1, skipped=0, max_timestamp=99),),
+        files=(DataFile("db.orders", "/p", "orders", 0, 3, 100),),
+        error=None,
+        retriable=False,
+    )
+    assert ControlEvent.decode(event.encode()) == event
