@@ -122,7 +122,17 @@ class SparkWriter:
         decoded, bad_condition, skip_condition = self._decode(raw, tables)
         decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            if find_bad:
+            # One pass counts bad and skipped records per partition; the bad
+            # rows themselves are fetched only when there are some.
+            counts = (
+                decoded.groupBy("topic", "partition")
+                .agg(
+                    F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped")
+                )
+                .collect()
+            )
+            result.skipped = {(r["topic"], r["partition"]): r["skipped"] for r in counts if r["skipped"]}
+            if find_bad and any(r["bad"] for r in counts):
                 bad_rows = (
                     decoded.where(bad_condition)
                     .select(
@@ -135,16 +145,14 @@ class SparkWriter:
                 result.bad = [
                     BadRecord(r["topic"], r["partition"], r["offset"], r["reason"]) for r in bad_rows.collect()
                 ]
+                if self.config.errors_tolerance == "none":
+                    return result
             good = decoded.where(~bad_condition & ~skip_condition)
             for table in tables:
                 rows = good
                 if self.config.route_field and table.target.route_regex is not None:
                     rows = rows.where(F.col("_route").rlike(f"^(?:{table.target.route_regex.pattern})$"))
                 result.files.extend(self._write_table(commit_id, rows, table, with_data))
-            skipped_rows = (
-                decoded.where(skip_condition & ~bad_condition).groupBy("topic", "partition").count().collect()
-            )
-            result.skipped = {(r["topic"], r["partition"]): r["count"] for r in skipped_rows}
         finally:
             decoded.unpersist()
         return result
@@ -192,12 +200,15 @@ class SparkWriter:
         }
         names = {f.name for f in schema.fields}
         columns += [expr.alias(name) for name, expr in metadata.items() if name in names]
+        skip = tombstone if cfg.value_converter in ("json", "avro") else F.lit(False)
+        # Conditions become columns: later aggregations cannot see the raw
+        # value or the parsed record any more.
         keep = [F.col(c) for c in ("topic", "partition", "offset", "error")]
+        keep += [bad.alias("_bad"), (skip & ~bad).alias("_skip")]
         if cfg.route_field:
             keep.append(F.col("_record").getField(cfg.route_field).cast("string").alias("_route"))
         decoded = decoded.select(*keep, *columns)
-        skip = tombstone if cfg.value_converter in ("json", "avro") else F.lit(False)
-        return decoded, bad, skip
+        return decoded, F.col("_bad"), F.col("_skip")
 
     def _write_table(
         self, commit_id: uuid.UUID, rows: Any, table: TargetTable, staged: Sequence[StagedPartition]

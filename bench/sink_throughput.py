@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""Sink throughput against a bare Kafka consumer on the same broker, same run.
+
+Produces N JSON records (~1 KB) over P partitions, reads them once with a
+bare confluent-kafka batch consumer (the baseline), then runs the sink
+(coordinator + tasks as separate processes, as in production) until the
+ledger reaches the topic's end offsets. Prints and writes to
+bench/results/sink_throughput.json: records/s of both and their ratio,
+commit latency p50/p99, snapshots written, peak RSS of the sink processes.
+
+    .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sinkadmin.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import psutil  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+from connectors import actions  # noqa: E402
+from connectors.models import Commit, CommitState, PartitionOffset  # noqa: E402
+from sinkadmin.services import port_open, split_hostport, start_embedded_broker, start_spark_connect  # noqa: E402
+
+
+def ensure_services() -> list:
+    started = []
+    host, port = split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS)
+    if not port_open(host, port):
+        started.append(start_embedded_broker(port, settings.VAR_DIR / "log" / "bench"))
+    if settings.SPARK_REMOTE:
+        host, port = split_hostport(settings.SPARK_REMOTE.removeprefix("sc://"))
+        if not port_open(host, port):
+            started.append(start_spark_connect(port, settings.VAR_DIR / "log" / "bench"))
+    return started
+
+
+def produce(topic: str, records: int, partitions: int) -> dict[tuple[str, int], int]:
+    admin = AdminClient({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    producer = Producer(
+        {
+            "bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "enable.idempotence": True,
+        }
+    )
+    ends: dict[tuple[str, int], int] = {}
+
+    def delivered(err, msg):
+        if err is None:
+            key = (msg.topic(), msg.partition())
+            ends[key] = max(ends.get(key, 0), msg.offset() + 1)
+
+    padding = "x" * 900
+    for i in range(records):
+        value = json.dumps(
+            {"id": i, "user": f"user-{i % 1000}", "amount": i * 0.25, "ok": i % 2 == 0, "note": padding}
+        ).encode()
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return ends
+
+
+def bare_consumer_rate(ends: dict[tuple[str, int], int]) -> tuple[float, float]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
+            "group.id": f"bench-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    total = sum(ends.values())
+    seen = 0
+    started = time.perf_counter()
+    while seen < total:
+        for message in consumer.consume(10000, 1.0):
+            if not message.error():
+                seen += 1
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return total / elapsed, elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--interval-ms", type=int, default=10_000)
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "sink_throughput.json"))
+    args = parser.parse_args()
+
+    call_command("migrate", verbosity=0)
+    services = ensure_services()
+    run = uuid.uuid4().hex[:8]
+    topic, name = f"bench-{run}", f"bench-{run}"
+    try:
+        print(f"producing {args.records} records over {args.partitions} partitions...", flush=True)
+        ends = produce(topic, args.records, args.partitions)
+        bare_rate, bare_seconds = bare_consumer_rate(ends)
+        print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
+
+        actions.create_connector(
+            name,
+            {
+                "connector.class": "iceberg",
+                "topics": topic,
+                "iceberg.tables": f"bench.events_{run}",
+                "iceberg.tables.auto-create-enabled": "true",
+                "tasks.max": str(args.tasks),
+                "iceberg.control.topic": f"control-{run}",
+                "iceberg.control.commit.interval-ms": str(args.interval_ms),
+                "iceberg.control.commit.timeout-ms": "120000",
+            },
+        )
+        manage = [sys.executable, str(ROOT / "manage.py"), "run_connector", name]
+        children = [
+            subprocess.Popen([*manage, "--role", "task", "--task-index", str(i), "--tasks", str(args.tasks)])
+            for i in range(args.tasks)
+        ]
+        children.append(subprocess.Popen([*manage, "--role", "coordinator"]))
+        peak_rss = {child.pid: 0 for child in children}
+        started = time.perf_counter()
+        target = sum(ends.values())
+        while True:
+            for child in children:
+                try:
+                    process = psutil.Process(child.pid)
+                    rss = process.memory_info().rss + sum(c.memory_info().rss for c in process.children(recursive=True))
+                    peak_rss[child.pid] = max(peak_rss[child.pid], rss)
+                except psutil.NoSuchProcess:
+                    pass
+            done = sum(PartitionOffset.objects.filter(connector__name=name).values_list("next_offset", flat=True))
+            pending = Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
+            if done >= target and not pending:
+                break
+            if any(child.poll() is not None for child in children):
+                raise SystemExit("a sink process exited early")
+            time.sleep(0.5)
+        sink_seconds = time.perf_counter() - started
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait(60)
+
+        commits = list(Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0))
+        cycle = sorted((c.committed_at - c.started_at).total_seconds() for c in commits)
+        table_commit = sorted((c.committed_at - c.prepared_at).total_seconds() for c in commits)
+
+        def pct(values: list[float], q: float) -> float:
+            return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else 0.0
+
+        sink_rate = target / sink_seconds
+        result = {
+            "records": target,
+            "partitions": args.partitions,
+            "tasks": args.tasks,
+            "record_bytes": 1000,
+            "commit_interval_ms": args.interval_ms,
+            "bare_consumer_records_per_s": round(bare_rate),
+            "bare_consumer_seconds": round(bare_seconds, 2),
+            "sink_records_per_s": round(sink_rate),
+            "sink_seconds": round(sink_seconds, 2),
+            "sink_to_bare_ratio": round(sink_rate / bare_rate, 3),
+            "commit_cycle_p50_s": round(pct(cycle, 0.5), 2),
+            "commit_cycle_p99_s": round(pct(cycle, 0.99), 2),
+            "table_commit_p50_s": round(pct(table_commit, 0.5), 3),
+            "table_commit_p99_s": round(pct(table_commit, 0.99), 3),
+            "commits": len(commits),
+            "snapshots": sum(len(c.snapshot_ids) for c in commits),
+            "mean_records_per_commit": round(statistics.mean(c.records for c in commits)) if commits else 0,
+            "peak_rss_mb_per_process": sorted(round(v / 2**20) for v in peak_rss.values()),
+            "cpu_count": os.cpu_count(),
+        }
+        print(json.dumps(result, indent=2))
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    finally:
+        for service in services:
+            service.stop()
+
+
+if __name__ == "__main__":
+    main()
