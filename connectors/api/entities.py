@@ -1,0 +1,130 @@
+"""The JSON bodies of the Connect API (Connect's ``rest/entities``), built from our models.
+
+Every config that leaves the service goes through ``shown_config`` so secret
+values are never returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from connectors.api.status import visible_tasks
+from connectors.config import ConfigValidation, Plugin
+from connectors.config.definitions import CONVERTERS, is_secret_key
+from connectors.models import Commit, Connector, PartitionOffset
+
+HIDDEN = "[hidden]"
+CONNECTOR_TYPE = "sink"
+
+# KIP-875's offset keys for sink connectors.
+KAFKA_TOPIC = "kafka_topic"
+KAFKA_PARTITION = "kafka_partition"
+KAFKA_OFFSET = "kafka_offset"
+
+
+def hide_secrets(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: (HIDDEN if value and is_secret_key(key) else value) for key, value in config.items()}
+
+
+def shown_config(connector: Connector) -> dict[str, str]:
+    """The config as Connect returns it: with its ``name`` key, secrets hidden."""
+    return hide_secrets({**connector.config, "name": connector.name})
+
+
+def connector_info(connector: Connector) -> dict[str, Any]:
+    return {
+        "name": connector.name,
+        "config": shown_config(connector),
+        "tasks": [{"connector": connector.name, "task": task.task_index} for task in visible_tasks(connector)],
+        "type": CONNECTOR_TYPE,
+    }
+
+
+def task_infos(connector: Connector) -> list[dict[str, Any]]:
+    # Every task runs the connector's config; which partitions it hosts is
+    # the supervisor's assignment, shown in the task status and the UI.
+    config = shown_config(connector)
+    return [
+        {"id": {"connector": connector.name, "task": task.task_index}, "config": config}
+        for task in visible_tasks(connector)
+    ]
+
+
+def connector_offsets(rows: Iterable[PartitionOffset]) -> dict[str, Any]:
+    return {
+        "offsets": [
+            {
+                "partition": {KAFKA_TOPIC: row.topic, KAFKA_PARTITION: row.partition},
+                "offset": {KAFKA_OFFSET: row.next_offset},
+            }
+            for row in rows
+        ]
+    }
+
+
+def plugin_infos(plugins: Iterable[Plugin], *, connectors_only: bool) -> list[dict[str, Any]]:
+    infos: list[dict[str, Any]] = [
+        {"class": plugin.class_name, "type": CONNECTOR_TYPE, "version": plugin.version} for plugin in plugins
+    ]
+    if not connectors_only:
+        # The Kafka Connect converter classes a config may name; short
+        # aliases (json, avro...) are ours and are not plugins to Connect.
+        version = infos[0]["version"] if infos else None
+        infos += [
+            {"class": name, "type": "converter", "version": version} for name in sorted(CONVERTERS) if "." in name
+        ]
+    return infos
+
+
+def config_key_infos(plugin: Plugin) -> list[dict[str, Any]]:
+    """GET /connector-plugins/{plugin}/config: the definitions validate reports, without values."""
+    return [entry["definition"] for entry in ConfigValidation(plugin=plugin, config={}).to_connect()["configs"]]
+
+
+def validation_result(validation: ConfigValidation) -> dict[str, Any]:
+    """Connect's ConfigInfos, with every secret value hidden (not only PASSWORD-typed keys)."""
+    body = validation.to_connect()
+    for entry in body["configs"]:
+        value = entry["value"]
+        if value["value"] and is_secret_key(value["name"]):
+            value["value"] = HIDDEN
+    return body
+
+
+def commit_summary(commit: Commit) -> dict[str, Any]:
+    return {
+        "commit_id": str(commit.commit_id),
+        "connector": commit.connector_name,
+        "state": commit.state,
+        "epoch": commit.epoch,
+        "started_at": commit.started_at,
+        "prepared_at": commit.prepared_at,
+        "committed_at": commit.committed_at,
+        "records": commit.records,
+        "bytes": commit.bytes,
+        "files_count": commit.files_count,
+        "dead_lettered": commit.dead_lettered,
+        "watermark": commit.watermark,
+        "complete": commit.complete,
+        "error": commit.error,
+        "offsets": [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "start_offset": p.start_offset,
+                "end_offset": p.end_offset,
+                "records": p.records,
+                "dead_lettered": p.dead_lettered,
+            }
+            for p in commit.partitions.all()
+        ],
+    }
+
+
+def commit_detail(commit: Commit) -> dict[str, Any]:
+    return {
+        **commit_summary(commit),
+        "files": list(commit.files),
+        "snapshot_ids": {table: int(snapshot) for table, snapshot in commit.snapshot_ids.items()},
+    }

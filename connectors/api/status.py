@@ -1,0 +1,139 @@
+"""The Kafka Connect status of a connector and its tasks, derived from the rows
+the runtime keeps: the desired state, the recorded failure, the coordinator's
+heartbeat and epoch, and the task rows.
+
+The REST API and the web UI both call ``connector_status`` so they never
+disagree about what "RUNNING" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState
+
+
+class State(StrEnum):
+    """The states Kafka Connect reports for connectors and tasks."""
+
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+    FAILED = "FAILED"
+    UNASSIGNED = "UNASSIGNED"
+    RESTARTING = "RESTARTING"
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    state: State
+    worker_id: str | None
+    trace: str = ""
+
+    def to_connect(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"state": self.state.value, "worker_id": self.worker_id}
+        # Connect leaves "trace" out unless there is one.
+        if self.trace:
+            body["trace"] = self.trace
+        return body
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskStatus(ComponentStatus):
+    id: int
+
+    def to_connect(self) -> dict[str, Any]:
+        return {"id": self.id, **super().to_connect()}
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    name: str
+    connector: ComponentStatus
+    tasks: tuple[TaskStatus, ...]
+
+    def to_connect(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "connector": self.connector.to_connect(),
+            "tasks": [task.to_connect() for task in self.tasks],
+            "type": "sink",
+        }
+
+
+def _trace(message: str, trace: str) -> str:
+    if trace and message and message not in trace:
+        return f"{message}\n{trace}"
+    return trace or message
+
+
+def _alive(heartbeat_at: datetime | None, now: datetime) -> bool:
+    # A worker that stopped heartbeating has died or lost its connection: what
+    # it ran is no longer running anywhere until the supervisor reassigns it.
+    return heartbeat_at is not None and now - heartbeat_at <= timedelta(seconds=settings.HEARTBEAT_TIMEOUT_SECONDS)
+
+
+def _coordinator(connector: Connector) -> CoordinatorStatus | None:
+    try:
+        return connector.coordinator
+    except CoordinatorStatus.DoesNotExist:
+        return None
+
+
+def visible_tasks(connector: Connector) -> list[ConnectorTask]:
+    """The tasks Connect would list: none for a stopped connector, and no stopped task rows."""
+    if connector.desired_state == DesiredState.STOPPED:
+        return []
+    return sorted(
+        (task for task in connector.tasks.all() if task.state != TaskState.STOPPED), key=lambda t: t.task_index
+    )
+
+
+def connector_component_status(connector: Connector, *, now: datetime | None = None) -> ComponentStatus:
+    now = now or timezone.now()
+    coordinator = _coordinator(connector)
+    worker_id = (coordinator.worker_id or None) if coordinator else None
+    if connector.desired_state == DesiredState.STOPPED:
+        return ComponentStatus(State.STOPPED, worker_id)
+    # A failure stays until a restart clears it; pausing does not.
+    if connector.failed_at is not None:
+        return ComponentStatus(State.FAILED, worker_id, _trace(connector.failure_message, connector.failure_trace))
+    if connector.desired_state == DesiredState.PAUSED:
+        return ComponentStatus(State.PAUSED, worker_id)
+    if coordinator is None or not _alive(coordinator.heartbeat_at, now):
+        return ComponentStatus(State.UNASSIGNED, worker_id)
+    # A restart, a config change or a stop/resume bumps the connector's epoch;
+    # until a coordinator takes over at the new epoch the old one is fenced.
+    if coordinator.epoch < connector.coordinator_epoch:
+        return ComponentStatus(State.RESTARTING, worker_id)
+    return ComponentStatus(State.RUNNING, worker_id)
+
+
+def task_status(task: ConnectorTask, *, now: datetime | None = None) -> TaskStatus:
+    now = now or timezone.now()
+    worker_id = task.worker_id or None
+    if task.state == TaskState.FAILED:
+        return TaskStatus(State.FAILED, worker_id, _trace(task.error_message, task.error_trace), id=task.task_index)
+    if task.state in (TaskState.RUNNING, TaskState.PAUSED) and not _alive(task.heartbeat_at, now):
+        return TaskStatus(State.UNASSIGNED, worker_id, id=task.task_index)
+    return TaskStatus(State(task.state), worker_id, id=task.task_index)
+
+
+def connector_status(connector: Connector, *, now: datetime | None = None) -> ConnectorStatus:
+    """Status of the connector and its tasks.
+
+    Reads ``connector.coordinator`` and ``connector.tasks``: select and
+    prefetch them when building many statuses.
+    """
+    now = now or timezone.now()
+    return ConnectorStatus(
+        name=connector.name,
+        connector=connector_component_status(connector, now=now),
+        tasks=tuple(task_status(task, now=now) for task in visible_tasks(connector)),
+    )

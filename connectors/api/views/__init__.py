@@ -1,0 +1,1 @@
+"""Views of the Kafka Connect REST API, one module per Connect resource."""

@@ -1,0 +1,109 @@
+"""GET /connectors/{name}/commits and /commits/{commit_id}: the ledger, beyond Connect."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from connectors import actions
+from connectors.models import Connector
+from tests.api.conftest import BASE, commit, run_coordinator
+
+pytestmark = pytest.mark.django_db
+
+URL = f"{BASE}/connectors/orders-sink/commits"
+
+
+def test_it_lists_commits_newest_first_with_their_offsets(api: APIClient, connector: Connector) -> None:
+    epoch = run_coordinator(connector)
+    first = commit(connector, epoch, 0, 10)
+    second = commit(connector, epoch, 10, 25)
+    response = api.get(URL)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["next"] is None and body["previous"] is None
+    assert [c["commit_id"] for c in body["commits"]] == [str(second.commit_id), str(first.commit_id)]
+    newest = body["commits"][0]
+    assert newest["state"] == "COMMITTED"
+    assert newest["connector"] == "orders-sink"
+    assert newest["epoch"] == epoch
+    assert newest["records"] == 15 and newest["bytes"] == 100 and newest["files_count"] == 1
+    assert newest["complete"] is True
+    assert newest["committed_at"] is not None
+    assert newest["offsets"] == [
+        {"topic": "orders", "partition": 0, "start_offset": 10, "end_offset": 25, "records": 15, "dead_lettered": 0}
+    ]
+    assert "files" not in newest
+
+
+def test_it_pages_with_a_cursor(api: APIClient, connector: Connector) -> None:
+    epoch = run_coordinator(connector)
+    made = [commit(connector, epoch, n * 10, n * 10 + 10) for n in range(5)]
+    seen: list[str] = []
+    page = api.get(URL, {"limit": 2}).json()
+    while True:
+        assert len(page["commits"]) <= 2
+        seen += [c["commit_id"] for c in page["commits"]]
+        if page["next"] is None:
+            break
+        page = api.get(page["next"]).json()
+    assert seen == [str(c.commit_id) for c in reversed(made)]
+
+
+def test_it_filters_by_state(api: APIClient, connector: Connector) -> None:
+    epoch = run_coordinator(connector)
+    commit(connector, epoch, 0, 10)
+    assert api.get(URL, {"state": "ABORTED"}).json()["commits"] == []
+    assert len(api.get(URL, {"state": "COMMITTED"}).json()["commits"]) == 1
+    response = api.get(URL, {"state": "DONE"})
+    assert response.json() == {"error_code": 400, "message": "state must be one of PREPARED, COMMITTED, ABORTED"}
+
+
+def test_a_bad_cursor_is_a_404(api: APIClient, connector: Connector) -> None:
+    assert api.get(URL, {"cursor": "garbage"}).json() == {"error_code": 404, "message": "Invalid cursor"}
+
+
+def test_commits_of_an_unknown_connector_is_a_404(api: APIClient) -> None:
+    assert api.get(f"{BASE}/connectors/nope/commits").status_code == 404
+
+
+def test_one_commit_shows_its_files_offsets_and_snapshots(api: APIClient, connector: Connector) -> None:
+    epoch = run_coordinator(connector)
+    made = commit(connector, epoch, 0, 10)
+    response = api.get(f"{URL}/{made.commit_id}")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["commit_id"] == str(made.commit_id)
+    assert body["snapshot_ids"] == {"db.orders": 7010}
+    assert body["files"] == [
+        {
+            "table": "db.orders",
+            "path": "/warehouse/db/orders/data/orders+0+0+10.parquet",
+            "topic": "orders",
+            "partition": 0,
+            "records": 10,
+            "bytes": 100,
+        }
+    ]
+    assert body["offsets"][0]["start_offset"] == 0 and body["offsets"][0]["end_offset"] == 10
+
+
+def test_a_commit_of_another_connector_is_not_found_here(
+    api: APIClient, connector: Connector, make_connector: object
+) -> None:
+    other = actions.create_connector(
+        "payments-sink", {"connector.class": "iceberg", "topics": "orders", "iceberg.tables": "db.p"}
+    )
+    made = commit(other, run_coordinator(other), 0, 10)
+    response = api.get(f"{URL}/{made.commit_id}")
+    assert response.json() == {
+        "error_code": 404,
+        "message": f"Commit {made.commit_id} of connector orders-sink not found",
+    }
+
+
+def test_an_unknown_commit_is_a_404(api: APIClient, connector: Connector) -> None:
+    assert api.get(f"{URL}/{uuid.uuid4()}").status_code == 404
+    assert api.get(f"{URL}/not-a-uuid").json() == {"error_code": 404, "message": "HTTP 404 Not Found"}

@@ -1,0 +1,119 @@
+"""GET /connector-plugins, GET .../{plugin}/config, PUT .../{plugin}/config/validate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from connectors.config import validate_config
+from tests.api.conftest import BASE, CONFIG
+
+pytestmark = pytest.mark.django_db
+
+PLUGINS = f"{BASE}/connector-plugins"
+ICEBERG = "org.apache.iceberg.connect.IcebergSinkConnector"
+
+
+def _errors(body: dict[str, Any]) -> dict[str, list[str]]:
+    return {c["value"]["name"]: c["value"]["errors"] for c in body["configs"] if c["value"]["errors"]}
+
+
+def test_it_lists_the_sink_plugins(api: APIClient) -> None:
+    response = api.get(PLUGINS)
+    assert response.status_code == 200
+    assert response.json() == [{"class": ICEBERG, "type": "sink", "version": "0.1.0"}]
+
+
+def test_connectors_only_false_adds_the_converters(api: APIClient) -> None:
+    body = api.get(f"{PLUGINS}?connectorsOnly=false").json()
+    assert body[0]["class"] == ICEBERG
+    converters = {p["class"] for p in body if p["type"] == "converter"}
+    assert "org.apache.kafka.connect.json.JsonConverter" in converters
+    assert "io.confluent.connect.avro.AvroConverter" in converters
+    assert "json" not in converters
+
+
+@pytest.mark.parametrize("plugin", [ICEBERG, "IcebergSinkConnector", "IcebergSink", "iceberg"])
+def test_it_gives_a_plugins_config_keys_by_any_of_its_names(api: APIClient, plugin: str) -> None:
+    response = api.get(f"{PLUGINS}/{plugin}/config")
+    assert response.status_code == 200
+    keys = {key["name"]: key for key in response.json()}
+    assert keys["iceberg.tables"] == {
+        "name": "iceberg.tables",
+        "type": "LIST",
+        "required": True,
+        "default_value": None,
+        "importance": "HIGH",
+        "documentation": "Comma-separated target tables, as namespace.table.",
+        "group": "Tables",
+        "width": "MEDIUM",
+        "display_name": "iceberg.tables",
+        "dependents": [],
+        "order": 1,
+    }
+    assert keys["sasl.password"]["type"] == "PASSWORD"
+
+
+def test_config_of_an_unknown_plugin_is_a_404(api: APIClient) -> None:
+    response = api.get(f"{PLUGINS}/FileStreamSinkConnector/config")
+    assert response.json() == {"error_code": 404, "message": "Unknown plugin FileStreamSinkConnector."}
+
+
+def test_validate_accepts_a_good_config(api: APIClient) -> None:
+    response = api.put(f"{PLUGINS}/IcebergSinkConnector/config/validate", CONFIG, format="json")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["name"] == ICEBERG
+    assert body["error_count"] == 0
+    assert "Tables" in body["groups"]
+    assert {c["definition"]["name"] for c in body["configs"]} >= {"topics", "iceberg.tables", "tasks.max"}
+
+
+def test_validate_reports_errors_per_key_like_the_form_validator(api: APIClient) -> None:
+    config = {**CONFIG, "tasks.max": "0", "topics": "", "errors.deadletterqueue.topic.name": "dlq"}
+    response = api.put(f"{PLUGINS}/{ICEBERG}/config/validate", config, format="json")
+    assert response.status_code == 200
+    body = response.json()
+    assert _errors(body) == validate_config(config).errors
+    assert body["error_count"] == 3
+    assert _errors(body)["tasks.max"] == ["Invalid value 0 for configuration tasks.max: Value must be at least 1"]
+
+
+def test_validate_hides_secret_values(api: APIClient) -> None:
+    config = {**CONFIG, "sasl.password": "pw-value", "sinkadmin.bogus.secret": "other-value"}
+    text = api.put(f"{PLUGINS}/iceberg/config/validate", config, format="json").content.decode()
+    assert "pw-value" not in text and "other-value" not in text and "s3-secret-value" not in text
+    assert "[hidden]" in text
+
+
+def test_validate_uses_the_path_plugin_when_the_body_names_none(api: APIClient) -> None:
+    config = {k: v for k, v in CONFIG.items() if k != "connector.class"}
+    body = api.put(f"{PLUGINS}/IcebergSinkConnector/config/validate", config, format="json").json()
+    assert body["error_count"] == 0
+
+
+def test_validate_refuses_a_body_for_another_plugin(api: APIClient) -> None:
+    config = {**CONFIG, "connector.class": "org.apache.hudi.connect.HoodieSinkConnector"}
+    response = api.put(f"{PLUGINS}/IcebergSinkConnector/config/validate", config, format="json")
+    assert response.json() == {
+        "error_code": 400,
+        "message": "Included connector type org.apache.hudi.connect.HoodieSinkConnector does not match "
+        "request type IcebergSinkConnector",
+    }
+
+
+def test_validate_for_a_sink_not_supported_yet_says_so_per_key(api: APIClient) -> None:
+    config = {**CONFIG, "connector.class": "org.apache.hudi.connect.HoodieSinkConnector"}
+    response = api.put(f"{PLUGINS}/HoodieSinkConnector/config/validate", config, format="json")
+    assert response.status_code == 200
+    assert _errors(response.json()) == {
+        "connector.class": ["org.apache.hudi.connect.HoodieSinkConnector: the Hudi sink is not supported yet"]
+    }
+
+
+def test_validate_needs_a_json_object(api: APIClient) -> None:
+    response = api.put(f"{PLUGINS}/iceberg/config/validate", "topics=orders", content_type="text/plain")
+    assert response.status_code == 415
+    assert response.json()["error_code"] == 415
