@@ -1,0 +1,83 @@
+"""One health word per connector, honest about its tasks.
+
+A connector that is asked to run but whose tasks fail, or whose workers went
+silent, must not read as RUNNING: that is the most common complaint about
+Kafka Connect UIs. The rollup starts from the Kafka Connect status the REST
+API reports (``connectors.api.status``, so the UI and the API never disagree
+on a state) and folds the tasks into it, naming the first reason found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from connectors.api.status import ConnectorStatus, State, TaskStatus
+from connectors.models import Connector
+
+
+class Health(StrEnum):
+    FAILED = "failed"
+    DEGRADED = "degraded"
+    RESTARTING = "restarting"
+    UNASSIGNED = "unassigned"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    HEALTHY = "healthy"
+
+    @property
+    def rank(self) -> int:
+        """Sort key: the states that need a person come first."""
+        return list(Health).index(self)
+
+    @property
+    def label(self) -> str:
+        return self.value.capitalize()
+
+
+@dataclass(frozen=True)
+class HealthRollup:
+    health: Health
+    reason: str
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
+    state = status.connector.state
+    if state is State.STOPPED:
+        return HealthRollup(Health.STOPPED, "stopped by a user")
+    if state is State.FAILED:
+        return HealthRollup(Health.FAILED, first_line(connector.failure_message) or "the connector failed")
+    if state is State.PAUSED:
+        return HealthRollup(Health.PAUSED, "paused by a user")
+    if state is State.RESTARTING:
+        return HealthRollup(Health.RESTARTING, "waiting for a coordinator at the new epoch")
+    if state is State.UNASSIGNED:
+        return HealthRollup(Health.UNASSIGNED, "no live coordinator: waiting for a worker to take it")
+
+    tasks = status.tasks
+    if not tasks:
+        return HealthRollup(Health.UNASSIGNED, "no task has been assigned yet")
+    failed = [t for t in tasks if t.state is State.FAILED]
+    if failed and len(failed) == len(tasks):
+        return HealthRollup(Health.FAILED, _task_reason(failed[0]))
+    if failed:
+        return HealthRollup(Health.DEGRADED, f"{len(failed)} of {len(tasks)} tasks failed; {_task_reason(failed[0])}")
+    restarting = [t for t in tasks if t.state is State.RESTARTING]
+    if restarting:
+        return HealthRollup(Health.RESTARTING, f"{len(restarting)} of {len(tasks)} tasks restarting")
+    idle = [t for t in tasks if t.state is not State.RUNNING]
+    if idle and len(idle) == len(tasks):
+        return HealthRollup(Health.UNASSIGNED, "no task is running on a live worker")
+    if idle:
+        return HealthRollup(
+            Health.DEGRADED, f"{len(idle)} of {len(tasks)} tasks not running (task {idle[0].id}: no live worker)"
+        )
+    return HealthRollup(Health.HEALTHY, f"all {len(tasks)} tasks running")
+
+
+def _task_reason(task: TaskStatus) -> str:
+    return f"task {task.id}: {first_line(task.trace) or 'failed, no reason recorded'}"

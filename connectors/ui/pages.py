@@ -1,0 +1,82 @@
+"""What the list and detail pages show, gathered in one place per page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.http import Http404
+
+from connectors.models import Connector
+from connectors.ui.config_diff import masked
+from connectors.ui.config_text import ordered_keys
+from connectors.ui.figures import (
+    ConnectorSummary,
+    connectors_for_summary,
+    coordinator_of,
+    ordered_for_list,
+    summarize,
+)
+from connectors.ui.health import Health
+from connectors.ui.history import ledger
+from connectors.ui.transaction import current_commit
+
+RECENT_COMMITS = 8
+
+
+@dataclass(frozen=True)
+class ConnectorList:
+    rows: list[ConnectorSummary]
+    total: int
+    counts: dict[str, int]
+    query: str
+    state: str
+
+
+def connector_list(query: str, state: str, now: datetime) -> ConnectorList:
+    summaries = ordered_for_list(summarize(connectors_for_summary(), now))
+    counts = {h.value: 0 for h in Health}
+    for summary in summaries:
+        counts[summary.health.value] += 1
+    needle = query.strip().lower()
+    rows = [
+        s
+        for s in summaries
+        if (not state or s.health.value == state)
+        and (
+            not needle
+            or needle in s.connector.name.lower()
+            or any(needle in t.lower() for t in s.connector.tables)
+            or needle in ",".join(s.connector.config.get("topics", "").split()).lower()
+        )
+    ]
+    return ConnectorList(rows=rows, total=len(summaries), counts=counts, query=query, state=state)
+
+
+def connector_detail(name: str, now: datetime) -> dict[str, Any]:
+    connector = connectors_for_summary(Connector.objects.filter(name=name)).first()
+    if connector is None:
+        raise Http404(f"no connector named {name}")
+    summary = summarize([connector], now)[0]
+    coordinator = coordinator_of(connector)
+    tasks = list(connector.tasks.all())
+    statuses = {t.id: t for t in summary.status.tasks}
+    shown = masked(connector.config)
+    return {
+        "connector": connector,
+        "summary": summary,
+        "progress": current_commit(connector, coordinator, now),
+        "task_rows": [(task, statuses.get(task.task_index)) for task in tasks],
+        "failed_tasks": [t for t in tasks if t.error_message or t.error_trace],
+        "recent_commits": list(ledger(name).order_by("-started_at")[:RECENT_COMMITS]),
+        "source": _source(connector),
+        "config_rows": [(key, shown[key]) for key in ordered_keys(shown)],
+        "now": now,
+    }
+
+
+def _source(connector: Connector) -> str:
+    if connector.config.get("topics.regex"):
+        return f"topics matching {connector.config['topics.regex']}"
+    return f"topics {connector.config.get('topics', '—')}"

@@ -1,0 +1,185 @@
+"""The connector detail page: the commit in flight as a state machine, tasks, partitions, errors."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from connectors import actions
+from connectors.actions import PartitionRange
+from connectors.models import Connector, CoordinatorPhase, TaskState
+from tests.ui.conftest import LedgerFor, beat_coordinator, runtime_task
+
+pytestmark = pytest.mark.django_db
+
+
+def live(alice: Client, name: str = "orders-sink") -> str:
+    response = alice.get(reverse("connector-live", args=[name]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def steps(html: str) -> list[tuple[str, str]]:
+    return re.findall(r'<li class="(\w+)"[^>]*>\s*<span class="step-name">\d+\. ([\w ]+)</span>', html)
+
+
+def test_a_connector_without_coordinator_says_so(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    make_connector("orders-sink")
+    html = live(alice)
+    assert "No coordinator has run for this connector yet" in html
+    assert 'data-phase="none"' in html
+
+
+def test_the_commit_moves_through_its_states(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    connector = make_connector("orders-sink", **{"iceberg.control.commit.timeout-ms": "20000"})
+    epoch = actions.take_coordinator_lease(connector.pk, "worker-a")
+    actions.seed_offsets(connector.pk, epoch, {("orders", 0): 0, ("orders", 1): 0})
+    commit_id = uuid.uuid4()
+    started = timezone.now() - timedelta(seconds=5)
+    # The coordinator asked both partitions; one has answered (as the runtime records it).
+    beat_coordinator(
+        connector,
+        phase=CoordinatorPhase.COLLECTING,
+        commit_id=commit_id,
+        commit_started_at=started,
+        partitions_expected=[["orders", 0], ["orders", 1]],
+        partitions_reported=[["orders", 0]],
+    )
+    html = live(alice)
+    assert 'data-phase="collecting"' in html
+    assert steps(html) == [
+        ("done", "Started"),
+        ("active", "Write statuses"),
+        ("pending", "Committing"),
+        ("pending", "Acknowledged"),
+    ]
+    assert "1 of 2 partitions reported" in html
+    assert re.search(r'class="reported">✓ orders/0', html)
+    assert re.search(r'class="pending">⋯ orders/1', html)
+    assert re.search(r"5\.\d s of the 20\.0 s commit timeout", html)
+
+    actions.prepare_commit(
+        connector.pk,
+        epoch=epoch,
+        commit_id=commit_id,
+        started_at=started,
+        ranges=[PartitionRange("orders", 0, 0, 40, 40), PartitionRange("orders", 1, 0, 2, 2)],
+        files=[
+            {
+                "table": "db.orders",
+                "path": "/w/f1.parquet",
+                "topic": "orders",
+                "partition": 0,
+                "records": 40,
+                "bytes": 4000,
+            }
+        ],
+        watermark=None,
+        complete=True,
+    )
+    beat_coordinator(connector, partitions_reported=[["orders", 0], ["orders", 1]])
+    html = live(alice)
+    assert 'data-phase="committing"' in html
+    assert steps(html)[2] == ("active", "Committing")
+    assert "42 records in 1 files" in html
+
+    actions.mark_committed(commit_id, {"db.orders": 777})
+    html = live(alice)
+    assert 'data-phase="acknowledged"' in html
+    assert [state for state, _ in steps(html)] == ["done"] * 4
+
+    beat_coordinator(connector, phase=CoordinatorPhase.IDLE, commit_id=None)
+    html = live(alice)
+    assert 'data-phase="idle"' in html
+    assert "Last commit" in html and str(commit_id)[:8] in html
+
+
+def test_a_commit_past_its_timeout_is_flagged(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    connector = make_connector("orders-sink", **{"iceberg.control.commit.timeout-ms": "1000"})
+    actions.take_coordinator_lease(connector.pk, "worker-a")
+    beat_coordinator(
+        connector,
+        phase=CoordinatorPhase.COLLECTING,
+        commit_id=uuid.uuid4(),
+        commit_started_at=timezone.now() - timedelta(seconds=3),
+        partitions_expected=[["orders", 0]],
+        partitions_reported=[],
+    )
+    html = live(alice)
+    assert "timed out, the partitions that answered are committed" in html
+    assert 'value="100"' in html
+
+
+def test_partitions_show_committed_end_staged_and_lag(
+    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector, {("orders", 0): 1000})
+    committed = commit({("orders", 0): 250})
+    runtime_task(
+        connector, 0, partitions=[("orders", 0)], partition_status={"orders/0": {"end_offset": 1400, "staged": 90}}
+    )
+    html = live(alice)
+    row = re.search(r'<tr data-partition="orders/0">(.*?)</tr>', html, re.S)
+    assert row
+    figures = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)]
+    assert figures[:5] == ["0", "1,250", "1,400", "90", "150"]
+    assert str(committed.commit_id)[:8] in figures[5]
+
+
+def test_errors_show_the_cause_first_and_the_trace_on_demand(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    connector = make_connector("orders-sink")
+    trace = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad'
+    runtime_task(
+        connector, 0, state=TaskState.FAILED, error_message="Record at orders/0@17 is not JSON", error_trace=trace
+    )
+    actions.fail_connector(connector.pk, "Catalog unreachable\nconnection refused by 10.0.0.1:5432", "CatalogTrace")
+    html = live(alice)
+    assert re.search(r'<p class="cause">Catalog unreachable</p>', html)
+    assert re.search(r'<p class="cause">Record at orders/0@17 is not JSON</p>', html)
+    assert "1 failure since it was created" in html
+    # Full text is folded away, under the headline.
+    details = re.search(r'<details id="trace-task-0">(.*?)</details>', html, re.S)
+    assert details and "ValueError: bad" in details.group(1)
+    assert "connection refused by 10.0.0.1:5432" in re.search(
+        r'<details id="trace-connector">(.*?)</details>', html, re.S
+    ).group(1)  # type: ignore[union-attr]
+
+
+def test_a_trace_without_message_shows_its_last_line_as_the_cause(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    connector = make_connector("orders-sink")
+    runtime_task(connector, 0, state=TaskState.FAILED, error_trace="Traceback\n  File y\nKeyError: 'id'\n")
+    assert re.search(r"<p class=\"cause\">KeyError: &#x27;id&#x27;</p>", live(alice))
+
+
+def test_the_detail_page_polls_its_live_part_and_masks_secrets(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    make_connector("orders-sink", **{"sasl.password": "s3cr3t-value"})
+    page = alice.get(reverse("connector-detail", args=["orders-sink"])).content.decode()
+    assert f'hx-get="{reverse("connector-live", args=["orders-sink"])}"' in page
+    assert "every 3s [sinkadminLive()]" in page
+    assert "data-live-toggle" in page
+    assert "s3cr3t-value" not in page
+    assert "[hidden]" in page
+    assert reverse("admin:connectors_connector_change", args=[Connector.objects.get().pk]) in page
+
+
+def test_config_export_masks_secrets(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    make_connector("orders-sink", **{"sasl.password": "s3cr3t-value"})
+    exported = alice.get(reverse("connector-config-export", args=["orders-sink", "properties"]))
+    assert exported["Content-Disposition"] == 'attachment; filename="orders-sink.properties"'
+    body = exported.content.decode()
+    assert "sasl.password=[hidden]" in body and "topics=orders" in body
+    assert "s3cr3t" not in body

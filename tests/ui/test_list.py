@@ -1,0 +1,195 @@
+"""The connectors list: health rollup, figures from the ledger, order, search and filters."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from connectors import actions
+from connectors.models import Connector, TaskState
+from connectors.ui.figures import RATE_WINDOW, connectors_for_summary, summarize
+from connectors.ui.health import Health
+from tests.ui.conftest import LedgerFor, beat_coordinator, runtime_task
+
+pytestmark = pytest.mark.django_db
+
+
+def row_of(html: str, name: str) -> str:
+    match = re.search(rf'<tr class="row-\w+" data-connector="{re.escape(name)}">(.*?)</tr>', html, re.S)
+    assert match, f"no row for {name}"
+    return match.group(1)
+
+
+def cells(row: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+
+
+def summary_of(name: str, now=None):  # type: ignore[no-untyped-def]
+    return summarize(connectors_for_summary(Connector.objects.filter(name=name)), now or timezone.now())[0]
+
+
+def test_records_per_second_come_from_commits_in_the_window(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector)
+    commit({("orders", 0): 600})
+    commit({("orders", 0): 300})
+    now = timezone.now()
+    assert summary_of("orders-sink", now).records_per_second == pytest.approx(900 / RATE_WINDOW.total_seconds())
+    # Once the window has passed, the same commits no longer count.
+    later = now + RATE_WINDOW + timedelta(seconds=5)
+    assert summary_of("orders-sink", later).records_per_second == 0
+
+
+def test_a_connector_without_commits_has_no_rate_and_no_freshness(make_connector: Callable[..., Connector]) -> None:
+    make_connector("orders-sink")
+    summary = summary_of("orders-sink")
+    assert summary.records_per_second is None
+    assert summary.freshness is None
+    assert summary.lag is None
+
+
+def test_freshness_is_the_age_of_the_newest_committed_watermark(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector)
+    now = timezone.now()
+    commit({("orders", 0): 10}, watermark=now - timedelta(minutes=9))
+    commit({("orders", 0): 10}, watermark=now - timedelta(minutes=4))
+    summary = summary_of("orders-sink", now)
+    assert summary.freshness == timedelta(minutes=4)
+    assert summary.freshness_basis == "watermark"
+
+
+def test_freshness_falls_back_to_the_last_commit_without_watermarks(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    committed = commit_ledger(connector)({("orders", 0): 10})
+    now = timezone.now()
+    summary = summary_of("orders-sink", now)
+    assert committed.committed_at is not None
+    assert summary.freshness_basis == "last commit"
+    assert summary.freshness == now - committed.committed_at
+
+
+def test_lag_is_end_offset_minus_the_ledgers_next_offset(
+    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector, {("orders", 0): 100, ("orders", 1): 0})
+    commit({("orders", 0): 50, ("orders", 1): 7})
+    runtime_task(
+        connector,
+        0,
+        partitions=[("orders", 0), ("orders", 1)],
+        partition_status={"orders/0": {"end_offset": 200, "staged": 20}, "orders/1": {"end_offset": 7, "staged": 0}},
+    )
+    summary = summary_of("orders-sink")
+    assert {p.key: p.lag for p in summary.partitions} == {"orders/0": 50, "orders/1": 0}
+    assert summary.lag == 50
+
+    html = alice.get(reverse("connector-list")).content.decode()
+    assert cells(row_of(html, "orders-sink"))[4] == "50"
+
+
+def test_a_partition_moved_between_tasks_uses_the_newest_end_offset(make_connector: Callable[..., Connector]) -> None:
+    connector = make_connector("orders-sink")
+    runtime_task(connector, 0, partition_status={"orders/0": {"end_offset": 120, "staged": 5}})
+    runtime_task(
+        connector, 1, partitions=[("orders", 0)], partition_status={"orders/0": {"end_offset": 150, "staged": 9}}
+    )
+    (row,) = summary_of("orders-sink").partitions
+    assert (row.end_offset, row.staged, row.task_index) == (150, 9, 1)
+
+
+def test_failing_tasks_are_not_shown_as_running(
+    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit_ledger(connector)  # takes the coordinator lease
+    beat_coordinator(connector)
+    runtime_task(connector, 0)
+    runtime_task(connector, 1, state=TaskState.FAILED, error_message="Cannot parse record at offset 17\nmore")
+    summary = summary_of("orders-sink")
+    assert summary.health is Health.DEGRADED
+    assert "task 1: Cannot parse record at offset 17" in summary.rollup.reason
+    assert (summary.tasks_running, summary.tasks_total) == (1, 2)
+
+    html = alice.get(reverse("connector-list")).content.decode()
+    row = row_of(html, "orders-sink")
+    assert "Degraded" in row
+    assert cells(row)[2] == "1/2"
+
+
+def test_a_task_of_a_silent_worker_does_not_count_as_running(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit_ledger(connector)
+    beat_coordinator(connector)
+    runtime_task(connector, 0)
+    runtime_task(connector, 1, heartbeat_age=timedelta(minutes=10))
+    summary = summary_of("orders-sink")
+    assert summary.health is Health.DEGRADED
+    assert summary.tasks_running == 1
+
+
+def test_all_running_tasks_with_a_live_coordinator_are_healthy(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit_ledger(connector)
+    beat_coordinator(connector)
+    runtime_task(connector, 0)
+    assert summary_of("orders-sink").health is Health.HEALTHY
+
+
+def test_unhealthy_connectors_come_first(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    for name in ("a-paused", "b-failed", "c-stopped", "d-running"):
+        make_connector(name)
+    actions.pause_connector("a-paused")
+    actions.fail_connector(Connector.objects.get(name="b-failed").pk, "Catalog unreachable: connection refused")
+    actions.stop_connector("c-stopped")
+    html = alice.get(reverse("connector-list")).content.decode()
+    order = re.findall(r'data-connector="([^"]+)"', html)
+    # d-running has no coordinator yet: unassigned, a state that needs a look before paused and stopped.
+    assert order == ["b-failed", "d-running", "a-paused", "c-stopped"]
+    assert "Catalog unreachable: connection refused" in row_of(html, "b-failed")
+
+
+def test_search_matches_names_tables_and_topics(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    make_connector("orders-sink")
+    make_connector("clicks-sink", topics="clicks", **{"iceberg.tables": "web.clickstream"})
+    names = lambda q: re.findall(  # noqa: E731
+        r'data-connector="([^"]+)"', alice.get(reverse("connector-list"), {"q": q}).content.decode()
+    )
+    assert names("clicks-") == ["clicks-sink"]
+    assert names("clickstream") == ["clicks-sink"]
+    assert names("orders") == ["orders-sink"]
+    assert names("nothing-like-this") == []
+
+
+def test_the_state_filter_keeps_only_that_health(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    make_connector("orders-sink")
+    make_connector("clicks-sink")
+    actions.pause_connector("clicks-sink")
+    html = alice.get(reverse("connector-list"), {"state": "paused"}).content.decode()
+    assert re.findall(r'data-connector="([^"]+)"', html) == ["clicks-sink"]
+    assert "Paused (1)" in html
+
+
+def test_htmx_refreshes_get_only_the_table(alice: Client, make_connector: Callable[..., Connector]) -> None:
+    make_connector("orders-sink")
+    partial = alice.get(reverse("connector-list"), headers={"HX-Request": "true"})
+    assert b"<html" not in partial.content
+    assert b'data-connector="orders-sink"' in partial.content
+    assert "HX-Request" in partial["Vary"]
