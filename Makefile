@@ -13,7 +13,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-install: $(VENV)/.installed
+# Front-end libraries come from the npm registry at install time (pinned in
+# package-lock.json) and are copied to the git-ignored static/vendor/.
+static/vendor/htmx.min.js: package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund --silent
+	npm run --silent vendor
+
+install: $(VENV)/.installed static/vendor/htmx.min.js
 
 services: install
 	scripts/start-services

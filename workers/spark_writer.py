@@ -126,9 +126,7 @@ class SparkWriter:
             # rows themselves are fetched only when there are some.
             counts = (
                 decoded.groupBy("topic", "partition")
-                .agg(
-                    F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped")
-                )
+                .agg(F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped"))
                 .collect()
             )
             result.skipped = {(r["topic"], r["partition"]): r["skipped"] for r in counts if r["skipped"]}
@@ -224,7 +222,9 @@ class SparkWriter:
         attempt = uuid.uuid4().hex[:8]
         tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{commit_id}-{attempt}"
         out = rows.select(slot, *columns)
-        out.repartition("_slot").write.mode("error").partitionBy("_slot").parquet(_uri(tmp_dir))
+        # No repartition: each staged file belongs to one slot, so partitionBy
+        # alone yields per-partition files without a shuffle.
+        out.write.mode("error").partitionBy("_slot").parquet(_uri(tmp_dir))
         return self._publish(commit_id, attempt, tmp_dir, table, staged, topics)
 
     def _publish(
