@@ -91,9 +91,14 @@ class ConnectorTask(models.Model):
     worker_host = models.CharField(max_length=255, blank=True, default="")
     # [[topic, partition], ...] as assigned by the supervisor.
     assigned_partitions = models.JSONField(default=list, blank=True)
-    # Bumped each time the task is (re)started; a status from an older
-    # generation of the same task comes from a zombie and is dropped.
+    # Bumped each time the task is (re)started; a process running an older
+    # epoch of the same task is a zombie and stops at its next heartbeat.
     epoch = models.BigIntegerField(default=0)
+    # The connector generation (config) this task was started with.
+    generation = models.BigIntegerField(default=0)
+    # When the supervisor last asked a worker to run this epoch; it does not
+    # ask again until that request had time to start.
+    requested_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     error_message = models.TextField(blank=True, default="")
@@ -121,6 +126,7 @@ class CoordinatorStatus(models.Model):
     phase = models.CharField(max_length=16, choices=CoordinatorPhase.choices, default=CoordinatorPhase.IDLE)
     worker_id = models.CharField(max_length=255, blank=True, default="")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    requested_at = models.DateTimeField(null=True, blank=True)
     commit_id = models.UUIDField(null=True, blank=True)
     commit_started_at = models.DateTimeField(null=True, blank=True)
     # Offset of the current START_COMMIT on the control topic, so a participant

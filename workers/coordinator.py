@@ -145,6 +145,9 @@ class Coordinator:
         self.current: _OpenCommit | None = None
         self.next_start = clock()
         self.commits_done = 0
+        # Set while the connector is paused: the commit in flight finishes,
+        # no new one starts.
+        self.hold = False
 
     # -- the loop calls step() ----------------------------------------------------------
 
@@ -153,7 +156,7 @@ class Coordinator:
         if self.phase is Phase.IDLE:
             if self._finish_pending():
                 return True
-            if self.clock() >= self.next_start:
+            if self.clock() >= self.next_start and not self.hold:
                 self._start()
                 return True
             time.sleep(min(poll_timeout, max(0.0, self.next_start - self.clock())))

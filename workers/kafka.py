@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from workers.events import ControlEvent
 
@@ -100,7 +100,10 @@ def ensure_topic(admin: AdminClient, topic: str, partitions: int = 1, replicatio
 
 def resolve_partitions(admin: AdminClient, topics: Iterable[str], topics_regex: str | None) -> list[tuple[str, int]]:
     """The (topic, partition) pairs the connector reads, as the cluster has them now."""
-    metadata = admin.list_topics(timeout=10)
+    return partitions_in(admin.list_topics(timeout=10), topics, topics_regex)
+
+
+def partitions_in(metadata: ClusterMetadata, topics: Iterable[str], topics_regex: str | None) -> list[tuple[str, int]]:
     wanted = set(topics)
     pattern = re.compile(topics_regex) if topics_regex else None
     found: list[tuple[str, int]] = []

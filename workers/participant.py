@@ -90,6 +90,7 @@ class TaskRunner:
         self.on_progress = on_progress
         self.batch_size = batch_size
         self.state = TaskState.WAITING
+        self.runner_id = uuid.uuid4().hex[:8]
         self.current: _Commit | None = None
         self.highest_epoch = 0
         self.paused: set[TP] = set()
@@ -130,7 +131,7 @@ class TaskRunner:
             self.current = None
             self.state = TaskState.WAITING
             return
-        directory = self.staging_dir / f"{event.commit_id}-{self.task_index}"
+        directory = self._staging_for(event.commit_id)
         buffers = {
             tp: StagingBuffer(tp[0], tp[1], offset, directory, self.config.buffer_bytes) for tp, offset in mine.items()
         }
@@ -212,7 +213,7 @@ class TaskRunner:
                 retriable=retriable,
             )
         )
-        clear_directory(self.staging_dir / f"{current.commit_id}-{self.task_index}")
+        clear_directory(self._staging_for(current.commit_id))
         self.current = None
         self.state = TaskState.WAITING
 
@@ -246,8 +247,13 @@ class TaskRunner:
     def _discard(self, current: _Commit) -> None:
         for buffer in current.buffers.values():
             buffer.discard()
-        clear_directory(self.staging_dir / f"{current.commit_id}-{self.task_index}")
+        clear_directory(self._staging_for(current.commit_id))
         self.current = None
+
+    def _staging_for(self, commit_id: uuid.UUID) -> Path:
+        # Unique per runner: a superseded runner of the same task that has
+        # not noticed yet must not delete or overwrite this one's files.
+        return self.staging_dir / f"{commit_id}-{self.task_index}-{self.runner_id}"
 
     def close(self) -> None:
         if self.current is not None:

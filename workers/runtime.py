@@ -5,7 +5,9 @@ Postgres, Kafka, Spark and the Iceberg catalog. Celery tasks and the
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -18,11 +20,13 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from connectors import actions
+from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
 from connectors.config import SinkConfig
-from connectors.models import Commit, CommitState, Connector, CoordinatorStatus
+from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, DesiredState
 from workers.converters import sample_json_objects
 from workers.coordinator import (
+    ConnectorFailed,
     Coordinator,
     CoordinatorSettings,
     Fenced,
@@ -53,8 +57,12 @@ TP = tuple[str, int]
 StopFlag = Callable[[], bool]
 
 
+# The Celery node name (e.g. "connectors@host") once a worker has set it up.
+WORKER_NAME: str | None = None
+
+
 def worker_id() -> str:
-    return f"{socket.gethostname()}:{__import__('os').getpid()}"
+    return f"{WORKER_NAME or socket.gethostname()}:{os.getpid()}"
 
 
 def offsets_by_topic(ranges: Sequence[tuple[str, int, int, int]]) -> dict[str, dict[str, list[int]]]:
@@ -204,8 +212,16 @@ class TableWriter:
 
     def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
         self.config = config
-        self.catalog = catalog_for(config)
+        self._catalog: Any = None
         self.spark = spark or SparkWriter(config)
+
+    @property
+    def catalog(self) -> Any:
+        # Loaded at the first write, not at start-up: a task heartbeats
+        # within its first second whatever the catalog's latency.
+        if self._catalog is None:
+            self._catalog = catalog_for(self.config)
+        return self._catalog
 
     def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         if not any(s.records for s in staged):
@@ -251,8 +267,17 @@ def connector_config(name: str) -> tuple[Connector, SinkConfig]:
     return connector, SinkConfig.parse(connector.config)
 
 
-def run_coordinator(name: str, stop: StopFlag, *, max_commits: int | None = None) -> int:
-    """Run the connector's coordinator until ``stop()`` or fencing; returns commits done."""
+HEARTBEAT_SECONDS = 1.0
+
+
+def run_coordinator(
+    name: str, stop: StopFlag, *, max_commits: int | None = None, heartbeat: Callable[[int], str | None] | None = None
+) -> int:
+    """Run the connector's coordinator until ``stop()``, fencing, or ``heartbeat`` says to stop.
+
+    ``heartbeat(epoch)`` returns the connector's desired state, or None when
+    this coordinator must stop. Returns the number of commits done.
+    """
     connector, config = connector_config(name)
     bootstrap = settings.KAFKA_BOOTSTRAP_SERVERS
     admin = admin_client(bootstrap, config.raw)
@@ -271,13 +296,22 @@ def run_coordinator(name: str, stop: StopFlag, *, max_commits: int | None = None
         partitions=lambda: resolve_partitions(admin, config.topics, config.topics_regex),
     )
     log.info("%s: coordinator started with epoch %d", name, epoch)
+    last_beat = 0.0
     try:
         while not stop():
+            if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                last_beat = time.monotonic()
+                desired = heartbeat(epoch)
+                if desired is None:
+                    break
+                coordinator.hold = desired == DesiredState.PAUSED
             coordinator.step()
             if max_commits is not None and coordinator.commits_done >= max_commits:
                 break
     except Fenced as exc:
         log.warning("%s: coordinator stops: %s", name, exc)
+    except ConnectorFailed as exc:
+        log.error("%s: connector failed: %s", name, exc)
     finally:
         channel.close()
         watermarks.close()
@@ -285,8 +319,40 @@ def run_coordinator(name: str, stop: StopFlag, *, max_commits: int | None = None
     return coordinator.commits_done
 
 
-def run_task(name: str, task_index: int, partitions: Sequence[TP], stop: StopFlag, *, task_epoch: int = 0) -> None:
-    """Run one worker task hosting the participants of ``partitions`` until ``stop()``."""
+def run_coordinator_supervised(connector_id: int, shutting_down: StopFlag) -> None:
+    """The Celery entry point: heartbeats in Postgres, and a clean exit frees the slot."""
+    name = Connector.objects.filter(pk=connector_id).values_list("name", flat=True).first()
+    if name is None:
+        return
+    epochs: list[int] = []
+
+    def beat(epoch: int) -> str | None:
+        if not epochs:
+            epochs.append(epoch)
+        return runtime_state.coordinator_alive(connector_id, epoch)
+
+    try:
+        run_coordinator(name, shutting_down, heartbeat=beat)
+    except Exception:
+        # A crash (catalog or broker unreachable...) is retried by the
+        # supervisor after the heartbeat timeout, which is the back-off.
+        log.exception("%s: coordinator crashed", name)
+        raise
+    finally:
+        if epochs:
+            runtime_state.coordinator_stopped(connector_id, epochs[0])
+
+
+def run_task(
+    name: str,
+    task_index: int,
+    partitions: Sequence[TP],
+    stop: StopFlag,
+    *,
+    task_epoch: int = 0,
+    heartbeat: Callable[[TaskRunner], str | None] | None = None,
+) -> None:
+    """Run one worker task hosting the participants of ``partitions`` until ``stop()`` or ``heartbeat`` says to stop."""
     connector, config = connector_config(name)
     bootstrap = settings.KAFKA_BOOTSTRAP_SERVERS
     ensure_topic(admin_client(bootstrap, config.raw), config.control_topic, partitions=1)
@@ -322,8 +388,13 @@ def run_task(name: str, task_index: int, partitions: Sequence[TP], stop: StopFla
         staging_dir=Path(settings.STAGING_DIR) / name,
     )
     log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))
+    last_beat = 0.0
     try:
         while not stop():
+            if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                last_beat = time.monotonic()
+                if heartbeat(runner) is None:
+                    break
             runner.step()
     finally:
         runner.close()
@@ -331,6 +402,43 @@ def run_task(name: str, task_index: int, partitions: Sequence[TP], stop: StopFla
         if dead_letters is not None:
             dead_letters.close()
         close_old_connections()
+
+
+def partition_status(runner: TaskRunner) -> dict[str, Any]:
+    """Live figures per partition for the UI and API."""
+    buffers = runner.current.buffers if runner.current is not None else {}
+    figures: dict[str, Any] = {}
+    for topic, partition in sorted(runner.partitions):
+        buffer = buffers.get((topic, partition))
+        figures[f"{topic}/{partition}"] = {
+            "state": runner.state.value,
+            "staged": buffer.records if buffer else 0,
+            "position": buffer.next_offset if buffer else None,
+            "end_offset": runner.end_offsets.get((topic, partition)),
+            "paused": (topic, partition) in runner.paused,
+        }
+    return figures
+
+
+def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
+    """The Celery entry point for a claimed task: heartbeats, failures recorded with their trace."""
+    partitions = [(str(t), int(p)) for t, p in task.assigned_partitions]
+    released_as_stopped = False
+
+    def beat(runner: TaskRunner) -> str | None:
+        nonlocal released_as_stopped
+        desired = runtime_state.task_alive(task.pk, task.epoch, paused=False, partition_status=partition_status(runner))
+        if desired is None:
+            released_as_stopped = True
+        return desired
+
+    try:
+        run_task(task.connector.name, task.task_index, partitions, shutting_down, task_epoch=task.epoch, heartbeat=beat)
+    except Exception as exc:
+        log.exception("%s: task %d failed", task.connector.name, task.task_index)
+        runtime_state.task_failed(task.pk, task.epoch, exc)
+        return
+    runtime_state.task_released(task.pk, task.epoch, stopped=released_as_stopped)
 
 
 def assigned_partitions(name: str, task_index: int, tasks: int) -> list[TP]:

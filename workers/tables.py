@@ -380,14 +380,19 @@ def create_table(
 ) -> Table:
     """Create the table (and its namespace); if another process won the race, load theirs."""
     namespace = tuple(name.split(".")[:-1])
-    with contextlib.suppress(NamespaceAlreadyExistsError):
-        catalog.create_namespace(namespace)
-    try:
-        return catalog.create_table(
-            name,
-            schema=schema,
-            partition_spec=partition_spec(schema, partition_by),
-            properties={"format-version": "2", "write.parquet.compression-codec": "zstd"},
-        )
-    except TableAlreadyExistsError:
-        return catalog.load_table(name)
+    # Participants of several tasks and connectors find tables missing at the
+    # same time, and catalogs differ in how they report a lost race (the SQL
+    # catalog raises a constraint violation): creation is serialized.
+    with advisory_lock("sinkadmin.create-table"):
+        if not catalog.namespace_exists(namespace):
+            with contextlib.suppress(NamespaceAlreadyExistsError):
+                catalog.create_namespace(namespace)
+        try:
+            return catalog.create_table(
+                name,
+                schema=schema,
+                partition_spec=partition_spec(schema, partition_by),
+                properties={"format-version": "2", "write.parquet.compression-codec": "zstd"},
+            )
+        except TableAlreadyExistsError:
+            return catalog.load_table(name)

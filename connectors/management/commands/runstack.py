@@ -54,38 +54,41 @@ class Command(BaseCommand):
                 started.append(start_spark_connect(settings.SPARK_CONNECT_PORT, log_dir))
             python = sys.executable
             celery = [python, "-m", "celery", "-A", "sinkadmin"]
-            started.append(
-                spawn(
-                    "worker",
-                    [
-                        *celery,
-                        "worker",
-                        "-Q",
-                        "connectors,celery",
-                        "--loglevel",
-                        "INFO",
-                        "--concurrency",
-                        str(options["worker_concurrency"]),
-                        "--hostname",
-                        "worker@%h",
-                    ],
-                    log_dir,
-                )
-            )
-            started.append(
-                spawn(
-                    "beat",
-                    [
-                        *celery,
-                        "beat",
-                        "--loglevel",
-                        "INFO",
-                        "--schedule",
-                        str(settings.VAR_DIR / "celerybeat-schedule"),
-                    ],
-                    log_dir,
-                )
-            )
+            # Connector work is long-running and mostly waits on Kafka and
+            # Spark: a thread pool hosts many coordinators and tasks per
+            # process, and the shutdown signal reaches all of them.
+            worker = [
+                *celery,
+                "worker",
+                "-Q",
+                "connectors",
+                "--pool",
+                "threads",
+                "--hostname",
+                "connectors@%h",
+                "--concurrency",
+                str(options["worker_concurrency"]),
+                "--loglevel",
+                "INFO",
+            ]
+            started.append(spawn("worker", worker, log_dir))
+            # The supervisor has a worker of its own: busy connector slots
+            # can never starve it.
+            supervisor = [
+                *celery,
+                "worker",
+                "-Q",
+                "supervisor",
+                "--pool",
+                "solo",
+                "--hostname",
+                "supervisor@%h",
+                "--loglevel",
+                "INFO",
+            ]
+            started.append(spawn("supervisor", supervisor, log_dir))
+            beat = [*celery, "beat", "--loglevel", "INFO", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]
+            started.append(spawn("beat", beat, log_dir))
             started.append(spawn("web", [python, "manage.py", "runserver", options["addr"], "--noreload"], log_dir))
         except (ServiceError, CommandError) as exc:
             for service in reversed(started):

@@ -1,0 +1,185 @@
+"""Runtime state: which worker runs what, heartbeats, failures.
+
+Claims are conditional UPDATEs whose row count is checked, so any number of
+supervisors and workers can race safely: a request is made once per
+heartbeat timeout, and a task runs only under the epoch it was asked to run.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState
+
+TopicPartition = tuple[str, int]
+
+
+def _stale_before(now: datetime) -> datetime:
+    return now - timedelta(seconds=settings.HEARTBEAT_TIMEOUT_SECONDS)
+
+
+def _silent(now: datetime) -> Q:
+    """Nobody has heartbeated, and nobody was asked to, within the timeout."""
+    cutoff = _stale_before(now)
+    return (Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)) & (
+        Q(requested_at__isnull=True) | Q(requested_at__lt=cutoff)
+    )
+
+
+def request_coordinator(connector_id: int) -> bool:
+    """True if the caller should start a coordinator for the connector (nobody runs one)."""
+    now = timezone.now()
+    CoordinatorStatus.objects.get_or_create(connector_id=connector_id)
+    return CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id).update(requested_at=now) == 1
+
+
+def coordinator_alive(connector_id: int, epoch: int) -> str | None:
+    """Heartbeat of the coordinator at ``epoch``: the desired state, or None if it must stop."""
+    now = timezone.now()
+    with transaction.atomic():
+        connector = (
+            Connector.objects.filter(pk=connector_id).values("coordinator_epoch", "desired_state", "failed_at").first()
+        )
+        if connector is None or connector["coordinator_epoch"] != epoch or connector["failed_at"] is not None:
+            return None
+        if connector["desired_state"] == DesiredState.STOPPED:
+            return None
+        CoordinatorStatus.objects.filter(connector_id=connector_id, epoch=epoch).update(heartbeat_at=now)
+    return str(connector["desired_state"])
+
+
+def coordinator_stopped(connector_id: int, epoch: int) -> None:
+    """A coordinator that exits cleanly lets the supervisor replace it at once."""
+    CoordinatorStatus.objects.filter(connector_id=connector_id, epoch=epoch).update(
+        heartbeat_at=None, requested_at=None
+    )
+
+
+def assign_tasks(connector: Connector, partitions: Sequence[TopicPartition]) -> list[ConnectorTask]:
+    """Spread partitions round-robin over the connector's tasks; restart tasks whose share changed.
+
+    A changed share, or a new config generation, bumps the task's epoch: the
+    process running the old epoch stops at its next heartbeat, and a
+    partition is written by one live participant at a time (its old owner's
+    unreported writes are never committed: the coordinator takes the first
+    status per partition, with the ledger's start offset).
+    """
+    count = max(1, min(connector.tasks_max, len(partitions)))
+    shares = [[list(tp) for tp in sorted(partitions)[i::count]] for i in range(count)]
+    with transaction.atomic():
+        existing = {t.task_index: t for t in ConnectorTask.objects.select_for_update().filter(connector=connector)}
+        for index, task in existing.items():
+            if index >= count:
+                task.delete()
+        tasks = []
+        for index in range(count):
+            task = existing.get(index) or ConnectorTask(
+                connector=connector, task_index=index, generation=connector.generation
+            )
+            if task.pk is None or task.assigned_partitions != shares[index] or task.generation != connector.generation:
+                task.assigned_partitions = shares[index]
+                task.generation = connector.generation
+                if task.pk is not None:
+                    task.epoch = F("epoch") + 1
+                    if task.state != TaskState.FAILED:
+                        task.state = TaskState.RESTARTING
+                task.requested_at = None
+                task.save()
+                task.refresh_from_db()
+            tasks.append(task)
+    return tasks
+
+
+def backoff_seconds(failures: int) -> float:
+    """Restart delay after repeated crashes: 1 s, 2 s, 4 s ... up to 5 minutes."""
+    return float(min(300, 2 ** max(0, failures - 1)))
+
+
+def request_task(task: ConnectorTask) -> int | None:
+    """The epoch to start ``task`` at, if nobody runs it; None otherwise.
+
+    Every request is a new epoch: a worker still running an earlier one
+    (slow to start, or paused) finds itself superseded at its next
+    heartbeat, so two runners of one task never overlap for long, and the
+    later one's staging never collides with the earlier one's.
+    """
+    now = timezone.now()
+    in_backoff = task.failed_at is not None and now - task.failed_at < timedelta(
+        seconds=backoff_seconds(task.failure_count)
+    )
+    if task.state == TaskState.FAILED and in_backoff:
+        return None
+    claimed = ConnectorTask.objects.filter(_silent(now), pk=task.pk, epoch=task.epoch).update(
+        requested_at=now, epoch=F("epoch") + 1
+    )
+    return task.epoch + 1 if claimed else None
+
+
+def claim_task(task_id: int, epoch: int, worker_id: str, worker_host: str) -> ConnectorTask | None:
+    now = timezone.now()
+    claimed = ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
+        state=TaskState.RUNNING,
+        worker_id=worker_id,
+        worker_host=worker_host,
+        heartbeat_at=now,
+        started_at=now,
+        error_message="",
+        error_trace="",
+    )
+    return ConnectorTask.objects.select_related("connector").get(pk=task_id) if claimed else None
+
+
+def task_alive(task_id: int, epoch: int, *, paused: bool, partition_status: dict[str, Any]) -> str | None:
+    """Heartbeat of a running task: the connector's desired state, or None if this epoch must stop."""
+    now = timezone.now()
+    task = (
+        ConnectorTask.objects.filter(pk=task_id, epoch=epoch)
+        .values("connector__desired_state", "connector__generation", "generation")
+        .first()
+    )
+    if task is None or task["connector__generation"] != task["generation"]:
+        return None
+    desired = str(task["connector__desired_state"])
+    if desired == DesiredState.STOPPED:
+        return None
+    ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
+        heartbeat_at=now,
+        state=TaskState.PAUSED if paused else TaskState.RUNNING,
+        partition_status=partition_status,
+    )
+    return desired
+
+
+def task_failed(task_id: int, epoch: int, error: BaseException) -> None:
+    ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
+        state=TaskState.FAILED,
+        error_message=f"{type(error).__name__}: {error}"[:10000],
+        error_trace="".join(traceback.format_exception(error)),
+        failed_at=timezone.now(),
+        failure_count=F("failure_count") + 1,
+        heartbeat_at=None,
+        requested_at=None,
+    )
+
+
+def task_released(task_id: int, epoch: int, *, stopped: bool) -> None:
+    """A task that exits cleanly (shutdown, stop) frees its slot at once."""
+    ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
+        state=TaskState.STOPPED if stopped else TaskState.UNASSIGNED,
+        heartbeat_at=None,
+        requested_at=None,
+    )
+
+
+def stop_tasks(connector: Connector) -> None:
+    ConnectorTask.objects.filter(connector=connector).exclude(state=TaskState.STOPPED).filter(
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=_stale_before(timezone.now()))
+    ).update(state=TaskState.STOPPED)

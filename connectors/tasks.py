@@ -1,0 +1,61 @@
+"""Celery tasks: long-running coordinators and worker tasks, and the supervisor.
+
+The state that must survive a crash is in Postgres (the ledger, the task
+rows); a Celery message only says "run this epoch of this task". A message
+redelivered after its worker died finds its epoch superseded and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+
+from celery import shared_task
+from celery.signals import celeryd_after_setup, worker_shutting_down
+
+from connectors.actions import runtime as runtime_state
+from workers import runtime
+
+log = logging.getLogger(__name__)
+
+CONNECTORS_QUEUE = "connectors"
+SUPERVISOR_QUEUE = "supervisor"
+
+# Set when the worker is asked to stop (SIGTERM): every running task leaves
+# its commit cleanly and frees its slot for another worker.
+SHUTTING_DOWN = threading.Event()
+
+
+@worker_shutting_down.connect
+def _on_shutdown(**_: object) -> None:
+    SHUTTING_DOWN.set()
+
+
+@celeryd_after_setup.connect
+def _name_worker(sender: str, **_: object) -> None:
+    # Task rows and the UI show which worker runs what by its node name.
+    runtime.WORKER_NAME = sender
+
+
+@shared_task(name="sinkadmin.run_coordinator", acks_late=True, ignore_result=True, queue=CONNECTORS_QUEUE)
+def run_coordinator(connector_id: int) -> None:
+    runtime.run_coordinator_supervised(connector_id, SHUTTING_DOWN.is_set)
+
+
+@shared_task(name="sinkadmin.run_task", acks_late=True, ignore_result=True, queue=CONNECTORS_QUEUE)
+def run_task(task_id: int, epoch: int) -> None:
+    task = runtime_state.claim_task(task_id, epoch, runtime.worker_id(), socket.gethostname())
+    if task is None:
+        return  # superseded before it started: a newer epoch runs elsewhere
+    runtime.run_task_supervised(task, SHUTTING_DOWN.is_set)
+
+
+@shared_task(name="sinkadmin.supervise", ignore_result=True, queue=SUPERVISOR_QUEUE)
+def supervise() -> None:
+    from workers.supervisor import Supervisor
+
+    Supervisor(
+        start_coordinator=run_coordinator.delay,
+        start_task=run_task.delay,
+    ).step()

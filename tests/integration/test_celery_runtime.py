@@ -1,0 +1,268 @@
+"""Connectors on real Celery worker processes, kept alive by the supervisor
+on Celery beat (issue: Celery runtime)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from connectors import actions
+from connectors.config import SinkConfig
+from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, TaskState
+from tests.integration.conftest import sink_config
+from tests.integration.helpers import (
+    caught_up,
+    create_topic,
+    json_records,
+    produce,
+    table_rows,
+    topic_ids,
+    wait_until,
+)
+from workers.supervisor import Supervisor
+from workers.tables import catalog_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TEST_REDIS = "redis://127.0.0.1:6379/15"
+
+
+class Cluster:
+    """Celery workers, a supervisor worker and beat, as `make run` starts them."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = {
+            **env,
+            "REDIS_URL": TEST_REDIS,
+            "SINKADMIN_SUPERVISOR_INTERVAL": "1",
+            "SINKADMIN_HEARTBEAT_TIMEOUT": "6",
+        }
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.others: list[subprocess.Popen[bytes]] = []
+        self.tmp = Path(tempfile.mkdtemp())
+        redis.Redis.from_url(TEST_REDIS).flushdb()
+        celery = [sys.executable, "-m", "celery", "-A", "sinkadmin"]
+        self.celery = celery
+        self.others.append(
+            subprocess.Popen(
+                [
+                    *celery,
+                    "worker",
+                    "-Q",
+                    "supervisor",
+                    "--pool",
+                    "solo",
+                    "--hostname",
+                    "supervisor@test",
+                    "--loglevel",
+                    "WARNING",
+                ],
+                env=self.env,
+            )
+        )
+        self.others.append(
+            subprocess.Popen(
+                [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(self.tmp / "beat")], env=self.env
+            )
+        )
+
+    def add_worker(self, name: str, slots: int = 24) -> subprocess.Popen[bytes]:
+        worker = subprocess.Popen(
+            [
+                *self.celery,
+                "worker",
+                "-Q",
+                "connectors",
+                "--pool",
+                "threads",
+                "--concurrency",
+                str(slots),
+                "--hostname",
+                f"{name}@test",
+                "--loglevel",
+                "WARNING",
+            ],
+            env=self.env,
+        )
+        self.workers[name] = worker
+        return worker
+
+    def stop(self) -> None:
+        for process in [*self.workers.values(), *self.others]:
+            if process.poll() is None:
+                process.kill()
+            process.wait(30)
+
+
+@pytest.fixture
+def cluster(lake: dict[str, str]) -> Iterator[Cluster]:
+    running = Cluster(lake)
+    yield running
+    running.stop()
+
+
+def workers_of(name: str) -> set[str]:
+    return set(
+        ConnectorTask.objects.filter(connector__name=name, state=TaskState.RUNNING).values_list("worker_id", flat=True)
+    )
+
+
+def assert_exactly_once(name: str, bootstrap: str, ends: dict[tuple[str, int], int]) -> None:
+    ids = sorted(r["id"] for r in table_rows(name, "db.events"))
+    assert ids == topic_ids(bootstrap, ends)
+
+
+def test_a_created_connector_starts_on_a_worker_and_commits_with_no_manual_step(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str
+) -> None:
+    cluster.add_worker("w1")
+    create_topic(kafka_bootstrap, topic_name, 4)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 800), 4)
+    actions.create_connector("auto", sink_config(topic_name, "db.events", **{"tasks.max": "2"}))
+    wait_until(caught_up("auto", ends), 180, "the connector to start and commit everything")
+    assert_exactly_once("auto", kafka_bootstrap, ends)
+    tasks = ConnectorTask.objects.filter(connector__name="auto")
+    assert tasks.count() == 2 and all(t.worker_id for t in tasks)
+    assert sorted(tp for t in tasks for tp in map(tuple, t.assigned_partitions)) == sorted(ends)
+    wait_until(lambda: all(t.partition_status for t in tasks.all()), 30, "live partition figures")
+
+
+def test_killing_a_worker_moves_its_tasks_and_every_record_lands_once(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str
+) -> None:
+    doomed = cluster.add_worker("doomed")
+    create_topic(kafka_bootstrap, topic_name, 4)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 400), 4)
+    actions.create_connector("failover", sink_config(topic_name, "db.events", **{"tasks.max": "2"}))
+    wait_until(caught_up("failover", ends), 180, "the first records on the first worker")
+    cluster.add_worker("survivor")
+
+    stop = threading.Event()
+    produced: dict[tuple[str, int], int] = dict(ends)
+
+    def keep_producing() -> None:
+        start = 400
+        while not stop.is_set():
+            produced.update(produce(kafka_bootstrap, topic_name, json_records(start, 100), 4))
+            start += 100
+            time.sleep(0.3)
+
+    producer = threading.Thread(target=keep_producing)
+    producer.start()
+    time.sleep(3)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(10)
+    time.sleep(4)
+    stop.set()
+    producer.join()
+    wait_until(caught_up("failover", produced), 240, "the survivor to take over and catch up")
+    assert workers_of("failover") and all(w.startswith("survivor@") for w in workers_of("failover"))
+    assert_exactly_once("failover", kafka_bootstrap, produced)
+
+
+def test_pause_resume_stop_restart_and_delete(cluster: Cluster, kafka_bootstrap: str, topic_name: str) -> None:
+    cluster.add_worker("w1")
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 100), 2)
+    actions.create_connector("life", sink_config(topic_name, "db.events"))
+    wait_until(caught_up("life", ends), 180, "the first commit")
+
+    actions.pause_connector("life")
+    wait_until(lambda: CoordinatorStatus.objects.get(connector__name="life").phase == "idle", 30, "the pause")
+    paused_commits = Commit.objects.filter(connector_name="life").count()
+    more = produce(kafka_bootstrap, topic_name, json_records(100, 100), 2)
+    time.sleep(5)
+    assert Commit.objects.filter(connector_name="life").count() == paused_commits
+    actions.resume_connector("life")
+    wait_until(caught_up("life", more), 120, "the resumed connector to pick up where it left off")
+
+    actions.stop_connector("life")
+    wait_until(
+        lambda: not ConnectorTask.objects.filter(connector__name="life", state=TaskState.RUNNING).exists(),
+        60,
+        "the tasks to be released",
+    )
+
+    actions.resume_connector("life")
+    wait_until(lambda: bool(workers_of("life")), 60, "the tasks to run again")
+    task = ConnectorTask.objects.get(connector__name="life", task_index=0)
+    epoch = task.epoch
+    actions.restart_connector("life", include_tasks=True, only_failed=True)
+    assert ConnectorTask.objects.get(pk=task.pk).epoch == epoch  # nothing failed, nothing restarted
+    ConnectorTask.objects.filter(pk=task.pk).update(state=TaskState.FAILED)
+    actions.restart_connector("life", include_tasks=True, only_failed=True)
+    assert ConnectorTask.objects.get(pk=task.pk).epoch == epoch + 1  # the failed one did
+    wait_until(
+        lambda: ConnectorTask.objects.filter(pk=task.pk, state=TaskState.RUNNING, epoch__gt=epoch).exists(),
+        60,
+        "the failed task to restart",
+    )
+
+    final = produce(kafka_bootstrap, topic_name, json_records(200, 50), 2)
+    wait_until(caught_up("life", final), 120, "records after the restarts")
+    rows_before = table_rows("life", "db.events")
+    actions.delete_connector("life")
+    assert sorted(r["id"] for r in rows_before) == topic_ids(kafka_bootstrap, final)
+    # The table outlives its connector.
+    from pyiceberg.catalog import load_catalog  # noqa: F401 - the catalog is read through the helper below
+
+    config = SinkConfig.parse(sink_config(topic_name, "db.events"))
+    assert len(catalog_for(config).load_table("db.events").scan().to_arrow()) == 250
+
+
+def test_a_config_update_takes_effect_without_losing_or_duplicating(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str
+) -> None:
+    cluster.add_worker("w1")
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 200), 2)
+    actions.create_connector("reconf", sink_config(topic_name, "db.events"))
+    wait_until(caught_up("reconf", ends), 180, "the first records")
+    more = produce(kafka_bootstrap, topic_name, json_records(200, 200), 2)
+    actions.update_config(
+        "reconf", sink_config(topic_name, "db.events", **{"iceberg.control.commit.interval-ms": "3000"})
+    )
+    wait_until(caught_up("reconf", more), 180, "the reconfigured connector to catch up")
+    assert_exactly_once("reconf", kafka_bootstrap, more)
+    generation = Connector.objects.get(name="reconf").generation
+    assert ConnectorTask.objects.filter(connector__name="reconf", generation=generation).exists()
+    last = Commit.objects.filter(connector_name="reconf", state=CommitState.COMMITTED).order_by("-started_at").first()
+    assert last is not None and last.epoch == Connector.objects.get(name="reconf").coordinator_epoch
+
+
+def test_ten_connectors_on_two_workers_all_commit_and_the_supervisor_stays_cheap(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str
+) -> None:
+    # 20 long-running tasks (a coordinator and a task per connector) do not
+    # fit in one worker's 12 slots: both workers must take some.
+    cluster.add_worker("w1", slots=12)
+    cluster.add_worker("w2", slots=12)
+    all_ends = {}
+    for i in range(10):
+        topic = f"{topic_name}-{i}"
+        create_topic(kafka_bootstrap, topic, 2)
+        all_ends[f"many-{i}"] = produce(kafka_bootstrap, topic, json_records(0, 50), 2)
+        actions.create_connector(f"many-{i}", sink_config(topic, f"db.many_{i}"))
+    for name, ends in all_ends.items():
+        wait_until(caught_up(name, ends), 300, f"{name} to commit")
+    durations = []
+    for _ in range(5):
+        report = Supervisor(start_coordinator=lambda _c: None, start_task=lambda _t, _e: None).step()
+        assert report.connectors == 10 and not report.tasks_started and not report.coordinators_started
+        durations.append(report.seconds)
+    durations.sort()
+    print(
+        f"\nsupervisor step over 10 running connectors: median {durations[2] * 1000:.1f} ms, max {durations[-1] * 1000:.1f} ms"
+    )
+    workers = {w.split("@")[0] for w in ConnectorTask.objects.values_list("worker_id", flat=True)}
+    workers |= {w.split("@")[0] for w in CoordinatorStatus.objects.values_list("worker_id", flat=True)}
+    assert workers == {"w1", "w2"}
