@@ -45,8 +45,14 @@ class ConnectorTaskInline(admin.TabularInline):
     model = ConnectorTask
     extra = 0
     can_delete = False
-    fields = ["task_index", "state", "worker_id", "assigned_partitions", "heartbeat_at", "error_message"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "task_index",
+        "state",
+        "worker_id",
+        "assigned_partitions",
+        "heartbeat_at",
+        "error_message",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -169,8 +175,7 @@ class CommitPartitionInline(admin.TabularInline):
     model = CommitPartition
     extra = 0
     can_delete = False
-    fields = ["topic", "partition", "start_offset", "end_offset", "records", "dead_lettered"]
-    readonly_fields = fields
+    fields = readonly_fields = ("topic", "partition", "start_offset", "end_offset", "records", "dead_lettered")
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

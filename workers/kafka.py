@@ -157,16 +157,19 @@ class ControlChannel:
     def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]:
         events: list[tuple[int, ControlEvent]] = []
         for message in self._consumer.consume(num_messages=500, timeout=timeout):
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
+            error, value, offset = message.error(), message.value(), message.offset()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise KafkaException(message.error())
+                raise KafkaException(error)
+            if not isinstance(value, bytes) or offset is None:
+                continue
             try:
-                event = ControlEvent.decode(message.value())
+                event = ControlEvent.decode(value)
             except Exception:
                 continue
             if event.connector == connector:
-                events.append((message.offset(), event))
+                events.append((offset, event))
         return events
 
     def close(self) -> None:

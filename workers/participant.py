@@ -152,9 +152,12 @@ class TaskRunner:
                     continue
                 log.warning("%s task %d: consumer error %s", self.connector, self.task_index, error)
                 continue
-            tp = (message.topic(), message.partition())
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if topic is None or partition is None or offset is None:
+                continue
+            tp = (topic, partition)
             buffer = current.buffers.get(tp)
-            if buffer is None or message.offset() < buffer.next_offset:
+            if buffer is None or offset < buffer.next_offset:
                 continue  # fetched before the seek, or not ours
             value = message.value()
             decode_error = None
@@ -164,12 +167,13 @@ class TaskRunner:
                 except ValueError as exc:
                     decode_error = str(exc)
             _, timestamp = message.timestamp()
+            headers = message.headers()
             buffer.add(
-                message.offset(),
+                offset,
                 timestamp if timestamp >= 0 else None,
-                message.key(),
-                value,
-                message.headers(),
+                _as_bytes(message.key()),
+                _as_bytes(value),
+                [(k, _as_bytes(v)) for k, v in headers] if isinstance(headers, list) else None,
                 decode_error,
             )
             if buffer.staged_bytes >= self.config.staging_max_bytes and tp not in self.paused:
@@ -259,6 +263,10 @@ class TaskRunner:
         if self.current is not None:
             self._discard(self.current)
         self.consumer.close()
+
+
+def _as_bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
 
 
 def run_until(stop: Callable[[], bool], step: Callable[[], bool]) -> None:

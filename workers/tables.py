@@ -264,13 +264,13 @@ def with_metadata_columns(schema: Schema, columns: Iterable[str]) -> Schema:
     return Schema(*fields)
 
 
-_TRANSFORMS: dict[str, type[Transform[Any, Any]]] = {
-    "identity": IdentityTransform,
-    "year": YearTransform,
-    "month": MonthTransform,
-    "day": DayTransform,
-    "hour": HourTransform,
-    "void": VoidTransform,
+_TRANSFORMS: dict[str, Transform[Any, Any]] = {
+    "identity": IdentityTransform(),
+    "year": YearTransform(),
+    "month": MonthTransform(),
+    "day": DayTransform(),
+    "hour": HourTransform(),
+    "void": VoidTransform(),
 }
 
 
@@ -283,7 +283,7 @@ def partition_spec(schema: Schema, fields: Iterable[PartitionField]) -> Partitio
         elif pf.transform == "truncate":
             transform = TruncateTransform(pf.argument or 1)
         else:
-            transform = _TRANSFORMS[pf.transform]()
+            transform = _TRANSFORMS[pf.transform]
         name = pf.column if pf.transform == "identity" else f"{pf.column}_{pf.transform}"
         spec_fields.append(
             IcebergPartitionField(source_id=source.field_id, field_id=1000 + index, transform=transform, name=name)

@@ -148,8 +148,8 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
             result.add("connector.class", f"Unknown connector class {connector_class!r}; use 'iceberg'")
         return result
 
-    for key in plugin.keys:
-        _check_key(result, key, config.get(key.name))
+    for definition in plugin.keys:
+        _check_key(result, definition, config.get(definition.name))
     _check_topics(result, config)
     _check_converters(result, config)
     _check_tables(result, config)
