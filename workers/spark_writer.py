@@ -111,8 +111,8 @@ class SparkWriter:
         tables: Sequence[TargetTable],
         find_bad: bool = True,
     ) -> WriteResult:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
-        from pyspark.storagelevel import StorageLevel
 
         with_data = [s for s in staged if s.path is not None and s.records > 0]
         result = WriteResult()
@@ -120,39 +120,39 @@ class SparkWriter:
             return result
         raw = self.spark.read.schema(STAGING_DDL).parquet(*[_uri(str(s.path)) for s in with_data])
         decoded, bad_condition, skip_condition = self._decode(raw, tables)
-        decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            # One pass counts bad and skipped records per partition; the bad
-            # rows themselves are fetched only when there are some.
-            counts = (
-                decoded.groupBy("topic", "partition")
-                .agg(F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped"))
-                .collect()
-            )
-            result.skipped = {(r["topic"], r["partition"]): r["skipped"] for r in counts if r["skipped"]}
-            if find_bad and any(r["bad"] for r in counts):
-                bad_rows = (
-                    decoded.where(bad_condition)
-                    .select(
-                        "topic", "partition", "offset", F.coalesce("error", F.lit("undecodable record")).alias("reason")
-                    )
-                    .orderBy("topic", "partition", "offset")
+        # The common case has no bad or skipped record: the write itself
+        # counts them (an observation rides along the one pass over the
+        # data), and only when there are some does a second pass find them.
+        observation = Observation(f"commit-{commit_id}")
+        observed = decoded.observe(
+            observation, F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped")
+        )
+        good = observed.where(~bad_condition & ~skip_condition)
+        for table in tables:
+            rows = good
+            if self.config.route_field and table.target.route_regex is not None:
+                rows = rows.where(F.col("_route").rlike(f"^(?:{table.target.route_regex.pattern})$"))
+            result.files.extend(self._write_table(commit_id, rows, table, with_data))
+        metrics = observation.get
+        if not metrics.get("bad") and not metrics.get("skipped"):
+            return result
+        counts = (
+            decoded.groupBy("topic", "partition")
+            .agg(F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped"))
+            .collect()
+        )
+        result.skipped = {(r["topic"], r["partition"]): r["skipped"] for r in counts if r["skipped"]}
+        if find_bad and metrics.get("bad"):
+            bad_rows = (
+                decoded.where(bad_condition)
+                .select(
+                    "topic", "partition", "offset", F.coalesce("error", F.lit("undecodable record")).alias("reason")
                 )
-                if self.config.errors_tolerance == "none":
-                    bad_rows = bad_rows.limit(1)
-                result.bad = [
-                    BadRecord(r["topic"], r["partition"], r["offset"], r["reason"]) for r in bad_rows.collect()
-                ]
-                if self.config.errors_tolerance == "none":
-                    return result
-            good = decoded.where(~bad_condition & ~skip_condition)
-            for table in tables:
-                rows = good
-                if self.config.route_field and table.target.route_regex is not None:
-                    rows = rows.where(F.col("_route").rlike(f"^(?:{table.target.route_regex.pattern})$"))
-                result.files.extend(self._write_table(commit_id, rows, table, with_data))
-        finally:
-            decoded.unpersist()
+                .orderBy("topic", "partition", "offset")
+            )
+            if self.config.errors_tolerance == "none":
+                bad_rows = bad_rows.limit(1)
+            result.bad = [BadRecord(r["topic"], r["partition"], r["offset"], r["reason"]) for r in bad_rows.collect()]
         return result
 
     def _decode(self, raw: Any, tables: Sequence[TargetTable]) -> tuple[Any, Any, Any]:
