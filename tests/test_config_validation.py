@@ -19,13 +19,13 @@ def test_a_config_written_for_the_iceberg_sink_is_valid() -> None:
         "iceberg.catalog.uri": "http://catalog:8181",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "false",
-        "iceberg.table.db.orders.partition-by": "days(ts), bucket(16, id)",
+        "iceberg.table.db.orders.partition-by": "days(ts), truncate(16, id)",
     }
     assert validate_config(config).errors == {}
     parsed = SinkConfig.parse(config)
     assert parsed.tasks_max == 4
     assert parsed.value_converter == "json"
-    assert [str(f) for f in parsed.tables[0].partition_by] == ["day(ts)", "bucket(16, id)"]
+    assert [str(f) for f in parsed.tables[0].partition_by] == ["day(ts)", "truncate(16, id)"]
     assert parsed.catalog_properties() == {"type": "rest", "uri": "http://catalog:8181"}
 
 
@@ -71,8 +71,10 @@ def test_unknown_class_and_unsupported_sinks_say_why() -> None:
 def test_partition_by_must_parse() -> None:
     result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "weeks(ts)"})
     assert "unknown partition transform 'weeks'" in result.errors["iceberg.table.db.orders.partition-by"][0]
-    result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "bucket(id)"})
-    assert "bucket needs a width" in result.errors["iceberg.table.db.orders.partition-by"][0]
+    result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "truncate(id)"})
+    assert "truncate needs a width" in result.errors["iceberg.table.db.orders.partition-by"][0]
+    result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "bucket(16, id)"})
+    assert "bucket partitioning is not supported yet" in result.errors["iceberg.table.db.orders.partition-by"][0]
 
 
 def test_table_settings_must_name_a_listed_table() -> None:

@@ -48,6 +48,7 @@ from workers.tables import (
     load_table,
     schema_from_avro,
     schema_from_connect,
+    spec_fields,
     with_metadata_columns,
 )
 
@@ -236,7 +237,9 @@ class TableWriter:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(staged), self.config.metadata_columns)
             table = create_table(self.catalog, target.name, schema, target.partition_by, target.id_columns)
-        return TargetTable(target=target, schema=table.schema(), location=table.location())
+        return TargetTable(
+            target=target, schema=table.schema(), location=table.location(), partition_by=spec_fields(table)
+        )
 
     def _schema_from(self, staged: Sequence[StagedPartition]) -> Any:
         from pyiceberg.schema import Schema

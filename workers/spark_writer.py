@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
+from connectors.config.transforms import PartitionField
 from connectors.config.validation import TableTarget
 from workers.events import DataFile
 from workers.staging import STAGING_SCHEMA, StagedPartition
@@ -87,6 +88,37 @@ class TargetTable:
     target: TableTarget
     schema: Schema
     location: str
+    # The table's current partition spec, as transforms of source columns.
+    partition_by: tuple[PartitionField, ...] = ()
+
+
+def partition_value(field: PartitionField, schema: Schema) -> Any:
+    """A Spark expression with one value per Iceberg partition of ``field``.
+
+    Files are split by these values so that each file holds one partition,
+    as Iceberg requires of the files it is given.
+    """
+    from pyiceberg.types import StringType
+    from pyspark.sql import functions as F
+
+    column = F.col(field.column)
+    if field.transform == "identity":
+        return column
+    if field.transform == "year":
+        return F.year(column)
+    if field.transform == "month":
+        return F.date_trunc("month", column)
+    if field.transform == "day":
+        return F.to_date(column)
+    if field.transform == "hour":
+        return F.date_trunc("hour", column)
+    if field.transform == "void":
+        return F.lit(None)
+    if field.transform == "truncate" and field.argument:
+        if isinstance(schema.find_field(field.column).field_type, StringType):
+            return F.substring(column, 1, field.argument)
+        return column - F.pmod(column, F.lit(field.argument))
+    raise ValueError(f"partition transform {field} is not supported by the writer yet")
 
 
 def _uri(path: str) -> str:
@@ -219,12 +251,14 @@ class SparkWriter:
             topic_index = F.when(F.col("topic") == topic, F.lit(index)).otherwise(topic_index)
         columns = [F.col(f.name) for f in table.schema.fields]
         slot = (topic_index * F.lit(1_000_000) + F.col("partition")).alias("_slot")
+        values = [partition_value(pf, table.schema).alias(f"_p{i}") for i, pf in enumerate(table.partition_by)]
         attempt = uuid.uuid4().hex[:8]
         tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{commit_id}-{attempt}"
-        out = rows.select(slot, *columns)
+        out = rows.select(slot, *values, *columns)
         # No repartition: each staged file belongs to one slot, so partitionBy
-        # alone yields per-partition files without a shuffle.
-        out.write.mode("error").partitionBy("_slot").parquet(_uri(tmp_dir))
+        # alone yields per-partition files without a shuffle. The partition
+        # value columns only name directories; they are not in the files.
+        out.write.mode("error").partitionBy("_slot", *[f"_p{i}" for i in range(len(values))]).parquet(_uri(tmp_dir))
         return self._publish(commit_id, attempt, tmp_dir, table, staged, topics)
 
     def _publish(

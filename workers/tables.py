@@ -274,6 +274,23 @@ _TRANSFORMS: dict[str, Transform[Any, Any]] = {
 }
 
 
+def spec_fields(table: Table) -> tuple[PartitionField, ...]:
+    """The table's partition spec in the connector's terms (transform of a source column)."""
+    schema = table.schema()
+    fields = []
+    for field in table.spec().fields:
+        column = schema.find_column_name(field.source_id) or ""
+        transform = field.transform
+        if isinstance(transform, BucketTransform):
+            fields.append(PartitionField("bucket", column, transform.num_buckets))
+        elif isinstance(transform, TruncateTransform):
+            fields.append(PartitionField("truncate", column, transform.width))
+        else:
+            name = next(n for n, t in _TRANSFORMS.items() if type(t) is type(transform))
+            fields.append(PartitionField(name, column))
+    return tuple(fields)
+
+
 def partition_spec(schema: Schema, fields: Iterable[PartitionField]) -> PartitionSpec:
     spec_fields = []
     for index, pf in enumerate(fields):

@@ -78,5 +78,9 @@ def parse_partition_by(text: str) -> list[PartitionField]:
             raise ValueError(f"{name} needs a width, e.g. {name}(16, {match.group('col')})")
         if name not in _WITH_ARG and arg is not None:
             raise ValueError(f"{name} takes no width")
+        if name == "bucket":
+            # Iceberg's bucket hash (murmur3 of its own encoding) has no Spark
+            # SQL equivalent, and files must not span buckets.
+            raise ValueError("bucket partitioning is not supported yet; use identity, year/month/day/hour or truncate")
         fields.append(PartitionField(name, match.group("col"), int(arg) if arg else None))
     return fields

@@ -1,0 +1,70 @@
+"""Partitioned tables: each data file holds one partition, as Iceberg requires."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyiceberg.expressions import EqualTo
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+from connectors import actions
+from connectors.config import SinkConfig
+from connectors.config.transforms import parse_partition_by
+from tests.integration.conftest import sink_config
+from tests.integration.helpers import caught_up, create_topic, produce, running_in_threads, table_of, wait_until
+from workers.tables import catalog_for, create_table
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+REGIONS = ["eu", "us", "apac"]
+
+
+def events(count: int) -> list[bytes | None]:
+    return [
+        json.dumps({"id": i, "region": REGIONS[i % 3], "ts": f"2026-11-{1 + i % 4:02d}T10:00:00Z"}).encode()
+        for i in range(count)
+    ]
+
+
+def test_an_existing_table_partitioned_by_day_and_region_gets_one_partition_per_file(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    config = sink_config(topic_name, "db.events", **{"iceberg.tables.auto-create-enabled": "false"})
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "region", StringType(), required=False),
+        NestedField(3, "ts", TimestamptzType(), required=False),
+    )
+    create_table(catalog_for(SinkConfig.parse(config)), "db.events", schema, parse_partition_by("days(ts), region"))
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, events(240), 2)
+    actions.create_connector("parted", config)
+    with running_in_threads("parted"):
+        wait_until(caught_up("parted", ends), 120, "the partitioned commit")
+
+    table = table_of("parted", "db.events")
+    assert len(table.scan().to_arrow()) == 240
+    eu = table.scan(row_filter=EqualTo("region", "eu")).to_arrow()
+    assert len(eu) == 80 and set(eu.column("region").to_pylist()) == {"eu"}
+    files = table.inspect.files().to_pylist()
+    partitions = {(f["partition"]["ts_day"], f["partition"]["region"]) for f in files}
+    assert len(partitions) == 12  # 4 days x 3 regions, per Kafka partition at most one file each
+    assert sum(f["record_count"] for f in files) == 240
+
+
+def test_an_auto_created_table_takes_its_partition_spec_from_the_config(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 1)
+    ends = produce(kafka_bootstrap, topic_name, events(30), 1)
+    actions.create_connector(
+        "auto-parted", sink_config(topic_name, "db.events", **{"iceberg.table.db.events.partition-by": "region"})
+    )
+    with running_in_threads("auto-parted"):
+        wait_until(caught_up("auto-parted", ends), 120, "the commit")
+    table = table_of("auto-parted", "db.events")
+    assert [f.name for f in table.spec().fields] == ["region"]
+    files = table.inspect.files().to_pylist()
+    assert sorted(f["partition"]["region"] for f in files) == sorted(REGIONS)
