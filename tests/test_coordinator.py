@@ -286,3 +286,21 @@ def test_events_round_trip_through_avro() -> None:
         retriable=False,
     )
     assert ControlEvent.decode(event.encode()) == event
+
+
+def test_a_write_error_that_keeps_coming_back_fails_the_connector(world: Any) -> None:
+    coordinator, clock, channel, ledger, _ = world
+    for attempt in range(Coordinator.MAX_RETRIABLE_FAILURES):
+        start = start_and_end(coordinator, clock, channel)
+        channel.inbox = [
+            ControlEvent(
+                EventType.WRITE_STATUS, "c", start.commit_id, 1, error="schema cannot be created", retriable=True
+            )
+        ]
+        if attempt < Coordinator.MAX_RETRIABLE_FAILURES - 1:
+            coordinator.step(0)
+            assert ledger.failure is None
+        else:
+            with pytest.raises(ConnectorFailed):
+                coordinator.step(0)
+    assert ledger.failure == "schema cannot be created"

@@ -148,6 +148,9 @@ class Coordinator:
         # Set while the connector is paused: the commit in flight finishes,
         # no new one starts.
         self.hold = False
+        # Passing write errors in a row; past the limit the error is not
+        # passing after all and the connector fails with it, visibly.
+        self.retriable_failures = 0
 
     # -- the loop calls step() ----------------------------------------------------------
 
@@ -275,12 +278,15 @@ class Coordinator:
         failpoint("coordinator.after_prepare")
         return prepared
 
+    MAX_RETRIABLE_FAILURES = 5
+
     def _apply(self, prepared: PreparedCommit) -> None:
         snapshot_ids = self.committer.commit(prepared)
         failpoint("coordinator.after_table_commit")
         self.ledger.committed(prepared.commit_id, snapshot_ids)
         self.channel.send(ack_commit(self.settings.connector, prepared.commit_id, self.settings.epoch, snapshot_ids))
         self.commits_done += 1
+        self.retriable_failures = 0
         self._idle()
 
     def _abort(self, error: str) -> None:
@@ -288,10 +294,13 @@ class Coordinator:
         assert current is not None
         log.warning("%s: commit %s aborted: %s", self.settings.connector, current.commit_id, error)
         self.ledger.aborted(current.commit_id, current.started_at, list(current.statuses.values()), error)
-        if current.error is not None and not current.retriable:
-            # A participant could not convert a record with errors.tolerance=none.
-            self.ledger.failed(current.error)
-            raise ConnectorFailed(current.error)
+        if current.error is not None:
+            self.retriable_failures = self.retriable_failures + 1 if current.retriable else 0
+            if not current.retriable or self.retriable_failures >= self.MAX_RETRIABLE_FAILURES:
+                # A record cannot be converted (errors.tolerance=none), or a
+                # write error keeps coming back: stop, with the reason.
+                self.ledger.failed(current.error)
+                raise ConnectorFailed(current.error)
         self._idle()
 
     def _idle(self) -> None:

@@ -246,10 +246,70 @@ def schema_from_connect(connect_schema: Mapping[str, Any]) -> Schema:
     return Schema(*struct.fields)
 
 
-def schema_from_avro(avro_schema: Mapping[str, Any]) -> Schema:
-    from pyiceberg.utils.schema_conversion import AvroSchemaConversion
+_AVRO_PRIMITIVES: dict[str, IcebergType] = {
+    "boolean": BooleanType(),
+    "int": IntegerType(),
+    "long": LongType(),
+    "float": FloatType(),
+    "double": DoubleType(),
+    "string": StringType(),
+    "bytes": BinaryType(),
+    "enum": StringType(),
+    "fixed": BinaryType(),
+}
+_AVRO_LOGICAL: dict[str, IcebergType] = {
+    "timestamp-millis": TimestamptzType(),
+    "timestamp-micros": TimestamptzType(),
+    "local-timestamp-millis": TimestampType(),
+    "local-timestamp-micros": TimestampType(),
+    "date": DateType(),
+    "uuid": StringType(),
+}
 
-    return AvroSchemaConversion().avro_to_iceberg(dict(avro_schema))
+
+def _avro_type(schema: Any, ids: _Ids) -> IcebergType:
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"Avro union {schema} is not supported; only [null, T]")
+        return _avro_type(branches[0], ids)
+    if isinstance(schema, str):
+        if schema not in _AVRO_PRIMITIVES:
+            raise ValueError(f"Avro type {schema!r} is not supported")
+        return _AVRO_PRIMITIVES[schema]
+    logical = schema.get("logicalType")
+    if logical == "decimal":
+        return DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
+    if logical in _AVRO_LOGICAL:
+        return _AVRO_LOGICAL[logical]
+    kind = schema.get("type")
+    if kind == "record":
+        return StructType(
+            *[
+                NestedField(field_id=ids(), name=f["name"], field_type=_avro_type(f["type"], ids), required=False)
+                for f in schema["fields"]
+            ]
+        )
+    if kind == "array":
+        return ListType(element_id=ids(), element_type=_avro_type(schema["items"], ids), element_required=False)
+    if kind == "map":
+        key_id, value_id = ids(), ids()
+        return MapType(
+            key_id=key_id,
+            key_type=StringType(),
+            value_id=value_id,
+            value_type=_avro_type(schema["values"], ids),
+            value_required=False,
+        )
+    return _avro_type(kind, ids)
+
+
+def schema_from_avro(avro_schema: Mapping[str, Any]) -> Schema:
+    """The table schema for an Avro record schema; every column optional."""
+    struct = _avro_type(dict(avro_schema), _Ids())
+    if not isinstance(struct, StructType):
+        raise ValueError("the value schema must be an Avro record")
+    return Schema(*struct.fields)
 
 
 def with_metadata_columns(schema: Schema, columns: Iterable[str]) -> Schema:
@@ -413,3 +473,41 @@ def create_table(
             )
         except TableAlreadyExistsError:
             return catalog.load_table(name)
+
+
+def recovered_commits(catalog: Catalog, table_names: Iterable[str], connector: str) -> list[Any]:
+    """Every commit of ``connector`` found in the snapshot summaries of the tables (the whole history)."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from connectors.actions.ledger import RecoveredCommit
+
+    found: dict[str, dict[str, Any]] = {}
+    for name in table_names:
+        table = load_table(catalog, name)
+        if table is None:
+            continue
+        for snapshot in table.snapshots():
+            props = snapshot.summary.additional_properties if snapshot.summary else {}
+            if props.get(PROP_CONNECTOR) != connector or PROP_COMMIT_ID not in props:
+                continue
+            entry = found.setdefault(
+                props[PROP_COMMIT_ID], {"snapshots": {}, "props": props, "ts": snapshot.timestamp_ms}
+            )
+            entry["snapshots"][name] = snapshot.snapshot_id
+    commits = []
+    for commit_id, entry in found.items():
+        props = entry["props"]
+        offsets = json.loads(props.get(PROP_OFFSETS, "{}"))
+        watermark = props.get(PROP_WATERMARK)
+        commits.append(
+            RecoveredCommit(
+                commit_id=uuid.UUID(commit_id),
+                epoch=int(props.get(PROP_EPOCH, 0)),
+                committed_at=datetime.fromtimestamp(entry["ts"] / 1000, tz=UTC),
+                snapshot_ids=entry["snapshots"],
+                ranges={(topic, int(p)): (r[0], r[1]) for topic, parts in offsets.items() for p, r in parts.items()},
+                watermark=datetime.fromtimestamp(int(watermark) / 1000, tz=UTC) if watermark else None,
+            )
+        )
+    return commits

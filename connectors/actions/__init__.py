@@ -22,6 +22,7 @@ from connectors.actions.ledger import (
     pending_commit,
     prepare_commit,
     publish_coordinator_phase,
+    restore_commits,
     seed_offsets,
     take_coordinator_lease,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "reset_offsets",
     "restart_connector",
     "restart_task",
+    "restore_commits",
     "resume_connector",
     "seed_offsets",
     "stop_connector",

@@ -257,3 +257,65 @@ def publish_coordinator_phase(
         heartbeat_at=timezone.now(),
     )
     return updated == 1
+
+
+@dataclass(frozen=True)
+class RecoveredCommit:
+    """A commit found in table snapshot summaries (for rebuilding a lost ledger)."""
+
+    commit_id: uuid.UUID
+    epoch: int
+    committed_at: datetime
+    snapshot_ids: dict[str, int]
+    # {(topic, partition): (start, end)}
+    ranges: dict[TopicPartition, tuple[int, int]]
+    watermark: datetime | None
+
+
+def restore_commits(connector_id: int, recovered: Iterable[RecoveredCommit]) -> tuple[int, dict[TopicPartition, int]]:
+    """Write recovered commits missing from the ledger and set offsets to the end of each partition's last range.
+
+    Returns how many commits were added and the offsets now in the ledger.
+    Refused unless the connector is STOPPED, like any offset change.
+    """
+    from connectors.actions.errors import NotStopped
+
+    with transaction.atomic():
+        connector = Connector.objects.select_for_update().get(pk=connector_id)
+        if connector.desired_state != "STOPPED":
+            raise NotStopped(f"stop connector {connector.name} before rebuilding its ledger")
+        known = set(
+            Commit.objects.filter(commit_id__in=[r.commit_id for r in recovered]).values_list("commit_id", flat=True)
+        )
+        added = 0
+        ends: dict[TopicPartition, int] = {}
+        for item in sorted(recovered, key=lambda r: r.committed_at):
+            for tp, (_, end) in item.ranges.items():
+                ends[tp] = max(ends.get(tp, 0), end)
+            if item.commit_id in known:
+                continue
+            commit = Commit.objects.create(
+                connector=connector,
+                connector_name=connector.name,
+                commit_id=item.commit_id,
+                epoch=item.epoch,
+                state=CommitState.COMMITTED,
+                started_at=item.committed_at,
+                prepared_at=item.committed_at,
+                committed_at=item.committed_at,
+                snapshot_ids=item.snapshot_ids,
+                watermark=item.watermark,
+                records=sum(end - start for start, end in item.ranges.values()),
+            )
+            CommitPartition.objects.bulk_create(
+                [
+                    CommitPartition(commit=commit, topic=t, partition=p, start_offset=s, end_offset=e, records=e - s)
+                    for (t, p), (s, e) in item.ranges.items()
+                ]
+            )
+            added += 1
+        for (topic, partition), end in ends.items():
+            PartitionOffset.objects.update_or_create(
+                connector=connector, topic=topic, partition=partition, defaults={"next_offset": end}
+            )
+    return added, committed_offsets(connector_id)

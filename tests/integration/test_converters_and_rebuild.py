@@ -1,0 +1,160 @@
+"""Converters (JSON envelope, Avro, string), Kafka metadata columns, and
+rebuilding a lost ledger from the tables' snapshot summaries."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import fastavro
+import pytest
+from django.core.management import call_command
+
+from connectors import actions
+from connectors.models import Commit, CommitState, PartitionOffset
+from tests.integration.conftest import sink_config
+from tests.integration.helpers import (
+    caught_up,
+    create_topic,
+    json_records,
+    ledger_offsets,
+    produce,
+    running_in_threads,
+    table_of,
+    table_rows,
+    topic_ids,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}, {"name": "qty", "type": "int"}],
+}
+
+
+def test_json_values_in_the_connect_schema_envelope_create_a_typed_table(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "id", "type": "int64"},
+            {"field": "name", "type": "string"},
+            {"field": "score", "type": "float64"},
+        ],
+    }
+    values = [
+        json.dumps({"schema": schema, "payload": {"id": i, "name": f"n{i}", "score": i / 2}}).encode()
+        for i in range(40)
+    ]
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, values, 2)
+    actions.create_connector(
+        "envelope", sink_config(topic_name, "db.events", **{"value.converter.schemas.enable": "true"})
+    )
+    with running_in_threads("envelope"):
+        wait_until(caught_up("envelope", ends), 120, "the envelope records")
+    table = table_of("envelope", "db.events")
+    assert [(f.name, str(f.field_type)) for f in table.schema().fields] == [
+        ("id", "long"),
+        ("name", "string"),
+        ("score", "double"),
+    ]
+    rows = sorted(table_rows("envelope", "db.events"), key=lambda r: r["id"])
+    assert rows[3] == {"id": 3, "name": "n3", "score": 1.5}
+
+
+def avro_value(record: dict[str, object], confluent: bool) -> bytes:
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(AVRO_SCHEMA), record)
+    body = buffer.getvalue()
+    return (b"\x00" + struct.pack(">I", 42) + body) if confluent else body
+
+
+def test_avro_values_raw_and_in_confluent_wire_format(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    values: list[bytes | None] = [
+        avro_value({"id": i, "item": f"item-{i}", "qty": i % 7}, confluent=i % 2 == 0) for i in range(30)
+    ]
+    create_topic(kafka_bootstrap, topic_name, 1)
+    ends = produce(kafka_bootstrap, topic_name, values, 1)
+    actions.create_connector(
+        "avro",
+        sink_config(
+            topic_name,
+            "db.events",
+            **{
+                "value.converter": "io.confluent.connect.avro.AvroConverter",
+                "value.converter.avro.schema": json.dumps(AVRO_SCHEMA),
+            },
+        ),
+    )
+    with running_in_threads("avro"):
+        wait_until(caught_up("avro", ends), 120, "the Avro records")
+    rows = sorted(table_rows("avro", "db.events"), key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == list(range(30))
+    assert rows[9] == {"id": 9, "item": "item-9", "qty": 2}
+
+
+def test_string_values_with_kafka_metadata_columns(lake: dict[str, str], kafka_bootstrap: str, topic_name: str) -> None:
+    values: list[bytes | None] = [f"line {i}".encode() for i in range(20)]
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, values, 2, keys=[f"k{i}".encode() for i in range(20)])
+    actions.create_connector(
+        "lines",
+        sink_config(
+            topic_name,
+            "db.events",
+            **{
+                "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "sinkadmin.metadata-columns": "key,topic,partition,offset,timestamp",
+            },
+        ),
+    )
+    with running_in_threads("lines"):
+        wait_until(caught_up("lines", ends), 120, "the string records")
+    rows = table_rows("lines", "db.events")
+    assert len(rows) == 20
+    by_value = {r["value"]: r for r in rows}
+    row = by_value["line 5"]
+    assert row["_kafka_key"] == "k5" and row["_kafka_topic"] == topic_name
+    assert (row["_kafka_partition"], row["_kafka_offset"]) == (1, 2)
+    assert row["_kafka_timestamp"] is not None
+
+
+def test_a_lost_ledger_is_rebuilt_from_the_snapshot_summaries(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 100), 2)
+    actions.create_connector("lost", sink_config(topic_name, "db.events"))
+    with running_in_threads("lost"):
+        wait_until(caught_up("lost", ends), 120, "the first batch")
+        ends = produce(kafka_bootstrap, topic_name, json_records(100, 100), 2)
+        wait_until(caught_up("lost", ends), 120, "the second batch")
+    committed = set(
+        Commit.objects.filter(connector_name="lost", state=CommitState.COMMITTED)
+        .exclude(files_count=0)
+        .values_list("commit_id", flat=True)
+    )
+    actions.stop_connector("lost")
+    # The ledger is lost.
+    Commit.objects.filter(connector_name="lost").delete()
+    PartitionOffset.objects.filter(connector__name="lost").delete()
+
+    call_command("rebuild_ledger", "lost")
+    assert ledger_offsets("lost") == ends
+    restored = set(Commit.objects.filter(connector_name="lost").values_list("commit_id", flat=True))
+    assert restored == committed
+
+    # Running again from the rebuilt ledger neither loses nor repeats a record.
+    actions.resume_connector("lost")
+    more = produce(kafka_bootstrap, topic_name, json_records(200, 50), 2)
+    with running_in_threads("lost"):
+        wait_until(caught_up("lost", more), 120, "the records after the rebuild")
+    assert sorted(r["id"] for r in table_rows("lost", "db.events")) == topic_ids(kafka_bootstrap, more)
