@@ -266,3 +266,23 @@ def test_ten_connectors_on_two_workers_all_commit_and_the_supervisor_stays_cheap
     workers = {w.split("@")[0] for w in ConnectorTask.objects.values_list("worker_id", flat=True)}
     workers |= {w.split("@")[0] for w in CoordinatorStatus.objects.values_list("worker_id", flat=True)}
     assert workers == {"w1", "w2"}
+
+
+def test_sigterm_lets_a_worker_leave_cleanly_and_another_takes_over(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str
+) -> None:
+    leaving = cluster.add_worker("leaving")
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 200), 2)
+    actions.create_connector("graceful", sink_config(topic_name, "db.events"))
+    wait_until(caught_up("graceful", ends), 180, "the first records")
+    cluster.add_worker("staying")
+    more = produce(kafka_bootstrap, topic_name, json_records(200, 200), 2)
+    leaving.send_signal(signal.SIGTERM)
+    # Warm shutdown: the runners notice, leave their commit and free their rows.
+    assert leaving.wait(60) == 0
+    task = ConnectorTask.objects.get(connector__name="graceful")
+    assert task.worker_id.startswith("staying@") or task.state in (TaskState.UNASSIGNED, TaskState.RESTARTING)
+    wait_until(caught_up("graceful", more), 180, "the other worker to take over")
+    assert workers_of("graceful") and all(w.startswith("staying@") for w in workers_of("graceful"))
+    assert_exactly_once("graceful", kafka_bootstrap, more)
