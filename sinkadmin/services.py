@@ -151,3 +151,41 @@ def start_spark_connect(
     service = spawn("spark-connect", argv, log_dir, env={"SPARK_HOME": str(home)})
     _wait_ready(service, host, port, timeout=120)
     return service
+
+
+def _celery() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "celery", "-A", "sinkadmin"]
+
+
+def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> list[str]:
+    """A worker for coordinators and tasks.
+
+    Connector work is long-running and mostly waits on Kafka and Spark: a
+    thread pool hosts many runners per process, and the shutdown signal
+    reaches all of them.
+    """
+    return [
+        *_celery(),
+        "worker",
+        "-Q",
+        "connectors",
+        "--pool",
+        "threads",
+        "--concurrency",
+        str(slots),
+        "--hostname",
+        hostname,
+        "--loglevel",
+        loglevel,
+    ]
+
+
+def supervisor_worker_argv(hostname: str, loglevel: str = "INFO") -> list[str]:
+    """The supervisor's own worker: busy connector slots can never starve it."""
+    return [*_celery(), "worker", "-Q", "supervisor", "--pool", "solo", "--hostname", hostname, "--loglevel", loglevel]
+
+
+def beat_argv(schedule: Path, loglevel: str = "INFO") -> list[str]:
+    return [*_celery(), "beat", "--loglevel", loglevel, "--schedule", str(schedule)]

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from workers.events import ControlEvent, EventType, PartitionStatus, ack_commit, end_commit, start_commit
+from workers.events import ControlPort, EventType, PartitionStatus, ack_commit, end_commit, start_commit
 from workers.failpoints import failpoint
 
 log = logging.getLogger(__name__)
@@ -50,12 +50,6 @@ class PreparedCommit:
     # {"topic": {"partition": [start, end]}}
     offsets: dict[str, dict[str, list[int]]]
     watermark_ms: int | None
-
-
-class ControlPort(Protocol):
-    def send(self, event: ControlEvent) -> int: ...
-    def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]: ...
-    def seek(self, offset: int | None) -> None: ...
 
 
 class LedgerPort(Protocol):

@@ -11,7 +11,7 @@ import io
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import fastavro
 
@@ -193,6 +193,18 @@ class ControlEvent:
             retriable=record["retriable"],
             snapshot_ids=dict(record["snapshot_ids"]),
         )
+
+
+class ControlPort(Protocol):
+    """The control channel as the coordinator and participants use it (``workers.kafka.ControlChannel``)."""
+
+    def send(self, event: ControlEvent) -> int:
+        """Send and wait for the broker; returns the event's offset on the control topic."""
+        ...
+
+    def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]:
+        """Events of ``connector`` since the last poll, with their offsets."""
+        ...
 
 
 def start_commit(connector: str, commit_id: uuid.UUID, epoch: int, offsets: dict[tuple[str, int], int]) -> ControlEvent:

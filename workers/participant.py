@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from connectors.config import SinkConfig
 from workers.converters import AvroValueDecoder
-from workers.events import ControlEvent, EventType, PartitionStatus
+from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
 from workers.spark_writer import WriteResult
 from workers.staging import StagedPartition, StagingBuffer, clear_directory
@@ -36,11 +36,6 @@ class TaskState(StrEnum):
     WAITING = "waiting"
     STAGING = "staging"
     WRITING = "writing"
-
-
-class ChannelPort(Protocol):
-    def send(self, event: ControlEvent) -> int: ...
-    def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]: ...
 
 
 class WritePort(Protocol):
@@ -70,7 +65,7 @@ class TaskRunner:
         config: SinkConfig,
         partitions: Sequence[TP],
         consumer: Consumer,
-        channel: ChannelPort,
+        channel: ControlPort,
         writer: WritePort,
         dead_letters: DeadLetterPort | None,
         staging_dir: Path,

@@ -56,6 +56,23 @@ def _locked_connector(connector_id: int, epoch: int) -> Connector:
     return connector
 
 
+def _add_partitions(commit: Commit, ranges: Iterable[PartitionRange]) -> None:
+    CommitPartition.objects.bulk_create(
+        [
+            CommitPartition(
+                commit=commit,
+                topic=r.topic,
+                partition=r.partition,
+                start_offset=r.start,
+                end_offset=r.end,
+                records=r.records,
+                dead_lettered=r.dead_lettered,
+            )
+            for r in ranges
+        ]
+    )
+
+
 def take_coordinator_lease(connector_id: int, worker_id: str) -> int:
     """Become the connector's coordinator: bump its epoch and return the new one."""
     with transaction.atomic():
@@ -156,20 +173,7 @@ def prepare_commit(
             watermark=watermark,
             complete=complete,
         )
-        CommitPartition.objects.bulk_create(
-            [
-                CommitPartition(
-                    commit=commit,
-                    topic=r.topic,
-                    partition=r.partition,
-                    start_offset=r.start,
-                    end_offset=r.end,
-                    records=r.records,
-                    dead_lettered=r.dead_lettered,
-                )
-                for r in ranges
-            ]
-        )
+        _add_partitions(commit, ranges)
         for r in ranges:
             row = offsets[r.key]
             row.next_offset = r.end
@@ -217,20 +221,7 @@ def abort_commit(
             error=error,
             complete=False,
         )
-        CommitPartition.objects.bulk_create(
-            [
-                CommitPartition(
-                    commit=commit,
-                    topic=r.topic,
-                    partition=r.partition,
-                    start_offset=r.start,
-                    end_offset=r.end,
-                    records=r.records,
-                    dead_lettered=r.dead_lettered,
-                )
-                for r in ranges
-            ]
-        )
+        _add_partitions(commit, ranges)
     return commit
 
 
@@ -307,11 +298,9 @@ def restore_commits(connector_id: int, recovered: Iterable[RecoveredCommit]) -> 
                 watermark=item.watermark,
                 records=sum(end - start for start, end in item.ranges.values()),
             )
-            CommitPartition.objects.bulk_create(
-                [
-                    CommitPartition(commit=commit, topic=t, partition=p, start_offset=s, end_offset=e, records=e - s)
-                    for (t, p), (s, e) in item.ranges.items()
-                ]
+            _add_partitions(
+                commit,
+                [PartitionRange(t, p, start, end, records=end - start) for (t, p), (start, end) in item.ranges.items()],
             )
             added += 1
         for (topic, partition), end in ends.items():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -18,6 +17,7 @@ import redis
 from connectors import actions
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, TaskState
+from sinkadmin.services import beat_argv, connector_worker_argv, supervisor_worker_argv
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -50,49 +50,11 @@ class Cluster:
         self.others: list[subprocess.Popen[bytes]] = []
         self.tmp = Path(tempfile.mkdtemp())
         redis.Redis.from_url(TEST_REDIS).flushdb()
-        celery = [sys.executable, "-m", "celery", "-A", "sinkadmin"]
-        self.celery = celery
-        self.others.append(
-            subprocess.Popen(
-                [
-                    *celery,
-                    "worker",
-                    "-Q",
-                    "supervisor",
-                    "--pool",
-                    "solo",
-                    "--hostname",
-                    "supervisor@test",
-                    "--loglevel",
-                    "WARNING",
-                ],
-                env=self.env,
-            )
-        )
-        self.others.append(
-            subprocess.Popen(
-                [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(self.tmp / "beat")], env=self.env
-            )
-        )
+        self.others.append(subprocess.Popen(supervisor_worker_argv("supervisor@test", "WARNING"), env=self.env))
+        self.others.append(subprocess.Popen(beat_argv(self.tmp / "beat", "WARNING"), env=self.env))
 
     def add_worker(self, name: str, slots: int = 24) -> subprocess.Popen[bytes]:
-        worker = subprocess.Popen(
-            [
-                *self.celery,
-                "worker",
-                "-Q",
-                "connectors",
-                "--pool",
-                "threads",
-                "--concurrency",
-                str(slots),
-                "--hostname",
-                f"{name}@test",
-                "--loglevel",
-                "WARNING",
-            ],
-            env=self.env,
-        )
+        worker = subprocess.Popen(connector_worker_argv(f"{name}@test", slots, "WARNING"), env=self.env)
         self.workers[name] = worker
         return worker
 

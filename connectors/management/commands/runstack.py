@@ -13,7 +13,16 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sinkadmin.preflight import check_kafka, run_checks
-from sinkadmin.services import ManagedProcess, ServiceError, spawn, start_embedded_broker, start_spark_connect
+from sinkadmin.services import (
+    ManagedProcess,
+    ServiceError,
+    beat_argv,
+    connector_worker_argv,
+    spawn,
+    start_embedded_broker,
+    start_spark_connect,
+    supervisor_worker_argv,
+)
 
 
 class Command(BaseCommand):
@@ -52,44 +61,14 @@ class Command(BaseCommand):
             if settings.SPARK_LOCAL_CONNECT:
                 self.stdout.write("starting the local Spark Connect server (a JVM, ~10-20 s)...")
                 started.append(start_spark_connect(settings.SPARK_CONNECT_PORT, log_dir))
-            python = sys.executable
-            celery = [python, "-m", "celery", "-A", "sinkadmin"]
-            # Connector work is long-running and mostly waits on Kafka and
-            # Spark: a thread pool hosts many coordinators and tasks per
-            # process, and the shutdown signal reaches all of them.
-            worker = [
-                *celery,
-                "worker",
-                "-Q",
-                "connectors",
-                "--pool",
-                "threads",
-                "--hostname",
-                "connectors@%h",
-                "--concurrency",
-                str(options["worker_concurrency"]),
-                "--loglevel",
-                "INFO",
-            ]
-            started.append(spawn("worker", worker, log_dir))
-            # The supervisor has a worker of its own: busy connector slots
-            # can never starve it.
-            supervisor = [
-                *celery,
-                "worker",
-                "-Q",
-                "supervisor",
-                "--pool",
-                "solo",
-                "--hostname",
-                "supervisor@%h",
-                "--loglevel",
-                "INFO",
-            ]
-            started.append(spawn("supervisor", supervisor, log_dir))
-            beat = [*celery, "beat", "--loglevel", "INFO", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]
-            started.append(spawn("beat", beat, log_dir))
-            started.append(spawn("web", [python, "manage.py", "runserver", options["addr"], "--noreload"], log_dir))
+            started.append(
+                spawn("worker", connector_worker_argv("connectors@%h", options["worker_concurrency"]), log_dir)
+            )
+            started.append(spawn("supervisor", supervisor_worker_argv("supervisor@%h"), log_dir))
+            started.append(spawn("beat", beat_argv(settings.VAR_DIR / "celerybeat-schedule"), log_dir))
+            started.append(
+                spawn("web", [sys.executable, "manage.py", "runserver", options["addr"], "--noreload"], log_dir)
+            )
         except (ServiceError, CommandError) as exc:
             for service in reversed(started):
                 service.stop()
