@@ -117,3 +117,15 @@ def test_connect_validate_shape_lists_definitions_and_hides_passwords() -> None:
     assert by_name["sasl.password"]["value"]["value"] == "[hidden]"
     assert by_name["tasks.max"]["value"]["errors"]
     assert by_name["topics"]["definition"]["type"] == "LIST"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("iceberg.tables.evolve-schema-enabled", "true"),
+        ("iceberg.tables.default-id-columns", "id"),
+        ("iceberg.table.db.orders.id-columns", "id"),
+    ],
+)
+def test_settings_the_sink_cannot_honour_yet_are_refused_not_ignored(key: str, value: str) -> None:
+    assert "not supported yet" in validate_config({**BASE, key: value}).errors[key][0]

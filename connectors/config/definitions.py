@@ -269,16 +269,6 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         order=3,
     ),
     ConfigKey(
-        "sinkadmin.commit.max-records",
-        KeyType.LONG,
-        "End a commit early once this many records are staged over all partitions (0: never).",
-        _G_COMMIT,
-        default="0",
-        minimum=0,
-        importance=Importance.LOW,
-        order=4,
-    ),
-    ConfigKey(
         "sinkadmin.commit.allow-empty",
         KeyType.BOOLEAN,
         "Write a snapshot even for an interval with no records.",

@@ -30,9 +30,11 @@ TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
 UNSUPPORTED_SWITCHES = {
     "iceberg.tables.upsert-mode-enabled": "upsert mode is not supported yet; records are appended",
     "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet; list tables in iceberg.tables",
+    "iceberg.tables.evolve-schema-enabled": "schema evolution is not supported yet: fields not in the table are ignored",
 }
 UNSUPPORTED_KEYS = {
     "iceberg.tables.cdc-field": "CDC (update/delete) records are not supported yet; records are appended",
+    "iceberg.tables.default-id-columns": "identifier columns are not supported yet (they go with upsert mode)",
 }
 
 
@@ -279,7 +281,9 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
             continue
         if table not in tables:
             result.add(key, f"{table!r} is not one of iceberg.tables")
-        if setting == "partition-by":
+        if setting == "id-columns":
+            result.add(key, "identifier columns are not supported yet (they go with upsert mode)")
+        elif setting == "partition-by":
             try:
                 parse_partition_by(value)
             except ValueError as exc:
@@ -352,7 +356,6 @@ class SinkConfig:
     control_topic: str
     commit_interval_ms: int
     commit_timeout_ms: int
-    commit_max_records: int
     allow_empty_commit: bool
     errors_tolerance: str
     dlq_topic: str | None
@@ -410,7 +413,6 @@ class SinkConfig:
             control_topic=get("iceberg.control.topic"),
             commit_interval_ms=int(get("iceberg.control.commit.interval-ms")),
             commit_timeout_ms=int(get("iceberg.control.commit.timeout-ms")),
-            commit_max_records=int(get("sinkadmin.commit.max-records")),
             allow_empty_commit=flag("sinkadmin.commit.allow-empty"),
             errors_tolerance=get("errors.tolerance"),
             dlq_topic=raw.get("errors.deadletterqueue.topic.name") or None,
