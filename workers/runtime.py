@@ -4,13 +4,14 @@ Postgres, Kafka, Spark and the Iceberg catalog. Celery tasks and the
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,10 @@ def offsets_by_topic(ranges: Sequence[tuple[str, int, int, int]]) -> dict[str, d
     return by_topic
 
 
+def _ranges(statuses: Sequence[PartitionStatus]) -> list[PartitionRange]:
+    return [PartitionRange(s.topic, s.partition, s.start, s.end, s.records, s.dead_lettered) for s in statuses]
+
+
 class DjangoLedger:
     """The coordinator's view of the ledger (connectors.actions)."""
 
@@ -117,8 +122,6 @@ class DjangoLedger:
         watermark_ms: int | None,
         complete: bool,
     ) -> PreparedCommit:
-        from datetime import UTC
-
         watermark = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC) if watermark_ms is not None else None
         try:
             actions.prepare_commit(
@@ -126,9 +129,7 @@ class DjangoLedger:
                 epoch=self.epoch,
                 commit_id=commit_id,
                 started_at=started_at,
-                ranges=[
-                    PartitionRange(s.topic, s.partition, s.start, s.end, s.records, s.dead_lettered) for s in statuses
-                ],
+                ranges=_ranges(statuses),
                 files=files,
                 watermark=watermark,
                 complete=complete,
@@ -149,7 +150,7 @@ class DjangoLedger:
             epoch=self.epoch,
             commit_id=commit_id,
             started_at=started_at,
-            ranges=[PartitionRange(s.topic, s.partition, s.start, s.end, s.records, s.dead_lettered) for s in statuses],
+            ranges=_ranges(statuses),
             error=error,
         )
 
@@ -236,7 +237,7 @@ class TableWriter:
             if not self.config.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(staged), self.config.metadata_columns)
-            table = create_table(self.catalog, target.name, schema, target.partition_by, target.id_columns)
+            table = create_table(self.catalog, target.name, schema, target.partition_by)
         return TargetTable(
             target=target, schema=table.schema(), location=table.location(), partition_by=spec_fields(table)
         )
@@ -247,8 +248,6 @@ class TableWriter:
 
         cfg = self.config
         if cfg.value_converter == "avro":
-            import json
-
             return schema_from_avro(json.loads(cfg.avro_schema or "{}"))
         if cfg.value_converter in ("string", "bytearray"):
             value_type = StringType() if cfg.value_converter == "string" else BinaryType()
@@ -256,7 +255,9 @@ class TableWriter:
         values: list[bytes | None] = []
         for s in staged:
             if s.path is not None and len(values) < 500:
-                values.extend(pq.read_table(s.path, columns=["value"]).column("value").to_pylist()[:500])
+                # The first batch only: staged files can hold gigabytes.
+                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=500, columns=["value"]), None)
+                values.extend(batch.column(0).to_pylist() if batch is not None else [])
         samples = sample_json_objects(values, envelope=cfg.schemas_enable)
         if cfg.schemas_enable:
             if not samples:

@@ -452,9 +452,7 @@ def load_table(catalog: Catalog, name: str) -> Table | None:
         return None
 
 
-def create_table(
-    catalog: Catalog, name: str, schema: Schema, partition_by: Iterable[PartitionField], id_columns: Iterable[str] = ()
-) -> Table:
+def create_table(catalog: Catalog, name: str, schema: Schema, partition_by: Iterable[PartitionField]) -> Table:
     """Create the table (and its namespace); if another process won the race, load theirs."""
     namespace = tuple(name.split(".")[:-1])
     # Participants of several tasks and connectors find tables missing at the

@@ -333,7 +333,6 @@ class TableTarget:
     name: str
     partition_by: tuple[PartitionField, ...]
     route_regex: re.Pattern[str] | None
-    id_columns: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -384,7 +383,6 @@ class SinkConfig:
         def flag(name: str) -> bool:
             return get(name).strip().lower() == "true"
 
-        default_ids = tuple(_split(raw.get("iceberg.tables.default-id-columns")))
         tables = tuple(
             TableTarget(
                 name=name,
@@ -392,7 +390,6 @@ class SinkConfig:
                 route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
                 if f"iceberg.table.{name}.route-regex" in raw
                 else None,
-                id_columns=tuple(_split(raw.get(f"iceberg.table.{name}.id-columns"))) or default_ids,
             )
             for name in _split(raw.get("iceberg.tables"))
         )
