@@ -155,7 +155,8 @@ class SparkWriter:
         # The common case has no bad or skipped record: the write itself
         # counts them (an observation rides along the one pass over the
         # data), and only when there are some does a second pass find them.
-        observation = Observation(f"commit-{commit_id}")
+        # Unique per write: tasks of one commit may share this process and session.
+        observation = Observation(f"commit-{commit_id}-{uuid.uuid4().hex[:8]}")
         observed = decoded.observe(
             observation, F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped")
         )
