@@ -1,12 +1,18 @@
 """The coordinator's current commit, as the state machine the detail page draws.
 
 Steps follow the commit protocol (DESIGN "The commit protocol"): the
-coordinator starts a commit, collects one write status per partition,
-prepares it in the ledger and commits the tables (committing), then marks
-the ledger entry COMMITTED (acknowledged). The live phase comes from
-``CoordinatorStatus``; the ledger entry of the same commit id says how far
-committing got, so a page refreshed between two coordinator updates still
-tells the truth.
+coordinator starts a commit and the participants stage records for the
+commit interval (staging); when the interval ends it asks for one write
+status per partition and waits for them up to the commit timeout
+(collecting), prepares the commit in the ledger and commits the tables
+(committing), then marks the ledger entry COMMITTED (acknowledged). The
+live phase comes from ``CoordinatorStatus``; the ledger entry of the same
+commit id says how far committing got, so a page refreshed between two
+coordinator updates still tells the truth.
+
+The commit timeout counts from the end of the interval, which is the
+commit's start plus the interval: the elapsed time is shown against the
+interval while staging and against the timeout after.
 """
 
 from __future__ import annotations
@@ -36,8 +42,10 @@ class CommitProgress:
     steps: list[Step] = field(default_factory=list)
     commit_id: str | None = None
     started_at: datetime | None = None
+    # Since the start while staging, since the end of the interval after.
     elapsed: timedelta | None = None
     timeout: timedelta | None = None
+    interval: timedelta | None = None
     expected: list[str] = field(default_factory=list)
     reported: list[str] = field(default_factory=list)
     ledger_entry: Commit | None = None
@@ -51,13 +59,16 @@ class CommitProgress:
 
     @property
     def timed_out(self) -> bool:
+        if self.phase == "staging":
+            return False
         return self.elapsed is not None and self.timeout is not None and self.elapsed > self.timeout
 
     @property
     def elapsed_percent(self) -> int:
-        if self.elapsed is None or not self.timeout:
+        limit = self.interval if self.phase == "staging" else self.timeout
+        if self.elapsed is None or not limit:
             return 0
-        return min(100, int(100 * self.elapsed / self.timeout))
+        return min(100, int(100 * self.elapsed / limit))
 
 
 def partition_label(entry: Any) -> str:
@@ -69,16 +80,24 @@ def partition_label(entry: Any) -> str:
     return str(entry)
 
 
-def commit_timeout(connector: Connector) -> timedelta:
-    raw = connector.config.get("iceberg.control.commit.timeout-ms")
+def _milliseconds(connector: Connector, name: str, fallback_ms: int) -> timedelta:
+    raw = connector.config.get(name)
     if not raw:
         plugin = resolve_plugin(connector.connector_class)
-        key = plugin.key("iceberg.control.commit.timeout-ms") if plugin else None
-        raw = key.default if key and key.default else "30000"
+        key = plugin.key(name) if plugin else None
+        raw = key.default if key and key.default else str(fallback_ms)
     try:
         return timedelta(milliseconds=int(raw))
     except ValueError:
-        return timedelta(seconds=30)
+        return timedelta(milliseconds=fallback_ms)
+
+
+def commit_timeout(connector: Connector) -> timedelta:
+    return _milliseconds(connector, "iceberg.control.commit.timeout-ms", 30_000)
+
+
+def commit_interval(connector: Connector) -> timedelta:
+    return _milliseconds(connector, "iceberg.control.commit.interval-ms", 300_000)
 
 
 def current_commit(connector: Connector, coordinator: CoordinatorStatus | None, now: datetime) -> CommitProgress:
@@ -93,12 +112,18 @@ def current_commit(connector: Connector, coordinator: CoordinatorStatus | None, 
     expected = [partition_label(p) for p in coordinator.partitions_expected or []]
     reported = [partition_label(p) for p in coordinator.partitions_reported or []]
     started_at = coordinator.commit_started_at
+    interval = commit_interval(connector)
+    staging = coordinator.phase == CoordinatorPhase.STAGING and entry is None
+    elapsed = None
+    if started_at is not None:
+        elapsed = now - started_at if staging else max(timedelta(0), now - (started_at + interval))
     base = CommitProgress(
         phase="collecting",
         commit_id=str(coordinator.commit_id),
         started_at=started_at,
-        elapsed=(now - started_at) if started_at else None,
+        elapsed=elapsed,
         timeout=commit_timeout(connector),
+        interval=interval,
         expected=expected,
         reported=reported,
         ledger_entry=entry,
@@ -130,6 +155,17 @@ def current_commit(connector: Connector, coordinator: CoordinatorStatus | None, 
                 started,
                 Step("Write statuses", DONE, statuses_detail),
                 Step("Committing", ACTIVE, _entry_detail(entry) if entry else "writing table snapshots"),
+                Step("Acknowledged", PENDING),
+            ],
+        )
+    if staging:
+        return replace(
+            base,
+            phase="staging",
+            steps=[
+                Step("Started", ACTIVE, f"{len(expected)} partitions staging records until the interval ends"),
+                Step("Write statuses", PENDING, "asked for when the interval ends"),
+                Step("Committing", PENDING),
                 Step("Acknowledged", PENDING),
             ],
         )

@@ -1,26 +1,36 @@
 """Fixtures of the web UI tests: a named user, connectors made through the
-actions, and ledger entries made through the ledger functions.
+actions, ledger entries made through the ledger functions, and the real
+runtime in threads.
 
 The runtime (workers) is what writes task rows and the coordinator's live
-phase; until the runtime's own write functions exist, tests that need such
-rows write them as the runtime would, and say so.
+phase. ``runtime_in_threads`` runs it for the browser story; the view tests
+that need such rows in a given state (a failed task, a commit half
+reported) write them as the runtime would, and say so.
 """
 
 from __future__ import annotations
 
+import gc
+import socket
+import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
 from connectors import actions
 from connectors.actions import PartitionRange
+from connectors.actions import runtime as runtime_state
 from connectors.models import Commit, Connector, ConnectorTask, TaskState
+from workers import runtime
+from workers.supervisor import Supervisor
 
 PASSWORD = "pw-alice-1234-ui"
 CONFIG = {"connector.class": "iceberg", "topics": "orders", "iceberg.tables": "db.orders"}
@@ -138,3 +148,69 @@ def beat_coordinator(connector: Connector, **fields: Any) -> None:
     from connectors.models import CoordinatorStatus
 
     CoordinatorStatus.objects.filter(connector=connector).update(heartbeat_at=timezone.now(), **fields)
+
+
+@contextmanager
+def runtime_in_threads(beat_seconds: float = 1.0) -> Iterator[list[str]]:
+    """The real runtime in threads of this process, stopped on exit; yields the crashes seen.
+
+    The supervisor steps every ``beat_seconds`` as Celery beat runs it, and
+    starts coordinators and tasks through the bodies of the Celery tasks
+    (``connectors.tasks``: ``run_coordinator_supervised``, ``claim_task``
+    then ``run_task_supervised``). Only the transport (Celery, Redis) is
+    left out, so the task rows, heartbeats, coordinator phases and ledger
+    entries the UI shows are the runtime's own, and pause, resume and config
+    changes reach it as they do in production. (``running_in_threads`` of
+    the integration tests runs a coordinator and tasks without heartbeats:
+    no task rows, and a pause would not reach them.)
+    """
+    stop = threading.Event()
+    crashes: list[str] = []
+    threads: list[threading.Thread] = []
+
+    def start(name: str, target: Callable[..., object], *args: object) -> None:
+        def run() -> None:
+            try:
+                target(*args)
+            except Exception as exc:
+                crashes.append(f"{name}: {type(exc).__name__}: {exc}")
+            finally:
+                connections.close_all()  # this thread's connections, before the test database goes
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        threads.append(thread)
+        thread.start()
+
+    def run_task(task_id: int, epoch: int) -> None:
+        task = runtime_state.claim_task(task_id, epoch, runtime.worker_id(), socket.gethostname())
+        if task is not None:
+            runtime.run_task_supervised(task, stop.is_set)
+
+    supervisor = Supervisor(
+        start_coordinator=lambda connector_id: start(
+            f"coordinator-{connector_id}", runtime.run_coordinator_supervised, connector_id, stop.is_set
+        ),
+        start_task=lambda task_id, epoch: start(f"task-{task_id}-{epoch}", run_task, task_id, epoch),
+    )
+
+    def beat() -> None:
+        while not stop.is_set():
+            try:
+                supervisor.step()
+            except Exception as exc:  # beat runs the next step anyway
+                crashes.append(f"supervisor: {type(exc).__name__}: {exc}")
+            stop.wait(beat_seconds)
+
+    start("supervisor", beat)
+    try:
+        yield crashes
+    finally:
+        stop.set()
+        threads[0].join(60)  # the supervisor: no new thread after it
+        for thread in threads[1:]:
+            thread.join(60)
+        assert not any(t.is_alive() for t in threads), "a runtime thread did not stop"
+        # The runtime's Iceberg SQL catalogs keep pooled connections to the
+        # test database until they are collected; the database is dropped
+        # at the end of the session.
+        gc.collect()

@@ -1,15 +1,21 @@
 """The UI in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright.
 
-One user story, step by step: log in, create a connector through the form
-(an invalid config first, rejected at its field), see it in the list, pause
-and resume it, edit it through the diff, watch a commit in flight refresh
-live, read the commit history. Screenshots of each page go to
-``var/screenshots/`` for a reviewer.
+The main story runs against the real runtime: the embedded Kafka broker, a
+Spark Connect server, a fresh Iceberg warehouse, and the supervisor,
+coordinator and tasks in threads of the test process (``runtime_in_threads``).
+Step by step: log in, create a connector for a real topic through the form
+(an invalid config first, rejected at its field), produce records, see it
+Healthy with its task running, watch the commit in flight refresh live, find
+it COMMITTED in the history with its records count, pause it (no commit
+while records wait) and resume it (they land), then edit it through the
+diff and see the new config run two tasks.
 
-The runtime (workers) is not in this story yet: ledger rows come from the
-ledger functions and live task/coordinator rows are written as the runtime
-writes them. Once the runtime lands, the step marked RUNTIME below starts a
-worker and waits for the connector to turn healthy and for a real commit.
+A second story covers what the runtime cannot be made to do on demand: a
+task failing with a trace, partial commits, a long history for the charts,
+pausing the live refresh. Its rows come from the ledger functions and are
+written as the runtime writes them.
+
+Screenshots of each page go to ``var/screenshots/`` for a reviewer.
 """
 
 from __future__ import annotations
@@ -29,8 +35,12 @@ from django.utils import timezone
 from playwright import sync_api as playwright_api
 
 from connectors import actions
-from connectors.models import Commit, Connector, CoordinatorPhase, DesiredState, TaskState
-from tests.ui.conftest import PASSWORD, LedgerFor, beat_coordinator, runtime_task
+from connectors.forms import field_id
+from connectors.models import Commit, CommitState, Connector, CoordinatorPhase, DesiredState, TaskState
+from tests.conftest import sink_config
+from tests.integration.helpers import caught_up, create_topic, json_records, produce, wait_until
+from tests.ui.conftest import CONFIG, PASSWORD, LedgerFor, beat_coordinator, runtime_in_threads, runtime_task
+from workers import runtime
 
 CHROMIUM = os.environ.get("SINKADMIN_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -47,6 +57,17 @@ VENDOR = Path(settings.BASE_DIR) / "static" / "vendor"
 LAPTOP: playwright_api.ViewportSize = {"width": 1366, "height": 900}
 TABLET: playwright_api.ViewportSize = {"width": 820, "height": 1180}
 TIMEOUT_MS = 10_000
+# Waits on the runtime: the first Spark write of a session takes a while.
+RUNTIME_MS = 120_000
+
+PARTITIONS = 2
+FIRST_BATCH = 600
+PAUSED_BATCH = 250
+# Long enough for the commit in flight to be seen (the page refreshes every 3 s).
+INTERVAL_MS = 6000
+# The first write of a Spark session is slow: the first commit must not time out.
+COMMIT_TIMEOUT_MS = 60_000
+PARTITION_BY = ("iceberg.table.db.orders.partition-by", "truncate(1000, id)")
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -115,12 +136,25 @@ def log_in(page: playwright_api.Page, base: str) -> None:
     expect(page.get_by_role("heading", name="Connectors")).to_be_visible()
 
 
-def create_with_a_rejected_config_first(page: playwright_api.Page, base: str) -> None:
+def set_field(page: playwright_api.Page, key: str, value: str) -> None:
+    """Type a config value into its field, unfolding its group's options first if they are folded."""
+    field = page.locator(f"#{field_id(key)}")
+    if not field.is_visible():
+        page.locator(f"details:has(#{field_id(key)}):not([open]) > summary").first.click()
+    if field.evaluate("e => e.tagName") == "SELECT":
+        field.select_option(value)
+    else:
+        field.fill(value)
+
+
+def create_with_a_rejected_config_first(page: playwright_api.Page, base: str, config: dict[str, str]) -> None:
     page.get_by_role("link", name="New connector").first.click()
     expect(page.get_by_role("heading", name="New connector")).to_be_visible()
     page.locator("#id_name").fill("orders-sink")
-    page.locator("#cfg-topics").fill("orders")
-    page.locator("#cfg-iceberg-tables").fill("orders")  # no namespace: invalid
+    for key, value in config.items():
+        if key != "iceberg.tables":
+            set_field(page, key, value)
+    set_field(page, "iceberg.tables", "orders")  # no namespace: invalid
 
     # Live validation puts the error at the field while the user types.
     errors = page.locator("#errors-cfg-iceberg-tables")
@@ -130,8 +164,8 @@ def create_with_a_rejected_config_first(page: playwright_api.Page, base: str) ->
 
     # A per-table setting through the key/value editor.
     page.get_by_role("button", name="+ Add property").click()
-    page.locator("#kv-rows tr").last.locator("input[name=extra-key]").fill("iceberg.table.db.orders.partition-by")
-    page.locator("#kv-rows tr").last.locator("input[name=extra-value]").fill("days(ts)")
+    page.locator("#kv-rows tr").last.locator("input[name=extra-key]").fill(PARTITION_BY[0])
+    page.locator("#kv-rows tr").last.locator("input[name=extra-value]").fill(PARTITION_BY[1])
     expect(page.locator("#errors-extra")).to_contain_text("'db.orders' is not one of iceberg.tables")
     shoot(page, "create-form")
 
@@ -140,14 +174,13 @@ def create_with_a_rejected_config_first(page: playwright_api.Page, base: str) ->
     expect(page.locator("#errors-cfg-iceberg-tables")).to_contain_text("must be namespace.table")
     assert not Connector.objects.filter(name="orders-sink").exists()
 
-    page.locator("#cfg-iceberg-tables").fill("db.orders")
+    page.locator("#cfg-iceberg-tables").fill(config["iceberg.tables"])
     expect(page.locator("#validation-summary")).to_contain_text("No problems found")
     expect(page.locator("#errors-cfg-iceberg-tables")).to_be_empty()
     page.get_by_role("button", name="Create connector").click()
     expect(page.locator(".messages")).to_contain_text("Connector orders-sink created")
     assert page.url == f"{base}/connectors/orders-sink/"
-    config = Connector.objects.get(name="orders-sink").config
-    assert config["iceberg.table.db.orders.partition-by"] == "days(ts)"
+    assert Connector.objects.get(name="orders-sink").config == {**config, PARTITION_BY[0]: PARTITION_BY[1]}
 
 
 def other_connectors_to_sort() -> None:
@@ -164,10 +197,91 @@ def other_connectors_to_sort() -> None:
     )
 
 
-def pause_and_resume_from_the_list(page: playwright_api.Page, base: str) -> None:
+def card(page: playwright_api.Page, title: str) -> playwright_api.Locator:
+    """The figure of one card of the detail page."""
+    return page.locator(".card", has=page.get_by_text(title, exact=True)).locator("dd")
+
+
+def see_it_running(page: playwright_api.Page, base: str) -> None:
+    page.goto(f"{base}/connectors/orders-sink/")
+    # Nothing reloads the page: the live refresh shows the runtime taking the connector.
+    expect(page.locator("#health-badge")).to_have_text("Healthy", timeout=RUNTIME_MS)
+    expect(page.locator("#health-badge + .reason")).to_have_text("all 1 tasks running")
+    expect(card(page, "Tasks running")).to_have_text("1 of 1")
+    task = page.locator("#tasks tbody tr")
+    expect(task).to_have_count(1)
+    expect(task.locator(".badge")).to_have_text("RUNNING")
+    expect(task).to_contain_text(runtime.worker_id())
+    expect(page.locator("#partitions tbody tr[data-partition]")).to_have_count(PARTITIONS)
+
+
+def watch_a_commit_in_flight(page: playwright_api.Page, topic: str) -> str:
+    """Screenshot the commit in flight, follow it to the ledger; returns its short id."""
+    panel = page.locator("#current-commit")
+    in_flight = page.locator(
+        '#current-commit:is([data-phase="staging"], [data-phase="collecting"]) .partition-chips li.pending'
+    )
+    # The screenshot must show the commit in flight: take it again if a refresh swapped the page meanwhile.
+    for _ in range(10):
+        expect(in_flight.first).to_be_visible(timeout=RUNTIME_MS)
+        refreshed = page.locator("#refreshed-at").inner_text()
+        shoot(page, "detail-mid-commit")
+        if page.locator("#refreshed-at").inner_text() == refreshed and in_flight.count():
+            break
+    else:
+        pytest.fail("the live refresh never held a commit in flight still for a screenshot")
+    expect(panel.locator(".partition-chips li")).to_have_count(PARTITIONS)
+    pending = in_flight.count()
+    expect(panel).to_contain_text(f"{PARTITIONS - pending} of {PARTITIONS} partitions reported")
+    expect(panel.locator("[aria-current=step]")).to_be_visible()
+    commit_id = panel.locator("header code").inner_text()
+
+    # The same page, not reloaded, shows the commit in the ledger once it is acknowledged.
+    ends = {(topic, p): FIRST_BATCH // PARTITIONS for p in range(PARTITIONS)}
+    wait_until(caught_up("orders-sink", ends), RUNTIME_MS / 1000, "the first batch to be committed")
+    expect(page.locator("#recent-title + .table-wrap .state-COMMITTED").first).to_be_visible()
+    expect(card(page, "Lag")).to_have_text("0 records")
+    return commit_id
+
+
+def records_shown(rows: playwright_api.Locator) -> list[int]:
+    """The Records column (the 4th data cell) of the given history rows."""
+    return [int(text.replace(",", "")) for text in rows.locator("td:nth-of-type(4)").all_inner_texts()]
+
+
+def read_the_history(page: playwright_api.Page, base: str, in_flight: str) -> None:
+    page.goto(f"{base}/connectors/orders-sink/")
+    page.get_by_role("link", name="Commit history").first.click()
+    # The commit seen in flight is the one in the history, COMMITTED with every record produced.
+    commit = Commit.objects.get(connector_name="orders-sink")
+    assert str(commit.commit_id).startswith(in_flight)
+    row = page.locator("#commits tbody tr")
+    expect(row).to_have_count(1)
+    expect(row).to_have_attribute("data-commit", str(commit.commit_id))
+    expect(row.locator(".badge")).to_have_text("COMMITTED")
+    assert records_shown(row) == [FIRST_BATCH]
+    expect(row).to_contain_text(f"db.orders: {commit.snapshot_ids['db.orders']}")
+    expect(row).to_contain_text("full")
+    assert page.evaluate("Chart.getChart('chart-records').data.datasets[0].data") == [FIRST_BATCH]
+    shoot(page, "commit-history")
+
+    # Its offset ranges and files, per partition.
+    row.get_by_role("link").first.click()
+    expect(page.locator("h1")).to_contain_text(str(commit.commit_id))
+    ranges = page.locator("#commit-partitions tbody tr")
+    expect(ranges).to_have_count(PARTITIONS)
+    for partition in commit.partitions.all():
+        shown = ranges.filter(has_text=f"{partition.topic}/{partition.partition}")
+        expect(shown.locator("td.num")).to_have_text(["0", f"{FIRST_BATCH // PARTITIONS}", f"{partition.records}", "0"])
+        expect(shown).to_contain_text(".parquet")
+    shoot(page, "commit-detail")
+
+
+def pause_and_resume_from_the_list(page: playwright_api.Page, base: str, bootstrap: str, topic: str) -> None:
     page.goto(f"{base}/")
     row = page.locator('tr[data-connector="orders-sink"]')
-    expect(row).to_be_visible()
+    expect(row.locator(".badge")).to_have_text("Healthy")
+    expect(row.locator("td.num").first).to_have_text("1/1")
     # Unhealthy first: the failed connector heads the list.
     expect(page.locator("tr[data-connector]").first).to_have_attribute("data-connector", "clicks-sink")
     shoot(page, "list")
@@ -176,12 +290,36 @@ def pause_and_resume_from_the_list(page: playwright_api.Page, base: str) -> None
     expect(page.locator(".messages")).to_contain_text("Connector orders-sink paused")
     expect(page.locator('tr[data-connector="orders-sink"] .badge')).to_have_text("Paused")
     assert Connector.objects.get(name="orders-sink").desired_state == DesiredState.PAUSED
+
+    # Paused, the runtime finishes the commit in flight and starts no other: new records wait.
+    page.get_by_role("link", name="orders-sink", exact=True).click()
+    expect(page.locator("#health-badge")).to_have_text("Paused")
+    expect(page.locator("#current-commit")).to_have_attribute("data-phase", "idle", timeout=RUNTIME_MS)
+    commits = Commit.objects.filter(connector_name="orders-sink").count()
+    ends = produce(bootstrap, topic, json_records(FIRST_BATCH, PAUSED_BATCH), PARTITIONS)
+    # (The Lag card does not count them: a task reads end offsets only while it stages a commit.)
+    page.wait_for_timeout(INTERVAL_MS + 3000)  # longer than a commit interval
+    expect(page.locator("#current-commit")).to_have_attribute("data-phase", "idle")
+    expect(page.locator("#health-badge")).to_have_text("Paused")
+    assert Commit.objects.filter(connector_name="orders-sink").count() == commits
+
+    page.goto(f"{base}/")
     page.locator('tr[data-connector="orders-sink"]').get_by_role("button", name="Resume orders-sink").click()
     expect(page.locator(".messages")).to_contain_text("Connector orders-sink resumed")
     expect(page.locator('tr[data-connector="orders-sink"] .badge')).not_to_have_text("Paused")
     assert Connector.objects.get(name="orders-sink").desired_state == DesiredState.RUNNING
 
+    # Resumed, the waiting records land in the next commit.
+    wait_until(caught_up("orders-sink", ends), RUNTIME_MS / 1000, "the records produced while paused")
+    page.get_by_role("link", name="orders-sink", exact=True).click()
+    page.get_by_role("link", name="Commit history").first.click()
+    rows = page.locator("#commits tbody tr:has(.state-COMMITTED)")
+    expect(rows).to_have_count(Commit.objects.filter(connector_name="orders-sink", state=CommitState.COMMITTED).count())
+    assert records_shown(rows.first) == [PAUSED_BATCH]
+    assert sum(records_shown(rows)) == FIRST_BATCH + PAUSED_BATCH
+
     # Search narrows the list as the user types.
+    page.goto(f"{base}/")
     page.get_by_label("Search name, table or topic").fill("fin.pay")
     expect(page.locator("tr[data-connector]")).to_have_count(1)
     expect(page.locator("tr[data-connector]")).to_have_attribute("data-connector", "payments-sink")
@@ -203,7 +341,48 @@ def edit_through_the_diff(page: playwright_api.Page, base: str) -> None:
     assert Connector.objects.get(name="orders-sink").config["tasks.max"] == "2"
 
 
-def ledger_and_a_commit_in_flight(commit_ledger: LedgerFor) -> uuid.UUID:
+def see_the_new_config_run(page: playwright_api.Page) -> None:
+    # The runtime restarts the connector with the new config: one partition per task.
+    expect(card(page, "Tasks running")).to_have_text("2 of 2", timeout=RUNTIME_MS)
+    expect(page.locator("#health-badge")).to_have_text("Healthy", timeout=RUNTIME_MS)
+    expect(page.locator("#tasks tbody tr .badge")).to_have_text(["RUNNING", "RUNNING"])
+
+
+def test_a_user_runs_a_connector_from_the_browser(
+    page: tuple[playwright_api.Page, Problems],
+    live_server: object,
+    alice_user: User,
+    lake: dict[str, str],
+    kafka_bootstrap: str,
+    topic_name: str,
+) -> None:
+    browser_page, problems = page
+    base = str(live_server.url)  # type: ignore[attr-defined]
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    log_in(browser_page, base)
+    config = sink_config(
+        topic_name,
+        "db.orders",
+        **{
+            "iceberg.control.commit.interval-ms": str(INTERVAL_MS),
+            "iceberg.control.commit.timeout-ms": str(COMMIT_TIMEOUT_MS),
+        },
+    )
+    create_with_a_rejected_config_first(browser_page, base, config)
+    other_connectors_to_sort()
+    produce(kafka_bootstrap, topic_name, json_records(0, FIRST_BATCH), PARTITIONS)
+    with runtime_in_threads() as crashes:
+        see_it_running(browser_page, base)
+        in_flight = watch_a_commit_in_flight(browser_page, topic_name)
+        read_the_history(browser_page, base, in_flight)
+        pause_and_resume_from_the_list(browser_page, base, kafka_bootstrap, topic_name)
+        edit_through_the_diff(browser_page, base)
+        see_the_new_config_run(browser_page)
+    assert crashes == []
+    assert problems.items == []
+
+
+def a_long_ledger_and_a_commit_in_flight(commit_ledger: LedgerFor) -> uuid.UUID:
     connector = Connector.objects.get(name="orders-sink")
     commit = commit_ledger(connector, {("orders", 0): 0, ("orders", 1): 0, ("orders", 2): 0})
     now = timezone.now()
@@ -231,7 +410,7 @@ def ledger_and_a_commit_in_flight(commit_ledger: LedgerFor) -> uuid.UUID:
     return in_flight
 
 
-def watch_the_commit_live(page: playwright_api.Page, base: str) -> None:
+def pause_the_live_refresh_and_see_a_task_fail(page: playwright_api.Page, base: str) -> None:
     connector = Connector.objects.get(name="orders-sink")
     page.goto(f"{base}/connectors/orders-sink/")
     panel = page.locator("#current-commit")
@@ -239,7 +418,6 @@ def watch_the_commit_live(page: playwright_api.Page, base: str) -> None:
     expect(panel).to_contain_text("2 of 3 partitions reported")
     expect(panel.locator(".partition-chips li.pending")).to_have_text(["⋯ orders/1 pending"])
     expect(page.locator("#health-badge")).to_have_text("Healthy")
-    shoot(page, "detail-mid-commit")
 
     # The last partition reports: the page shows it without a reload.
     beat_coordinator(connector, partitions_reported=[["orders", 0], ["orders", 1], ["orders", 2]])
@@ -274,7 +452,7 @@ def watch_the_commit_live(page: playwright_api.Page, base: str) -> None:
     page.set_viewport_size(LAPTOP)
 
 
-def read_the_history(page: playwright_api.Page, base: str) -> None:
+def read_a_long_history(page: playwright_api.Page, base: str) -> None:
     page.goto(f"{base}/connectors/orders-sink/")
     page.get_by_role("link", name="Commit history").first.click()
     rows = page.locator("#commits tbody tr")
@@ -287,15 +465,14 @@ def read_the_history(page: playwright_api.Page, base: str) -> None:
     for chart in ("chart-records", "chart-duration", "chart-lag"):
         assert page.evaluate(f"Chart.getChart('{chart}') !== undefined"), chart
     assert page.evaluate("Chart.getChart('chart-records').data.datasets[0].data.length") == 12
-    shoot(page, "commit-history")
+    shoot(page, "commit-history-charts")
 
     newest_row.get_by_role("link").first.click()
     expect(page.locator("#commit-partitions tbody tr")).to_have_count(3)
     expect(page.locator("#commit-partitions")).to_contain_text("orders+0+")
-    shoot(page, "commit-detail")
 
 
-def test_a_user_manages_a_connector_in_the_browser(
+def test_failures_partial_commits_and_a_long_history_in_the_browser(
     page: tuple[playwright_api.Page, Problems],
     live_server: object,
     alice_user: User,
@@ -303,18 +480,11 @@ def test_a_user_manages_a_connector_in_the_browser(
 ) -> None:
     browser_page, problems = page
     base = str(live_server.url)  # type: ignore[attr-defined]
+    actions.create_connector("orders-sink", CONFIG)
     log_in(browser_page, base)
-    create_with_a_rejected_config_first(browser_page, base)
-    other_connectors_to_sort()
-    pause_and_resume_from_the_list(browser_page, base)
-    edit_through_the_diff(browser_page, base)
-    # RUNTIME: once workers land, start one here (tests/conftest.py's
-    # subprocess_env), produce records to "orders", wait for #health-badge
-    # to read Healthy and for a COMMITTED row with those records in the
-    # history. Until then the ledger functions write the commits.
-    ledger_and_a_commit_in_flight(commit_ledger)
-    watch_the_commit_live(browser_page, base)
-    read_the_history(browser_page, base)
+    a_long_ledger_and_a_commit_in_flight(commit_ledger)
+    pause_the_live_refresh_and_see_a_task_fail(browser_page, base)
+    read_a_long_history(browser_page, base)
     assert problems.items == []
 
 

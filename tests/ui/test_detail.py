@@ -38,12 +38,35 @@ def test_a_connector_without_coordinator_says_so(alice: Client, make_connector: 
 
 
 def test_the_commit_moves_through_its_states(alice: Client, make_connector: Callable[..., Connector]) -> None:
-    connector = make_connector("orders-sink", **{"iceberg.control.commit.timeout-ms": "20000"})
+    connector = make_connector(
+        "orders-sink",
+        **{"iceberg.control.commit.interval-ms": "2000", "iceberg.control.commit.timeout-ms": "20000"},
+    )
     epoch = actions.take_coordinator_lease(connector.pk, "worker-a")
     actions.seed_offsets(connector.pk, epoch, {("orders", 0): 0, ("orders", 1): 0})
     commit_id = uuid.uuid4()
-    started = timezone.now() - timedelta(seconds=5)
-    # The coordinator asked both partitions; one has answered (as the runtime records it).
+    started = timezone.now() - timedelta(seconds=7)
+    # Staging: the participants stage records until the interval ends.
+    beat_coordinator(
+        connector,
+        phase=CoordinatorPhase.STAGING,
+        commit_id=commit_id,
+        commit_started_at=timezone.now() - timedelta(seconds=1),
+        partitions_expected=[["orders", 0], ["orders", 1]],
+        partitions_reported=[],
+    )
+    html = live(alice)
+    assert 'data-phase="staging"' in html
+    assert steps(html) == [
+        ("active", "Started"),
+        ("pending", "Write statuses"),
+        ("pending", "Committing"),
+        ("pending", "Acknowledged"),
+    ]
+    assert re.search(r"1\.\d s of the 2\.0 s commit interval", html)
+    assert "0 of 2 partitions reported" in html
+    # The interval has ended 5 s ago: the coordinator asked both partitions;
+    # one has answered (as the runtime records it).
     beat_coordinator(
         connector,
         phase=CoordinatorPhase.COLLECTING,
@@ -63,7 +86,7 @@ def test_the_commit_moves_through_its_states(alice: Client, make_connector: Call
     assert "1 of 2 partitions reported" in html
     assert re.search(r'class="reported">✓ orders/0', html)
     assert re.search(r'class="pending">⋯ orders/1', html)
-    assert re.search(r"5\.\d s of the 20\.0 s commit timeout", html)
+    assert re.search(r"5\.\d s of the 20\.0 s commit timeout since the interval ended", html)
 
     actions.prepare_commit(
         connector.pk,
@@ -102,7 +125,9 @@ def test_the_commit_moves_through_its_states(alice: Client, make_connector: Call
 
 
 def test_a_commit_past_its_timeout_is_flagged(alice: Client, make_connector: Callable[..., Connector]) -> None:
-    connector = make_connector("orders-sink", **{"iceberg.control.commit.timeout-ms": "1000"})
+    connector = make_connector(
+        "orders-sink", **{"iceberg.control.commit.interval-ms": "1000", "iceberg.control.commit.timeout-ms": "1000"}
+    )
     actions.take_coordinator_lease(connector.pk, "worker-a")
     beat_coordinator(
         connector,
@@ -115,6 +140,28 @@ def test_a_commit_past_its_timeout_is_flagged(alice: Client, make_connector: Cal
     html = live(alice)
     assert "timed out, the partitions that answered are committed" in html
     assert 'value="100"' in html
+
+
+def test_a_long_interval_is_staging_not_a_timed_out_commit(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    # The defaults: a 5 min interval and a 30 s timeout. 45 s into the
+    # interval the participants are still staging; the timeout has not begun.
+    connector = make_connector("orders-sink")
+    actions.take_coordinator_lease(connector.pk, "worker-a")
+    beat_coordinator(
+        connector,
+        phase=CoordinatorPhase.STAGING,
+        commit_id=uuid.uuid4(),
+        commit_started_at=timezone.now() - timedelta(seconds=45),
+        partitions_expected=[["orders", 0]],
+        partitions_reported=[],
+    )
+    html = live(alice)
+    assert 'data-phase="staging"' in html
+    assert "timed out" not in html
+    assert re.search(r"45\.\d s of the 5 min 00 s commit interval", html)
+    assert 'value="15"' in html  # 45 s of 300 s
 
 
 def test_partitions_show_committed_end_staged_and_lag(
