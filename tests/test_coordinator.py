@@ -304,3 +304,12 @@ def test_a_write_error_that_keeps_coming_back_fails_the_connector(world: Any) ->
             with pytest.raises(ConnectorFailed):
                 coordinator.step(0)
     assert ledger.failure == "schema cannot be created"
+
+
+def test_a_commit_nobody_answered_is_recorded_as_aborted(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    start_and_end(coordinator, clock, channel)
+    clock.now += 30
+    coordinator.step(0)
+    assert ledger.aborted_errors == ["no write status arrived before the commit timeout"]
+    assert not committer.commits and coordinator.phase is Phase.IDLE

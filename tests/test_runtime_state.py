@@ -43,10 +43,10 @@ def test_a_superseded_runner_cannot_claim_or_heartbeat() -> None:
     task.refresh_from_db()
     second = runtime_state.request_task(task)
     assert second == first + 1
-    assert runtime_state.task_alive(task.pk, first, paused=False, partition_status={}) is None
+    assert runtime_state.task_alive(task.pk, first, partition_status={}) is None
     assert runtime_state.claim_task(task.pk, first, "w1", "h") is None
     assert runtime_state.claim_task(task.pk, second, "w2", "h") is not None
-    assert runtime_state.task_alive(task.pk, second, paused=False, partition_status={"orders/0": {}}) == "RUNNING"
+    assert runtime_state.task_alive(task.pk, second, partition_status={"orders/0": {}}) == "RUNNING"
 
 
 def test_a_config_change_stops_the_running_task_generation() -> None:
@@ -56,7 +56,7 @@ def test_a_config_change_stops_the_running_task_generation() -> None:
     assert epoch is not None
     runtime_state.claim_task(task.pk, epoch, "w1", "h")
     actions.update_config("c", {**CONFIG, "iceberg.control.commit.interval-ms": "1000"})
-    assert runtime_state.task_alive(task.pk, epoch, paused=False, partition_status={}) is None
+    assert runtime_state.task_alive(task.pk, epoch, partition_status={}) is None
 
 
 def test_crashing_tasks_back_off_exponentially() -> None:
@@ -84,3 +84,33 @@ def test_one_coordinator_is_requested_at_a_time() -> None:
     connector = actions.create_connector("c", CONFIG)
     assert runtime_state.request_coordinator(connector.pk)
     assert not runtime_state.request_coordinator(connector.pk)
+
+
+def test_a_paused_connector_shows_its_tasks_paused() -> None:
+    connector = actions.create_connector("c", CONFIG)
+    task = runtime_state.assign_tasks(connector, PARTITIONS)[0]
+    epoch = runtime_state.request_task(task)
+    assert epoch is not None
+    runtime_state.claim_task(task.pk, epoch, "w1", "h")
+    actions.pause_connector("c")
+    assert runtime_state.task_alive(task.pk, epoch, partition_status={}) == "PAUSED"
+    assert ConnectorTask.objects.get(pk=task.pk).state == TaskState.PAUSED
+
+
+def test_a_superseded_runner_hands_over_at_once_but_never_disturbs_its_successor() -> None:
+    connector = actions.create_connector("c", CONFIG)
+    task = runtime_state.assign_tasks(connector, PARTITIONS)[0]
+    epoch = runtime_state.request_task(task)
+    assert epoch is not None
+    runtime_state.claim_task(task.pk, epoch, "w1", "h")
+    runtime_state.task_alive(task.pk, epoch, partition_status={})
+    actions.restart_task("c", 0)  # new epoch, RESTARTING, old heartbeat still fresh
+    task.refresh_from_db()
+    assert runtime_state.request_task(task) is None
+    runtime_state.task_vacated(task.pk, "w1")
+    task.refresh_from_db()
+    new_epoch = runtime_state.request_task(task)
+    assert new_epoch is not None
+    runtime_state.claim_task(task.pk, new_epoch, "w2", "h")
+    runtime_state.task_vacated(task.pk, "w1")  # a late exit of the old runner
+    assert ConnectorTask.objects.get(pk=task.pk).heartbeat_at is not None

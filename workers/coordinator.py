@@ -241,6 +241,14 @@ class Coordinator:
         current = self.current
         assert current is not None
         statuses = [s for s in current.statuses.values() if s.end > s.start]
+        if not current.statuses and current.offsets:
+            # Nobody answered in time: nothing to commit, but worth a line in
+            # the history, or a dead task would be invisible there.
+            self.ledger.aborted(
+                current.commit_id, current.started_at, [], "no write status arrived before the commit timeout"
+            )
+            self._idle()
+            return
         if not current.files and not self.settings.allow_empty:
             if statuses:
                 # Every record of the interval was dead-lettered or skipped:

@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.config import SinkConfig
 from workers.converters import AvroValueDecoder
@@ -90,6 +90,7 @@ class TaskRunner:
         self.highest_epoch = 0
         self.paused: set[TP] = set()
         self.end_offsets: dict[TP, int] = {}
+        self._end_offsets_at = 0.0
         self._avro = (
             AvroValueDecoder(config.avro_schema) if config.value_converter == "avro" and config.avro_schema else None
         )
@@ -183,6 +184,22 @@ class TaskRunner:
         if self.on_progress is not None:
             self.on_progress(self)
         return bool(messages)
+
+    END_OFFSET_REFRESH_SECONDS = 5.0
+
+    def refresh_end_offsets(self) -> None:
+        """End offsets while not fetching (between commits, paused), so lag stays true; throttled."""
+        now = time.monotonic()
+        if now - self._end_offsets_at < self.END_OFFSET_REFRESH_SECONDS:
+            return
+        self._end_offsets_at = now
+        for tp in self.partitions:
+            try:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), timeout=1, cached=False)
+            except KafkaException:
+                continue
+            if high >= 0:
+                self.end_offsets[tp] = high
 
     def _finish(self, current: _Commit) -> None:
         self.state = TaskState.WRITING

@@ -38,6 +38,7 @@ from workers.dead_letters import DeadLetterSink
 from workers.events import PartitionStatus
 from workers.kafka import ControlChannel, admin_client, ensure_topic, resolve_partitions, source_consumer_config
 from workers.participant import TaskRunner
+from workers.participant import TaskState as ParticipantState
 from workers.spark_writer import SparkWriter, TargetTable, WriteResult
 from workers.staging import StagedPartition
 from workers.tables import (
@@ -427,13 +428,16 @@ def partition_status(runner: TaskRunner) -> dict[str, Any]:
 def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
     """The Celery entry point for a claimed task: heartbeats, failures recorded with their trace."""
     partitions = [(str(t), int(p)) for t, p in task.assigned_partitions]
-    released_as_stopped = False
+    ended_by: str | None = None
 
     def beat(runner: TaskRunner) -> str | None:
-        nonlocal released_as_stopped
-        desired = runtime_state.task_alive(task.pk, task.epoch, paused=False, partition_status=partition_status(runner))
-        if desired is None:
-            released_as_stopped = True
+        nonlocal ended_by
+        if runner.state is not ParticipantState.STAGING:
+            runner.refresh_end_offsets()
+        desired = runtime_state.task_alive(task.pk, task.epoch, partition_status=partition_status(runner))
+        if desired is None or desired == DesiredState.STOPPED:
+            ended_by = desired or "superseded"
+            return None
         return desired
 
     try:
@@ -442,7 +446,10 @@ def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
         log.exception("%s: task %d failed", task.connector.name, task.task_index)
         runtime_state.task_failed(task.pk, task.epoch, exc)
         return
-    runtime_state.task_released(task.pk, task.epoch, stopped=released_as_stopped)
+    if ended_by == "superseded":
+        runtime_state.task_vacated(task.pk, worker_id())
+    else:
+        runtime_state.task_released(task.pk, task.epoch, stopped=ended_by == DesiredState.STOPPED)
 
 
 def assigned_partitions(name: str, task_index: int, tasks: int) -> list[TP]:

@@ -137,8 +137,11 @@ def claim_task(task_id: int, epoch: int, worker_id: str, worker_host: str) -> Co
     return ConnectorTask.objects.select_related("connector").get(pk=task_id) if claimed else None
 
 
-def task_alive(task_id: int, epoch: int, *, paused: bool, partition_status: dict[str, Any]) -> str | None:
-    """Heartbeat of a running task: the connector's desired state, or None if this epoch must stop."""
+def task_alive(task_id: int, epoch: int, *, partition_status: dict[str, Any]) -> str | None:
+    """Heartbeat of a running task: the connector's desired state, or None if this epoch was superseded.
+
+    A STOPPED answer means the task must stop; the caller releases it.
+    """
     now = timezone.now()
     task = (
         ConnectorTask.objects.filter(pk=task_id, epoch=epoch)
@@ -148,14 +151,25 @@ def task_alive(task_id: int, epoch: int, *, paused: bool, partition_status: dict
     if task is None or task["connector__generation"] != task["generation"]:
         return None
     desired = str(task["connector__desired_state"])
-    if desired == DesiredState.STOPPED:
-        return None
-    ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
-        heartbeat_at=now,
-        state=TaskState.PAUSED if paused else TaskState.RUNNING,
-        partition_status=partition_status,
-    )
+    if desired != DesiredState.STOPPED:
+        ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
+            heartbeat_at=now,
+            state=TaskState.PAUSED if desired == DesiredState.PAUSED else TaskState.RUNNING,
+            partition_status=partition_status,
+        )
     return desired
+
+
+def task_vacated(task_id: int, worker_id: str) -> None:
+    """A runner that found its epoch superseded has left: the new epoch may start now.
+
+    Only while the row still waits for its new runner (RESTARTING, last
+    heartbeat ours) is the heartbeat cleared, so a runner that already took
+    over is never disturbed.
+    """
+    ConnectorTask.objects.filter(pk=task_id, worker_id=worker_id, state=TaskState.RESTARTING).update(
+        heartbeat_at=None, requested_at=None
+    )
 
 
 def task_failed(task_id: int, epoch: int, error: BaseException) -> None:
