@@ -15,6 +15,16 @@ CONFIG = {"connector.class": "iceberg", "topics": "orders", "iceberg.tables": "d
 PARTITIONS = [("orders", 0), ("orders", 1), ("orders", 2)]
 
 
+def claimed_task() -> tuple[ConnectorTask, int]:
+    """Task 0 of a new connector, claimed by worker "w1"."""
+    connector = actions.create_connector("c", CONFIG)
+    task = runtime_state.assign_tasks(connector, PARTITIONS)[0]
+    epoch = runtime_state.request_task(task)
+    assert epoch is not None
+    runtime_state.claim_task(task.pk, epoch, "w1", "h")
+    return task, epoch
+
+
 def test_partitions_are_spread_round_robin_over_the_tasks() -> None:
     connector = actions.create_connector("c", CONFIG)
     tasks = runtime_state.assign_tasks(connector, PARTITIONS)
@@ -50,21 +60,13 @@ def test_a_superseded_runner_cannot_claim_or_heartbeat() -> None:
 
 
 def test_a_config_change_stops_the_running_task_generation() -> None:
-    connector = actions.create_connector("c", CONFIG)
-    task = runtime_state.assign_tasks(connector, PARTITIONS)[0]
-    epoch = runtime_state.request_task(task)
-    assert epoch is not None
-    runtime_state.claim_task(task.pk, epoch, "w1", "h")
+    task, epoch = claimed_task()
     actions.update_config("c", {**CONFIG, "iceberg.control.commit.interval-ms": "1000"})
     assert runtime_state.task_alive(task.pk, epoch, partition_status={}) is None
 
 
 def test_crashing_tasks_back_off_exponentially() -> None:
-    connector = actions.create_connector("c", CONFIG)
-    task = runtime_state.assign_tasks(connector, PARTITIONS)[0]
-    epoch = runtime_state.request_task(task)
-    assert epoch is not None
-    runtime_state.claim_task(task.pk, epoch, "w1", "h")
+    task, epoch = claimed_task()
     for _ in range(4):
         runtime_state.task_failed(task.pk, epoch, RuntimeError("boom"))
     task.refresh_from_db()
@@ -87,22 +89,14 @@ def test_one_coordinator_is_requested_at_a_time() -> None:
 
 
 def test_a_paused_connector_shows_its_tasks_paused() -> None:
-    connector = actions.create_connector("c", CONFIG)
-    task = runtime_state.assign_tasks(connector, PARTITIONS)[0]
-    epoch = runtime_state.request_task(task)
-    assert epoch is not None
-    runtime_state.claim_task(task.pk, epoch, "w1", "h")
+    task, epoch = claimed_task()
     actions.pause_connector("c")
     assert runtime_state.task_alive(task.pk, epoch, partition_status={}) == "PAUSED"
     assert ConnectorTask.objects.get(pk=task.pk).state == TaskState.PAUSED
 
 
 def test_a_superseded_runner_hands_over_at_once_but_never_disturbs_its_successor() -> None:
-    connector = actions.create_connector("c", CONFIG)
-    task = runtime_state.assign_tasks(connector, PARTITIONS)[0]
-    epoch = runtime_state.request_task(task)
-    assert epoch is not None
-    runtime_state.claim_task(task.pk, epoch, "w1", "h")
+    task, epoch = claimed_task()
     runtime_state.task_alive(task.pk, epoch, partition_status={})
     actions.restart_task("c", 0)  # new epoch, RESTARTING, old heartbeat still fresh
     task.refresh_from_db()
