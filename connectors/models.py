@@ -51,6 +51,8 @@ class Connector(models.Model):
     failure_message = models.TextField(blank=True, default="")
     failure_trace = models.TextField(blank=True, default="")
     failed_at = models.DateTimeField(null=True, blank=True)
+    # Kept across restarts, with failure_count: "first failed ..., N times".
+    first_failed_at = models.DateTimeField(null=True, blank=True)
     failure_count = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -104,6 +106,7 @@ class ConnectorTask(models.Model):
     error_message = models.TextField(blank=True, default="")
     error_trace = models.TextField(blank=True, default="")
     failed_at = models.DateTimeField(null=True, blank=True)
+    first_failed_at = models.DateTimeField(null=True, blank=True)
     failure_count = models.IntegerField(default=0)
     # Live per-partition figures: {"topic/partition": {"staged": n, "end_offset": m, ...}}
     partition_status = models.JSONField(default=dict, blank=True)

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from connectors.actions.errors import ConnectorExists, ConnectorNotFound, InvalidConfig, InvalidName, NotStopped
@@ -177,10 +178,12 @@ def delete_connector(name: str, *, delete_ledger: bool = False) -> None:
 
 def fail_connector(connector_id: int, message: str, trace: str = "") -> None:
     """Mark the connector FAILED with a readable reason; it stays failed until restarted."""
+    now = timezone.now()
     Connector.objects.filter(pk=connector_id).update(
         failure_message=message[:10000],
         failure_trace=trace,
-        failed_at=timezone.now(),
+        failed_at=now,
+        first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
         failure_count=F("failure_count") + 1,
     )
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState
@@ -173,11 +174,13 @@ def task_vacated(task_id: int, worker_id: str) -> None:
 
 
 def task_failed(task_id: int, epoch: int, error: BaseException) -> None:
+    now = timezone.now()
     ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
+        first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
         state=TaskState.FAILED,
         error_message=f"{type(error).__name__}: {error}"[:10000],
         error_trace="".join(traceback.format_exception(error)),
-        failed_at=timezone.now(),
+        failed_at=now,
         failure_count=F("failure_count") + 1,
         heartbeat_at=None,
         requested_at=None,

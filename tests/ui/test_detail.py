@@ -193,7 +193,13 @@ def test_errors_show_the_cause_first_and_the_trace_on_demand(
     html = live(alice)
     assert re.search(r'<p class="cause">Catalog unreachable</p>', html)
     assert re.search(r'<p class="cause">Record at orders/0@17 is not JSON</p>', html)
-    assert "1 failure since it was created" in html
+    # When it first happened and how often, for the connector (through the action).
+    first = Connector.objects.get(pk=connector.pk).first_failed_at
+    assert first is not None
+    assert f"first failed {first:%Y-%m-%d %H:%M:%S} UTC · 1 failure since" in html
+    actions.fail_connector(connector.pk, "Catalog unreachable again", "CatalogTrace")
+    again = Connector.objects.get(pk=connector.pk)
+    assert again.first_failed_at == first and again.failure_count == 2
     # Full text is folded away, under the headline.
     details = re.search(r'<details id="trace-task-0">(.*?)</details>', html, re.S)
     assert details and "ValueError: bad" in details.group(1)
