@@ -279,9 +279,3 @@ class TaskRunner:
 
 def _as_bytes(value: str | bytes | None) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
-
-
-def run_until(stop: Callable[[], bool], step: Callable[[], bool]) -> None:
-    while not stop():
-        if not step():
-            time.sleep(0.01)

@@ -24,7 +24,7 @@ from connectors import actions
 from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
 from connectors.config import SinkConfig
-from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, DesiredState
+from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState
 from workers.converters import sample_json_objects
 from workers.coordinator import (
     ConnectorFailed,
@@ -457,7 +457,3 @@ def assigned_partitions(name: str, task_index: int, tasks: int) -> list[TP]:
     _, config = connector_config(name)
     admin = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, config.raw)
     return resolve_partitions(admin, config.topics, config.topics_regex)[task_index::tasks]
-
-
-def committed_count(name: str) -> int:
-    return Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).count()

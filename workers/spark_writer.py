@@ -141,7 +141,6 @@ class SparkWriter:
         commit_id: uuid.UUID,
         staged: Sequence[StagedPartition],
         tables: Sequence[TargetTable],
-        find_bad: bool = True,
     ) -> WriteResult:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -175,7 +174,7 @@ class SparkWriter:
             .collect()
         )
         result.skipped = {(r["topic"], r["partition"]): r["skipped"] for r in counts if r["skipped"]}
-        if find_bad and metrics.get("bad"):
+        if metrics.get("bad"):
             bad_rows = (
                 decoded.where(bad_condition)
                 .select(
