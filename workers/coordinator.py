@@ -145,6 +145,7 @@ class Coordinator:
         # Passing write errors in a row; past the limit the error is not
         # passing after all and the connector fails with it, visibly.
         self.retriable_failures = 0
+        self._checked_pending = False
 
     # -- the loop calls step() ----------------------------------------------------------
 
@@ -178,7 +179,15 @@ class Coordinator:
     # -- transitions --------------------------------------------------------------------
 
     def _finish_pending(self) -> bool:
-        """Roll a PREPARED commit forward (I4): commit it to the tables that lack it."""
+        """Roll a PREPARED commit forward (I4): commit it to the tables that lack it.
+
+        Only a predecessor can leave one behind: this coordinator applies its
+        own prepared commits in the same step or dies trying, so the ledger
+        is asked once, at takeover, not on every idle step.
+        """
+        if self._checked_pending:
+            return False
+        self._checked_pending = True
         pending = self.ledger.pending()
         if pending is None:
             return False

@@ -4,7 +4,7 @@ One Spark per host (a Spark Connect server, or a cluster via SPARK_REMOTE /
 SPARK_MASTER) serves every participant; a process connects once and keeps the
 session. Participants stage raw records with pyarrow; Spark reads them,
 decodes with ``from_json`` in the JVM, and writes Parquet. Files are then
-moved to immutable names ``<topic>+<partition>+<first>+<last>-<commit>-<part>``
+moved to immutable names ``<topic>+<partition>+<first>+<last>-<commit>-<attempt>-<part>``
 under the table location (DESIGN I5).
 """
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from connectors.actions.errors import LedgerConflict, StaleEpoch
+from connectors.actions.errors import LedgerConflict, NotStopped, StaleEpoch
 from connectors.models import (
     Commit,
     CommitPartition,
@@ -25,6 +25,7 @@ from connectors.models import (
     Connector,
     CoordinatorPhase,
     CoordinatorStatus,
+    DesiredState,
     PartitionOffset,
 )
 
@@ -269,11 +270,10 @@ def restore_commits(connector_id: int, recovered: Iterable[RecoveredCommit]) -> 
     Returns how many commits were added and the offsets now in the ledger.
     Refused unless the connector is STOPPED, like any offset change.
     """
-    from connectors.actions.errors import NotStopped
-
+    recovered = list(recovered)  # iterated twice below
     with transaction.atomic():
         connector = Connector.objects.select_for_update().get(pk=connector_id)
-        if connector.desired_state != "STOPPED":
+        if connector.desired_state != DesiredState.STOPPED:
             raise NotStopped(f"stop connector {connector.name} before rebuilding its ledger")
         known = set(
             Commit.objects.filter(commit_id__in=[r.commit_id for r in recovered]).values_list("commit_id", flat=True)
