@@ -14,6 +14,7 @@ import decimal
 import io
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import fastavro
@@ -56,7 +57,7 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
-def sample_json_objects(values: list[bytes | None], envelope: bool) -> list[Any]:
+def sample_json_objects(values: Sequence[bytes | None], envelope: bool) -> list[Any]:
     """Decoded sample values for schema inference (undecodable ones are skipped)."""
     samples = []
     for raw in values:

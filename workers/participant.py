@@ -24,8 +24,8 @@ from connectors.config import SinkConfig
 from workers.converters import AvroValueDecoder
 from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
-from workers.spark_writer import WriteResult
-from workers.staging import StagedPartition, StagingBuffer, clear_directory
+from workers.staging import ChunkSink, StagedPartition, StagingBuffer, clear_directory
+from workers.writes import WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,10 @@ class TaskState(StrEnum):
 
 
 class WritePort(Protocol):
+    def sink(self, commit_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
+        """Where a partition's buffered records go as they are staged."""
+        ...
+
     def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         """Data files for the staged records, and the records that could not be converted."""
         ...
@@ -53,6 +57,9 @@ class _Commit:
     commit_id: uuid.UUID
     epoch: int
     buffers: dict[TP, StagingBuffer]
+    # Set when staging failed (a chunk could not be written): the commit
+    # stops fetching and its WRITE_STATUS carries this error.
+    error: str | None = None
 
 
 class TaskRunner:
@@ -100,7 +107,7 @@ class TaskRunner:
         events = self.channel.poll(0 if staging else timeout, self.connector)
         for _, event in events:
             self._handle(event)
-        if self.state is TaskState.STAGING:
+        if self.state is TaskState.STAGING and self.current is not None and self.current.error is None:
             return self._consume(timeout) or bool(events)
         return bool(events)
 
@@ -129,7 +136,14 @@ class TaskRunner:
             return
         directory = self._staging_for(event.commit_id)
         buffers = {
-            tp: StagingBuffer(tp[0], tp[1], offset, directory, self.config.buffer_bytes) for tp, offset in mine.items()
+            tp: StagingBuffer(
+                tp[0],
+                tp[1],
+                offset,
+                self.config.buffer_bytes,
+                self.writer.sink(event.commit_id, tp[0], tp[1], offset, directory),
+            )
+            for tp, offset in mine.items()
         }
         self.current = _Commit(event.commit_id, event.epoch, buffers)
         self.paused.clear()
@@ -141,6 +155,25 @@ class TaskRunner:
         current = self.current
         assert current is not None
         messages = self.consumer.consume(num_messages=self.batch_size, timeout=timeout)
+        try:
+            self._stage(current, messages)
+        except Exception as exc:
+            # Writing a chunk failed (storage, catalog...): stop fetching; the
+            # commit's status reports it and the coordinator retries.
+            log.exception("%s task %d: staging commit %s failed", self.connector, self.task_index, current.commit_id)
+            current.error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
+            self.consumer.assign([])
+            return True
+        if messages:
+            for tp in current.buffers:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+                if high >= 0:
+                    self.end_offsets[tp] = high
+        if self.on_progress is not None:
+            self.on_progress(self)
+        return bool(messages)
+
+    def _stage(self, current: _Commit, messages: list[Any]) -> None:
         for message in messages:
             error = message.error()
             if error is not None:
@@ -176,14 +209,6 @@ class TaskRunner:
                 # Bounded staging (I7): stop fetching this partition until the commit.
                 self.consumer.pause([TopicPartition(*tp)])
                 self.paused.add(tp)
-        if messages:
-            for tp in current.buffers:
-                _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
-                if high >= 0:
-                    self.end_offsets[tp] = high
-        if self.on_progress is not None:
-            self.on_progress(self)
-        return bool(messages)
 
     END_OFFSET_REFRESH_SECONDS = 5.0
 
@@ -205,11 +230,15 @@ class TaskRunner:
         self.state = TaskState.WRITING
         self.consumer.assign([])
         failpoint("participant.before_write")
-        staged = [buffer.finish() for buffer in current.buffers.values()]
         retriable = False
         try:
+            if current.error is not None:
+                raise _StagingFailed(current.error)
+            staged = [buffer.finish() for buffer in current.buffers.values()]
             result = self.writer.write(current.commit_id, staged)
             statuses, error = self._statuses(staged, result)
+        except _StagingFailed as exc:
+            statuses, error, result, retriable = [], str(exc), WriteResult(), True
         except Exception as exc:
             log.exception("%s task %d: writing commit %s failed", self.connector, self.task_index, current.commit_id)
             statuses, error = [], f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
@@ -229,6 +258,9 @@ class TaskRunner:
                 retriable=retriable,
             )
         )
+        if error is not None:
+            for buffer in current.buffers.values():
+                buffer.discard()  # files of a failed write are never committed
         clear_directory(self._staging_for(current.commit_id))
         self.current = None
         self.state = TaskState.WAITING
@@ -275,6 +307,10 @@ class TaskRunner:
         if self.current is not None:
             self._discard(self.current)
         self.consumer.close()
+
+
+class _StagingFailed(Exception):
+    pass
 
 
 def _as_bytes(value: str | bytes | None) -> bytes | None:

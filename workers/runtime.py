@@ -25,6 +25,7 @@ from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
 from connectors.config import SinkConfig
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState
+from workers.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
 from workers.converters import sample_json_objects
 from workers.coordinator import (
     ConnectorFailed,
@@ -39,8 +40,8 @@ from workers.events import PartitionStatus
 from workers.kafka import ControlChannel, admin_client, ensure_topic, resolve_partitions, source_consumer_config
 from workers.participant import TaskRunner
 from workers.participant import TaskState as ParticipantState
-from workers.spark_writer import SparkWriter, TargetTable, WriteResult
-from workers.staging import StagedPartition
+from workers.spark_writer import SparkWriter
+from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import (
     TableCommit,
     catalog_for,
@@ -53,6 +54,7 @@ from workers.tables import (
     spec_fields,
     with_metadata_columns,
 )
+from workers.writes import TargetTable, WritePlan, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -211,12 +213,24 @@ class IcebergCommitter:
 
 
 class TableWriter:
-    """Resolves (or creates) the target tables, then has Spark write the staged records."""
+    """Resolves (or creates) a commit's target tables and has its records written.
+
+    Which data plane decodes (workers.arrow_writer) is settled per commit,
+    once tables exist: the Arrow writer in the participant when it can,
+    Spark otherwise, as ``sinkadmin.writer`` allows.
+    """
 
     def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
         self.config = config
         self._catalog: Any = None
-        self.spark = spark or SparkWriter(config)
+        self._spark = spark
+        self._plan: tuple[uuid.UUID, WritePlan] | None = None
+
+    @property
+    def spark(self) -> SparkWriter:
+        if self._spark is None:
+            self._spark = SparkWriter(self.config)
+        return self._spark
 
     @property
     def catalog(self) -> Any:
@@ -226,24 +240,74 @@ class TableWriter:
             self._catalog = catalog_for(self.config)
         return self._catalog
 
-    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
-        if not any(s.records for s in staged):
-            return WriteResult()
-        tables = [self._target(t, staged) for t in self.config.tables]
-        return self.spark.write(commit_id, staged, tables)
+    def sink(self, commit_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
+        if self.config.writer == "spark":
+            return RawStagingFile(raw_staging_path(directory, topic, partition, start))
+        return ArrowPartitionWriter(
+            self.config, lambda samples: self.plan(commit_id, samples), commit_id, topic, partition, start, directory
+        )
 
-    def _target(self, target: Any, staged: Sequence[StagedPartition]) -> TargetTable:
+    def plan(self, commit_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
+        """The commit's tables (created from ``samples`` if missing) and which data plane decodes."""
+        if self._plan is not None and self._plan[0] == commit_id:
+            return self._plan[1]
+        tables = tuple(self._target(t, lambda: samples) for t in self.config.tables)
+        engine = "arrow"
+        if self.config.writer == "spark":
+            engine = "spark"
+        elif (reason := arrow_unsupported(self.config, tables)) is not None:
+            if self.config.writer == "arrow":
+                raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
+            engine = "spark"
+        plan = WritePlan(tables, engine)
+        self._plan = (commit_id, plan)
+        return plan
+
+    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        result = WriteResult()
+        decoded = [s for s in staged if s.decoded]
+        if decoded:
+            locations = {t.target.name: t.location for t in self.plan(commit_id, []).tables}
+            for s in decoded:
+                result.files.extend(publish_decoded(commit_id, s, locations))
+                result.bad.extend(s.bad)
+                if s.skipped:
+                    result.skipped[(s.topic, s.partition)] = s.skipped
+        raw = [s for s in staged if not s.decoded and s.records]
+        if raw:
+            if self._plan is not None and self._plan[0] == commit_id:
+                tables = list(self._plan[1].tables)
+            else:
+                tables = [self._target(t, lambda: self._samples(raw)) for t in self.config.tables]
+            spark = self.spark.write(commit_id, raw, tables)
+            result.files.extend(spark.files)
+            result.bad.extend(spark.bad)
+            result.skipped.update(spark.skipped)
+        result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))
+        return result
+
+    def _target(self, target: Any, samples: Callable[[], Sequence[bytes | None]]) -> TargetTable:
         table = load_table(self.catalog, target.name)
         if table is None:
             if not self.config.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
-            schema = with_metadata_columns(self._schema_from(staged), self.config.metadata_columns)
+            schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
             table = create_table(self.catalog, target.name, schema, target.partition_by)
         return TargetTable(
             target=target, schema=table.schema(), location=table.location(), partition_by=spec_fields(table)
         )
 
-    def _schema_from(self, staged: Sequence[StagedPartition]) -> Any:
+    @staticmethod
+    def _samples(staged: Sequence[StagedPartition]) -> list[bytes | None]:
+        values: list[bytes | None] = []
+        for s in staged:
+            if s.path is not None and len(values) < 500:
+                # The first batch only: staged files can hold gigabytes.
+                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=500, columns=["value"]), None)
+                values.extend(batch.column(0).to_pylist() if batch is not None else [])
+        return values
+
+    def _schema_from(self, values: Sequence[bytes | None]) -> Any:
         from pyiceberg.schema import Schema
         from pyiceberg.types import BinaryType, NestedField, StringType
 
@@ -253,12 +317,6 @@ class TableWriter:
         if cfg.value_converter in ("string", "bytearray"):
             value_type = StringType() if cfg.value_converter == "string" else BinaryType()
             return Schema(NestedField(1, "value", value_type, required=False))
-        values: list[bytes | None] = []
-        for s in staged:
-            if s.path is not None and len(values) < 500:
-                # The first batch only: staged files can hold gigabytes.
-                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=500, columns=["value"]), None)
-                values.extend(batch.column(0).to_pylist() if batch is not None else [])
         samples = sample_json_objects(values, envelope=cfg.schemas_enable)
         if cfg.schemas_enable:
             if not samples:

@@ -14,19 +14,17 @@ import logging
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
-from connectors.config.validation import TableTarget
 from workers.events import DataFile
 from workers.staging import STAGING_SCHEMA, StagedPartition
 from workers.tables import spark_ddl
+from workers.writes import BadRecord, TargetTable, WriteResult, publish, uri
 
 log = logging.getLogger(__name__)
 
@@ -67,31 +65,6 @@ def spark_session() -> Any:
         return _session
 
 
-@dataclass(frozen=True)
-class BadRecord:
-    topic: str
-    partition: int
-    offset: int
-    reason: str
-
-
-@dataclass
-class WriteResult:
-    files: list[DataFile] = field(default_factory=list)
-    bad: list[BadRecord] = field(default_factory=list)
-    # Per (topic, partition): records written to no table (null values, or no route matched).
-    skipped: dict[tuple[str, int], int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TargetTable:
-    target: TableTarget
-    schema: Schema
-    location: str
-    # The table's current partition spec, as transforms of source columns.
-    partition_by: tuple[PartitionField, ...] = ()
-
-
 def partition_value(field: PartitionField, schema: Schema) -> Any:
     """A Spark expression with one value per Iceberg partition of ``field``.
 
@@ -121,10 +94,6 @@ def partition_value(field: PartitionField, schema: Schema) -> Any:
     raise ValueError(f"partition transform {field} is not supported by the writer yet")
 
 
-def _uri(path: str) -> str:
-    return path if "://" in path else f"file://{path}"
-
-
 class SparkWriter:
     def __init__(self, config: SinkConfig, session: Any = None) -> None:
         self.config = config
@@ -149,7 +118,7 @@ class SparkWriter:
         result = WriteResult()
         if not with_data:
             return result
-        raw = self.spark.read.schema(STAGING_DDL).parquet(*[_uri(str(s.path)) for s in with_data])
+        raw = self.spark.read.schema(STAGING_DDL).parquet(*[uri(str(s.path)) for s in with_data])
         decoded, bad_condition, skip_condition = self._decode(raw, tables)
         # The common case has no bad or skipped record: the write itself
         # counts them (an observation rides along the one pass over the
@@ -258,7 +227,7 @@ class SparkWriter:
         # No repartition: each staged file belongs to one slot, so partitionBy
         # alone yields per-partition files without a shuffle. The partition
         # value columns only name directories; they are not in the files.
-        out.write.mode("error").partitionBy("_slot", *[f"_p{i}" for i in range(len(values))]).parquet(_uri(tmp_dir))
+        out.write.mode("error").partitionBy("_slot", *[f"_p{i}" for i in range(len(values))]).parquet(uri(tmp_dir))
         return self._publish(commit_id, attempt, tmp_dir, table, staged, topics)
 
     def _publish(
@@ -270,35 +239,19 @@ class SparkWriter:
         staged: Sequence[StagedPartition],
         topics: list[str],
     ) -> list[DataFile]:
-        """Move Spark's part files to their immutable names and read their stats."""
-        fs, tmp_path = pafs.FileSystem.from_uri(_uri(tmp_dir))
+        """Move Spark's part files (one directory per slot) to their immutable names."""
+        fs, tmp_path = pafs.FileSystem.from_uri(uri(tmp_dir))
         by_slot = {topics.index(s.topic) * 1_000_000 + s.partition: s for s in staged}
-        files: list[DataFile] = []
-        data_dir = f"{table.location.rstrip('/')}/data"
-        _, data_path = pafs.FileSystem.from_uri(_uri(data_dir))
-        infos = fs.get_file_info(pafs.FileSelector(tmp_path, recursive=True))
         parts: dict[int, list[str]] = {}
-        for info in infos:
+        for info in fs.get_file_info(pafs.FileSelector(tmp_path, recursive=True)):
             if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
                 continue
             slot_dir = info.path[len(tmp_path) :].strip("/").split("/")[0]
             parts.setdefault(int(slot_dir.removeprefix("_slot=")), []).append(info.path)
-        for slot, paths in sorted(parts.items()):
-            source = by_slot[slot]
-            for n, path in enumerate(sorted(paths)):
-                name = f"{source.topic}+{source.partition}+{source.start}+{source.end - 1}-{commit_id}-{attempt}-{n:03d}.parquet"
-                target = f"{data_path}/{name}"
-                fs.move(path, target)
-                metadata = pq.read_metadata(target, filesystem=fs)
-                files.append(
-                    DataFile(
-                        table=table.target.name,
-                        path=f"{data_dir}/{name}" if "://" in data_dir else _uri(target),
-                        topic=source.topic,
-                        partition=source.partition,
-                        records=metadata.num_rows,
-                        bytes=fs.get_file_info(target).size,
-                    )
-                )
+        files = [
+            publish(commit_id, attempt, path, n, table.target.name, table.location, by_slot[slot])
+            for slot, paths in sorted(parts.items())
+            for n, path in enumerate(sorted(paths))
+        ]
         fs.delete_dir(tmp_path)
         return files

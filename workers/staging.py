@@ -1,9 +1,11 @@
 """Staged records of one partition for one commit, with bounded memory (I7).
 
-Records are buffered in memory up to ``buffer_bytes`` and then spilled to a
-Parquet file on local storage that Spark can read; memory does not grow with
-the size of the commit. The raw key and value are staged as received: Spark
-does the decoding.
+Records are buffered in memory up to ``buffer_bytes``; then the chunk is
+handed to the partition's sink and the buffer starts over, so memory does not
+grow with the size of the commit. Two sinks exist: a raw staging file that
+Spark decodes at the end of the commit, and the Arrow writer
+(``workers.arrow_writer``) that decodes each chunk at once and appends it to
+the commit's data files.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,18 +32,131 @@ STAGING_SCHEMA = pa.schema(
     ]
 )
 
+Headers = list[tuple[str, bytes | None]]
+
+
+@dataclass
+class RecordChunk:
+    """Raw records of one partition, in offset order, as plain lists (cheap to append to)."""
+
+    topic: str
+    partition: int
+    offsets: list[int] = field(default_factory=list)
+    timestamps: list[int | None] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    headers: list[Headers | None] = field(default_factory=list)
+    errors: list[str | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def take(self, positions: list[int]) -> RecordChunk:
+        return RecordChunk(
+            self.topic,
+            self.partition,
+            [self.offsets[i] for i in positions],
+            [self.timestamps[i] for i in positions],
+            [self.keys[i] for i in positions],
+            [self.values[i] for i in positions],
+            [self.headers[i] for i in positions],
+            [self.errors[i] for i in positions],
+        )
+
+    def raw_table(self) -> pa.Table:
+        """The records in STAGING_SCHEMA, as Spark and the dead-letter sink read them."""
+        n = len(self.offsets)
+        headers: list[Any] = [[{"key": k, "value": v} for k, v in h] if h else None for h in self.headers]
+        return pa.table(
+            [
+                pa.array([self.topic] * n, pa.string()),
+                pa.array([self.partition] * n, pa.int32()),
+                pa.array(self.offsets, pa.int64()),
+                pa.array(self.timestamps, pa.int64()),
+                pa.array(self.keys, pa.binary()),
+                pa.array(self.values, pa.binary()),
+                pa.array(headers, STAGING_SCHEMA.field("headers").type),
+                pa.array(self.errors, pa.string()),
+            ],
+            schema=STAGING_SCHEMA,
+        )
+
+
+@dataclass
+class StagedFile:
+    """A data file the Arrow writer wrote for a commit, under a temporary name until the commit's end is known."""
+
+    table: str
+    path: str
+    records: int
+
 
 @dataclass
 class StagedPartition:
-    """The result of staging: a file Spark reads, and the offsets it covers."""
+    """The result of staging one partition: offsets [start, end) and what they became."""
 
     topic: str
     partition: int
     start: int
     end: int
     records: int
+    # Raw records in STAGING_SCHEMA: all of them for Spark to decode, or
+    # only the undecodable ones (for the dead-letter topic) when the Arrow
+    # writer decoded the rest.
     path: Path | None
     max_timestamp: int | None
+    # Set when the Arrow writer decoded the records: its data files, the
+    # records it could not decode, and those written to no table.
+    decoded: bool = False
+    files: list[StagedFile] = field(default_factory=list)
+    bad: list[Any] = field(default_factory=list)
+    skipped: int = 0
+
+
+class ChunkSink(Protocol):
+    """Where a partition's buffered records go when the buffer is full."""
+
+    def write(self, chunk: RecordChunk) -> None: ...
+
+    def finish(self, staged: StagedPartition) -> StagedPartition:
+        """Close what is open and complete the description of the staged partition."""
+        ...
+
+    def discard(self) -> None: ...
+
+
+class RawStagingFile:
+    """Raw records in one Parquet file on local storage, for Spark to decode at the commit's end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records = 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def write(self, chunk: RecordChunk) -> None:
+        if not len(chunk):
+            return
+        if self._writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Uncompressed: the file lives for one commit and is read once;
+            # compression would only cost CPU on both sides.
+            self._writer = pq.ParquetWriter(self.path, STAGING_SCHEMA, compression="none")
+        self._writer.write_table(chunk.raw_table())
+        self.records += len(chunk)
+
+    def close(self) -> Path | None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        return self.path if self.records else None
+
+    def finish(self, staged: StagedPartition) -> StagedPartition:
+        staged.path = self.close()
+        return staged
+
+    def discard(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -48,11 +164,10 @@ class StagingBuffer:
     topic: str
     partition: int
     start: int
-    directory: Path
     buffer_bytes: int
-    _columns: dict[str, list[object]] = field(default_factory=lambda: {n: [] for n in STAGING_SCHEMA.names})
+    sink: ChunkSink
+    _chunk: RecordChunk = field(init=False)
     _buffered_bytes: int = 0
-    _writer: pq.ParquetWriter | None = None
     records: int = 0
     staged_bytes: int = 0
     next_offset: int = -1
@@ -60,10 +175,7 @@ class StagingBuffer:
 
     def __post_init__(self) -> None:
         self.next_offset = self.start
-
-    @property
-    def path(self) -> Path:
-        return self.directory / f"{self.topic}+{self.partition}+{self.start}.parquet"
+        self._chunk = RecordChunk(self.topic, self.partition)
 
     def add(
         self,
@@ -71,18 +183,16 @@ class StagingBuffer:
         timestamp: int | None,
         key: bytes | None,
         value: bytes | None,
-        headers: list[tuple[str, bytes | None]] | None,
+        headers: Headers | None,
         error: str | None = None,
     ) -> None:
-        cols = self._columns
-        cols["topic"].append(self.topic)
-        cols["partition"].append(self.partition)
-        cols["offset"].append(offset)
-        cols["timestamp"].append(timestamp)
-        cols["key"].append(key)
-        cols["value"].append(value)
-        cols["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else None)
-        cols["error"].append(error)
+        chunk = self._chunk
+        chunk.offsets.append(offset)
+        chunk.timestamps.append(timestamp)
+        chunk.keys.append(key)
+        chunk.values.append(value)
+        chunk.headers.append(headers)
+        chunk.errors.append(error)
         size = len(value or b"") + len(key or b"") + 64
         self._buffered_bytes += size
         self.staged_bytes += size
@@ -94,39 +204,34 @@ class StagingBuffer:
             self.spill()
 
     def spill(self) -> None:
-        if not self._columns["offset"]:
+        if not len(self._chunk):
             return
-        table = pa.table(self._columns, schema=STAGING_SCHEMA)
-        if self._writer is None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            # Uncompressed: the file lives for one commit and Spark reads it
-            # once; compression would only cost CPU on both sides.
-            self._writer = pq.ParquetWriter(self.path, STAGING_SCHEMA, compression="none")
-        self._writer.write_table(table)
-        self._columns = {n: [] for n in STAGING_SCHEMA.names}
+        chunk, self._chunk = self._chunk, RecordChunk(self.topic, self.partition)
         self._buffered_bytes = 0
+        self.sink.write(chunk)
 
     def finish(self) -> StagedPartition:
-        """Flush to disk and describe what is staged: offsets [start, next_offset)."""
+        """Hand over what is buffered and describe what is staged: offsets [start, next_offset)."""
         self.spill()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        return StagedPartition(
-            topic=self.topic,
-            partition=self.partition,
-            start=self.start,
-            end=self.next_offset,
-            records=self.records,
-            path=self.path if self.records else None,
-            max_timestamp=self.max_timestamp,
+        return self.sink.finish(
+            StagedPartition(
+                topic=self.topic,
+                partition=self.partition,
+                start=self.start,
+                end=self.next_offset,
+                records=self.records,
+                path=None,
+                max_timestamp=self.max_timestamp,
+            )
         )
 
     def discard(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        self.path.unlink(missing_ok=True)
+        self._chunk = RecordChunk(self.topic, self.partition)
+        self.sink.discard()
+
+
+def raw_staging_path(directory: Path, topic: str, partition: int, start: int, suffix: str = "") -> Path:
+    return directory / f"{topic}+{partition}+{start}{suffix}.parquet"
 
 
 def clear_directory(directory: Path) -> None:

@@ -323,9 +323,21 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         order=2,
     ),
     ConfigKey(
+        "sinkadmin.writer",
+        KeyType.STRING,
+        "Who decodes records and writes data files. arrow: each participant, as it consumes (fast; plain "
+        "JSON, string and bytes values). spark: the host's Spark (SPARK_REMOTE / SPARK_MASTER) at the end "
+        "of each commit (every converter and column type). auto: arrow when it can, else spark.",
+        _G_STAGING,
+        default="auto",
+        choices=("auto", "arrow", "spark"),
+        order=0,
+    ),
+    ConfigKey(
         "sinkadmin.staging.buffer-bytes",
         KeyType.LONG,
-        "Bytes a participant buffers in memory before it spills staged records to disk.",
+        "Bytes a participant buffers per partition before it decodes them (arrow) or spills them to a "
+        "staging file (spark).",
         _G_STAGING,
         default="8388608",
         minimum=65536,

@@ -156,6 +156,7 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
     _check_converters(result, config)
     _check_tables(result, config)
     _check_errors(result, config)
+    _check_writer(result, config)
     _check_unsupported(result, config)
     _check_own_namespace(result, plugin, config)
     return result
@@ -311,6 +312,18 @@ def _check_errors(result: ConfigValidation, config: dict[str, str]) -> None:
         result.add("errors.deadletterqueue.topic.name", "a dead-letter topic needs errors.tolerance=all")
 
 
+def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
+    if config.get("sinkadmin.writer", "auto").strip() != "arrow":
+        return
+    converter = CONVERTERS.get(config.get("value.converter", "json").strip())
+    if converter == "avro":
+        result.add("sinkadmin.writer", "the arrow writer does not decode Avro values; use spark or auto")
+    elif converter == "json" and config.get("value.converter.schemas.enable", "false").strip().lower() == "true":
+        result.add(
+            "sinkadmin.writer", "the arrow writer does not decode a Kafka Connect schema envelope; use spark or auto"
+        )
+
+
 def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
     for key, reason in UNSUPPORTED_SWITCHES.items():
         if config.get(key, "false").strip().lower() == "true":
@@ -363,6 +376,7 @@ class SinkConfig:
     auto_offset_reset: str
     buffer_bytes: int
     staging_max_bytes: int
+    writer: str
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> SinkConfig:
@@ -418,6 +432,7 @@ class SinkConfig:
             auto_offset_reset=get("consumer.auto.offset.reset"),
             buffer_bytes=int(get("sinkadmin.staging.buffer-bytes")),
             staging_max_bytes=int(get("sinkadmin.staging.max-bytes")),
+            writer=get("sinkadmin.writer"),
         )
 
     def catalog_properties(self) -> dict[str, str]:

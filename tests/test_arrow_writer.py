@@ -1,0 +1,128 @@
+"""The Arrow data plane's decoding and file splitting, without servers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+
+from connectors.config.transforms import PartitionField
+from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, split_by_partition
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("user", pa.large_string()),
+        ("amount", pa.float64()),
+        ("day", pa.date32()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("tags", pa.large_list(pa.large_string())),
+        ("address", pa.struct([("city", pa.large_string())])),
+    ]
+)
+
+
+def record(i: int, **extra: object) -> bytes:
+    return json.dumps({"id": i, "user": f"u{i}", "amount": i / 4, **extra}).encode()
+
+
+def decode(values: list[bytes | None], errors: list[str | None] | None = None):  # type: ignore[no-untyped-def]
+    return JsonDecoder(SCHEMA).decode(values, errors or [None] * len(values))
+
+
+def test_objects_become_columns_of_the_table_types() -> None:
+    decoded = decode(
+        [
+            record(1, day="2024-02-29", at="2024-02-29T10:00:00Z", tags=["a"], address={"city": "Lyon", "zip": 1}),
+            record(2, unknown="ignored"),
+        ]
+    )
+    assert decoded.positions == [0, 1] and not decoded.bad
+    rows = decoded.columns.to_pylist()
+    assert rows[0]["day"] == dt.date(2024, 2, 29)
+    assert rows[0]["at"] == dt.datetime(2024, 2, 29, 10, tzinfo=dt.UTC)
+    assert rows[0]["address"] == {"city": "Lyon"}
+    assert rows[1] == {"id": 2, "user": "u2", "amount": 0.5, "day": None, "at": None, "tags": None, "address": None}
+    assert decoded.columns.schema == SCHEMA
+
+
+def test_each_bad_record_is_isolated_with_its_reason_and_the_rest_decode() -> None:
+    values: list[bytes | None] = [record(i) for i in range(1000)]
+    values[3] = b"null"  # the reader must never see a bare null (it crashes on it)
+    values[10] = b"not json"
+    values[500] = b'{"id": "forty-two"}'  # does not fit the column type
+    values[501] = b"[1, 2]"
+    values[700] = b'{"id": 1}{"id": 2}'  # two values in one record
+    values[800] = None  # tombstone: skipped, not bad
+    values[900] = b'{"id": 9, "user": "\xff"}'  # not UTF-8
+    decoded = decode(values)
+    bad = dict(decoded.bad)
+    assert sorted(bad) == [3, 10, 500, 501, 700, 900]
+    assert bad[3] == f"{NOT_AN_OBJECT} (it is null)"
+    assert bad[501] == f"{NOT_AN_OBJECT} (it is list)"
+    assert bad[10].startswith(DOES_NOT_FIT) and bad[500].startswith(DOES_NOT_FIT)
+    assert decoded.skipped == 1
+    good = [i for i in range(1000) if i not in bad and i != 800]
+    assert decoded.positions == good
+    assert decoded.columns.column("id").to_pylist() == good
+
+
+def test_pretty_printed_and_padded_objects_decode() -> None:
+    pretty = json.dumps({"id": 7, "user": "seven"}, indent=2).encode()
+    decoded = decode([record(1), pretty, b"  " + record(3) + b"\n", record(4)])
+    assert not decoded.bad
+    assert decoded.columns.column("id").to_pylist() == [1, 7, 3, 4]
+
+
+def test_a_record_larger_than_a_parse_block_decodes() -> None:
+    big = record(2, user="x" * (3 << 20))
+    decoded = decode([record(1), big, record(3)])
+    assert not decoded.bad and decoded.columns.column("id").to_pylist() == [1, 2, 3]
+
+
+def test_errors_found_before_decoding_are_bad_records() -> None:
+    decoded = decode([record(1), record(2)], [None, "Avro: truncated"])
+    assert decoded.bad == [(1, "Avro: truncated")] and decoded.positions == [0]
+
+
+@pytest.mark.parametrize(
+    ("spec", "groups"),
+    [
+        ((PartitionField("identity", "user"),), 2),
+        ((PartitionField("day", "at"),), 4),  # a null timestamp is a partition of its own
+        ((PartitionField("hour", "at"),), 4),
+        ((PartitionField("month", "at"),), 3),
+        ((PartitionField("year", "at"),), 2),
+        ((PartitionField("truncate", "id", 10),), 4),
+        ((PartitionField("truncate", "user", 1),), 2),
+        ((PartitionField("identity", "user"), PartitionField("day", "at")), 5),
+        ((), 1),
+    ],
+)
+def test_rows_are_split_one_partition_per_file(spec: tuple[PartitionField, ...], groups: int) -> None:
+    at = [
+        dt.datetime(2024, 1, 31, 23, 30, tzinfo=dt.UTC),
+        dt.datetime(2024, 1, 31, 23, 45, tzinfo=dt.UTC),
+        dt.datetime(2024, 2, 1, 0, 15, tzinfo=dt.UTC),
+        dt.datetime(2024, 2, 2, 1, 0, tzinfo=dt.UTC),
+        None,
+    ]
+    table = pa.table(
+        {
+            "id": pa.array([-1, 5, 12, 19, 25], pa.int64()),
+            "user": pa.array(["ann", "bob", "ann", "bob", "ann"], pa.large_string()),
+            "at": pa.array(at, pa.timestamp("us", tz="UTC")),
+        }
+    )
+    split = split_by_partition(table, spec)
+    assert sum(part.num_rows for _, part in split) == table.num_rows
+    assert len(split) == groups
+    if spec == (PartitionField("truncate", "id", 10),):
+        # Iceberg truncates integers towards -infinity: -1 is in [-10, 0).
+        assert sorted(key for key, _ in split) == [(-10,), (0,), (10,), (20,)]
+    for _, part in split:
+        for pf in spec:
+            if pf.transform == "identity":
+                assert len(set(part.column(pf.column).to_pylist())) == 1
