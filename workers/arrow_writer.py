@@ -289,10 +289,18 @@ def split_by_partition(table: pa.Table, fields: Sequence[PartitionField]) -> lis
 
 
 class ArrowTableOutput:
-    """Open data files of one partition for one table: one per Iceberg partition value."""
+    """Open data files of one partition for one table: one per Iceberg partition value.
 
-    def __init__(self, table: TargetTable, tmp_dir: str, prefix: str) -> None:
+    Decoded rows wait in memory until ``row_group_bytes`` of them make a row
+    group: records are decoded in small chunks, as they arrive, but files
+    keep row groups of a useful size.
+    """
+
+    def __init__(self, table: TargetTable, tmp_dir: str, prefix: str, row_group_bytes: int) -> None:
         self.table = table
+        self.row_group_bytes = row_group_bytes
+        self.pending: dict[tuple[Any, ...], list[pa.Table]] = {}
+        self.pending_bytes: dict[tuple[Any, ...], int] = {}
         self.arrow_schema = schema_to_pyarrow(table.schema, include_field_ids=False)
         self.fs, self.tmp_path = pafs.FileSystem.from_uri(uri(tmp_dir))
         self.prefix = prefix
@@ -304,6 +312,15 @@ class ArrowTableOutput:
         for key, part in split_by_partition(rows, self.table.partition_by):
             if not part.num_rows:
                 continue
+            self.pending.setdefault(key, []).append(part)
+            self.pending_bytes[key] = self.pending_bytes.get(key, 0) + part.nbytes
+            if self.pending_bytes[key] >= self.row_group_bytes:
+                self._flush(key)
+
+    def _flush(self, key: tuple[Any, ...]) -> None:
+        parts = self.pending.pop(key, [])
+        self.pending_bytes.pop(key, None)
+        if parts:
             opened = self.writers.get(key)
             if opened is None:
                 if not self.writers:
@@ -311,10 +328,13 @@ class ArrowTableOutput:
                 path = f"{self.tmp_path}/{self.prefix}-{len(self.writers):03d}.parquet"
                 writer = pq.ParquetWriter(path, self.arrow_schema, compression="zstd", filesystem=self.fs)
                 opened = self.writers[key] = (writer, path)
-            opened[0].write_table(part)
-            self.records[opened[1]] = self.records.get(opened[1], 0) + part.num_rows
+            rows = pa.concat_tables(parts)
+            opened[0].write_table(rows, row_group_size=rows.num_rows)
+            self.records[opened[1]] = self.records.get(opened[1], 0) + rows.num_rows
 
     def close(self) -> list[StagedFile]:
+        for key in list(self.pending):
+            self._flush(key)
         files = []
         for writer, path in self.writers.values():
             writer.close()
@@ -323,6 +343,8 @@ class ArrowTableOutput:
         return files
 
     def discard(self) -> None:
+        self.pending.clear()
+        self.pending_bytes.clear()
         for writer, path in self.writers.values():
             writer.close()
             self.fs.delete_file(path)
@@ -345,6 +367,8 @@ class ArrowPartitionWriter:
     all, every chunk goes to a raw staging file as with ``sinkadmin.writer=spark``.
     """
 
+    DECODE_CHUNK_BYTES = 1 << 20
+
     def __init__(
         self,
         config: SinkConfig,
@@ -363,6 +387,9 @@ class ArrowPartitionWriter:
         self.start = start
         self.staging_dir = staging_dir
         self.attempt = uuid.uuid4().hex[:8]
+        # Decode early and in small pieces, so that little is left to do at
+        # the commit's end; row groups are still buffer-bytes large.
+        self.chunk_bytes = min(config.buffer_bytes, self.DECODE_CHUNK_BYTES)
         self.plan: WritePlan | None = None
         self.raw: RawStagingFile | None = None  # every record, when Spark decodes
         self.rejects: RawStagingFile | None = None  # the undecodable ones, for the dead-letter topic
@@ -386,7 +413,8 @@ class ArrowPartitionWriter:
                 self.rejects = RawStagingFile(
                     raw_staging_path(
                         self.staging_dir, self.topic, self.partition, self.start, f"-rejects-{self.attempt}"
-                    )
+                    ),
+                    self.chunk_bytes,
                 )
             self.rejects.write(chunk.take([i for i, _ in decoded.bad]))
         self.skipped += decoded.skipped
@@ -405,7 +433,10 @@ class ArrowPartitionWriter:
     def _settle(self, chunk: RecordChunk) -> None:
         plan = self.plan = self.plan_for(chunk.values[:500])
         if plan.engine != "arrow":
-            self.raw = RawStagingFile(raw_staging_path(self.staging_dir, self.topic, self.partition, self.start))
+            self.chunk_bytes = self.config.buffer_bytes
+            self.raw = RawStagingFile(
+                raw_staging_path(self.staging_dir, self.topic, self.partition, self.start), self.config.buffer_bytes
+            )
             return
         first = plan.tables[0]
         data_fields = [f for f in first.schema.fields if not f.name.startswith("_kafka_")]
@@ -414,7 +445,7 @@ class ArrowPartitionWriter:
         prefix = f"{self.topic}+{self.partition}+{self.start}"
         for table in plan.tables:
             tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.commit_id}-{self.attempt}"
-            self.outputs.append(ArrowTableOutput(table, tmp_dir, prefix))
+            self.outputs.append(ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes))
         route_field = self.config.route_field
         if route_field and self.decoder is not None and route_field not in self.decoder.data_schema.names:
             raise ValueError(

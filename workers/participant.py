@@ -96,6 +96,11 @@ class TaskRunner:
         self.current: _Commit | None = None
         self.highest_epoch = 0
         self.paused: set[TP] = set()
+        # Records read since the last END_COMMIT, for the next commit: the
+        # consumer keeps fetching while the coordinator commits, and a START
+        # whose offsets match adopts them instead of seeking back (bounded by
+        # one buffer per partition).
+        self.ahead: dict[TP, StagingBuffer] = {}
         self.end_offsets: dict[TP, int] = {}
         self._end_offsets_at = 0.0
         self._avro = (
@@ -103,11 +108,13 @@ class TaskRunner:
         )
 
     def step(self, timeout: float = 0.2) -> bool:
-        staging = self.state is TaskState.STAGING
+        reading_ahead = bool(self.ahead) and len(self.paused) < len(self.ahead)
+        staging = self.state is TaskState.STAGING or reading_ahead
         events = self.channel.poll(0 if staging else timeout, self.connector)
         for _, event in events:
             self._handle(event)
-        if self.state is TaskState.STAGING and self.current is not None and self.current.error is None:
+        current = self.current
+        if (current is not None and current.error is None) or (current is None and self.ahead):
             return self._consume(timeout) or bool(events)
         return bool(events)
 
@@ -129,43 +136,56 @@ class TaskRunner:
             # A new START supersedes an unfinished commit (the coordinator
             # was replaced): its staged records are dropped and re-read.
             self._discard(self.current)
+        ahead, self.ahead = self.ahead, {}
         mine = {tp: offset for tp, offset in event.offsets.items() if tp in self.partitions}
         if not mine:
             self.current = None
             self.state = TaskState.WAITING
+            self.paused.clear()
+            self.consumer.assign([])
             return
         directory = self._staging_for(event.commit_id)
-        buffers = {
-            tp: StagingBuffer(
-                tp[0],
-                tp[1],
-                offset,
-                self.config.buffer_bytes,
-                self.writer.sink(event.commit_id, tp[0], tp[1], offset, directory),
-            )
-            for tp, offset in mine.items()
-        }
+        buffers: dict[TP, StagingBuffer] = {}
+        seek = set(ahead) != set(mine)
+        for tp, offset in mine.items():
+            sink = self.writer.sink(event.commit_id, tp[0], tp[1], offset, directory)
+            buffer = ahead.get(tp)
+            if buffer is not None and buffer.start == offset:
+                # The ledger's offset is where this buffer starts: what was
+                # read ahead is exactly the start of this commit.
+                buffer.sink = sink
+            else:
+                buffer = StagingBuffer(tp[0], tp[1], offset, self.config.buffer_bytes, sink)
+                seek = True
+            buffers[tp] = buffer
         self.current = _Commit(event.commit_id, event.epoch, buffers)
+        if seek:
+            # Re-assigning with explicit offsets is the seek: the ledger is the truth.
+            self.consumer.assign([TopicPartition(t, p, b.next_offset) for (t, p), b in sorted(buffers.items())])
+        elif self.paused:
+            self.consumer.resume([TopicPartition(*tp) for tp in sorted(self.paused)])
         self.paused.clear()
-        # Re-assigning with explicit offsets is the seek: the ledger is the truth.
-        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in sorted(mine.items())])
         self.state = TaskState.STAGING
+        for buffer in buffers.values():
+            if buffer.full:
+                buffer.spill()
 
     def _consume(self, timeout: float) -> bool:
         current = self.current
-        assert current is not None
+        buffers = current.buffers if current is not None else self.ahead
         messages = self.consumer.consume(num_messages=self.batch_size, timeout=timeout)
         try:
-            self._stage(current, messages)
+            self._stage(buffers, messages)
         except Exception as exc:
             # Writing a chunk failed (storage, catalog...): stop fetching; the
             # commit's status reports it and the coordinator retries.
+            assert current is not None  # only a buffer with a sink writes
             log.exception("%s task %d: staging commit %s failed", self.connector, self.task_index, current.commit_id)
             current.error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
             self.consumer.assign([])
             return True
         if messages:
-            for tp in current.buffers:
+            for tp in buffers:
                 _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
                 if high >= 0:
                     self.end_offsets[tp] = high
@@ -173,7 +193,8 @@ class TaskRunner:
             self.on_progress(self)
         return bool(messages)
 
-    def _stage(self, current: _Commit, messages: list[Any]) -> None:
+    def _stage(self, buffers: dict[TP, StagingBuffer], messages: list[Any]) -> None:
+        max_bytes = self.config.staging_max_bytes
         for message in messages:
             error = message.error()
             if error is not None:
@@ -185,7 +206,7 @@ class TaskRunner:
             if topic is None or partition is None or offset is None:
                 continue
             tp = (topic, partition)
-            buffer = current.buffers.get(tp)
+            buffer = buffers.get(tp)
             if buffer is None or offset < buffer.next_offset:
                 continue  # fetched before the seek, or not ours
             value = message.value()
@@ -200,13 +221,14 @@ class TaskRunner:
             buffer.add(
                 offset,
                 timestamp if timestamp >= 0 else None,
-                _as_bytes(message.key()),
-                _as_bytes(value),
-                [(k, _as_bytes(v)) for k, v in headers] if isinstance(headers, list) else None,
+                message.key(),
+                value,
+                [(k, _as_bytes(v)) for k, v in headers] if headers else None,
                 decode_error,
             )
-            if buffer.staged_bytes >= self.config.staging_max_bytes and tp not in self.paused:
-                # Bounded staging (I7): stop fetching this partition until the commit.
+            if tp not in self.paused and (buffer.staged_bytes >= max_bytes or (buffer.sink is None and buffer.full)):
+                # Bounded staging (I7): stop fetching this partition until
+                # the commit (or, reading ahead, until the next START).
                 self.consumer.pause([TopicPartition(*tp)])
                 self.paused.add(tp)
 
@@ -228,8 +250,8 @@ class TaskRunner:
 
     def _finish(self, current: _Commit) -> None:
         self.state = TaskState.WRITING
-        self.consumer.assign([])
         failpoint("participant.before_write")
+        began = time.monotonic()
         retriable = False
         try:
             if current.error is not None:
@@ -244,6 +266,16 @@ class TaskRunner:
             statuses, error = [], f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
             result, retriable = WriteResult(), True
         failpoint("participant.before_status")
+        log.info(
+            "%s task %d: commit %s: %d records, %d files written in %.2f s%s",
+            self.connector,
+            self.task_index,
+            current.commit_id,
+            sum(s.records for s in statuses),
+            len(result.files),
+            time.monotonic() - began,
+            "" if error is None else " (failed)",
+        )
         self.channel.send(
             ControlEvent(
                 EventType.WRITE_STATUS,
@@ -261,6 +293,17 @@ class TaskRunner:
         if error is not None:
             for buffer in current.buffers.values():
                 buffer.discard()  # files of a failed write are never committed
+            self.consumer.assign([])
+            self.paused.clear()
+        else:
+            # Read ahead from where this commit ends (see self.ahead).
+            self.ahead = {
+                tp: StagingBuffer(tp[0], tp[1], s.end, self.config.buffer_bytes, None)
+                for tp, s in zip(current.buffers, staged, strict=True)
+            }
+            if self.paused:
+                self.consumer.resume([TopicPartition(*tp) for tp in sorted(self.paused)])
+                self.paused.clear()
         clear_directory(self._staging_for(current.commit_id))
         self.current = None
         self.state = TaskState.WAITING
@@ -306,6 +349,7 @@ class TaskRunner:
     def close(self) -> None:
         if self.current is not None:
             self._discard(self.current)
+        self.ahead = {}
         self.consumer.close()
 
 

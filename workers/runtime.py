@@ -242,7 +242,7 @@ class TableWriter:
 
     def sink(self, commit_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
         if self.config.writer == "spark":
-            return RawStagingFile(raw_staging_path(directory, topic, partition, start))
+            return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
         return ArrowPartitionWriter(
             self.config, lambda samples: self.plan(commit_id, samples), commit_id, topic, partition, start, directory
         )
@@ -469,7 +469,7 @@ def run_task(
 
 def partition_status(runner: TaskRunner) -> dict[str, Any]:
     """Live figures per partition for the UI and API."""
-    buffers = runner.current.buffers if runner.current is not None else {}
+    buffers = runner.current.buffers if runner.current is not None else runner.ahead
     figures: dict[str, Any] = {}
     for topic, partition in sorted(runner.partitions):
         buffer = buffers.get((topic, partition))

@@ -116,6 +116,9 @@ class StagedPartition:
 class ChunkSink(Protocol):
     """Where a partition's buffered records go when the buffer is full."""
 
+    # How many buffered bytes make a chunk for this sink.
+    chunk_bytes: int
+
     def write(self, chunk: RecordChunk) -> None: ...
 
     def finish(self, staged: StagedPartition) -> StagedPartition:
@@ -128,8 +131,9 @@ class ChunkSink(Protocol):
 class RawStagingFile:
     """Raw records in one Parquet file on local storage, for Spark to decode at the commit's end."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, chunk_bytes: int) -> None:
         self.path = path
+        self.chunk_bytes = chunk_bytes
         self.records = 0
         self._writer: pq.ParquetWriter | None = None
 
@@ -165,7 +169,10 @@ class StagingBuffer:
     partition: int
     start: int
     buffer_bytes: int
-    sink: ChunkSink
+    # None while reading ahead of the next commit: records stay in memory
+    # (the runner pauses the partition when the buffer is full) until a
+    # START_COMMIT adopts them and gives them a sink.
+    sink: ChunkSink | None
     _chunk: RecordChunk = field(init=False)
     _buffered_bytes: int = 0
     records: int = 0
@@ -200,12 +207,17 @@ class StagingBuffer:
         self.next_offset = offset + 1
         if timestamp is not None and (self.max_timestamp is None or timestamp > self.max_timestamp):
             self.max_timestamp = timestamp
-        if self._buffered_bytes >= self.buffer_bytes:
+        if self.sink is not None and self._buffered_bytes >= self.sink.chunk_bytes:
             self.spill()
+
+    @property
+    def full(self) -> bool:
+        return self._buffered_bytes >= self.buffer_bytes
 
     def spill(self) -> None:
         if not len(self._chunk):
             return
+        assert self.sink is not None, "a buffer read ahead is given a sink before it spills"
         chunk, self._chunk = self._chunk, RecordChunk(self.topic, self.partition)
         self._buffered_bytes = 0
         self.sink.write(chunk)
@@ -213,6 +225,7 @@ class StagingBuffer:
     def finish(self) -> StagedPartition:
         """Hand over what is buffered and describe what is staged: offsets [start, next_offset)."""
         self.spill()
+        assert self.sink is not None
         return self.sink.finish(
             StagedPartition(
                 topic=self.topic,
@@ -227,7 +240,8 @@ class StagingBuffer:
 
     def discard(self) -> None:
         self._chunk = RecordChunk(self.topic, self.partition)
-        self.sink.discard()
+        if self.sink is not None:
+            self.sink.discard()
 
 
 def raw_staging_path(directory: Path, topic: str, partition: int, start: int, suffix: str = "") -> Path:

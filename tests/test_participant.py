@@ -1,0 +1,215 @@
+"""The participant's state machine, driven without servers: an in-memory
+partition log behind the consumer's interface, the in-memory control channel
+of the coordinator tests, and a writer that keeps what it is given.
+
+What matters here is reading ahead: between END_COMMIT and the next
+START_COMMIT the participant keeps fetching, and a START must adopt exactly
+the records whose offsets it names, or seek back to them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from connectors.config import SinkConfig
+from tests.test_coordinator import Channel
+from workers.events import ControlEvent, EventType
+from workers.participant import TaskRunner
+from workers.staging import RecordChunk, StagedPartition
+from workers.writes import WriteResult
+
+TP = ("orders", 0)
+
+
+class Message:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return TP[0]
+
+    def partition(self) -> int:
+        return TP[1]
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return b'{"n": %d}' % self._offset
+
+    def key(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000 + self._offset)
+
+    def headers(self) -> None:
+        return None
+
+
+class PartitionLog:
+    """One partition's records behind Consumer.assign/consume/pause/resume."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        self.position: int | None = None
+        self.assignments: list[list[tuple[str, int, int]]] = []
+        self.paused = False
+
+    def assign(self, partitions: Sequence[Any]) -> None:
+        self.assignments.append([(p.topic, p.partition, p.offset) for p in partitions])
+        self.position = partitions[0].offset if partitions else None
+        self.paused = False
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        if self.position is None or self.paused:
+            return []
+        batch = [Message(o) for o in range(self.position, min(self.end, self.position + num_messages))]
+        self.position += len(batch)
+        return batch
+
+    def pause(self, partitions: Sequence[Any]) -> None:
+        self.paused = True
+
+    def resume(self, partitions: Sequence[Any]) -> None:
+        self.paused = False
+
+    def get_watermark_offsets(self, partition: Any, **_: Any) -> tuple[int, int]:
+        return 0, self.end
+
+    def close(self) -> None:
+        pass
+
+
+class MemorySink:
+    chunk_bytes = 1 << 30
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+
+    def write(self, chunk: RecordChunk) -> None:
+        self.offsets.extend(chunk.offsets)
+
+    def finish(self, staged: StagedPartition) -> StagedPartition:
+        staged.decoded = True
+        return staged
+
+    def discard(self) -> None:
+        self.offsets.clear()
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.written: dict[uuid.UUID, list[int]] = {}
+        self.sinks: dict[uuid.UUID, MemorySink] = {}
+
+    def sink(self, commit_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> MemorySink:
+        self.sinks[commit_id] = MemorySink()
+        return self.sinks[commit_id]
+
+    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        self.written[commit_id] = list(self.sinks[commit_id].offsets)
+        return WriteResult()
+
+
+def runner(log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path, buffer_bytes: int) -> TaskRunner:
+    config = SinkConfig.parse(
+        {
+            "connector.class": "iceberg",
+            "topics": TP[0],
+            "iceberg.tables": "db.orders",
+            "sinkadmin.staging.buffer-bytes": str(buffer_bytes),
+        }
+    )
+    return TaskRunner(
+        connector="c",
+        task_index=0,
+        task_epoch=1,
+        config=config,
+        partitions=[TP],
+        consumer=log,  # type: ignore[arg-type]
+        channel=channel,
+        writer=writer,
+        dead_letters=None,
+        staging_dir=tmp_path,
+        batch_size=10,
+    )
+
+
+def start(channel: Channel, offset: int, epoch: int = 1) -> uuid.UUID:
+    commit_id = uuid.uuid4()
+    channel.inbox.append(ControlEvent(EventType.START_COMMIT, "c", commit_id, epoch, offsets={TP: offset}))
+    return commit_id
+
+
+def end(channel: Channel, commit_id: uuid.UUID, epoch: int = 1) -> None:
+    channel.inbox.append(ControlEvent(EventType.END_COMMIT, "c", commit_id, epoch))
+
+
+def status_range(channel: Channel) -> tuple[int, int]:
+    status = channel.last(EventType.WRITE_STATUS).partitions[0]
+    return status.start, status.end
+
+
+def test_records_read_ahead_are_adopted_by_a_start_at_their_offset(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=25), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    first = start(channel, 0)
+    task.step()  # START, then the first batch: 0..9
+    end(channel, first)
+    task.step()  # END: 0..9 written; then fetching goes on, for the next commit
+    assert status_range(channel) == (0, 10) and writer.written[first] == list(range(10))
+    task.step()
+    assert task.ahead[TP].start == 10 and task.ahead[TP].records == 15
+    second = start(channel, 10)
+    task.step()
+    assert len(log.assignments) == 1  # adopted: no seek back
+    end(channel, second)
+    task.step()
+    assert status_range(channel) == (10, 25) and writer.written[second] == list(range(10, 25))
+
+
+def test_a_start_elsewhere_drops_what_was_read_ahead_and_seeks(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=30), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.step()
+    task.step()
+    assert task.ahead[TP].start == 10 and task.ahead[TP].records == 20
+    # The commit was aborted (or a new coordinator took over): the ledger
+    # still says 0, so the records are read again from there.
+    second = start(channel, 0, epoch=2)
+    task.step()
+    assert log.assignments[-1] == [(TP[0], TP[1], 0)]
+    for _ in range(3):
+        task.step()
+    end(channel, second, epoch=2)
+    task.step()
+    assert status_range(channel) == (0, 30) and writer.written[second] == list(range(30))
+
+
+def test_reading_ahead_is_bounded_by_one_buffer(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=10_000), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536)
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.step()
+    for _ in range(500):
+        task.step(timeout=0)
+    ahead = task.ahead[TP]
+    read_ahead_to = ahead.next_offset
+    assert log.paused and ahead.full and ahead.staged_bytes < 2 * 65536 and read_ahead_to < 2000
+    second = start(channel, 10)
+    task.step()
+    assert len(log.assignments) == 1
+    # The adopted buffer is handed to the commit's sink at once, and fetching resumes.
+    assert writer.sinks[second].offsets[: read_ahead_to - 10] == list(range(10, read_ahead_to))
+    assert task.current is not None and task.current.buffers[TP].next_offset > read_ahead_to
