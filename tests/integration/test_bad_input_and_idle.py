@@ -34,12 +34,15 @@ def poisoned_records() -> list[bytes | None]:
     return values
 
 
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
 def test_with_tolerance_none_a_poison_record_stops_the_connector_and_loses_nothing(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 1)
     produce(kafka_bootstrap, topic_name, json_records(0, 10), 1)
-    actions.create_connector("strict", sink_config(topic_name, "db.events", **{"errors.tolerance": "none"}))
+    actions.create_connector(
+        "strict", sink_config(topic_name, "db.events", **{"errors.tolerance": "none", "sinkadmin.writer": writer})
+    )
     with running_in_threads("strict"):
         wait_until(caught_up("strict", {(topic_name, 0): 10}), 120, "the clean records")
         produce(kafka_bootstrap, topic_name, poisoned_records(), 1)
@@ -56,15 +59,20 @@ def test_with_tolerance_none_a_poison_record_stops_the_connector_and_loses_nothi
     assert Commit.objects.filter(connector_name="strict", state=CommitState.ABORTED).exists()
 
 
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
 def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_with_connect_headers(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
 ) -> None:
     dlq = f"{topic_name}-dlq"
     create_topic(kafka_bootstrap, topic_name, 1)
     ends = produce(kafka_bootstrap, topic_name, poisoned_records(), 1)
     actions.create_connector(
         "tolerant",
-        sink_config(topic_name, "db.events", **{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}),
+        sink_config(
+            topic_name,
+            "db.events",
+            **{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq, "sinkadmin.writer": writer},
+        ),
     )
     with running_in_threads("tolerant"):
         wait_until(caught_up("tolerant", ends), 120, "all records, poison included, to be accounted for")

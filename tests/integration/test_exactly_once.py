@@ -25,13 +25,14 @@ from workers.tables import PROP_OFFSETS
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
 def test_every_record_lands_exactly_once_with_one_snapshot_per_commit(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
 ) -> None:
     partitions, count = 4, 2000
     create_topic(kafka_bootstrap, topic_name, partitions)
     ends = produce(kafka_bootstrap, topic_name, json_records(0, count), partitions)
-    actions.create_connector("eo", sink_config(topic_name, "db.events"))
+    actions.create_connector("eo", sink_config(topic_name, "db.events", **{"sinkadmin.writer": writer}))
 
     with running_in_threads("eo", tasks=2):
         wait_until(caught_up("eo", ends), 120, "the ledger to reach the topic's end offsets")

@@ -28,10 +28,13 @@ def events(count: int) -> list[bytes | None]:
     ]
 
 
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
 def test_an_existing_table_partitioned_by_day_and_region_gets_one_partition_per_file(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
 ) -> None:
-    config = sink_config(topic_name, "db.events", **{"iceberg.tables.auto-create-enabled": "false"})
+    config = sink_config(
+        topic_name, "db.events", **{"iceberg.tables.auto-create-enabled": "false", "sinkadmin.writer": writer}
+    )
     schema = Schema(
         NestedField(1, "id", LongType(), required=False),
         NestedField(2, "region", StringType(), required=False),
