@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--tasks", type=int, default=2)
-    parser.add_argument("--interval-ms", type=int, default=2_000)
+    parser.add_argument("--interval-ms", type=int, default=1_000)
     parser.add_argument("--writer", choices=["auto", "arrow", "spark"], default="auto")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "sink_throughput.json"))
     args = parser.parse_args()

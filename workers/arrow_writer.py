@@ -308,7 +308,17 @@ class ArrowTableOutput:
         self.records: dict[str, int] = {}
 
     def write(self, rows: pa.Table) -> None:
-        rows = rows.cast(self.arrow_schema) if rows.schema != self.arrow_schema else rows
+        if not rows.num_rows:
+            return
+        if rows.schema != self.arrow_schema:
+            # The table's columns in its order: a column the records lack is null.
+            rows = pa.Table.from_arrays(
+                [
+                    rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+                    for f in self.arrow_schema
+                ],
+                schema=self.arrow_schema,
+            )
         for key, part in split_by_partition(rows, self.table.partition_by):
             if not part.num_rows:
                 continue
@@ -338,7 +348,14 @@ class ArrowTableOutput:
         files = []
         for writer, path in self.writers.values():
             writer.close()
-            files.append(StagedFile(self.table.target.name, _uri_like(self.table.location, path), self.records[path]))
+            files.append(
+                StagedFile(
+                    self.table.target.name,
+                    self.table.location,
+                    _uri_like(self.table.location, path),
+                    self.records[path],
+                )
+            )
         self.writers.clear()
         return files
 
@@ -427,8 +444,7 @@ class ArrowPartitionWriter:
             regex = output.table.target.route_regex
             if route is not None and regex is not None:
                 rows = rows.filter(pc.fill_null(pc.match_substring_regex(route, f"^(?:{regex.pattern})$"), False))
-            names = [f.name for f in output.table.schema.fields]
-            output.write(rows.select([n for n in names if n in rows.column_names]) if rows.num_rows else rows)
+            output.write(rows)
 
     def _settle(self, chunk: RecordChunk) -> None:
         plan = self.plan = self.plan_for(chunk.values[:500])
@@ -520,13 +536,13 @@ class ArrowPartitionWriter:
             output.discard()
 
 
-def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition, locations: dict[str, str]) -> list[DataFile]:
+def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition) -> list[DataFile]:
     """The Arrow writer's files of one partition under their final names; their temporary directory goes."""
     files = []
     attempt = uuid.uuid4().hex[:8]
     tmp_dirs = set()
     for n, written in enumerate(staged.files):
-        files.append(publish(commit_id, attempt, written.path, n, written.table, locations[written.table], staged))
+        files.append(publish(commit_id, attempt, written.path, n, written.table, written.location, staged))
         tmp_dirs.add(written.path.rsplit("/", 1)[0])
     for tmp in tmp_dirs:
         fs, path = pafs.FileSystem.from_uri(uri(tmp))

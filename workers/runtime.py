@@ -265,11 +265,12 @@ class TableWriter:
 
     def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         result = WriteResult()
+        # Partitions the Arrow writer decoded only need their files published
+        # (a partition with no records has none, whatever its sink).
         decoded = [s for s in staged if s.decoded]
         if decoded:
-            locations = {t.target.name: t.location for t in self.plan(commit_id, []).tables}
             for s in decoded:
-                result.files.extend(publish_decoded(commit_id, s, locations))
+                result.files.extend(publish_decoded(commit_id, s))
                 result.bad.extend(s.bad)
                 if s.skipped:
                     result.skipped[(s.topic, s.partition)] = s.skipped

@@ -87,6 +87,8 @@ class StagedFile:
     """A data file the Arrow writer wrote for a commit, under a temporary name until the commit's end is known."""
 
     table: str
+    # The table's location, under which the file is published.
+    location: str
     path: str
     records: int
 

@@ -112,7 +112,9 @@ def test_idle_partitions_do_not_delay_commits_and_empty_intervals_write_no_snaps
     actions.create_connector(
         "idle", sink_config(topic_name, "db.events", **{"iceberg.control.commit.timeout-ms": "600000"})
     )
-    with running_in_threads("idle"):
+    # Two tasks: the second has only idle partitions, and must answer
+    # without the table existing yet (it is created from the first's records).
+    with running_in_threads("idle", tasks=2):
         wait_until(caught_up("idle", ends), 90, "a commit without waiting for idle partitions")
         snapshots = len(sink_snapshots("idle", "db.events"))
         commits = Commit.objects.filter(connector_name="idle").count()
@@ -121,4 +123,5 @@ def test_idle_partitions_do_not_delay_commits_and_empty_intervals_write_no_snaps
         assert Commit.objects.filter(connector_name="idle").count() == commits
     first = Commit.objects.filter(connector_name="idle", state=CommitState.COMMITTED).order_by("started_at").first()
     assert first is not None and first.complete
+    assert not Commit.objects.filter(connector_name="idle", state=CommitState.ABORTED).exists()
     assert len(table_rows("idle", "db.events")) == 50
