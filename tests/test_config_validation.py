@@ -7,6 +7,7 @@ BASE = {
     "topics": "orders",
     "iceberg.tables": "db.orders",
 }
+AVRO_SCHEMA = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}'
 
 
 def test_a_config_written_for_the_iceberg_sink_is_valid() -> None:
@@ -91,6 +92,21 @@ def test_dead_letter_topic_needs_tolerance_all_and_may_not_loop() -> None:
 def test_avro_converter_needs_a_valid_record_schema() -> None:
     result = validate_config({**BASE, "value.converter": "avro", "value.converter.avro.schema": "{bad"})
     assert "not valid JSON" in result.errors["value.converter.avro.schema"][0]
+
+
+@pytest.mark.parametrize(
+    ("converter", "reason"),
+    [
+        ({"value.converter": "avro", "value.converter.avro.schema": AVRO_SCHEMA}, "does not decode Avro values"),
+        ({"value.converter.schemas.enable": "true"}, "does not decode a Kafka Connect schema envelope"),
+    ],
+)
+def test_the_arrow_writer_refuses_values_only_spark_decodes(converter: dict[str, str], reason: str) -> None:
+    assert validate_config({**BASE, **converter, "sinkadmin.writer": "auto"}).ok
+    assert validate_config({**BASE, **converter, "sinkadmin.writer": "spark"}).ok
+    errors = validate_config({**BASE, **converter, "sinkadmin.writer": "arrow"}).errors
+    assert list(errors) == ["sinkadmin.writer"] and reason in errors["sinkadmin.writer"][0]
+    assert not validate_config({**BASE, "sinkadmin.writer": "duckdb"}).ok
 
 
 def test_typos_in_our_own_namespace_are_errors() -> None:

@@ -49,6 +49,7 @@ from pyiceberg.types import (
 
 from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
+from connectors.config.validation import arrow_cannot_decode
 from workers.events import DataFile
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
 from workers.writes import BadRecord, TargetTable, WritePlan, publish, uri
@@ -82,10 +83,8 @@ def _json_decodable(field_type: IcebergType) -> bool:
 
 def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str | None:
     """Why the Arrow writer cannot write these records to these tables, or None if it can."""
-    if config.value_converter == "avro":
-        return "Avro values are decoded by Spark"
-    if config.value_converter == "json" and config.schemas_enable:
-        return "JSON with a Kafka Connect schema envelope is decoded by Spark"
+    if (reason := arrow_cannot_decode(config.value_converter, config.schemas_enable)) is not None:
+        return reason
     if config.value_converter != "json":
         return None
     for table in tables:
@@ -265,9 +264,9 @@ def partition_key(table: pa.Table, pf: PartitionField) -> pa.Array | pa.ChunkedA
             return pc.utf8_slice_codeunits(column, 0, width)
         if pa.types.is_integer(column.type):
             # Iceberg's truncate of integers is a floor towards -infinity.
-            values = column.to_numpy(zero_copy_only=False)
-            filled = np.where(pc.is_null(column).to_numpy(zero_copy_only=False), 0, values).astype(np.int64)
-            return pa.array(filled - np.mod(filled, width), mask=pc.is_null(column).to_numpy(zero_copy_only=False))
+            nulls = pc.is_null(column).to_numpy(zero_copy_only=False)
+            filled = np.where(nulls, 0, column.to_numpy(zero_copy_only=False)).astype(np.int64)
+            return pa.array(filled - np.mod(filled, width), mask=nulls)
         if pa.types.is_decimal(column.type):
             return column  # finer than needed, still one partition per file
     raise ValueError(f"partition transform {pf} is not supported by the arrow writer")
@@ -348,14 +347,7 @@ class ArrowTableOutput:
         files = []
         for writer, path in self.writers.values():
             writer.close()
-            files.append(
-                StagedFile(
-                    self.table.target.name,
-                    self.table.location,
-                    _uri_like(self.table.location, path),
-                    self.records[path],
-                )
-            )
+            files.append(StagedFile(self.table.target.name, self.table.location, path, self.records[path]))
         self.writers.clear()
         return files
 
@@ -366,14 +358,6 @@ class ArrowTableOutput:
             writer.close()
             self.fs.delete_file(path)
         self.writers.clear()
-
-
-def _uri_like(location: str, path: str) -> str:
-    """A filesystem path back in the form of the table location (a URI keeps its scheme)."""
-    if "://" in location:
-        scheme = location.split("://", 1)[0]
-        return f"{scheme}://{path.lstrip('/')}" if scheme != "file" else f"file://{path}"
-    return path
 
 
 class ArrowPartitionWriter:
@@ -412,6 +396,7 @@ class ArrowPartitionWriter:
         self.rejects: RawStagingFile | None = None  # the undecodable ones, for the dead-letter topic
         self.outputs: list[ArrowTableOutput] = []
         self.decoder: JsonDecoder | None = None
+        self.value_column = "value"  # string and bytes values: the table's one data column
         self.bad: list[BadRecord] = []
         self.skipped = 0
 
@@ -458,6 +443,8 @@ class ArrowPartitionWriter:
         data_fields = [f for f in first.schema.fields if not f.name.startswith("_kafka_")]
         if self.config.value_converter == "json":
             self.decoder = JsonDecoder(schema_to_pyarrow(Schema(*data_fields), include_field_ids=False))
+        else:
+            self.value_column = data_fields[0].name if data_fields else "value"
         prefix = f"{self.topic}+{self.partition}+{self.start}"
         for table in plan.tables:
             tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.commit_id}-{self.attempt}"
@@ -471,17 +458,13 @@ class ArrowPartitionWriter:
     def _decode(self, chunk: RecordChunk) -> Decoded:
         if self.decoder is not None:
             return self.decoder.decode(chunk.values, chunk.errors)
-        assert self.plan is not None
-        first = self.plan.tables[0]
-        data_fields = [f for f in first.schema.fields if not f.name.startswith("_kafka_")]
-        name = data_fields[0].name if data_fields else "value"
         column, bad = _text_column(chunk.values, as_string=self.config.value_converter == "string")
         bad += [(i, str(e)) for i, e in enumerate(chunk.errors) if e is not None]
         bad_positions = {i for i, _ in bad}
         positions = [i for i in range(len(chunk)) if i not in bad_positions]
         if bad_positions:
             column = column.take(positions)
-        return Decoded(pa.table({name: column}), positions, sorted(bad))
+        return Decoded(pa.table({self.value_column: column}), positions, sorted(bad))
 
     def _with_metadata(self, decoded: Decoded, chunk: RecordChunk) -> pa.Table:
         columns = decoded.columns
@@ -543,8 +526,8 @@ def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition) -> list[DataF
     tmp_dirs = set()
     for n, written in enumerate(staged.files):
         files.append(publish(commit_id, attempt, written.path, n, written.table, written.location, staged))
-        tmp_dirs.add(written.path.rsplit("/", 1)[0])
-    for tmp in tmp_dirs:
-        fs, path = pafs.FileSystem.from_uri(uri(tmp))
-        fs.delete_dir(path)
+        tmp_dirs.add((written.location, written.path.rsplit("/", 1)[0]))
+    for location, tmp in tmp_dirs:
+        fs, _ = pafs.FileSystem.from_uri(uri(location))
+        fs.delete_dir(tmp)
     return files

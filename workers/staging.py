@@ -89,6 +89,7 @@ class StagedFile:
     table: str
     # The table's location, under which the file is published.
     location: str
+    # On the location's filesystem, as pyarrow names it there (no scheme).
     path: str
     records: int
 

@@ -57,16 +57,19 @@ class WriteResult:
 def publish(
     commit_id: uuid.UUID,
     attempt: str,
-    source_path: str,
+    source: str,
     n: int,
     table: str,
     location: str,
     staged: StagedPartition,
 ) -> DataFile:
-    """Move a written file to its immutable name (DESIGN I5) and describe it for the commit."""
+    """Move a written file to its immutable name (DESIGN I5) and describe it for the commit.
+
+    ``source`` is a path on the filesystem of the table's location, as
+    pyarrow names it there (no scheme): both data planes write there.
+    """
     data_dir = f"{location.rstrip('/')}/data"
     fs, data_path = pafs.FileSystem.from_uri(uri(data_dir))
-    _, source = pafs.FileSystem.from_uri(uri(source_path))
     name = f"{staged.topic}+{staged.partition}+{staged.start}+{staged.end - 1}-{commit_id}-{attempt}-{n:03d}.parquet"
     target = f"{data_path}/{name}"
     fs.move(source, target)

@@ -312,16 +312,24 @@ def _check_errors(result: ConfigValidation, config: dict[str, str]) -> None:
         result.add("errors.deadletterqueue.topic.name", "a dead-letter topic needs errors.tolerance=all")
 
 
+def arrow_cannot_decode(value_converter: str | None, schemas_enable: bool) -> str | None:
+    """Why the arrow data plane cannot decode these values (Spark must), or None if it can."""
+    if value_converter == "avro":
+        return "the arrow writer does not decode Avro values"
+    if value_converter == "json" and schemas_enable:
+        return "the arrow writer does not decode a Kafka Connect schema envelope"
+    return None
+
+
 def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
     if config.get("sinkadmin.writer", "auto").strip() != "arrow":
         return
-    converter = CONVERTERS.get(config.get("value.converter", "json").strip())
-    if converter == "avro":
-        result.add("sinkadmin.writer", "the arrow writer does not decode Avro values; use spark or auto")
-    elif converter == "json" and config.get("value.converter.schemas.enable", "false").strip().lower() == "true":
-        result.add(
-            "sinkadmin.writer", "the arrow writer does not decode a Kafka Connect schema envelope; use spark or auto"
-        )
+    reason = arrow_cannot_decode(
+        CONVERTERS.get(config.get("value.converter", "json").strip()),
+        config.get("value.converter.schemas.enable", "false").strip().lower() == "true",
+    )
+    if reason is not None:
+        result.add("sinkadmin.writer", f"{reason}; use spark or auto")
 
 
 def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
