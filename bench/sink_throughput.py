@@ -96,6 +96,27 @@ def produce(topic: str, records: int, partitions: int) -> dict[tuple[str, int], 
     return ends
 
 
+def broker_process() -> psutil.Process | None:
+    """The process listening on the broker's port (embedded or not), to account its CPU in both runs."""
+    _, port = split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS)
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port and connection.pid:
+            return psutil.Process(connection.pid)
+    return None
+
+
+def usage(process: psutil.Process | None) -> tuple[float, int]:
+    """CPU seconds (user + system) and RSS of a process and its children; zeros once it is gone."""
+    if process is None:
+        return 0.0, 0
+    try:
+        family = [process, *process.children(recursive=True)]
+        cpu = sum(p.cpu_times().user + p.cpu_times().system for p in family)
+        return cpu, sum(p.memory_info().rss for p in family)
+    except psutil.NoSuchProcess:
+        return 0.0, 0
+
+
 def bare_consumer_rate(ends: dict[tuple[str, int], int]) -> tuple[float, float]:
     consumer = Consumer(
         {
@@ -134,7 +155,13 @@ def main() -> None:
     try:
         print(f"producing {args.records} records over {args.partitions} partitions...", flush=True)
         ends = produce(topic, args.records, args.partitions)
+        broker = broker_process()
+        broker_cpu, me = usage(broker)[0], os.times()
         bare_rate, bare_seconds = bare_consumer_rate(ends)
+        bare_cpu = {
+            "consumer": os.times().user + os.times().system - me.user - me.system,
+            "broker": usage(broker)[0] - broker_cpu,
+        }
         print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
 
         actions.create_connector(
@@ -172,16 +199,15 @@ def main() -> None:
             # Keep forwarding, or a full pipe would block the task.
             threading.Thread(target=shutil.copyfileobj, args=(child.stderr, sys.stderr), daemon=True).start()
         children.append(subprocess.Popen([*manage, "--role", "coordinator"]))
-        peak_rss = {child.pid: 0 for child in children}
+        roles = {f"task-{i}": psutil.Process(child.pid) for i, child in enumerate(children[:-1])}
+        roles["coordinator"] = psutil.Process(children[-1].pid)
+        # (wall clock, {role: (cpu seconds, rss)}) every half second: CPU is
+        # taken between the samples nearest the sink's first START and last
+        # commit; RSS over time shows whether memory follows the backlog.
+        samples: list[tuple[float, dict[str, tuple[float, int]]]] = []
         target = sum(ends.values())
         while True:
-            for child in children:
-                try:
-                    process = psutil.Process(child.pid)
-                    rss = process.memory_info().rss + sum(c.memory_info().rss for c in process.children(recursive=True))
-                    peak_rss[child.pid] = max(peak_rss[child.pid], rss)
-                except psutil.NoSuchProcess:
-                    pass
+            samples.append((time.time(), {role: usage(p) for role, p in {**roles, "broker": broker}.items()}))
             done = sum(PartitionOffset.objects.filter(connector__name=name).values_list("next_offset", flat=True))
             pending = Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
             if done >= target and not pending:
@@ -200,6 +226,16 @@ def main() -> None:
         sink_seconds = (max(c.committed_at for c in commits) - first_start).total_seconds()
         cycle = sorted((c.committed_at - c.started_at).total_seconds() for c in commits)
         table_commit = sorted((c.committed_at - c.prepared_at).total_seconds() for c in commits)
+
+        def at(moment: float) -> dict[str, tuple[float, int]]:
+            return min(samples, key=lambda sample: abs(sample[0] - moment))[1]
+
+        cpu_from, cpu_to = at(first_start.timestamp()), at(max(c.committed_at for c in commits).timestamp())
+        sink_cpu = {role: round(cpu_to[role][0] - cpu_from[role][0], 2) for role in cpu_to}
+        peak_rss = {role: max(sample[role][1] for _, sample in samples) for role in roles}
+        rss_series = {
+            role: [round(sample[role][1] / 2**20) for _, sample in samples if sample[role][1]] for role in roles
+        }
 
         def pct(values: list[float], q: float) -> float:
             return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else 0.0
@@ -225,10 +261,14 @@ def main() -> None:
             "commits": len(commits),
             "snapshots": sum(len(c.snapshot_ids) for c in commits),
             "mean_records_per_commit": round(statistics.mean(c.records for c in commits)) if commits else 0,
-            "peak_rss_mb_per_process": sorted(round(v / 2**20) for v in peak_rss.values()),
+            "peak_rss_mb_per_process": {role: round(v / 2**20) for role, v in peak_rss.items()},
+            # Over the timed part of each run, not counting process start-up.
+            "cpu_seconds_bare": {role: round(v, 2) for role, v in bare_cpu.items()},
+            "cpu_seconds_sink": sink_cpu,
+            "rss_mb_every_half_second": rss_series,
             "cpu_count": os.cpu_count(),
         }
-        print(json.dumps(result, indent=2))
+        print(json.dumps({k: v for k, v in result.items() if k != "rss_mb_every_half_second"}, indent=2))
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
     finally:

@@ -60,6 +60,10 @@ def source_consumer_config(bootstrap: str, config: dict[str, str], group_id: str
         # Bound what librdkafka prefetches, so memory does not grow with backlog (I7).
         "queued.max.messages.kbytes": 65536,
         "fetch.max.bytes": 52428800,
+        # librdkafka postpones a partition's next fetch by this much once the
+        # queue above is full (default 1 s): the task then drains the queue
+        # in a fraction of that and waits idle for records.
+        "fetch.queue.backoff.ms": 100,
         **shared_properties(config),
         **_with_overrides(config, "consumer.override."),
     }

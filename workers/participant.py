@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,7 +25,7 @@ from connectors.config import SinkConfig
 from workers.converters import AvroValueDecoder
 from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
-from workers.staging import ChunkSink, StagedPartition, StagingBuffer, clear_directory
+from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory
 from workers.writes import WriteResult
 
 log = logging.getLogger(__name__)
@@ -195,42 +196,50 @@ class TaskRunner:
 
     def _stage(self, buffers: dict[TP, StagingBuffer], messages: list[Any]) -> None:
         max_bytes = self.config.staging_max_bytes
+        fetched = []
         for message in messages:
             error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
+            if error is None:
+                fetched.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
                 log.warning("%s task %d: consumer error %s", self.connector, self.task_index, error)
-                continue
-            topic, partition, offset = message.topic(), message.partition(), message.offset()
-            if topic is None or partition is None or offset is None:
-                continue
-            tp = (topic, partition)
+        # A batch holds runs of one partition each (librdkafka hands over
+        # fetched message sets whole): each run is staged at once.
+        for tp, group in groupby(fetched, key=_topic_partition):
             buffer = buffers.get(tp)
-            if buffer is None or offset < buffer.next_offset:
-                continue  # fetched before the seek, or not ours
-            value = message.value()
-            decode_error = None
-            if self._avro is not None and value is not None:
-                try:
-                    value = self._avro.to_json(value)
-                except ValueError as exc:
-                    decode_error = str(exc)
-            _, timestamp = message.timestamp()
-            headers = message.headers()
-            buffer.add(
-                offset,
-                timestamp if timestamp >= 0 else None,
-                message.key(),
-                value,
-                [(k, _as_bytes(v)) for k, v in headers] if headers else None,
-                decode_error,
-            )
+            if buffer is None:
+                continue  # not ours
+            run = list(group)
+            if run[0].offset() < buffer.next_offset:
+                run = [m for m in run if m.offset() >= buffer.next_offset]  # fetched before the seek
+                if not run:
+                    continue
+            buffer.extend(self._chunk_of(tp, run))
             if tp not in self.paused and (buffer.staged_bytes >= max_bytes or (buffer.sink is None and buffer.full)):
                 # Bounded staging (I7): stop fetching this partition until
                 # the commit (or, reading ahead, until the next START).
                 self.consumer.pause([TopicPartition(*tp)])
                 self.paused.add(tp)
+
+    def _chunk_of(self, tp: TP, run: list[Any]) -> RecordChunk:
+        values = [m.value() for m in run]
+        errors: list[str | None] = [None] * len(run)
+        if self._avro is not None:
+            for i, value in enumerate(values):
+                if value is not None:
+                    try:
+                        values[i] = self._avro.to_json(value)
+                    except ValueError as exc:
+                        errors[i] = str(exc)
+        stamps: list[int] = [m.timestamp()[1] for m in run]
+        # -1: the record has no timestamp.
+        timestamps: list[int | None] = [t if t >= 0 else None for t in stamps] if min(stamps) < 0 else list(stamps)
+        headers = [m.headers() for m in run]
+        if any(headers):
+            headers = [[(k, _as_bytes(v)) for k, v in h] if h else None for h in headers]
+        return RecordChunk(
+            tp[0], tp[1], [m.offset() for m in run], timestamps, [m.key() for m in run], values, headers, errors
+        )
 
     END_OFFSET_REFRESH_SECONDS = 5.0
 
@@ -355,6 +364,10 @@ class TaskRunner:
 
 class _StagingFailed(Exception):
     pass
+
+
+def _topic_partition(message: Any) -> TP:
+    return message.topic(), message.partition()
 
 
 def _as_bytes(value: str | bytes | None) -> bytes | None:

@@ -4,6 +4,7 @@ Postgres, Kafka, Spark and the Iceberg catalog. Celery tasks and the
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -407,6 +408,22 @@ def run_coordinator_supervised(connector_id: int, shutting_down: StopFlag) -> No
             runtime_state.coordinator_stopped(connector_id, epochs[0])
 
 
+def tune_collector() -> None:
+    """Keep Python's cyclic garbage collector off a task's hot path.
+
+    Every fetched message is a GC-tracked object; thousands of them per
+    batch set off collections, full ones included, that walk every object
+    the imports created (pyiceberg, pyarrow, Django: hundreds of thousands)
+    and find nothing: messages are freed by reference counting. Measured
+    with py-spy, that was a sixth of a task's time. What exists at start-up
+    lives as long as the process, so it is frozen out of collections, and
+    young collections run every few batches instead of several times per
+    batch. Process-wide, and idempotent.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 10)
+
+
 def run_task(
     name: str,
     task_index: int,
@@ -451,6 +468,7 @@ def run_task(
         dead_letters=dead_letters,
         staging_dir=Path(settings.STAGING_DIR) / name,
     )
+    tune_collector()
     log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))
     last_beat = 0.0
     try:

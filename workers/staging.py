@@ -11,7 +11,9 @@ the commit's data files.
 from __future__ import annotations
 
 import shutil
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,6 +52,20 @@ class RecordChunk:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def extend(self, other: RecordChunk, first: int, last: int) -> None:
+        """Append ``other``'s records [first, last)."""
+        whole = first == 0 and last == len(other)
+        columns: tuple[tuple[list[Any], list[Any]], ...] = (
+            (self.offsets, other.offsets),
+            (self.timestamps, other.timestamps),
+            (self.keys, other.keys),
+            (self.values, other.values),
+            (self.headers, other.headers),
+            (self.errors, other.errors),
+        )
+        for mine, theirs in columns:
+            mine.extend(theirs if whole else theirs[first:last])
 
     def take(self, positions: list[int]) -> RecordChunk:
         return RecordChunk(
@@ -187,31 +203,38 @@ class StagingBuffer:
         self.next_offset = self.start
         self._chunk = RecordChunk(self.topic, self.partition)
 
-    def add(
-        self,
-        offset: int,
-        timestamp: int | None,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
-        error: str | None = None,
-    ) -> None:
-        chunk = self._chunk
-        chunk.offsets.append(offset)
-        chunk.timestamps.append(timestamp)
-        chunk.keys.append(key)
-        chunk.values.append(value)
-        chunk.headers.append(headers)
-        chunk.errors.append(error)
-        size = len(value or b"") + len(key or b"") + 64
-        self._buffered_bytes += size
-        self.staged_bytes += size
-        self.records += 1
-        self.next_offset = offset + 1
-        if timestamp is not None and (self.max_timestamp is None or timestamp > self.max_timestamp):
-            self.max_timestamp = timestamp
-        if self.sink is not None and self._buffered_bytes >= self.sink.chunk_bytes:
-            self.spill()
+    def extend(self, run: RecordChunk) -> None:
+        """Append a run of this partition's records, in offset order, after ``next_offset``.
+
+        Whole runs at a time (not record by record): the per-record Python
+        work of staging is what limits a task's rate. A run is cut where the
+        sink's chunk fills, so chunks keep their size whatever the batch size.
+        """
+        n = len(run)
+        if not n:
+            return
+        sizes = [len(v or b"") + len(k or b"") + 64 for v, k in zip(run.values, run.keys, strict=True)]
+        ends = list(accumulate(sizes))
+        stamps = [t for t in run.timestamps if t is not None]
+        if stamps and (self.max_timestamp is None or max(stamps) > self.max_timestamp):
+            self.max_timestamp = max(stamps)
+        self.records += n
+        self.staged_bytes += ends[-1]
+        self.next_offset = run.offsets[-1] + 1
+        first = 0
+        while first < n:
+            before = ends[first - 1] if first else 0
+            if self.sink is None:
+                last = n
+            else:
+                # Up to and including the record that fills the chunk.
+                room = self.sink.chunk_bytes - self._buffered_bytes
+                last = min(n, bisect_left(ends, before + room, lo=first) + 1)
+            self._chunk.extend(run, first, last)
+            self._buffered_bytes += ends[last - 1] - before
+            if self.sink is not None and self._buffered_bytes >= self.sink.chunk_bytes:
+                self.spill()
+            first = last
 
     @property
     def full(self) -> bool:

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The SQL catalog (and SQLAlchemy under it) is imported with this module,
+# at start-up: load_catalog would import it at the first commit, which took
+# over a second of that commit.
+import pyiceberg.catalog.sql  # noqa: F401
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -54,6 +58,7 @@ from pyiceberg.types import (
     TimestamptzType,
     UUIDType,
 )
+from sqlalchemy.engine import URL
 
 from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
@@ -81,7 +86,6 @@ METADATA_FIELDS: dict[str, tuple[str, IcebergType]] = {
 def default_catalog_properties() -> dict[str, str]:
     """The project's own Postgres as an Iceberg SQL catalog, warehouse from LAKE_WAREHOUSE."""
     from django.conf import settings
-    from sqlalchemy.engine import URL
 
     db = settings.DATABASES["default"]
     uri = URL.create(

@@ -1,0 +1,77 @@
+"""StagingBuffer: runs of records become chunks of the sink's size, every record once, in order."""
+
+from __future__ import annotations
+
+from workers.staging import RecordChunk, StagedPartition, StagingBuffer
+
+RECORD_BYTES = 100 + 64  # value + the per-record overhead the buffer counts
+
+
+class CollectingSink:
+    def __init__(self, chunk_bytes: int) -> None:
+        self.chunk_bytes = chunk_bytes
+        self.chunks: list[RecordChunk] = []
+
+    def write(self, chunk: RecordChunk) -> None:
+        self.chunks.append(chunk)
+
+    def finish(self, staged: StagedPartition) -> StagedPartition:
+        return staged
+
+    def discard(self) -> None:
+        self.chunks.clear()
+
+
+def run(first: int, count: int, timestamps: list[int | None] | None = None) -> RecordChunk:
+    offsets = list(range(first, first + count))
+    return RecordChunk(
+        "t",
+        0,
+        offsets,
+        timestamps if timestamps is not None else [1000 + o for o in offsets],
+        [None] * count,
+        [b"x" * 100] * count,
+        [None] * count,
+        [None] * count,
+    )
+
+
+def test_runs_are_cut_where_the_sink_chunk_fills() -> None:
+    sink = CollectingSink(chunk_bytes=10 * RECORD_BYTES + 1)
+    buffer = StagingBuffer("t", 0, 0, buffer_bytes=1 << 20, sink=sink)
+    for first, count in [(0, 3), (3, 40), (43, 1), (44, 25)]:
+        buffer.extend(run(first, count))
+    staged = buffer.finish()
+
+    offsets = [o for chunk in sink.chunks for o in chunk.offsets]
+    assert offsets == list(range(69))
+    # Each full chunk holds the records up to and including the one that
+    # filled it (11 here), whatever the runs were; the rest goes at finish.
+    assert [len(c) for c in sink.chunks] == [11] * 6 + [3]
+    assert (staged.start, staged.end, staged.records) == (0, 69, 69)
+    assert staged.max_timestamp == 1068
+    assert buffer.staged_bytes == 69 * RECORD_BYTES
+
+
+def test_reading_ahead_keeps_everything_until_a_sink_is_given() -> None:
+    buffer = StagingBuffer("t", 0, 5, buffer_bytes=20 * RECORD_BYTES, sink=None)
+    buffer.extend(run(5, 15))
+    assert not buffer.full
+    buffer.extend(run(20, 10))
+    assert buffer.full  # the runner pauses the partition now
+    sink = CollectingSink(chunk_bytes=8 * RECORD_BYTES)
+    buffer.sink = sink
+    buffer.spill()
+    buffer.extend(run(30, 2))
+    staged = buffer.finish()
+    assert [o for c in sink.chunks for o in c.offsets] == list(range(5, 32))
+    assert (staged.start, staged.end) == (5, 32)
+
+
+def test_records_without_a_timestamp_do_not_count_for_the_watermark() -> None:
+    sink = CollectingSink(chunk_bytes=1 << 20)
+    buffer = StagingBuffer("t", 0, 0, buffer_bytes=1 << 20, sink=sink)
+    buffer.extend(run(0, 3, timestamps=[None, None, None]))
+    assert buffer.max_timestamp is None
+    buffer.extend(run(3, 3, timestamps=[7, None, 5]))
+    assert buffer.finish().max_timestamp == 7
