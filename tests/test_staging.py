@@ -75,3 +75,20 @@ def test_records_without_a_timestamp_do_not_count_for_the_watermark() -> None:
     assert buffer.max_timestamp is None
     buffer.extend(run(3, 3, timestamps=[7, None, 5]))
     assert buffer.finish().max_timestamp == 7
+
+
+def test_runs_of_uneven_records_keep_every_record_once_in_chunks_near_the_sink_size() -> None:
+    sink = CollectingSink(chunk_bytes=20_000)
+    buffer = StagingBuffer("t", 0, 0, buffer_bytes=1 << 20, sink=sink)
+    offset = 0
+    for count in (7, 300, 1, 55, 120):
+        chunk = run(offset, count)
+        chunk.values = [b"y" * (10 if o % 3 else 1000) for o in chunk.offsets]
+        buffer.extend(chunk)
+        offset += count
+    staged = buffer.finish()
+    assert [o for c in sink.chunks for o in c.offsets] == list(range(offset))
+    assert staged.records == offset
+    sizes = [sum(len(v or b"") + 64 for v in c.values) for c in sink.chunks]
+    assert max(sizes) < 2 * sink.chunk_bytes
+    assert len(sink.chunks) >= sum(sizes) // (2 * sink.chunk_bytes)

@@ -10,12 +10,11 @@ the commit's data files.
 
 from __future__ import annotations
 
+import math
 import shutil
-from bisect import bisect_left
 from dataclasses import dataclass, field
-from itertools import accumulate
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -208,30 +207,32 @@ class StagingBuffer:
 
         Whole runs at a time (not record by record): the per-record Python
         work of staging is what limits a task's rate. A run is cut where the
-        sink's chunk fills, so chunks keep their size whatever the batch size.
+        sink's chunk fills, so chunks keep about their size whatever the
+        batch size.
         """
         n = len(run)
         if not n:
             return
-        sizes = [len(v or b"") + len(k or b"") + 64 for v, k in zip(run.values, run.keys, strict=True)]
-        ends = list(accumulate(sizes))
-        stamps = [t for t in run.timestamps if t is not None]
-        if stamps and (self.max_timestamp is None or max(stamps) > self.max_timestamp):
-            self.max_timestamp = max(stamps)
+        size = sum(map(len, filter(None, run.values))) + sum(map(len, filter(None, run.keys))) + 64 * n
+        stamps = [t for t in run.timestamps if t is not None] if None in run.timestamps else run.timestamps
+        latest = max(cast(list[int], stamps), default=None)
+        if latest is not None and (self.max_timestamp is None or latest > self.max_timestamp):
+            self.max_timestamp = latest
         self.records += n
-        self.staged_bytes += ends[-1]
+        self.staged_bytes += size
         self.next_offset = run.offsets[-1] + 1
+        # Where to cut is reckoned with the run's mean record size: exact
+        # sizes per record would cost a Python step per record, and a chunk
+        # only needs to be about the sink's size.
+        mean = size / n
         first = 0
         while first < n:
-            before = ends[first - 1] if first else 0
-            if self.sink is None:
-                last = n
-            else:
-                # Up to and including the record that fills the chunk.
+            last = n
+            if self.sink is not None:
                 room = self.sink.chunk_bytes - self._buffered_bytes
-                last = min(n, bisect_left(ends, before + room, lo=first) + 1)
+                last = min(n, first + max(1, math.ceil(room / mean)))
             self._chunk.extend(run, first, last)
-            self._buffered_bytes += ends[last - 1] - before
+            self._buffered_bytes += round((last - first) * mean)
             if self.sink is not None and self._buffered_bytes >= self.sink.chunk_bytes:
                 self.spill()
             first = last

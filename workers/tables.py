@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The SQL catalog (and SQLAlchemy under it) is imported with this module,
-# at start-up: load_catalog would import it at the first commit, which took
-# over a second of that commit.
+# The SQL catalog, SQLAlchemy and the dialect of the default catalog are
+# imported with this module, at start-up: load_catalog would import them in
+# the first commit, which took over a second of that commit.
 import pyiceberg.catalog.sql  # noqa: F401
+import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import (
     CommitFailedException,
