@@ -39,6 +39,8 @@ import django  # noqa: E402
 django.setup()
 
 import psutil  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.json as pj  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from django.conf import settings  # noqa: E402
@@ -117,7 +119,19 @@ def usage(process: psutil.Process | None) -> tuple[float, int]:
         return 0.0, 0
 
 
-def bare_consumer_rate(ends: dict[tuple[str, int], int]) -> tuple[float, float]:
+# The records' columns, as the sink's auto-created table has them.
+RECORD_SCHEMA = pa.schema(
+    [("id", pa.int64()), ("user", pa.string()), ("amount", pa.float64()), ("ok", pa.bool_()), ("note", pa.string())]
+)
+
+
+def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) -> tuple[float, float]:
+    """Records/s of a bare batch consumer reading the topic from the start.
+
+    With ``parse``, each batch's values are also parsed into the records'
+    columns by Arrow's JSON reader, as the sink's participants do: the rate
+    of consuming plus decoding alone, in one process, nothing written.
+    """
     consumer = Consumer(
         {
             "bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
@@ -126,13 +140,15 @@ def bare_consumer_rate(ends: dict[tuple[str, int], int]) -> tuple[float, float]:
         }
     )
     consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    options = pj.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
     total = sum(ends.values())
     seen = 0
     started = time.perf_counter()
     while seen < total:
-        for message in consumer.consume(10000, 1.0):
-            if not message.error():
-                seen += 1
+        batch = [m.value() for m in consumer.consume(10000, 1.0) if not m.error()]
+        seen += len(batch)
+        if parse and batch:
+            pj.read_json(pa.BufferReader(b"\n".join(batch)), parse_options=options)
     elapsed = time.perf_counter() - started
     consumer.close()
     return total / elapsed, elapsed
@@ -163,6 +179,8 @@ def main() -> None:
             "broker": usage(broker)[0] - broker_cpu,
         }
         print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
+        parse_rate, _ = bare_consumer_rate(ends, parse=True)
+        print(f"bare consumer + Arrow JSON parse: {parse_rate:,.0f} records/s", flush=True)
 
         actions.create_connector(
             name,
@@ -254,6 +272,10 @@ def main() -> None:
             "sink_seconds_with_process_startup": round(wall_seconds, 2),
             "writer": args.writer,
             "sink_to_bare_ratio": round(sink_rate / bare_rate, 3),
+            # The same consumer also parsing each batch with Arrow's JSON reader
+            # (what the sink's decoding costs at the least), and the sink against it.
+            "bare_consumer_with_json_parse_records_per_s": round(parse_rate),
+            "sink_to_consumer_with_parse_ratio": round(sink_rate / parse_rate, 3),
             "commit_cycle_p50_s": round(pct(cycle, 0.5), 2),
             "commit_cycle_p99_s": round(pct(cycle, 0.99), 2),
             "table_commit_p50_s": round(pct(table_commit, 0.5), 3),
