@@ -79,8 +79,10 @@ def parse_partition_by(text: str) -> list[PartitionField]:
         if name not in _WITH_ARG and arg is not None:
             raise ValueError(f"{name} takes no width")
         if name == "bucket":
-            # Iceberg's bucket hash (murmur3 of its own encoding) has no Spark
-            # SQL equivalent, and files must not span buckets.
+            # Files are committed with pyiceberg's add_files, which reads each
+            # partition value from the file's column bounds: a bucket (a hash)
+            # cannot be read from bounds, so the committer would have to be
+            # given the values; and Spark SQL has no Iceberg bucket hash.
             raise ValueError("bucket partitioning is not supported yet; use identity, year/month/day/hour or truncate")
         fields.append(PartitionField(name, match.group("col"), int(arg) if arg else None))
     return fields
