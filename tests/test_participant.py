@@ -64,7 +64,7 @@ class PartitionLog:
     def assign(self, partitions: Sequence[Any]) -> None:
         self.assignments.append([(p.topic, p.partition, p.offset) for p in partitions])
         self.position = partitions[0].offset if partitions else None
-        self.paused = False
+        # As librdkafka: a pause outlives a re-assign (tests/integration/test_consumer_seek.py).
 
     def consume(self, num_messages: int, timeout: float) -> list[Message]:
         if self.position is None or self.paused:
@@ -213,3 +213,23 @@ def test_reading_ahead_is_bounded_by_one_buffer(tmp_path: Path) -> None:
     # The adopted buffer is handed to the commit's sink at once, and fetching resumes.
     assert writer.sinks[second].offsets[: read_ahead_to - 10] == list(range(10, read_ahead_to))
     assert task.current is not None and task.current.buffers[TP].next_offset > read_ahead_to
+
+
+def test_a_start_elsewhere_after_a_full_read_ahead_resumes_the_paused_partition(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=3000), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536)
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.step()
+    for _ in range(500):
+        task.step(timeout=0)
+    assert log.paused  # the read-ahead buffer is full
+    second = start(channel, 0, epoch=2)  # a takeover: the ledger still says 0
+    task.step()
+    assert log.assignments[-1] == [(TP[0], TP[1], 0)] and not log.paused
+    for _ in range(400):
+        task.step(timeout=0)
+    end(channel, second, epoch=2)
+    task.step()
+    assert status_range(channel) == (0, 3000) and writer.written[second] == list(range(3000))

@@ -142,7 +142,6 @@ class TaskRunner:
         if not mine:
             self.current = None
             self.state = TaskState.WAITING
-            self.paused.clear()
             self.consumer.assign([])
             return
         directory = self._staging_for(event.commit_id)
@@ -163,9 +162,12 @@ class TaskRunner:
         if seek:
             # Re-assigning with explicit offsets is the seek: the ledger is the truth.
             self.consumer.assign([TopicPartition(t, p, b.next_offset) for (t, p), b in sorted(buffers.items())])
-        elif self.paused:
-            self.consumer.resume([TopicPartition(*tp) for tp in sorted(self.paused)])
-        self.paused.clear()
+        # A pause outlives a re-assign (librdkafka keeps it per partition;
+        # tests/integration/test_consumer_seek.py), so it is always undone here.
+        resumed = sorted(self.paused & set(buffers))
+        if resumed:
+            self.consumer.resume([TopicPartition(*tp) for tp in resumed])
+            self.paused -= set(resumed)
         self.state = TaskState.STAGING
         for buffer in buffers.values():
             if buffer.full:
@@ -306,8 +308,7 @@ class TaskRunner:
         if error is not None:
             for buffer in current.buffers.values():
                 buffer.discard()  # files of a failed write are never committed
-            self.consumer.assign([])
-            self.paused.clear()
+            self.consumer.assign([])  # (paused partitions stay paused until the next START)
         else:
             # Read ahead from where this commit ends (see self.ahead).
             self.ahead = {
