@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -408,20 +409,28 @@ def run_coordinator_supervised(connector_id: int, shutting_down: StopFlag) -> No
             runtime_state.coordinator_stopped(connector_id, epochs[0])
 
 
-def tune_collector() -> None:
-    """Keep Python's cyclic garbage collector off a task's hot path.
+_freezing = threading.Lock()
+_frozen = threading.Event()
 
-    Every fetched message is a GC-tracked object; thousands of them per
-    batch set off collections, full ones included, that walk every object
-    the imports created (pyiceberg, pyarrow, Django: hundreds of thousands)
-    and find nothing: messages are freed by reference counting. Measured
-    with py-spy, that was a sixth of a task's time. What exists at start-up
-    lives as long as the process, so it is frozen out of collections, and
-    young collections run every few batches instead of several times per
-    batch. Process-wide, and idempotent.
+
+def freeze_start_up_objects() -> None:
+    """Keep what the imports created out of Python's cyclic garbage collection.
+
+    Every fetched message is a GC-tracked object; thousands per batch set
+    off collections, full ones included, that walked every object the
+    imports created (pyiceberg, pyarrow, Django: hundreds of thousands) and
+    found nothing: messages are freed by reference counting. Measured with
+    py-spy, that was a sixth of a task's time. Done once per process, at the
+    first task, after a collection: freezing again later would also freeze
+    whatever garbage exists then (an old catalog's connection pool, say),
+    which would never be freed. The thresholds stay Python's, so garbage
+    holding connections is still collected as promptly as before.
     """
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 10)
+    with _freezing:
+        if not _frozen.is_set():
+            gc.collect()
+            gc.freeze()
+            _frozen.set()
 
 
 def run_task(
@@ -468,7 +477,7 @@ def run_task(
         dead_letters=dead_letters,
         staging_dir=Path(settings.STAGING_DIR) / name,
     )
-    tune_collector()
+    freeze_start_up_objects()
     log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))
     last_beat = 0.0
     try:
