@@ -27,7 +27,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def produce(
-    bootstrap: str, topic: str, values: list[bytes | None], partitions: int, keys: list[bytes] | None = None
+    bootstrap: str,
+    topic: str,
+    values: list[bytes | None],
+    partitions: int,
+    keys: list[bytes] | None = None,
+    headers: list[list[tuple[str, bytes]]] | None = None,
 ) -> dict[tuple[str, int], int]:
     """Produce values round-robin over partitions; return the end offset of each partition."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
@@ -49,6 +54,7 @@ def produce(
                     value=value,
                     key=keys[i] if keys else str(i).encode(),
                     partition=i % partitions,
+                    headers=headers[i] if headers else None,
                     on_delivery=delivered,
                 )
                 break

@@ -65,7 +65,8 @@ def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_with_c
 ) -> None:
     dlq = f"{topic_name}-dlq"
     create_topic(kafka_bootstrap, topic_name, 1)
-    ends = produce(kafka_bootstrap, topic_name, poisoned_records(), 1)
+    traces = [[("trace-id", f"t-{i}".encode())] for i in range(200)]
+    ends = produce(kafka_bootstrap, topic_name, poisoned_records(), 1, headers=traces)
     actions.create_connector(
         "tolerant",
         sink_config(
@@ -93,6 +94,7 @@ def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_with_c
     consumer.close()
     assert message is not None and message.value() == poisoned_records()[POISON_AT]
     headers = dict(message.headers())
+    assert headers["trace-id"] == f"t-{POISON_AT}".encode()  # the record's own headers travel with it
     assert headers["__connect.errors.topic"] == topic_name.encode()
     assert headers["__connect.errors.partition"] == b"0"
     assert headers["__connect.errors.offset"] == str(POISON_AT).encode()
