@@ -2,11 +2,15 @@
 """Sink throughput against a bare Kafka consumer on the same broker, same run.
 
 Produces N JSON records (~1 KB) over P partitions, reads them once with a
-bare confluent-kafka batch consumer (the baseline), then runs the sink
+bare confluent-kafka batch consumer (the baseline) and once more with the
+same consumer parsing each batch with Arrow's JSON reader (the least that
+decoding costs), then runs the sink
 (coordinator + tasks as separate processes, as in production) until the
 ledger reaches the topic's end offsets. Prints and writes to
 bench/results/sink_throughput.json: records/s of both and their ratio,
-commit latency p50/p99, snapshots written, peak RSS of the sink processes.
+commit latency p50/p99, snapshots written, peak RSS of the sink processes,
+CPU seconds of each process (the broker's too) over the timed part of both
+runs, and the RSS of each sink process every half second.
 
 The sink's clock runs from its first START_COMMIT (the ledger's started_at
 of the first commit) to the commit that reaches the end offsets, as the
