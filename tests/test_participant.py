@@ -195,8 +195,8 @@ def test_a_start_elsewhere_drops_what_was_read_ahead_and_seeks(tmp_path: Path) -
     assert status_range(channel) == (0, 30) and writer.written[second] == list(range(30))
 
 
-def test_reading_ahead_is_bounded_by_one_buffer(tmp_path: Path) -> None:
-    log, channel, writer = PartitionLog(end=10_000), Channel(), Writer()
+def read_ahead_until_full(log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path) -> TaskRunner:
+    """A task that committed offsets [0, 10) and then read ahead until its 64 KiB buffer filled."""
     task = runner(log, channel, writer, tmp_path, buffer_bytes=65536)
     first = start(channel, 0)
     task.step()
@@ -204,6 +204,12 @@ def test_reading_ahead_is_bounded_by_one_buffer(tmp_path: Path) -> None:
     task.step()
     for _ in range(500):
         task.step(timeout=0)
+    return task
+
+
+def test_reading_ahead_is_bounded_by_one_buffer(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=10_000), Channel(), Writer()
+    task = read_ahead_until_full(log, channel, writer, tmp_path)
     ahead = task.ahead[TP]
     read_ahead_to = ahead.next_offset
     assert log.paused and ahead.full and ahead.staged_bytes < 2 * 65536 and read_ahead_to < 2000
@@ -217,13 +223,7 @@ def test_reading_ahead_is_bounded_by_one_buffer(tmp_path: Path) -> None:
 
 def test_a_start_elsewhere_after_a_full_read_ahead_resumes_the_paused_partition(tmp_path: Path) -> None:
     log, channel, writer = PartitionLog(end=3000), Channel(), Writer()
-    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536)
-    first = start(channel, 0)
-    task.step()
-    end(channel, first)
-    task.step()
-    for _ in range(500):
-        task.step(timeout=0)
+    task = read_ahead_until_full(log, channel, writer, tmp_path)
     assert log.paused  # the read-ahead buffer is full
     second = start(channel, 0, epoch=2)  # a takeover: the ledger still says 0
     task.step()
