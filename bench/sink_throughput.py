@@ -117,7 +117,7 @@ def usage(process: psutil.Process | None) -> tuple[float, int]:
         return 0.0, 0
     try:
         family = [process, *process.children(recursive=True)]
-        cpu = sum(p.cpu_times().user + p.cpu_times().system for p in family)
+        cpu = sum(sum(p.cpu_times()[:2]) for p in family)  # user + system
         return cpu, sum(p.memory_info().rss for p in family)
     except psutil.NoSuchProcess:
         return 0.0, 0

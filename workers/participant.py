@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -164,10 +164,10 @@ class TaskRunner:
             self.consumer.assign([TopicPartition(t, p, b.next_offset) for (t, p), b in sorted(buffers.items())])
         # A pause outlives a re-assign (librdkafka keeps it per partition;
         # tests/integration/test_consumer_seek.py), so it is always undone here.
-        resumed = sorted(self.paused & set(buffers))
+        resumed = self.paused & buffers.keys()
         if resumed:
-            self.consumer.resume([TopicPartition(*tp) for tp in resumed])
-            self.paused -= set(resumed)
+            self.consumer.resume([TopicPartition(*tp) for tp in sorted(resumed)])
+            self.paused -= resumed
         self.state = TaskState.STAGING
         for buffer in buffers.values():
             if buffer.full:
@@ -235,7 +235,7 @@ class TaskRunner:
                         errors[i] = str(exc)
         stamps: list[int] = [m.timestamp()[1] for m in run]
         # -1: the record has no timestamp.
-        timestamps: list[int | None] = [t if t >= 0 else None for t in stamps] if min(stamps) < 0 else list(stamps)
+        timestamps = [t if t >= 0 else None for t in stamps] if min(stamps) < 0 else cast(list[int | None], stamps)
         headers: list[Any] = [None] * len(run)
         if self.dead_letters is not None:
             # Headers only travel to the dead-letter topic, and librdkafka
