@@ -2,8 +2,9 @@
 
 Each participant stages the records of its partition from the offset the
 coordinator's START_COMMIT names (the ledger's offset, not a consumer
-group's), and on END_COMMIT has Spark write them as data files and reports a
-WRITE_STATUS. All partitions of a task share one Kafka consumer.
+group's), decoding them into data files as they arrive (the Arrow writer) or
+having Spark decode them at END_COMMIT, then reports a WRITE_STATUS. All
+partitions of a task share one Kafka consumer.
 """
 
 from __future__ import annotations
