@@ -60,6 +60,7 @@ class PartitionLog:
         self.position: int | None = None
         self.assignments: list[list[tuple[str, int, int]]] = []
         self.paused = False
+        self.pauses = 0
 
     def assign(self, partitions: Sequence[Any]) -> None:
         self.assignments.append([(p.topic, p.partition, p.offset) for p in partitions])
@@ -74,7 +75,10 @@ class PartitionLog:
         return batch
 
     def pause(self, partitions: Sequence[Any]) -> None:
+        # (librdkafka also drops what it prefetched for the partition, to
+        # fetch it again on resume: tests/integration/test_consumer_seek.py.)
         self.paused = True
+        self.pauses += 1
 
     def resume(self, partitions: Sequence[Any]) -> None:
         self.paused = False
@@ -87,7 +91,7 @@ class PartitionLog:
 
 
 class MemorySink:
-    chunk_bytes = 1 << 30
+    chunk_bytes = 1 << 16  # as the arrow writer's, min(buffer-bytes, 1 MiB)
 
     def __init__(self) -> None:
         self.offsets: list[int] = []
@@ -108,22 +112,25 @@ class Writer:
         self.written: dict[uuid.UUID, list[int]] = {}
         self.sinks: dict[uuid.UUID, MemorySink] = {}
 
-    def sink(self, commit_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> MemorySink:
-        self.sinks[commit_id] = MemorySink()
-        return self.sinks[commit_id]
+    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> MemorySink:
+        self.sinks[staging_id] = MemorySink()
+        return self.sinks[staging_id]
 
-    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
-        self.written[commit_id] = list(self.sinks[commit_id].offsets)
+    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        self.written[commit_id] = list(self.sinks[staging_id].offsets)
         return WriteResult()
 
 
-def runner(log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path, buffer_bytes: int) -> TaskRunner:
+def runner(
+    log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path, buffer_bytes: int, max_bytes: int = 1 << 30
+) -> TaskRunner:
     config = SinkConfig.parse(
         {
             "connector.class": "iceberg",
             "topics": TP[0],
             "iceberg.tables": "db.orders",
             "sinkadmin.staging.buffer-bytes": str(buffer_bytes),
+            "sinkadmin.staging.max-bytes": str(max_bytes),
         }
     )
     return TaskRunner(
@@ -195,41 +202,79 @@ def test_a_start_elsewhere_drops_what_was_read_ahead_and_seeks(tmp_path: Path) -
     assert status_range(channel) == (0, 30) and writer.written[second] == list(range(30))
 
 
-def read_ahead_until_full(log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path) -> TaskRunner:
-    """A task that committed offsets [0, 10) and then read ahead until its 64 KiB buffer filled."""
+def read_ahead_until_paused(log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path) -> TaskRunner:
+    """A task that committed offsets [0, 10) and then read ahead until the partition paused at max-bytes (1 MiB)."""
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536, max_bytes=1 << 20)
+    task.batch_size = 1000
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.step()
+    for _ in range(100):
+        task.step(timeout=0)
+    return task
+
+
+def test_reading_ahead_goes_to_a_sink_and_is_bounded_by_max_bytes(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=50_000), Channel(), Writer()
+    task = read_ahead_until_paused(log, channel, writer, tmp_path)
+    ahead = task.ahead[TP]
+    read_ahead = range(ahead.start, ahead.next_offset)
+    # Staged as it came (decoded, with the arrow writer), until the partition paused (I7).
+    assert log.paused and log.pauses == 1 and ahead.staged_bytes >= 1 << 20 and len(read_ahead) < 20_000
+    assert task.ahead_id is not None
+    decoded = writer.sinks[task.ahead_id].offsets  # all but the last, partial chunk
+    assert decoded == list(read_ahead)[: len(decoded)] and len(read_ahead) - len(decoded) < 1000
+    second = start(channel, read_ahead.start)
+    task.step()
+    # Adopted: no seek back; the partition stays paused, this commit already holds max-bytes.
+    assert len(log.assignments) == 1 and log.pauses == 1 and log.paused
+    end(channel, second)
+    task.step()
+    assert status_range(channel) == (read_ahead.start, read_ahead.stop) and not log.paused
+    assert writer.written[second] == list(read_ahead)
+
+
+def test_a_start_elsewhere_discards_what_was_read_ahead_and_resumes(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=3000), Channel(), Writer()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=65536)
     first = start(channel, 0)
     task.step()
     end(channel, first)
     task.step()
-    for _ in range(500):
+    for _ in range(200):
         task.step(timeout=0)
-    return task
-
-
-def test_reading_ahead_is_bounded_by_one_buffer(tmp_path: Path) -> None:
-    log, channel, writer = PartitionLog(end=10_000), Channel(), Writer()
-    task = read_ahead_until_full(log, channel, writer, tmp_path)
-    ahead = task.ahead[TP]
-    read_ahead_to = ahead.next_offset
-    assert log.paused and ahead.full and ahead.staged_bytes < 2 * 65536 and read_ahead_to < 2000
-    second = start(channel, 10)
-    task.step()
-    assert len(log.assignments) == 1
-    # The adopted buffer is handed to the commit's sink at once, and fetching resumes.
-    assert writer.sinks[second].offsets[: read_ahead_to - 10] == list(range(10, read_ahead_to))
-    assert task.current is not None and task.current.buffers[TP].next_offset > read_ahead_to
-
-
-def test_a_start_elsewhere_after_a_full_read_ahead_resumes_the_paused_partition(tmp_path: Path) -> None:
-    log, channel, writer = PartitionLog(end=3000), Channel(), Writer()
-    task = read_ahead_until_full(log, channel, writer, tmp_path)
-    assert log.paused  # the read-ahead buffer is full
+    ahead_sink = writer.sinks[task.ahead_id] if task.ahead_id is not None else None
+    assert ahead_sink is not None and ahead_sink.offsets
     second = start(channel, 0, epoch=2)  # a takeover: the ledger still says 0
     task.step()
-    assert log.assignments[-1] == [(TP[0], TP[1], 0)] and not log.paused
+    assert ahead_sink.offsets == []  # discarded: nothing read ahead reaches a table
+    assert log.assignments[-1] == [(TP[0], TP[1], 0)]
     for _ in range(400):
         task.step(timeout=0)
     end(channel, second, epoch=2)
     task.step()
     assert status_range(channel) == (0, 3000) and writer.written[second] == list(range(3000))
+
+
+def test_a_partition_paused_at_max_bytes_is_resumed_by_a_start_that_seeks(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=50_000), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536, max_bytes=1 << 20)
+    task.batch_size = 1000
+    start(channel, 0)
+    for _ in range(30):
+        task.step(timeout=0)
+    assert log.paused and TP in task.paused  # bounded staging (I7)
+    assert task.current is not None
+    staged_to = task.current.buffers[TP].next_offset
+    # A takeover before the END: the new coordinator starts again at 0, and
+    # the pause, which outlives the re-assign, is undone.
+    second = start(channel, 0, epoch=2)
+    task.step(timeout=0)
+    assert log.assignments[-1] == [(TP[0], TP[1], 0)] and not log.paused and not task.paused
+    for _ in range(30):
+        task.step(timeout=0)
+    end(channel, second, epoch=2)
+    task.step()
+    # Read again from 0, up to the same bound (where it paused again).
+    assert status_range(channel) == (0, staged_to) and writer.written[second] == list(range(staged_to))

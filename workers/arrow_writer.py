@@ -374,7 +374,7 @@ class ArrowPartitionWriter:
         self,
         config: SinkConfig,
         plan_for: Callable[[Sequence[bytes | None]], WritePlan],
-        commit_id: uuid.UUID,
+        staging_id: uuid.UUID,
         topic: str,
         partition: int,
         start: int,
@@ -382,7 +382,7 @@ class ArrowPartitionWriter:
     ) -> None:
         self.config = config
         self.plan_for = plan_for
-        self.commit_id = commit_id
+        self.staging_id = staging_id
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -447,7 +447,7 @@ class ArrowPartitionWriter:
             self.value_column = data_fields[0].name if data_fields else "value"
         prefix = f"{self.topic}+{self.partition}+{self.start}"
         for table in plan.tables:
-            tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.commit_id}-{self.attempt}"
+            tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.staging_id}-{self.attempt}"
             self.outputs.append(ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes))
         route_field = self.config.route_field
         if route_field and self.decoder is not None and route_field not in self.decoder.data_schema.names:

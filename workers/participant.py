@@ -41,12 +41,12 @@ class TaskState(StrEnum):
 
 
 class WritePort(Protocol):
-    def sink(self, commit_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
-        """Where a partition's buffered records go as they are staged."""
+    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
+        """Where a partition's buffered records go as they are staged (``staging_id``: see ``_Commit``)."""
         ...
 
-    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
-        """Data files for the staged records, and the records that could not be converted."""
+    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        """Data files of the commit for the staged records, and the records that could not be converted."""
         ...
 
 
@@ -59,6 +59,9 @@ class _Commit:
     commit_id: uuid.UUID
     epoch: int
     buffers: dict[TP, StagingBuffer]
+    # Names the sinks' work (staging directory, temporary files): records are
+    # staged before their commit is known when they were read ahead.
+    staging_id: uuid.UUID
     # Set when staging failed (a chunk could not be written): the commit
     # stops fetching and its WRITE_STATUS carries this error.
     error: str | None = None
@@ -99,10 +102,12 @@ class TaskRunner:
         self.highest_epoch = 0
         self.paused: set[TP] = set()
         # Records read since the last END_COMMIT, for the next commit: the
-        # consumer keeps fetching while the coordinator commits, and a START
-        # whose offsets match adopts them instead of seeking back (bounded by
-        # one buffer per partition).
+        # consumer keeps fetching and the sinks keep decoding while the
+        # coordinator commits, and a START whose offsets match adopts them
+        # (under ``ahead_id``) instead of seeking back. Bounded as any
+        # staging is (I7); nothing of it is in a table before a START adopts it.
         self.ahead: dict[TP, StagingBuffer] = {}
+        self.ahead_id: uuid.UUID | None = None
         self.end_offsets: dict[TP, int] = {}
         self._end_offsets_at = 0.0
         self._avro = (
@@ -139,40 +144,41 @@ class TaskRunner:
             # was replaced): its staged records are dropped and re-read.
             self._discard(self.current)
         ahead, self.ahead = self.ahead, {}
+        staging_id, self.ahead_id = self.ahead_id or event.commit_id, None
         mine = {tp: offset for tp, offset in event.offsets.items() if tp in self.partitions}
+        buffers: dict[TP, StagingBuffer] = {}
+        for tp, buffer in ahead.items():
+            if mine.get(tp) == buffer.start:
+                # The ledger's offset is where this buffer starts: what was
+                # read ahead is exactly the start of this commit.
+                buffers[tp] = buffer
+            else:
+                buffer.discard()  # (an abort, a takeover, a timeout): read again
         if not mine:
+            clear_directory(self._staging_for(staging_id))
             self.current = None
             self.state = TaskState.WAITING
             self.consumer.assign([])
             return
-        directory = self._staging_for(event.commit_id)
-        buffers: dict[TP, StagingBuffer] = {}
-        seek = set(ahead) != set(mine)
+        seek = set(ahead) != set(mine) or len(buffers) != len(mine)
+        directory = self._staging_for(staging_id)
         for tp, offset in mine.items():
-            sink = self.writer.sink(event.commit_id, tp[0], tp[1], offset, directory)
-            buffer = ahead.get(tp)
-            if buffer is not None and buffer.start == offset:
-                # The ledger's offset is where this buffer starts: what was
-                # read ahead is exactly the start of this commit.
-                buffer.sink = sink
-            else:
-                buffer = StagingBuffer(tp[0], tp[1], offset, self.config.buffer_bytes, sink)
-                seek = True
-            buffers[tp] = buffer
-        self.current = _Commit(event.commit_id, event.epoch, buffers)
+            if tp not in buffers:
+                sink = self.writer.sink(staging_id, tp[0], tp[1], offset, directory)
+                buffers[tp] = StagingBuffer(tp[0], tp[1], offset, self.config.buffer_bytes, sink)
+        self.current = _Commit(event.commit_id, event.epoch, buffers, staging_id)
         if seek:
             # Re-assigning with explicit offsets is the seek: the ledger is the truth.
             self.consumer.assign([TopicPartition(t, p, b.next_offset) for (t, p), b in sorted(buffers.items())])
         # A pause outlives a re-assign (librdkafka keeps it per partition;
-        # tests/integration/test_consumer_seek.py), so it is always undone here.
-        resumed = self.paused & buffers.keys()
+        # tests/integration/test_consumer_seek.py), so it is undone here,
+        # except where an adopted buffer already holds all this commit may stage.
+        max_bytes = self.config.staging_max_bytes
+        resumed = {tp for tp in self.paused & buffers.keys() if buffers[tp].staged_bytes < max_bytes}
         if resumed:
             self.consumer.resume([TopicPartition(*tp) for tp in sorted(resumed)])
             self.paused -= resumed
         self.state = TaskState.STAGING
-        for buffer in buffers.values():
-            if buffer.full:
-                buffer.spill()
 
     def _consume(self, timeout: float) -> bool:
         current = self.current
@@ -218,9 +224,12 @@ class TaskRunner:
                 if not run:
                     continue
             buffer.extend(self._chunk_of(tp, run))
-            if tp not in self.paused and (buffer.staged_bytes >= max_bytes or (buffer.sink is None and buffer.full)):
+            if buffer.staged_bytes >= max_bytes and tp not in self.paused:
                 # Bounded staging (I7): stop fetching this partition until
-                # the commit (or, reading ahead, until the next START).
+                # the commit (or, reading ahead, until the next START). A
+                # pause drops what librdkafka prefetched for the partition
+                # (tests/integration/test_consumer_seek.py), so nothing else
+                # pauses.
                 self.consumer.pause([TopicPartition(*tp)])
                 self.paused.add(tp)
 
@@ -273,7 +282,7 @@ class TaskRunner:
             if current.error is not None:
                 raise _StagingFailed(current.error)
             staged = [buffer.finish() for buffer in current.buffers.values()]
-            result = self.writer.write(current.commit_id, staged)
+            result = self.writer.write(current.commit_id, current.staging_id, staged)
             statuses, error = self._statuses(staged, result)
         except _StagingFailed as exc:
             statuses, error, result, retriable = [], str(exc), WriteResult(), True
@@ -306,20 +315,28 @@ class TaskRunner:
                 retriable=retriable,
             )
         )
+        clear_directory(self._staging_for(current.staging_id))
         if error is not None:
             for buffer in current.buffers.values():
                 buffer.discard()  # files of a failed write are never committed
             self.consumer.assign([])  # (paused partitions stay paused until the next START)
         else:
             # Read ahead from where this commit ends (see self.ahead).
+            self.ahead_id = uuid.uuid4()
+            directory = self._staging_for(self.ahead_id)
             self.ahead = {
-                tp: StagingBuffer(tp[0], tp[1], s.end, self.config.buffer_bytes, None)
+                tp: StagingBuffer(
+                    tp[0],
+                    tp[1],
+                    s.end,
+                    self.config.buffer_bytes,
+                    self.writer.sink(self.ahead_id, *tp, s.end, directory),
+                )
                 for tp, s in zip(current.buffers, staged, strict=True)
             }
             if self.paused:
                 self.consumer.resume([TopicPartition(*tp) for tp in sorted(self.paused)])
                 self.paused.clear()
-        clear_directory(self._staging_for(current.commit_id))
         self.current = None
         self.state = TaskState.WAITING
 
@@ -353,18 +370,22 @@ class TaskRunner:
     def _discard(self, current: _Commit) -> None:
         for buffer in current.buffers.values():
             buffer.discard()
-        clear_directory(self._staging_for(current.commit_id))
+        clear_directory(self._staging_for(current.staging_id))
         self.current = None
 
-    def _staging_for(self, commit_id: uuid.UUID) -> Path:
+    def _staging_for(self, staging_id: uuid.UUID) -> Path:
         # Unique per runner: a superseded runner of the same task that has
         # not noticed yet must not delete or overwrite this one's files.
-        return self.staging_dir / f"{commit_id}-{self.task_index}-{self.runner_id}"
+        return self.staging_dir / f"{staging_id}-{self.task_index}-{self.runner_id}"
 
     def close(self) -> None:
         if self.current is not None:
             self._discard(self.current)
-        self.ahead = {}
+        for buffer in self.ahead.values():
+            buffer.discard()
+        if self.ahead_id is not None:
+            clear_directory(self._staging_for(self.ahead_id))
+        self.ahead, self.ahead_id = {}, None
         self.consumer.close()
 
 

@@ -242,16 +242,17 @@ class TableWriter:
             self._catalog = catalog_for(self.config)
         return self._catalog
 
-    def sink(self, commit_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
+    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
         if self.config.writer == "spark":
             return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
         return ArrowPartitionWriter(
-            self.config, lambda samples: self.plan(commit_id, samples), commit_id, topic, partition, start, directory
+            self.config, lambda samples: self.plan(staging_id, samples), staging_id, topic, partition, start, directory
         )
 
-    def plan(self, commit_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
-        """The commit's tables (created from ``samples`` if missing) and which data plane decodes."""
-        if self._plan is not None and self._plan[0] == commit_id:
+    def plan(self, staging_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
+        """The tables of what is staged under ``staging_id`` (created from ``samples`` if missing)
+        and which data plane decodes."""
+        if self._plan is not None and self._plan[0] == staging_id:
             return self._plan[1]
         tables = tuple(self._target(t, lambda: samples) for t in self.config.tables)
         engine = "arrow"
@@ -262,10 +263,10 @@ class TableWriter:
                 raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
             engine = "spark"
         plan = WritePlan(tables, engine)
-        self._plan = (commit_id, plan)
+        self._plan = (staging_id, plan)
         return plan
 
-    def write(self, commit_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         result = WriteResult()
         # Partitions the Arrow writer decoded only need their files published
         # (a partition with no records has none, whatever its sink).
@@ -278,7 +279,7 @@ class TableWriter:
                     result.skipped[(s.topic, s.partition)] = s.skipped
         raw = [s for s in staged if not s.decoded and s.records]
         if raw:
-            if self._plan is not None and self._plan[0] == commit_id:
+            if self._plan is not None and self._plan[0] == staging_id:
                 tables = list(self._plan[1].tables)
             else:
                 tables = [self._target(t, lambda: self._samples(raw)) for t in self.config.tables]

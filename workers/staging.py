@@ -188,7 +188,7 @@ class StagingBuffer:
     start: int
     buffer_bytes: int
     # None while reading ahead of the next commit: records stay in memory
-    # (the runner pauses the partition when the buffer is full) until a
+    # (the runner stops consuming when a buffer is full) until a
     # START_COMMIT adopts them and gives them a sink.
     sink: ChunkSink | None
     _chunk: RecordChunk = field(init=False)

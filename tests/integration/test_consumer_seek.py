@@ -1,4 +1,4 @@
-"""What the participants' seek relies on, checked against the real broker and librdkafka.
+"""What the participants' seek and read-ahead rely on, checked against the real broker and librdkafka.
 
 When a START_COMMIT names an offset other than where a task's read-ahead
 buffer begins, the task re-assigns its partitions at the ledger's offsets and
@@ -7,9 +7,16 @@ with a higher offset would be staged first and the records between the two
 offsets skipped, so librdkafka must hand over nothing fetched before the
 re-assign. These tests make the consumer hold prefetched messages beyond the
 new position, as a task reading ahead does, then re-assign backwards.
+
+Pausing a partition makes librdkafka drop what it prefetched for it and
+fetch it again on resume, so a task that has read ahead as far as it may
+stops consuming instead of pausing (workers/participant.py).
 """
 
 from __future__ import annotations
+
+import json
+import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -43,7 +50,7 @@ def test_after_a_reassign_backwards_only_records_from_the_new_offsets_arrive(
         first = _consume_offsets(consumer, 10)
         assert first and all(offset >= 1000 for _, offset in first)
         if paused:
-            # A full read-ahead buffer pauses its partitions before the START.
+            # Partitions paused at staging.max-bytes when a takeover's START comes.
             consumer.pause([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)])
         # librdkafka has prefetched well past these ten by now.
         consumer.assign([TopicPartition(topic_name, 0, 200), TopicPartition(topic_name, 1, 300)])
@@ -64,3 +71,46 @@ def test_after_a_reassign_backwards_only_records_from_the_new_offsets_arrive(
         offsets = by_partition[partition]
         assert offsets, f"partition {partition} delivered nothing after the re-assign"
         assert offsets == list(range(start, start + len(offsets)))
+
+
+def _fetched(stats: dict[str, int], consumer: Consumer, seen: list[tuple[int, int]]) -> int:
+    """Messages the consumer has received from the broker so far, from librdkafka's
+    statistics (they arrive with polling; a polled message goes to ``seen``)."""
+    stats.clear()
+    while "rxmsgs" not in stats:
+        for message in consumer.consume(num_messages=1, timeout=0.05):
+            if message.error() is None:
+                seen.append((message.partition(), message.offset()))
+        time.sleep(0.02)  # a few records per statistics interval, not the whole prefetch
+    return stats["rxmsgs"]
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_pausing_drops_prefetched_records_and_fetches_them_again(
+    kafka_bootstrap: str, topic_name: str, paused: bool
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 2)
+    produce(kafka_bootstrap, topic_name, json_records(0, 4000), 2)
+    stats: dict[str, int] = {}
+    config = source_consumer_config(kafka_bootstrap, {}, "pause-check")
+    config.update({"statistics.interval.ms": 100, "stats_cb": lambda raw: stats.update(json.loads(raw))})
+    partitions = [TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)]
+    consumer = Consumer(config)
+    seen: list[tuple[int, int]] = []
+    try:
+        consumer.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
+        while _fetched(stats, consumer, seen) < 4000:
+            pass  # until librdkafka has prefetched every record
+        assert len(seen) < 1000
+        if paused:
+            consumer.pause(partitions)
+            consumer.resume(partitions)
+        seen += _consume_offsets(consumer, 4000 - len(seen))
+        fetched = _fetched(stats, consumer, seen)
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted((p, o) for p in (0, 1) for o in range(2000))
+    if paused:
+        assert fetched > 4000 + 3000, "the pause should have dropped the prefetched records"
+    else:
+        assert fetched == 4000
