@@ -38,7 +38,7 @@ def run(first: int, count: int, timestamps: list[int | None] | None = None) -> R
 
 def test_runs_are_cut_where_the_sink_chunk_fills() -> None:
     sink = CollectingSink(chunk_bytes=10 * RECORD_BYTES + 1)
-    buffer = StagingBuffer("t", 0, 0, buffer_bytes=1 << 20, sink=sink)
+    buffer = StagingBuffer("t", 0, 0, sink=sink)
     for first, count in [(0, 3), (3, 40), (43, 1), (44, 25)]:
         buffer.extend(run(first, count))
     staged = buffer.finish()
@@ -53,24 +53,9 @@ def test_runs_are_cut_where_the_sink_chunk_fills() -> None:
     assert buffer.staged_bytes == 69 * RECORD_BYTES
 
 
-def test_reading_ahead_keeps_everything_until_a_sink_is_given() -> None:
-    buffer = StagingBuffer("t", 0, 5, buffer_bytes=20 * RECORD_BYTES, sink=None)
-    buffer.extend(run(5, 15))
-    assert not buffer.full
-    buffer.extend(run(20, 10))
-    assert buffer.full  # the runner pauses the partition now
-    sink = CollectingSink(chunk_bytes=8 * RECORD_BYTES)
-    buffer.sink = sink
-    buffer.spill()
-    buffer.extend(run(30, 2))
-    staged = buffer.finish()
-    assert [o for c in sink.chunks for o in c.offsets] == list(range(5, 32))
-    assert (staged.start, staged.end) == (5, 32)
-
-
 def test_records_without_a_timestamp_do_not_count_for_the_watermark() -> None:
     sink = CollectingSink(chunk_bytes=1 << 20)
-    buffer = StagingBuffer("t", 0, 0, buffer_bytes=1 << 20, sink=sink)
+    buffer = StagingBuffer("t", 0, 0, sink=sink)
     buffer.extend(run(0, 3, timestamps=[None, None, None]))
     assert buffer.max_timestamp is None
     buffer.extend(run(3, 3, timestamps=[7, None, 5]))
@@ -79,7 +64,7 @@ def test_records_without_a_timestamp_do_not_count_for_the_watermark() -> None:
 
 def test_runs_of_uneven_records_keep_every_record_once_in_chunks_near_the_sink_size() -> None:
     sink = CollectingSink(chunk_bytes=20_000)
-    buffer = StagingBuffer("t", 0, 0, buffer_bytes=1 << 20, sink=sink)
+    buffer = StagingBuffer("t", 0, 0, sink=sink)
     offset = 0
     for count in (7, 300, 1, 55, 120):
         chunk = run(offset, count)

@@ -164,8 +164,7 @@ class TaskRunner:
         directory = self._staging_for(staging_id)
         for tp, offset in mine.items():
             if tp not in buffers:
-                sink = self.writer.sink(staging_id, tp[0], tp[1], offset, directory)
-                buffers[tp] = StagingBuffer(tp[0], tp[1], offset, self.config.buffer_bytes, sink)
+                buffers[tp] = StagingBuffer(*tp, offset, self.writer.sink(staging_id, *tp, offset, directory))
         self.current = _Commit(event.commit_id, event.epoch, buffers, staging_id)
         if seek:
             # Re-assigning with explicit offsets is the seek: the ledger is the truth.
@@ -325,13 +324,7 @@ class TaskRunner:
             self.ahead_id = uuid.uuid4()
             directory = self._staging_for(self.ahead_id)
             self.ahead = {
-                tp: StagingBuffer(
-                    tp[0],
-                    tp[1],
-                    s.end,
-                    self.config.buffer_bytes,
-                    self.writer.sink(self.ahead_id, *tp, s.end, directory),
-                )
+                tp: StagingBuffer(*tp, s.end, self.writer.sink(self.ahead_id, *tp, s.end, directory))
                 for tp, s in zip(current.buffers, staged, strict=True)
             }
             if self.paused:

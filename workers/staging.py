@@ -1,8 +1,9 @@
 """Staged records of one partition for one commit, with bounded memory (I7).
 
-Records are buffered in memory up to ``buffer_bytes``; then the chunk is
-handed to the partition's sink and the buffer starts over, so memory does not
-grow with the size of the commit. Two sinks exist: a raw staging file that
+Records are buffered in memory up to the sink's ``chunk_bytes`` (at most
+``sinkadmin.staging.buffer-bytes``); then the chunk is handed to the
+partition's sink and the buffer starts over, so memory does not grow with the
+size of the commit. Two sinks exist: a raw staging file that
 Spark decodes at the end of the commit, and the Arrow writer
 (``workers.arrow_writer``) that decodes each chunk at once and appends it to
 the commit's data files.
@@ -186,11 +187,7 @@ class StagingBuffer:
     topic: str
     partition: int
     start: int
-    buffer_bytes: int
-    # None while reading ahead of the next commit: records stay in memory
-    # (the runner stops consuming when a buffer is full) until a
-    # START_COMMIT adopts them and gives them a sink.
-    sink: ChunkSink | None
+    sink: ChunkSink
     _chunk: RecordChunk = field(init=False)
     _buffered_bytes: int = 0
     records: int = 0
@@ -227,24 +224,17 @@ class StagingBuffer:
         mean = size / n
         first = 0
         while first < n:
-            last = n
-            if self.sink is not None:
-                room = self.sink.chunk_bytes - self._buffered_bytes
-                last = min(n, first + max(1, math.ceil(room / mean)))
+            room = self.sink.chunk_bytes - self._buffered_bytes
+            last = min(n, first + max(1, math.ceil(room / mean)))
             self._chunk.extend(run, first, last)
             self._buffered_bytes += round((last - first) * mean)
-            if self.sink is not None and self._buffered_bytes >= self.sink.chunk_bytes:
+            if self._buffered_bytes >= self.sink.chunk_bytes:
                 self.spill()
             first = last
-
-    @property
-    def full(self) -> bool:
-        return self._buffered_bytes >= self.buffer_bytes
 
     def spill(self) -> None:
         if not len(self._chunk):
             return
-        assert self.sink is not None, "a buffer read ahead is given a sink before it spills"
         chunk, self._chunk = self._chunk, RecordChunk(self.topic, self.partition)
         self._buffered_bytes = 0
         self.sink.write(chunk)
@@ -252,7 +242,6 @@ class StagingBuffer:
     def finish(self) -> StagedPartition:
         """Hand over what is buffered and describe what is staged: offsets [start, next_offset)."""
         self.spill()
-        assert self.sink is not None
         return self.sink.finish(
             StagedPartition(
                 topic=self.topic,
@@ -267,8 +256,7 @@ class StagingBuffer:
 
     def discard(self) -> None:
         self._chunk = RecordChunk(self.topic, self.partition)
-        if self.sink is not None:
-            self.sink.discard()
+        self.sink.discard()
 
 
 def raw_staging_path(directory: Path, topic: str, partition: int, start: int, suffix: str = "") -> Path:
