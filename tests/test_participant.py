@@ -202,16 +202,21 @@ def test_a_start_elsewhere_drops_what_was_read_ahead_and_seeks(tmp_path: Path) -
     assert status_range(channel) == (0, 30) and writer.written[second] == list(range(30))
 
 
-def read_ahead_until_paused(log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path) -> TaskRunner:
-    """A task that committed offsets [0, 10) and then read ahead until the partition paused at max-bytes (1 MiB)."""
-    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536, max_bytes=1 << 20)
-    task.batch_size = 1000
+def commit_then_read_ahead(task: TaskRunner, channel: Channel, steps: int) -> None:
+    """One commit of the task's first batch, then ``steps`` steps of reading ahead."""
     first = start(channel, 0)
     task.step()
     end(channel, first)
     task.step()
-    for _ in range(100):
+    for _ in range(steps):
         task.step(timeout=0)
+
+
+def read_ahead_until_paused(log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path) -> TaskRunner:
+    """A task that committed offsets [0, 1000) and then read ahead until the partition paused at max-bytes (1 MiB)."""
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536, max_bytes=1 << 20)
+    task.batch_size = 1000
+    commit_then_read_ahead(task, channel, steps=100)
     return task
 
 
@@ -235,15 +240,10 @@ def test_reading_ahead_goes_to_a_sink_and_is_bounded_by_max_bytes(tmp_path: Path
     assert writer.written[second] == list(read_ahead)
 
 
-def test_a_start_elsewhere_discards_what_was_read_ahead_and_resumes(tmp_path: Path) -> None:
+def test_a_start_elsewhere_deletes_what_was_read_ahead_and_reads_it_again(tmp_path: Path) -> None:
     log, channel, writer = PartitionLog(end=3000), Channel(), Writer()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=65536)
-    first = start(channel, 0)
-    task.step()
-    end(channel, first)
-    task.step()
-    for _ in range(200):
-        task.step(timeout=0)
+    commit_then_read_ahead(task, channel, steps=200)
     ahead_sink = writer.sinks[task.ahead_id] if task.ahead_id is not None else None
     assert ahead_sink is not None and ahead_sink.offsets
     second = start(channel, 0, epoch=2)  # a takeover: the ledger still says 0

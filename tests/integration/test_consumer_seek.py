@@ -27,6 +27,11 @@ from workers.kafka import source_consumer_config
 pytestmark = pytest.mark.integration
 
 
+def _two_partitions_of_2000(kafka_bootstrap: str, topic: str) -> None:
+    create_topic(kafka_bootstrap, topic, 2)
+    produce(kafka_bootstrap, topic, json_records(0, 4000), 2)
+
+
 def _consume_offsets(consumer: Consumer, count: int) -> list[tuple[int, int]]:
     seen: list[tuple[int, int]] = []
     for _ in range(100):
@@ -42,8 +47,7 @@ def _consume_offsets(consumer: Consumer, count: int) -> list[tuple[int, int]]:
 def test_after_a_reassign_backwards_only_records_from_the_new_offsets_arrive(
     kafka_bootstrap: str, topic_name: str, paused: bool
 ) -> None:
-    create_topic(kafka_bootstrap, topic_name, 2)
-    produce(kafka_bootstrap, topic_name, json_records(0, 4000), 2)
+    _two_partitions_of_2000(kafka_bootstrap, topic_name)
     consumer = Consumer(source_consumer_config(kafka_bootstrap, {}, "seek-check"))
     try:
         consumer.assign([TopicPartition(topic_name, 0, 1000), TopicPartition(topic_name, 1, 1000)])
@@ -89,8 +93,7 @@ def _fetched(stats: dict[str, int], consumer: Consumer, seen: list[tuple[int, in
 def test_pausing_drops_prefetched_records_and_fetches_them_again(
     kafka_bootstrap: str, topic_name: str, paused: bool
 ) -> None:
-    create_topic(kafka_bootstrap, topic_name, 2)
-    produce(kafka_bootstrap, topic_name, json_records(0, 4000), 2)
+    _two_partitions_of_2000(kafka_bootstrap, topic_name)
     stats: dict[str, int] = {}
     config = source_consumer_config(kafka_bootstrap, {}, "pause-check")
     config.update({"statistics.interval.ms": 100, "stats_cb": lambda raw: stats.update(json.loads(raw))})
