@@ -159,8 +159,14 @@ class ControlChannel:
         return delivered[0]
 
     def poll(self, timeout: float, connector: str) -> list[tuple[int, ControlEvent]]:
+        # Wait for one event, then take what else has arrived: consume()
+        # waits out its whole timeout unless the batch fills, which held
+        # every status and END up to a poll's timeout.
+        messages = self._consumer.consume(num_messages=1, timeout=timeout)
+        if messages:
+            messages += self._consumer.consume(num_messages=500, timeout=0)
         events: list[tuple[int, ControlEvent]] = []
-        for message in self._consumer.consume(num_messages=500, timeout=timeout):
+        for message in messages:
             error, value, offset = message.error(), message.value(), message.offset()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:

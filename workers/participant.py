@@ -68,6 +68,8 @@ class _Commit:
 
 
 class TaskRunner:
+    FETCH_WAIT_SECONDS = 0.05
+
     def __init__(
         self,
         *,
@@ -182,7 +184,9 @@ class TaskRunner:
     def _consume(self, timeout: float) -> bool:
         current = self.current
         buffers = current.buffers if current is not None else self.ahead
-        messages = self.consumer.consume(num_messages=self.batch_size, timeout=timeout)
+        # consume() returns early only when the batch fills: when records
+        # trickle in, a short wait keeps control events (END, START) prompt.
+        messages = self.consumer.consume(num_messages=self.batch_size, timeout=min(timeout, self.FETCH_WAIT_SECONDS))
         try:
             self._stage(buffers, messages)
         except Exception as exc:

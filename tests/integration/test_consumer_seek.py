@@ -1,4 +1,4 @@
-"""What the participants' seek and read-ahead rely on, checked against the real broker and librdkafka.
+"""What the participants' seek, read-ahead and control polls rely on, checked against the real broker and librdkafka.
 
 When a START_COMMIT names an offset other than where a task's read-ahead
 buffer begins, the task re-assigns its partitions at the ledger's offsets and
@@ -16,13 +16,16 @@ stops consuming instead of pausing (workers/participant.py).
 from __future__ import annotations
 
 import json
+import threading
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.integration.helpers import create_topic, json_records, produce
-from workers.kafka import source_consumer_config
+from workers.events import end_commit
+from workers.kafka import ControlChannel, source_consumer_config
 
 pytestmark = pytest.mark.integration
 
@@ -117,3 +120,25 @@ def test_pausing_drops_prefetched_records_and_fetches_them_again(
         assert fetched > 4000 + 3000, "the pause should have dropped the prefetched records"
     else:
         assert fetched == 4000
+
+
+def test_a_control_poll_returns_at_the_first_event_not_at_its_timeout(kafka_bootstrap: str, topic_name: str) -> None:
+    create_topic(kafka_bootstrap, topic_name, 1)
+    channel = ControlChannel(kafka_bootstrap, {}, topic_name, "poll-check")
+    sender = ControlChannel(kafka_bootstrap, {}, topic_name, "poll-check-sender")
+    try:
+        channel.seek(None)
+        channel.poll(1.0, "c")  # assigned and fetching
+        commit_id = uuid.uuid4()
+        timer = threading.Timer(0.5, lambda: sender.send(end_commit("c", commit_id, 1)))
+        timer.start()
+        began = time.monotonic()
+        events = channel.poll(30.0, "c")
+        waited = time.monotonic() - began
+        timer.join()
+    finally:
+        channel.close()
+        sender.close()
+    assert [e.commit_id for _, e in events] == [commit_id]
+    # (A batch consume() would have waited out the 30 s.)
+    assert waited < 15.0
