@@ -318,7 +318,6 @@ class TaskRunner:
                 retriable=retriable,
             )
         )
-        clear_directory(self._staging_for(current.staging_id))
         if error is not None:
             for buffer in current.buffers.values():
                 buffer.discard()  # files of a failed write are never committed
@@ -334,6 +333,7 @@ class TaskRunner:
             if self.paused:
                 self.consumer.resume([TopicPartition(*tp) for tp in sorted(self.paused)])
                 self.paused.clear()
+        clear_directory(self._staging_for(current.staging_id))
         self.current = None
         self.state = TaskState.WAITING
 
