@@ -139,7 +139,19 @@ def test_pause_resume_stop_restart_and_delete(cluster: Cluster, kafka_bootstrap:
     wait_until(caught_up("life", ends), 180, "the first commit")
 
     actions.pause_connector("life")
-    wait_until(lambda: CoordinatorStatus.objects.get(connector__name="life").phase == "idle", 30, "the pause")
+
+    def held() -> bool:
+        # Idle is also the moment between two commits: the pause has taken
+        # effect once the coordinator stays idle, with no new commit, past a
+        # heartbeat and a commit interval (the commit in flight finishes).
+        before = Commit.objects.filter(connector_name="life").count()
+        if CoordinatorStatus.objects.get(connector__name="life").phase != "idle":
+            return False
+        time.sleep(3)
+        phase = CoordinatorStatus.objects.get(connector__name="life").phase
+        return phase == "idle" and Commit.objects.filter(connector_name="life").count() == before
+
+    wait_until(held, 60, "the pause")
     paused_commits = Commit.objects.filter(connector_name="life").count()
     more = produce(kafka_bootstrap, topic_name, json_records(100, 100), 2)
     time.sleep(5)
