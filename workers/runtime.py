@@ -218,8 +218,8 @@ class IcebergCommitter:
 class TableWriter:
     """Resolves (or creates) a commit's target tables and has its records written.
 
-    Which data plane decodes (workers.arrow_writer) is settled per commit,
-    once tables exist: the Arrow writer in the participant when it can,
+    Which data plane decodes (workers.arrow_writer) is settled per staging
+    round (a commit, or what is read ahead for the next one), once tables exist: the Arrow writer in the participant when it can,
     Spark otherwise, as ``sinkadmin.writer`` allows.
     """
 
@@ -271,9 +271,8 @@ class TableWriter:
         result = WriteResult()
         # Partitions the Arrow writer decoded only need their files published
         # (a partition with no records has none, whatever its sink).
-        decoded = [s for s in staged if s.decoded]
-        if decoded:
-            for s in decoded:
+        for s in staged:
+            if s.decoded:
                 result.files.extend(publish_decoded(commit_id, s))
                 result.bad.extend(s.bad)
                 if s.skipped:
