@@ -157,6 +157,68 @@ def test_it_starts_with_the_ledger_offsets_and_ends_after_the_interval(world: An
     assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
 
 
+def answer_all(coordinator: Coordinator, channel: Channel, start: ControlEvent, records: int = 10) -> None:
+    channel.inbox = [status(start, TP0, 0, records), status(start, TP1, 0, records)]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.IDLE
+
+
+def test_commits_follow_each_other_an_interval_apart_end_to_end(world: Any) -> None:
+    # Committing takes time (here 3 s of a 10 s interval); the interval runs
+    # from the previous END, so a commit comes every interval, as with
+    # Iceberg's sink, not every interval plus the commit's own time.
+    coordinator, clock, channel, _, _ = world
+    first = start_and_end(coordinator, clock, channel)
+    clock.now += 3
+    answer_all(coordinator, channel, first)
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    assert second.commit_id != first.commit_id
+    clock.now += 6.9
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING
+    clock.now += 0.1
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == second.commit_id
+
+
+def test_after_a_commit_slower_than_the_interval_the_next_ends_at_once(world: Any) -> None:
+    # The records that came during the slow commit were read ahead: they are
+    # the next commit's, and waiting another interval would only delay them.
+    coordinator, clock, channel, _, _ = world
+    first = start_and_end(coordinator, clock, channel)
+    clock.now += 12
+    answer_all(coordinator, channel, first)
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == second.commit_id
+
+
+@pytest.mark.parametrize("interruption", ["abort", "pause"])
+def test_after_an_abort_or_a_pause_the_next_commit_gets_a_whole_interval(world: Any, interruption: str) -> None:
+    coordinator, clock, channel, _, _ = world
+    first = start_and_end(coordinator, clock, channel)
+    clock.now += 12
+    if interruption == "abort":
+        channel.inbox = [ControlEvent(EventType.WRITE_STATUS, "c", first.commit_id, 1, error="disk full", retriable=True)]
+        coordinator.step(0)
+    else:
+        coordinator.hold = True
+        answer_all(coordinator, channel, first)
+        coordinator.step(0)
+        coordinator.hold = False
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    assert second.commit_id != first.commit_id
+    clock.now += 9.9
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING
+    clock.now += 0.1
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == second.commit_id
+
+
 def test_it_commits_once_every_partition_reported(world: Any) -> None:
     coordinator, clock, channel, ledger, committer = world
     start = start_and_end(coordinator, clock, channel)

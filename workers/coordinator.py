@@ -112,6 +112,10 @@ class _OpenCommit:
     started_mono: float
     offsets: dict[TopicPartition, int]
     control_offset: int
+    # When END is due: the interval runs from the previous END, as Iceberg's
+    # sink counts it from one commit to the next, so a commit comes every
+    # interval rather than every interval plus the time committing takes.
+    end_due: float = 0.0
     ended_mono: float | None = None
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
     files: list[dict[str, Any]] = field(default_factory=list)
@@ -138,6 +142,9 @@ class Coordinator:
         self.phase = Phase.IDLE
         self.current: _OpenCommit | None = None
         self.next_start = clock()
+        # The previous END, while commits follow each other: the next END is
+        # due an interval after it (or at once, when committing took longer).
+        self.last_end: float | None = None
         self.commits_done = 0
         # Set while the connector is paused: the commit in flight finishes,
         # no new one starts.
@@ -157,12 +164,15 @@ class Coordinator:
             if self.clock() >= self.next_start and not self.hold:
                 self._start()
                 return True
+            if self.hold:
+                # After a pause the next commit gets a whole interval.
+                self.last_end = None
             time.sleep(min(poll_timeout, max(0.0, self.next_start - self.clock())))
             return False
         assert self.current is not None
         worked = self._collect(poll_timeout)
         now = self.clock()
-        if self.phase is Phase.STAGING and now - self.current.started_mono >= self.settings.commit_interval_s:
+        if self.phase is Phase.STAGING and now >= self.current.end_due:
             self._end()
             return True
         if self.phase is Phase.COLLECTING:
@@ -203,14 +213,16 @@ class Coordinator:
             start_commit(self.settings.connector, commit_id, self.settings.epoch, offsets)
         )
         now = self.clock()
-        self.current = _OpenCommit(commit_id, datetime.now(UTC), now, offsets, control_offset)
+        interval = self.settings.commit_interval_s
+        end_due = now + interval if self.last_end is None else max(now, self.last_end + interval)
+        self.current = _OpenCommit(commit_id, datetime.now(UTC), now, offsets, control_offset, end_due)
         self.phase = Phase.STAGING
         self._publish_phase()
 
     def _end(self) -> None:
         assert self.current is not None
         self.channel.send(end_commit(self.settings.connector, self.current.commit_id, self.settings.epoch))
-        self.current.ended_mono = self.clock()
+        self.current.ended_mono = self.last_end = self.clock()
         self.phase = Phase.COLLECTING
         self._publish_phase()
 
@@ -256,6 +268,7 @@ class Coordinator:
             self.ledger.aborted(
                 current.commit_id, current.started_at, [], "no write status arrived before the commit timeout"
             )
+            self.last_end = None
             self._idle()
             return
         if not current.files and not self.settings.allow_empty:
@@ -312,6 +325,9 @@ class Coordinator:
                 # write error keeps coming back: stop, with the reason.
                 self.ledger.failed(current.error)
                 raise ConnectorFailed(current.error)
+        # The offsets did not move: the tasks read the interval again, and
+        # the retry gets a whole interval for it.
+        self.last_end = None
         self._idle()
 
     def _idle(self) -> None:
