@@ -201,7 +201,9 @@ def test_after_an_abort_or_a_pause_the_next_commit_gets_a_whole_interval(world: 
     first = start_and_end(coordinator, clock, channel)
     clock.now += 12
     if interruption == "abort":
-        channel.inbox = [ControlEvent(EventType.WRITE_STATUS, "c", first.commit_id, 1, error="disk full", retriable=True)]
+        channel.inbox = [
+            ControlEvent(EventType.WRITE_STATUS, "c", first.commit_id, 1, error="disk full", retriable=True)
+        ]
         coordinator.step(0)
     else:
         coordinator.hold = True
