@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from connectors.config.transforms import PartitionField
-from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, split_by_partition
+from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, arrow_schema, split_by_partition
 
 SCHEMA = pa.schema(
     [
@@ -30,6 +30,34 @@ def record(i: int, **extra: object) -> bytes:
 
 def decode(values: list[bytes | None], errors: list[str | None] | None = None):  # type: ignore[no-untyped-def]
     return JsonDecoder(SCHEMA).decode(values, errors or [None] * len(values))
+
+
+def test_the_data_plane_writes_the_types_the_json_reader_makes() -> None:
+    # pyiceberg maps strings and lists to Arrow's 64-bit-offset types; Parquet
+    # stores both alike, and casting to them would copy every decoded string.
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import BinaryType, ListType, LongType, NestedField, StringType, StructType
+
+    schema = arrow_schema(
+        Schema(
+            NestedField(1, "id", LongType(), required=False),
+            NestedField(2, "user", StringType(), required=False),
+            NestedField(3, "tags", ListType(5, StringType(), element_required=False), required=False),
+            NestedField(4, "address", StructType(NestedField(6, "city", StringType(), required=False)), required=False),
+            NestedField(7, "raw", BinaryType(), required=False),
+        )
+    )
+    assert schema.types == [
+        pa.int64(),
+        pa.string(),
+        pa.list_(pa.field("element", pa.string())),
+        pa.struct([("city", pa.string())]),
+        pa.binary(),
+    ]
+    decoder = JsonDecoder(pa.schema([f for f in schema if f.name != "raw"]))
+    assert not decoder.needs_cast
+    decoded = decoder.decode([record(1, tags=["a"], address={"city": "Lyon"})], [None])
+    assert decoded.columns.schema == decoder.data_schema
 
 
 def test_objects_become_columns_of_the_table_types() -> None:

@@ -96,9 +96,32 @@ def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str 
     return None
 
 
+def _narrow(arrow_type: pa.DataType) -> pa.DataType:
+    """The type with 32-bit offsets (string, binary, list) where pyiceberg says large.
+
+    A decoded chunk is 1 MiB and a row group a few of them, far from 2 GiB a
+    column, and Parquet stores both widths alike: the large types would only
+    cost a cast of every chunk the JSON reader decoded (it makes 32-bit ones).
+    """
+    if pa.types.is_large_string(arrow_type):
+        return pa.string()
+    if pa.types.is_large_binary(arrow_type):
+        return pa.binary()
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([f.with_type(_narrow(f.type)) for f in arrow_type])
+    if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_narrow(arrow_type.value_type)))
+    return arrow_type
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema the data plane writes an Iceberg schema's columns with."""
+    return pa.schema([f.with_type(_narrow(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
+
+
 def _parse_type(arrow_type: pa.DataType) -> pa.DataType:
-    """The type the JSON reader is asked for (it knows no large lists, and dates
-    arrive as text): the result is cast to the table's type after."""
+    """The type the JSON reader is asked for (it knows no large types, and
+    dates arrive as text): the result is cast to the table's type after."""
     if pa.types.is_date(arrow_type) or pa.types.is_large_string(arrow_type):
         return pa.string()
     if pa.types.is_struct(arrow_type):
@@ -162,7 +185,12 @@ class JsonDecoder:
     def _parse(self, lines: Sequence[bytes], block_size: int = MIN_BLOCK) -> pa.Table:
         data = b"\n".join(lines)
         table = pj.read_json(
-            pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block_size), parse_options=self._options
+            pa.BufferReader(data),
+            # One block of 1 MiB, parsed where it is: handing it to Arrow's
+            # thread pool cost a tenth more CPU, and the tasks already keep
+            # every core busy.
+            read_options=pj.ReadOptions(block_size=block_size, use_threads=False),
+            parse_options=self._options,
         )
         if table.num_rows != len(lines):
             # A value holding more than one JSON value (or a line break).
@@ -300,7 +328,7 @@ class ArrowTableOutput:
         self.row_group_bytes = row_group_bytes
         self.pending: dict[tuple[Any, ...], list[pa.Table]] = {}
         self.pending_bytes: dict[tuple[Any, ...], int] = {}
-        self.arrow_schema = schema_to_pyarrow(table.schema, include_field_ids=False)
+        self.arrow_schema = arrow_schema(table.schema)
         self.fs, self.tmp_path = pafs.FileSystem.from_uri(uri(tmp_dir))
         self.prefix = prefix
         self.writers: dict[tuple[Any, ...], tuple[pq.ParquetWriter, str]] = {}
@@ -442,7 +470,7 @@ class ArrowPartitionWriter:
         first = plan.tables[0]
         data_fields = [f for f in first.schema.fields if not f.name.startswith("_kafka_")]
         if self.config.value_converter == "json":
-            self.decoder = JsonDecoder(schema_to_pyarrow(Schema(*data_fields), include_field_ids=False))
+            self.decoder = JsonDecoder(arrow_schema(Schema(*data_fields)))
         else:
             self.value_column = data_fields[0].name if data_fields else "value"
         prefix = f"{self.topic}+{self.partition}+{self.start}"
