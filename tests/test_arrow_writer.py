@@ -7,9 +7,14 @@ import json
 
 import pyarrow as pa
 import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 from connectors.config.transforms import PartitionField
+from connectors.config.validation import TableTarget
 from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, arrow_schema, split_by_partition
+from workers.tables import partition_spec, partition_values_json
+from workers.writes import TargetTable
 
 SCHEMA = pa.schema(
     [
@@ -115,21 +120,19 @@ def test_errors_found_before_decoding_are_bad_records() -> None:
     assert decoded.bad == [(1, "Avro: truncated")] and decoded.positions == [0]
 
 
-@pytest.mark.parametrize(
-    ("spec", "groups"),
-    [
-        ((PartitionField("identity", "user"),), 2),
-        ((PartitionField("day", "at"),), 4),  # a null timestamp is a partition of its own
-        ((PartitionField("hour", "at"),), 4),
-        ((PartitionField("month", "at"),), 3),
-        ((PartitionField("year", "at"),), 2),
-        ((PartitionField("truncate", "id", 10),), 4),
-        ((PartitionField("truncate", "user", 1),), 2),
-        ((PartitionField("identity", "user"), PartitionField("day", "at")), 5),
-        ((), 1),
-    ],
+ROWS_SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "user", StringType(), required=False),
+    NestedField(3, "at", TimestamptzType(), required=False),
 )
-def test_rows_are_split_one_partition_per_file(spec: tuple[PartitionField, ...], groups: int) -> None:
+
+
+def target(*fields: PartitionField) -> TargetTable:
+    spec = partition_spec(ROWS_SCHEMA, fields)
+    return TargetTable(TableTarget("db.t", tuple(fields), None), ROWS_SCHEMA, "/lake/db/t", tuple(fields), spec)
+
+
+def rows() -> pa.Table:
     at = [
         dt.datetime(2024, 1, 31, 23, 30, tzinfo=dt.UTC),
         dt.datetime(2024, 1, 31, 23, 45, tzinfo=dt.UTC),
@@ -137,20 +140,73 @@ def test_rows_are_split_one_partition_per_file(spec: tuple[PartitionField, ...],
         dt.datetime(2024, 2, 2, 1, 0, tzinfo=dt.UTC),
         None,
     ]
-    table = pa.table(
+    return pa.table(
         {
             "id": pa.array([-1, 5, 12, 19, 25], pa.int64()),
-            "user": pa.array(["ann", "bob", "ann", "bob", "ann"], pa.large_string()),
+            "user": pa.array(["ann", "bob", "ann", "bob", "ann"], pa.string()),
             "at": pa.array(at, pa.timestamp("us", tz="UTC")),
         }
     )
-    split = split_by_partition(table, spec)
-    assert sum(part.num_rows for _, part in split) == table.num_rows
-    assert len(split) == groups
-    if spec == (PartitionField("truncate", "id", 10),):
+
+
+# 2024-01-31 is day 19753 since the epoch; January 2024 is month 648; hours
+# are since the epoch too; a null source value is a null partition value.
+@pytest.mark.parametrize(
+    ("spec", "partitions"),
+    [
+        ((PartitionField("identity", "user"),), {("ann",), ("bob",)}),
+        ((PartitionField("day", "at"),), {(19753,), (19754,), (19755,), (None,)}),
+        ((PartitionField("hour", "at"),), {(474095,), (474096,), (474121,), (None,)}),
+        ((PartitionField("month", "at"),), {(648,), (649,), (None,)}),
+        ((PartitionField("year", "at"),), {(54,), (None,)}),
         # Iceberg truncates integers towards -infinity: -1 is in [-10, 0).
-        assert sorted(key for key, _ in split) == [(-10,), (0,), (10,), (20,)]
-    for _, part in split:
-        for pf in spec:
-            if pf.transform == "identity":
-                assert len(set(part.column(pf.column).to_pylist())) == 1
+        ((PartitionField("truncate", "id", 10),), {(-10,), (0,), (10,), (20,)}),
+        ((PartitionField("truncate", "user", 1),), {("a",), ("b",)}),
+        ((PartitionField("identity", "user"), PartitionField("day", "at")), None),
+        ((PartitionField("bucket", "id", 4),), None),
+        ((PartitionField("bucket", "user", 16), PartitionField("bucket", "id", 2)), None),
+        ((), {()}),
+    ],
+)
+def test_rows_are_split_one_partition_per_file_with_icebergs_partition_values(
+    spec: tuple[PartitionField, ...], partitions: set[tuple[object, ...]] | None
+) -> None:
+    table = target(*spec)
+    split = split_by_partition(rows(), table)
+    assert sum(part.num_rows for _, part in split) == rows().num_rows
+    if partitions is not None:
+        assert {key for key, _ in split} == partitions
+    for key, part in split:
+        for pf, value in zip(table.spec.fields, key, strict=True):
+            source = ROWS_SCHEMA.find_field(pf.source_id)
+            # Each row's own partition value, from pyiceberg's row-at-a-time
+            # transform (Python's mmh3 for buckets, not the Arrow kernels).
+            row_values = {
+                pf.transform.transform(source.field_type)(_internal(v)) if v is not None else None
+                for v in part.column(source.name).to_pylist()
+            }
+            assert row_values == {value}
+
+
+def _internal(value: object) -> object:
+    return int(value.timestamp() * 1_000_000) if isinstance(value, dt.datetime) else value
+
+
+def test_buckets_are_the_iceberg_specs_hash() -> None:
+    # The spec's reference values: hash(34L) = 2017239379, hash("iceberg") = 1210000089.
+    split = split_by_partition(
+        pa.table({"id": pa.array([34], pa.int64()), "user": ["iceberg"], "at": pa.nulls(1, pa.timestamp("us", "UTC"))}),
+        target(PartitionField("bucket", "id", 1000), PartitionField("bucket", "user", 1000)),
+    )
+    assert [key for key, _ in split] == [(2017239379 % 1000, 1210000089 % 1000)]
+
+
+def test_a_files_partition_travels_as_json_stamped_with_its_spec() -> None:
+    spec = partition_spec(ROWS_SCHEMA, [PartitionField("bucket", "id", 4), PartitionField("identity", "user")])
+    text = partition_values_json(spec, (3, "ann"))
+    assert json.loads(text) == {"spec-id": 0, "values": [3, "ann"]}
+
+
+def test_a_transform_that_cannot_partition_its_column_is_refused_when_the_table_is_created() -> None:
+    with pytest.raises(ValueError, match="column user has type string, which day cannot partition"):
+        partition_spec(ROWS_SCHEMA, [PartitionField("day", "user")])

@@ -74,8 +74,21 @@ def test_partition_by_must_parse() -> None:
     assert "unknown partition transform 'weeks'" in result.errors["iceberg.table.db.orders.partition-by"][0]
     result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "truncate(id)"})
     assert "truncate needs a width" in result.errors["iceberg.table.db.orders.partition-by"][0]
-    result = validate_config({**BASE, "iceberg.table.db.orders.partition-by": "bucket(16, id)"})
-    assert "bucket partitioning is not supported yet" in result.errors["iceberg.table.db.orders.partition-by"][0]
+    assert validate_config({**BASE, "iceberg.table.db.orders.partition-by": "bucket(16, id), days(ts)"}).ok
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({"sinkadmin.writer": "spark"}, "sinkadmin.writer is spark"),
+        ({"value.converter.schemas.enable": "true"}, "does not decode a Kafka Connect schema envelope"),
+    ],
+)
+def test_bucket_partitions_are_refused_where_spark_writes(extra: dict[str, str], why: str) -> None:
+    # Spark SQL has no Iceberg bucket hash; the arrow data plane computes it.
+    result = validate_config({**BASE, **extra, "iceberg.table.db.orders.partition-by": "bucket(16, id)"})
+    message = result.errors["iceberg.table.db.orders.partition-by"][0]
+    assert "bucket partitions are written by the arrow data plane only" in message and why in message
 
 
 def test_table_settings_must_name_a_listed_table() -> None:

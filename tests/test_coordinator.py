@@ -3,13 +3,16 @@ an in-memory control channel, ledger and committer."""
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import fastavro
 import pytest
 
+from workers import events
 from workers.coordinator import ConnectorFailed, Coordinator, CoordinatorSettings, Fenced, Phase, PreparedCommit
 from workers.events import ControlEvent, DataFile, EventType, PartitionStatus
 
@@ -345,7 +348,10 @@ def test_events_round_trip_through_avro() -> None:
         task_index=2,
         task_epoch=4,
         partitions=(PartitionStatus("orders", 0, 1, 5, 4, dead_lettered=1, skipped=0, max_timestamp=99),),
-        files=(DataFile("db.orders", "/p", "orders", 0, 3, 100),),
+        files=(
+            DataFile("db.orders", "/p", "orders", 0, 3, 100, partition_values='{"spec-id":0,"values":[3]}'),
+            DataFile("db.orders", "/q", "orders", 0, 2, 80),
+        ),
         error=None,
         retriable=False,
     )
@@ -377,3 +383,20 @@ def test_a_commit_nobody_answered_is_recorded_as_aborted(world: Any) -> None:
     coordinator.step(0)
     assert ledger.aborted_errors == ["no write status arrived before the commit timeout"]
     assert not committer.commits and coordinator.phase is Phase.IDLE
+
+
+def test_a_reader_of_the_previous_event_version_still_decodes_a_status() -> None:
+    # Events are written without their schema; a field added at the end
+    # (version 2: file_partitions) is trailing bytes to an older reader.
+    current = events._SCHEMA
+    previous = fastavro.parse_schema({**current, "fields": current["fields"][:-1]})
+    event = ControlEvent(
+        EventType.WRITE_STATUS,
+        "c",
+        uuid.uuid4(),
+        3,
+        files=(DataFile("db.orders", "/p", "orders", 0, 3, 100, partition_values='{"spec-id":0,"values":[3]}'),),
+        error="late",
+    )
+    record = fastavro.schemaless_reader(io.BytesIO(event.encode()), previous, previous)
+    assert record["files"][0]["path"] == "/p" and record["error"] == "late"

@@ -30,6 +30,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.partitioning import partition_record_value
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BooleanType,
@@ -48,10 +49,10 @@ from pyiceberg.types import (
 )
 
 from connectors.config import SinkConfig
-from connectors.config.transforms import PartitionField
 from connectors.config.validation import arrow_cannot_decode
 from workers.events import DataFile
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
+from workers.tables import partition_values_json
 from workers.writes import BadRecord, TargetTable, WritePlan, publish, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
@@ -270,48 +271,31 @@ def _utf8_lossy(values: Sequence[bytes | None]) -> pa.Array:
         return pa.array([v.decode("utf-8", "replace") if v is not None else None for v in values], pa.string())
 
 
-def partition_key(table: pa.Table, pf: PartitionField) -> pa.Array | pa.ChunkedArray | None:
-    """One value per Iceberg partition of ``pf`` for each row (not the partition value itself:
-    files only need to be split by it; the catalog reads the value from the file's statistics)."""
-    column = table.column(pf.column)
-    if pf.transform == "identity":
-        return column
-    if pf.transform == "void":
-        return None
-    if pf.transform == "year":
-        return pc.year(column)
-    if pf.transform == "month":
-        return pc.add(pc.multiply(pc.year(column), 12), pc.month(column))
-    if pf.transform in ("day", "hour"):
-        if pa.types.is_date(column.type):
-            return column
-        return pc.floor_temporal(column, unit=pf.transform)
-    if pf.transform == "truncate" and pf.argument:
-        width = pf.argument
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            return pc.utf8_slice_codeunits(column, 0, width)
-        if pa.types.is_integer(column.type):
-            # Iceberg's truncate of integers is a floor towards -infinity.
-            nulls = pc.is_null(column).to_numpy(zero_copy_only=False)
-            filled = np.where(nulls, 0, column.to_numpy(zero_copy_only=False)).astype(np.int64)
-            return pa.array(filled - np.mod(filled, width), mask=nulls)
-        if pa.types.is_decimal(column.type):
-            return column  # finer than needed, still one partition per file
-    raise ValueError(f"partition transform {pf} is not supported by the arrow writer")
+def split_by_partition(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[Any, ...], pa.Table]]:
+    """The rows grouped by the table's Iceberg partition (one partition per file, as Iceberg
+    requires), each with its partition's values as the table's partition record holds them.
 
-
-def split_by_partition(table: pa.Table, fields: Sequence[PartitionField]) -> list[tuple[tuple[Any, ...], pa.Table]]:
-    """The rows of ``table`` grouped by Iceberg partition (Iceberg wants one partition per file)."""
-    keys = [k for k in (partition_key(table, pf) for pf in fields) if k is not None]
-    if not keys or table.num_rows == 0:
-        return [((), table)]
-    names = [f"_k{i}" for i in range(len(keys))]
-    index = pa.table([*keys, pa.array(np.arange(table.num_rows))], names=[*names, "_row"])
+    The transforms are Iceberg's own (pyiceberg on Arrow arrays), so a bucket
+    is the hash every Iceberg engine computes, and a file's partition need not
+    be read back from its column bounds.
+    """
+    spec, schema = table.spec, table.schema
+    if not spec.fields or rows.num_rows == 0:
+        return [((), rows)]
+    names = [f"_k{i}" for i in range(len(spec.fields))]
+    keys = []
+    for pf in spec.fields:
+        source = schema.find_field(pf.source_id)
+        keys.append(pf.transform.pyarrow_transform(source.field_type)(rows.column(source.name)))
+    index = pa.table([*keys, pa.array(np.arange(rows.num_rows))], names=[*names, "_row"])
     groups = index.group_by(names, use_threads=False).aggregate([("_row", "list")])
     split = []
     for j in range(groups.num_rows):
-        key = tuple(groups.column(n)[j].as_py() for n in names)
-        split.append((key, table.take(groups.column("_row_list")[j].values)))
+        values = tuple(
+            partition_record_value(pf, groups.column(n)[j].as_py(), schema)
+            for pf, n in zip(spec.fields, names, strict=True)
+        )
+        split.append((values, rows.take(groups.column("_row_list")[j].values)))
     return split
 
 
@@ -346,7 +330,7 @@ class ArrowTableOutput:
                 ],
                 schema=self.arrow_schema,
             )
-        for key, part in split_by_partition(rows, self.table.partition_by):
+        for key, part in split_by_partition(rows, self.table):
             if not part.num_rows:
                 continue
             self.pending.setdefault(key, []).append(part)
@@ -373,9 +357,10 @@ class ArrowTableOutput:
         for key in list(self.pending):
             self._flush(key)
         files = []
-        for writer, path in self.writers.values():
+        for key, (writer, path) in self.writers.items():
             writer.close()
-            files.append(StagedFile(self.table.target.name, self.table.location, path, self.records[path]))
+            partition = partition_values_json(self.table.spec, key)
+            files.append(StagedFile(self.table.target.name, self.table.location, path, self.records[path], partition))
         self.writers.clear()
         return files
 
@@ -553,7 +538,11 @@ def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition) -> list[DataF
     attempt = uuid.uuid4().hex[:8]
     tmp_dirs = set()
     for n, written in enumerate(staged.files):
-        files.append(publish(commit_id, attempt, written.path, n, written.table, written.location, staged))
+        files.append(
+            publish(
+                commit_id, attempt, written.path, n, written.table, written.location, staged, written.partition_values
+            )
+        )
         tmp_dirs.add((written.location, written.path.rsplit("/", 1)[0]))
     for location, tmp in tmp_dirs:
         fs, _ = pafs.FileSystem.from_uri(uri(location))

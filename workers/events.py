@@ -1,8 +1,11 @@
 """Control-topic events, Avro-encoded (fastavro) with a version field.
 
 One record type with optional fields carries all four events, so the schema
-evolves by adding fields with defaults: a reader of version N decodes what a
-writer of version N+1 sends and ignores what it does not know.
+evolves by adding fields with defaults at the end of the record: events are
+written without their schema, so a reader of version N decodes what a writer
+of version N+1 sends and ignores the trailing fields it does not know. A
+field of a nested record (a data file's, say) therefore goes at the end of
+the event too, keyed by what it belongs to.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class EventType(StrEnum):
@@ -99,6 +102,8 @@ _SCHEMA = fastavro.parse_schema(
             # retried; false when a record cannot be converted.
             {"name": "retriable", "type": "boolean", "default": False},
             {"name": "snapshot_ids", "type": {"type": "map", "values": "long"}, "default": {}},
+            # Version 2: each data file's Iceberg partition (JSON), by path.
+            {"name": "file_partitions", "type": {"type": "map", "values": "string"}, "default": {}},
         ],
     }
 )
@@ -112,6 +117,9 @@ class DataFile:
     partition: int
     records: int
     bytes: int
+    # The file's Iceberg partition (workers.tables.partition_values_json);
+    # None when the committer reads it from the file's bounds.
+    partition_values: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +129,7 @@ class DataFile:
             "partition": self.partition,
             "records": self.records,
             "bytes": self.bytes,
+            "partition_values": self.partition_values,
         }
 
 
@@ -168,6 +177,7 @@ class ControlEvent:
             "error": self.error,
             "retriable": self.retriable,
             "snapshot_ids": self.snapshot_ids,
+            "file_partitions": {f.path: f.partition_values for f in self.files if f.partition_values is not None},
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -188,7 +198,9 @@ class ControlEvent:
             task_index=record["task_index"],
             task_epoch=record["task_epoch"],
             partitions=tuple(PartitionStatus(**p) for p in record["partitions"]),
-            files=tuple(DataFile(**f) for f in record["files"]),
+            files=tuple(
+                DataFile(**f, partition_values=record["file_partitions"].get(f["path"])) for f in record["files"]
+            ),
             error=record["error"],
             retriable=record["retriable"],
             snapshot_ids=dict(record["snapshot_ids"]),

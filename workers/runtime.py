@@ -46,6 +46,7 @@ from workers.participant import TaskState as ParticipantState
 from workers.spark_writer import SparkWriter
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import (
+    CommitFile,
     TableCommit,
     catalog_for,
     commit_to_table,
@@ -192,14 +193,14 @@ class IcebergCommitter:
         self.catalog = catalog_for(config)
 
     def commit(self, prepared: PreparedCommit) -> dict[str, int]:
-        by_table: dict[str, list[str]] = {}
+        by_table: dict[str, list[CommitFile]] = {}
         for f in prepared.files:
-            by_table.setdefault(f["table"], []).append(f["path"])
+            by_table.setdefault(f["table"], []).append(CommitFile(f["path"], f.get("partition_values")))
         if self.config.allow_empty_commit:
             for target in self.config.tables:
                 by_table.setdefault(target.name, [])
         snapshot_ids = {}
-        for table_name, paths in sorted(by_table.items()):
+        for table_name, files in sorted(by_table.items()):
             snapshot_ids[table_name] = commit_to_table(
                 self.catalog,
                 table_name,
@@ -207,7 +208,7 @@ class IcebergCommitter:
                     connector=self.connector,
                     commit_id=str(prepared.commit_id),
                     epoch=prepared.epoch,
-                    files=tuple(paths),
+                    files=tuple(files),
                     offsets=prepared.offsets,
                     watermark_ms=prepared.watermark_ms,
                 ),
@@ -263,6 +264,14 @@ class TableWriter:
             if self.config.writer == "arrow":
                 raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
             engine = "spark"
+        bucketed = [str(f) for t in tables for f in t.partition_by if f.transform == "bucket"]
+        if engine == "spark" and bucketed:
+            # A table partitioned by bucket elsewhere (validation refuses a
+            # bucket in the connector's own partition-by in this case).
+            raise ValueError(
+                f"tables partitioned by {', '.join(bucketed)} are written by the arrow data plane only, "
+                f"and Spark must decode these records ({reason or 'sinkadmin.writer=spark'})"
+            )
         plan = WritePlan(tables, engine)
         self._plan = (staging_id, plan)
         return plan
@@ -298,7 +307,11 @@ class TableWriter:
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
             table = create_table(self.catalog, target.name, schema, target.partition_by)
         return TargetTable(
-            target=target, schema=table.schema(), location=table.location(), partition_by=spec_fields(table)
+            target=target,
+            schema=table.schema(),
+            location=table.location(),
+            partition_by=spec_fields(table),
+            spec=table.spec(),
         )
 
     @staticmethod

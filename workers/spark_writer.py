@@ -91,7 +91,11 @@ def partition_value(field: PartitionField, schema: Schema) -> Any:
         if isinstance(schema.find_field(field.column).field_type, StringType):
             return F.substring(column, 1, field.argument)
         return column - F.pmod(column, F.lit(field.argument))
-    raise ValueError(f"partition transform {field} is not supported by the writer yet")
+    if field.transform == "bucket":
+        raise ValueError(
+            f"{field}: Spark SQL has no Iceberg bucket hash; bucket partitions are written by the arrow data plane"
+        )
+    raise ValueError(f"partition transform {field} is not supported by the spark writer")
 
 
 class SparkWriter:

@@ -108,6 +108,8 @@ class StagedFile:
     # On the location's filesystem, as pyarrow names it there (no scheme).
     path: str
     records: int
+    # Its Iceberg partition (workers.tables.partition_values_json).
+    partition_values: str | None = None
 
 
 @dataclass

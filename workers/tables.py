@@ -6,10 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 # The SQL catalog, SQLAlchemy and the dialect of the default catalog are
 # imported with this module, at start-up: load_catalog would import them in
@@ -23,10 +26,17 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
 )
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile as IcebergDataFile
+from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField as IcebergPartitionField
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.transforms import (
     BucketTransform,
@@ -39,6 +49,7 @@ from pyiceberg.transforms import (
     VoidTransform,
     YearTransform,
 )
+from pyiceberg.typedef import Record
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -59,6 +70,7 @@ from pyiceberg.types import (
     TimestamptzType,
     UUIDType,
 )
+from pyiceberg.utils.properties import property_as_bool
 from sqlalchemy.engine import URL
 
 from connectors.config import SinkConfig
@@ -366,6 +378,10 @@ def partition_spec(schema: Schema, fields: Iterable[PartitionField]) -> Partitio
             transform = TruncateTransform(pf.argument or 1)
         else:
             transform = _TRANSFORMS[pf.transform]
+        if not transform.can_transform(source.field_type):
+            raise ValueError(
+                f"{pf}: column {pf.column} has type {source.field_type}, which {transform} cannot partition"
+            )
         name = pf.column if pf.transform == "identity" else f"{pf.column}_{pf.transform}"
         spec_fields.append(
             IcebergPartitionField(source_id=source.field_id, field_id=1000 + index, transform=transform, name=name)
@@ -376,6 +392,50 @@ def partition_spec(schema: Schema, fields: Iterable[PartitionField]) -> Partitio
 # --- committing ----------------------------------------------------------------
 
 
+def partition_values_json(spec: PartitionSpec, values: Sequence[Any]) -> str:
+    """A data file's partition (Iceberg's internal values, one per field of ``spec``) as JSON text.
+
+    The participant that split the rows knows each file's partition; the
+    committer cannot always work it out from the file's column bounds (a
+    bucket is a hash), so it travels with the file, stamped with its spec.
+    """
+    encoded = [
+        value.hex() if isinstance(value, bytes) else str(value) if isinstance(value, Decimal) else value
+        for value in values
+    ]
+    return json.dumps({"spec-id": spec.spec_id, "values": encoded}, separators=(",", ":"))
+
+
+def partition_record(table: Table, text: str, path: str) -> Record:
+    """The partition record of a data file from what ``partition_values_json`` made of it."""
+    parsed = json.loads(text)
+    spec = table.spec()
+    if parsed["spec-id"] != spec.spec_id:
+        raise ValueError(
+            f"{path} was written for partition spec {parsed['spec-id']}, but the table's spec is now "
+            f"{spec.spec_id}: the commit is retried and its records written again"
+        )
+    values = []
+    for field, encoded in zip(spec.partition_type(table.schema()).fields, parsed["values"], strict=True):
+        value = encoded
+        if encoded is not None and isinstance(field.field_type, DecimalType):
+            value = Decimal(encoded)
+        elif encoded is not None and isinstance(field.field_type, (BinaryType, FixedType, UUIDType)):
+            value = bytes.fromhex(encoded)
+        values.append(value)
+    return Record(*values)
+
+
+@dataclass(frozen=True)
+class CommitFile:
+    """A data file a commit adds to a table."""
+
+    path: str
+    # JSON from partition_values_json; None: read from the file's bounds, as
+    # for files Spark wrote (only transforms whose value the bounds give).
+    partition_values: str | None = None
+
+
 @dataclass(frozen=True)
 class TableCommit:
     """What one ledger entry adds to one table."""
@@ -383,7 +443,7 @@ class TableCommit:
     connector: str
     commit_id: str
     epoch: int
-    files: tuple[str, ...]
+    files: tuple[CommitFile, ...]
     # {"topic": {"partition": [start, end]}} of the whole commit.
     offsets: Mapping[str, Mapping[str, list[int]]]
     watermark_ms: int | None
@@ -420,6 +480,42 @@ def snapshot_of_commit(table: Table, connector: str, commit_id: str) -> int | No
     return None
 
 
+def data_files(table: Table, files: Iterable[CommitFile]) -> list[IcebergDataFile]:
+    """Iceberg's description of each file: statistics from its footer, partition from the participant.
+
+    What pyiceberg's ``add_files`` does, except that it can only infer a
+    partition from the file's column bounds, which a bucket is not.
+    """
+    schema = table.schema()
+    statistics_plan = compute_statistics_plan(schema, table.metadata.properties)
+    column_ids = parquet_path_to_id_mapping(schema)
+    described = []
+    for f in files:
+        input_file = table.io.new_input(f.path)
+        with input_file.open() as stream:
+            footer = pq.read_metadata(stream)
+        statistics = data_file_statistics_from_parquet_metadata(footer, statistics_plan, column_ids)
+        if f.partition_values is not None:
+            partition = partition_record(table, f.partition_values, f.path)
+        else:
+            partition = statistics.partition(table.spec(), schema)
+        described.append(
+            IcebergDataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=f.path,
+                file_format=FileFormat.PARQUET,
+                partition=partition,
+                file_size_in_bytes=len(input_file),
+                sort_order_id=None,
+                spec_id=table.metadata.default_spec_id,
+                equality_ids=None,
+                key_metadata=None,
+                **statistics.to_serialized_dict(),
+            )
+        )
+    return described
+
+
 def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, attempts: int = 8) -> int:
     """Add the commit's files to the table in one snapshot, exactly once.
 
@@ -433,9 +529,23 @@ def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, atte
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
             return existing
+        added = data_files(table, commit.files)
         try:
             with table.transaction() as tx:
-                tx.add_files(list(commit.files), snapshot_properties=commit.summary(), check_duplicate_files=False)
+                if tx.table_metadata.name_mapping() is None:
+                    # Our files carry no field ids: readers match their
+                    # columns by name, as add_files arranges.
+                    mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
+                    tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+                update = tx.update_snapshot(snapshot_properties=commit.summary())
+                merge = property_as_bool(
+                    tx.table_metadata.properties,
+                    TableProperties.MANIFEST_MERGE_ENABLED,
+                    TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT,
+                )
+                with update.merge_append() if merge else update.fast_append() as append:
+                    for data_file in added:
+                        append.append_data_file(data_file)
         except CommitFailedException:
             log.info(
                 "commit %s on %s raced another writer (attempt %d); re-checking",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
 
 from connectors.config.transforms import PartitionField
@@ -27,8 +28,11 @@ class TargetTable:
     target: TableTarget
     schema: Schema
     location: str
-    # The table's current partition spec, as transforms of source columns.
+    # The table's current partition spec, as transforms of source columns
+    # (what the Spark data plane splits by)...
     partition_by: tuple[PartitionField, ...] = ()
+    # ...and as Iceberg has it (what the Arrow data plane splits by).
+    spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ def publish(
     table: str,
     location: str,
     staged: StagedPartition,
+    partition_values: str | None = None,
 ) -> DataFile:
     """Move a written file to its immutable name (DESIGN I5) and describe it for the commit.
 
@@ -81,4 +86,5 @@ def publish(
         partition=staged.partition,
         records=metadata.num_rows,
         bytes=fs.get_file_info(target).size,
+        partition_values=partition_values,
     )

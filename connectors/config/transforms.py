@@ -78,11 +78,5 @@ def parse_partition_by(text: str) -> list[PartitionField]:
             raise ValueError(f"{name} needs a width, e.g. {name}(16, {match.group('col')})")
         if name not in _WITH_ARG and arg is not None:
             raise ValueError(f"{name} takes no width")
-        if name == "bucket":
-            # Files are committed with pyiceberg's add_files, which reads each
-            # partition value from the file's column bounds: a bucket (a hash)
-            # cannot be read from bounds, so the committer would have to be
-            # given the values; and Spark SQL has no Iceberg bucket hash.
-            raise ValueError("bucket partitioning is not supported yet; use identity, year/month/day/hour or truncate")
         fields.append(PartitionField(name, match.group("col"), int(arg) if arg else None))
     return fields

@@ -286,9 +286,12 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
             result.add(key, "identifier columns are not supported yet (they go with upsert mode)")
         elif setting == "partition-by":
             try:
-                parse_partition_by(value)
+                fields = parse_partition_by(value)
             except ValueError as exc:
                 result.add(key, str(exc))
+                continue
+            if any(f.transform == "bucket" for f in fields) and (reason := _spark_decodes(config)) is not None:
+                result.add(key, f"bucket partitions are written by the arrow data plane only, and {reason}")
         elif setting == "route-regex":
             try:
                 re.compile(value)
@@ -321,13 +324,24 @@ def arrow_cannot_decode(value_converter: str | None, schemas_enable: bool) -> st
     return None
 
 
-def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
-    if config.get("sinkadmin.writer", "auto").strip() != "arrow":
-        return
-    reason = arrow_cannot_decode(
+def _arrow_reason(config: dict[str, str]) -> str | None:
+    return arrow_cannot_decode(
         CONVERTERS.get(config.get("value.converter", "json").strip()),
         config.get("value.converter.schemas.enable", "false").strip().lower() == "true",
     )
+
+
+def _spark_decodes(config: dict[str, str]) -> str | None:
+    """Why Spark, not the arrow data plane, writes this connector's records, or None."""
+    if config.get("sinkadmin.writer", "auto").strip() == "spark":
+        return "sinkadmin.writer is spark"
+    return _arrow_reason(config)
+
+
+def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
+    if config.get("sinkadmin.writer", "auto").strip() != "arrow":
+        return
+    reason = _arrow_reason(config)
     if reason is not None:
         result.add("sinkadmin.writer", f"{reason}; use spark or auto")
 
