@@ -166,6 +166,19 @@ def answer_all(coordinator: Coordinator, channel: Channel, start: ControlEvent, 
     assert coordinator.phase is Phase.IDLE
 
 
+def next_commit_ends_after(coordinator: Coordinator, clock: Clock, channel: Channel, seconds: float) -> ControlEvent:
+    """Start the next commit and check that its END comes ``seconds`` after its START, not before."""
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    clock.now += seconds - 0.1
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING
+    clock.now += 0.1
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+    return start
+
+
 def test_commits_follow_each_other_an_interval_apart_end_to_end(world: Any) -> None:
     # Committing takes time (here 3 s of a 10 s interval); the interval runs
     # from the previous END, so a commit comes every interval, as with
@@ -174,15 +187,7 @@ def test_commits_follow_each_other_an_interval_apart_end_to_end(world: Any) -> N
     first = start_and_end(coordinator, clock, channel)
     clock.now += 3
     answer_all(coordinator, channel, first)
-    coordinator.step(0)
-    second = channel.last(EventType.START_COMMIT)
-    assert second.commit_id != first.commit_id
-    clock.now += 6.9
-    coordinator.step(0)
-    assert coordinator.phase is Phase.STAGING
-    clock.now += 0.1
-    coordinator.step(0)
-    assert channel.last(EventType.END_COMMIT).commit_id == second.commit_id
+    assert next_commit_ends_after(coordinator, clock, channel, 7).commit_id != first.commit_id
 
 
 def test_after_a_commit_slower_than_the_interval_the_next_ends_at_once(world: Any) -> None:
@@ -213,15 +218,7 @@ def test_after_an_abort_or_a_pause_the_next_commit_gets_a_whole_interval(world: 
         answer_all(coordinator, channel, first)
         coordinator.step(0)
         coordinator.hold = False
-    coordinator.step(0)
-    second = channel.last(EventType.START_COMMIT)
-    assert second.commit_id != first.commit_id
-    clock.now += 9.9
-    coordinator.step(0)
-    assert coordinator.phase is Phase.STAGING
-    clock.now += 0.1
-    coordinator.step(0)
-    assert channel.last(EventType.END_COMMIT).commit_id == second.commit_id
+    assert next_commit_ends_after(coordinator, clock, channel, 10).commit_id != first.commit_id
 
 
 def test_it_commits_once_every_partition_reported(world: Any) -> None:

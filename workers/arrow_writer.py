@@ -97,39 +97,29 @@ def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str 
     return None
 
 
-def _narrow(arrow_type: pa.DataType) -> pa.DataType:
+def _narrow(arrow_type: pa.DataType, dates_as_text: bool = False) -> pa.DataType:
     """The type with 32-bit offsets (string, binary, list) where pyiceberg says large.
 
     A decoded chunk is 1 MiB and a row group a few of them, far from 2 GiB a
     column, and Parquet stores both widths alike: the large types would only
-    cost a cast of every chunk the JSON reader decoded (it makes 32-bit ones).
+    cost a cast of every chunk the JSON reader decoded (it makes 32-bit ones,
+    and knows no large types). With ``dates_as_text``, the type the JSON
+    reader is asked for: dates arrive as text and are cast after.
     """
-    if pa.types.is_large_string(arrow_type):
+    if pa.types.is_large_string(arrow_type) or (dates_as_text and pa.types.is_date(arrow_type)):
         return pa.string()
     if pa.types.is_large_binary(arrow_type):
         return pa.binary()
     if pa.types.is_struct(arrow_type):
-        return pa.struct([f.with_type(_narrow(f.type)) for f in arrow_type])
+        return pa.struct([f.with_type(_narrow(f.type, dates_as_text)) for f in arrow_type])
     if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
-        return pa.list_(arrow_type.value_field.with_type(_narrow(arrow_type.value_type)))
+        return pa.list_(arrow_type.value_field.with_type(_narrow(arrow_type.value_type, dates_as_text)))
     return arrow_type
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
     """The Arrow schema the data plane writes an Iceberg schema's columns with."""
     return pa.schema([f.with_type(_narrow(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
-
-
-def _parse_type(arrow_type: pa.DataType) -> pa.DataType:
-    """The type the JSON reader is asked for (it knows no large types, and
-    dates arrive as text): the result is cast to the table's type after."""
-    if pa.types.is_date(arrow_type) or pa.types.is_large_string(arrow_type):
-        return pa.string()
-    if pa.types.is_struct(arrow_type):
-        return pa.struct([f.with_type(_parse_type(f.type)) for f in arrow_type])
-    if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
-        return pa.list_(arrow_type.value_field.with_type(_parse_type(arrow_type.value_type)))
-    return arrow_type
 
 
 @dataclass
@@ -149,7 +139,7 @@ class JsonDecoder:
 
     def __init__(self, data_schema: pa.Schema) -> None:
         self.data_schema = data_schema
-        self.parse_schema = pa.schema([f.with_type(_parse_type(f.type)) for f in data_schema])
+        self.parse_schema = pa.schema([f.with_type(_narrow(f.type, dates_as_text=True)) for f in data_schema])
         self.needs_cast = self.parse_schema != data_schema
         self._options = pj.ParseOptions(explicit_schema=self.parse_schema, unexpected_field_behavior="ignore")
 

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
@@ -59,17 +60,24 @@ def test_an_existing_table_partitioned_by_day_and_region_gets_one_partition_per_
     assert sum(f["record_count"] for f in files) == 240
 
 
+def sink_to_auto_created_table(
+    name: str, kafka_bootstrap: str, topic: str, partitions: int, count: int, partition_by: str
+) -> Table:
+    """``count`` events over ``partitions`` into db.events, created with ``partition_by``, until committed."""
+    create_topic(kafka_bootstrap, topic, partitions)
+    ends = produce(kafka_bootstrap, topic, events(count), partitions)
+    actions.create_connector(
+        name, sink_config(topic, "db.events", **{"iceberg.table.db.events.partition-by": partition_by})
+    )
+    with running_in_threads(name):
+        wait_until(caught_up(name, ends), 120, "the commit")
+    return table_of(name, "db.events")
+
+
 def test_an_auto_created_table_takes_its_partition_spec_from_the_config(
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str
 ) -> None:
-    create_topic(kafka_bootstrap, topic_name, 1)
-    ends = produce(kafka_bootstrap, topic_name, events(30), 1)
-    actions.create_connector(
-        "auto-parted", sink_config(topic_name, "db.events", **{"iceberg.table.db.events.partition-by": "region"})
-    )
-    with running_in_threads("auto-parted"):
-        wait_until(caught_up("auto-parted", ends), 120, "the commit")
-    table = table_of("auto-parted", "db.events")
+    table = sink_to_auto_created_table("auto-parted", kafka_bootstrap, topic_name, 1, 30, "region")
     assert [f.name for f in table.spec().fields] == ["region"]
     files = table.inspect.files().to_pylist()
     assert sorted(f["partition"]["region"] for f in files) == sorted(REGIONS)
@@ -81,15 +89,7 @@ def test_a_table_bucketed_by_id_gets_icebergs_bucket_of_each_file_and_prunes_by_
     # A bucket is a hash, not readable from a file's bounds: the participant
     # that split the rows sends each file's partition with it. A wrong value
     # would make Iceberg prune the file away from a lookup by id.
-    create_topic(kafka_bootstrap, topic_name, 2)
-    ends = produce(kafka_bootstrap, topic_name, events(240), 2)
-    actions.create_connector(
-        "bucketed",
-        sink_config(topic_name, "db.events", **{"iceberg.table.db.events.partition-by": "bucket(4, id), region"}),
-    )
-    with running_in_threads("bucketed"):
-        wait_until(caught_up("bucketed", ends), 120, "the bucketed commit")
-    table = table_of("bucketed", "db.events")
+    table = sink_to_auto_created_table("bucketed", kafka_bootstrap, topic_name, 2, 240, "bucket(4, id), region")
     assert [str(f.transform) for f in table.spec().fields] == ["bucket[4]", "identity"]
     bucket = BucketTransform(4).transform(LongType())
     files = table.inspect.files().to_pylist()
