@@ -249,6 +249,12 @@ def records_shown(rows: playwright_api.Locator) -> list[int]:
     return [int(text.replace(",", "")) for text in rows.locator("td:nth-of-type(4)").all_inner_texts()]
 
 
+def wait_for_charts(page: playwright_api.Page, *charts: str) -> None:
+    """Until each chart is drawn: Chart.js is a deferred script, the rows can be there before it ran."""
+    for chart in charts:
+        page.wait_for_function(f"() => window.Chart !== undefined && Chart.getChart('{chart}') !== undefined")
+
+
 def read_the_history(page: playwright_api.Page, base: str, in_flight: str) -> None:
     page.goto(f"{base}/connectors/orders-sink/")
     page.get_by_role("link", name="Commit history").first.click()
@@ -262,6 +268,7 @@ def read_the_history(page: playwright_api.Page, base: str, in_flight: str) -> No
     assert records_shown(row) == [FIRST_BATCH]
     expect(row).to_contain_text(f"db.orders: {commit.snapshot_ids['db.orders']}")
     expect(row).to_contain_text("full")
+    wait_for_charts(page, "chart-records")
     assert page.evaluate("Chart.getChart('chart-records').data.datasets[0].data") == [FIRST_BATCH]
     shoot(page, "commit-history")
 
@@ -462,8 +469,7 @@ def read_a_long_history(page: playwright_api.Page, base: str) -> None:
     newest_row = page.locator(f'tr[data-commit="{newest.commit_id}"]')
     expect(newest_row).to_contain_text(f"{newest.records:,}")
     expect(page.locator("#commits")).to_contain_text("partial")
-    for chart in ("chart-records", "chart-duration", "chart-lag"):
-        assert page.evaluate(f"Chart.getChart('{chart}') !== undefined"), chart
+    wait_for_charts(page, "chart-records", "chart-duration", "chart-lag")
     assert page.evaluate("Chart.getChart('chart-records').data.datasets[0].data.length") == 12
     shoot(page, "commit-history-charts")
 
