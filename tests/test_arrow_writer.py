@@ -129,7 +129,7 @@ ROWS_SCHEMA = Schema(
 
 def target(*fields: PartitionField) -> TargetTable:
     spec = partition_spec(ROWS_SCHEMA, fields)
-    return TargetTable(TableTarget("db.t", tuple(fields), None), ROWS_SCHEMA, "/lake/db/t", tuple(fields), spec)
+    return TargetTable(TableTarget("db.t", tuple(fields), None), ROWS_SCHEMA, "/lake/db/t", spec)
 
 
 def rows() -> pa.Table:

@@ -55,7 +55,6 @@ from workers.tables import (
     load_table,
     schema_from_avro,
     schema_from_connect,
-    spec_fields,
     with_metadata_columns,
 )
 from workers.writes import TargetTable, WritePlan, WriteResult
@@ -310,7 +309,6 @@ class TableWriter:
             target=target,
             schema=table.schema(),
             location=table.location(),
-            partition_by=spec_fields(table),
             spec=table.spec(),
         )
 

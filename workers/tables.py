@@ -351,11 +351,10 @@ _TRANSFORMS: dict[str, Transform[Any, Any]] = {
 }
 
 
-def spec_fields(table: Table) -> tuple[PartitionField, ...]:
-    """The table's partition spec in the connector's terms (transform of a source column)."""
-    schema = table.schema()
+def spec_fields(spec: PartitionSpec, schema: Schema) -> tuple[PartitionField, ...]:
+    """A partition spec in the connector's terms (transform of a source column)."""
     fields = []
-    for field in table.spec().fields:
+    for field in spec.fields:
         column = schema.find_column_name(field.source_id) or ""
         transform = field.transform
         if isinstance(transform, BucketTransform):

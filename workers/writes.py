@@ -15,6 +15,7 @@ from connectors.config.transforms import PartitionField
 from connectors.config.validation import TableTarget
 from workers.events import DataFile
 from workers.staging import StagedPartition
+from workers.tables import spec_fields
 
 
 def uri(path: str) -> str:
@@ -28,11 +29,13 @@ class TargetTable:
     target: TableTarget
     schema: Schema
     location: str
-    # The table's current partition spec, as transforms of source columns
-    # (what the Spark data plane splits by)...
-    partition_by: tuple[PartitionField, ...] = ()
-    # ...and as Iceberg has it (what the Arrow data plane splits by).
+    # The table's current partition spec (what the Arrow data plane splits by).
     spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC
+
+    @property
+    def partition_by(self) -> tuple[PartitionField, ...]:
+        """The spec as transforms of source columns (what the Spark data plane splits by)."""
+        return spec_fields(self.spec, self.schema)
 
 
 @dataclass(frozen=True)
