@@ -219,8 +219,9 @@ class TableWriter:
     """Resolves (or creates) a commit's target tables and has its records written.
 
     Which data plane decodes (workers.arrow_writer) is settled per staging
-    round (a commit, or what is read ahead for the next one), once tables exist: the Arrow writer in the participant when it can,
-    Spark otherwise, as ``sinkadmin.writer`` allows.
+    round (a commit, or what is read ahead for the next one), once tables
+    exist: the Arrow writer in the participant when it can, Spark otherwise,
+    as ``sinkadmin.writer`` allows.
     """
 
     def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
