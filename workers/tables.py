@@ -405,17 +405,17 @@ def partition_values_json(spec: PartitionSpec, values: Sequence[Any]) -> str:
     return json.dumps({"spec-id": spec.spec_id, "values": encoded}, separators=(",", ":"))
 
 
-def partition_record(table: Table, text: str, path: str) -> Record:
-    """The partition record of a data file from what ``partition_values_json`` made of it."""
+def partition_record(spec: PartitionSpec, partition_type: StructType, text: str, path: str) -> Record:
+    """The partition record of a data file from what ``partition_values_json`` made of it,
+    for a table whose current spec is ``spec`` (``partition_type``: its values' types)."""
     parsed = json.loads(text)
-    spec = table.spec()
     if parsed["spec-id"] != spec.spec_id:
         raise ValueError(
             f"{path} was written for partition spec {parsed['spec-id']}, but the table's spec is now "
             f"{spec.spec_id}: the commit is retried and its records written again"
         )
     values = []
-    for field, encoded in zip(spec.partition_type(table.schema()).fields, parsed["values"], strict=True):
+    for field, encoded in zip(partition_type.fields, parsed["values"], strict=True):
         value = encoded
         if encoded is not None and isinstance(field.field_type, DecimalType):
             value = Decimal(encoded)
@@ -485,7 +485,8 @@ def data_files(table: Table, files: Iterable[CommitFile]) -> list[IcebergDataFil
     What pyiceberg's ``add_files`` does, except that it can only infer a
     partition from the file's column bounds, which a bucket is not.
     """
-    schema = table.schema()
+    schema, spec = table.schema(), table.spec()
+    partition_type = spec.partition_type(schema)
     statistics_plan = compute_statistics_plan(schema, table.metadata.properties)
     column_ids = parquet_path_to_id_mapping(schema)
     described = []
@@ -495,9 +496,9 @@ def data_files(table: Table, files: Iterable[CommitFile]) -> list[IcebergDataFil
             footer = pq.read_metadata(stream)
         statistics = data_file_statistics_from_parquet_metadata(footer, statistics_plan, column_ids)
         if f.partition_values is not None:
-            partition = partition_record(table, f.partition_values, f.path)
+            partition = partition_record(spec, partition_type, f.partition_values, f.path)
         else:
-            partition = statistics.partition(table.spec(), schema)
+            partition = statistics.partition(spec, schema)
         described.append(
             IcebergDataFile.from_args(
                 content=DataFileContent.DATA,
