@@ -44,6 +44,7 @@ def test_errors_are_reported_per_key() -> None:
             "errors.tolerance": "some",
             "value.converter": "xml",
             "iceberg.tables": "no_namespace",
+            "sinkadmin.commit.max-records": "-1",
         }
     )
     assert set(result.errors) == {
@@ -52,9 +53,11 @@ def test_errors_are_reported_per_key() -> None:
         "errors.tolerance",
         "value.converter",
         "iceberg.tables",
+        "sinkadmin.commit.max-records",
     }
     assert "Not a number of type INT" in result.errors["tasks.max"][0]
     assert "at least 100" in result.errors["iceberg.control.commit.interval-ms"][0]
+    assert "at least 0" in result.errors["sinkadmin.commit.max-records"][0]
 
 
 def test_missing_topics_and_tables_are_named() -> None:

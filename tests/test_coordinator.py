@@ -221,6 +221,63 @@ def test_after_an_abort_or_a_pause_the_next_commit_gets_a_whole_interval(world: 
     assert next_commit_ends_after(coordinator, clock, channel, 10).commit_id != first.commit_id
 
 
+def progress(
+    commit: ControlEvent, tp: tuple[str, int], start: int, records: int, epoch: int = 1, end_requested: bool = False
+) -> ControlEvent:
+    return ControlEvent(
+        EventType.STAGING_PROGRESS,
+        "c",
+        commit.commit_id,
+        epoch,
+        partitions=(PartitionStatus(tp[0], tp[1], start, start + records, records),),
+        end_requested=end_requested,
+    )
+
+
+def test_a_commit_ends_before_its_interval_once_its_partitions_staged_max_records(world: Any) -> None:
+    coordinator, clock, channel, _, _ = world
+    coordinator.settings.max_records = 100
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    clock.now += 1
+    # Counts are a partition's total so far: the later report replaces the earlier.
+    channel.inbox = [progress(start, TP0, 0, 40), progress(start, TP0, 0, 60), progress(start, TP1, 0, 39)]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING
+    channel.inbox = [progress(start, TP1, 0, 40)]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.COLLECTING
+    assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+    # The interval still runs from this END: the next commit gets a whole one.
+    answer_all(coordinator, channel, start, records=60)
+    assert next_commit_ends_after(coordinator, clock, channel, 10).commit_id != start.commit_id
+
+
+def test_a_partition_whose_staging_is_full_ends_the_commit_at_once(world: Any) -> None:
+    coordinator, _, channel, _, _ = world
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [progress(start, TP1, 0, 5, end_requested=True)]
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+
+
+def test_progress_of_another_commit_or_from_a_zombie_does_not_end_a_commit(world: Any) -> None:
+    coordinator, clock, channel, _, _ = world
+    coordinator.settings.max_records = 10
+    first = start_and_end(coordinator, clock, channel)
+    answer_all(coordinator, channel, first)
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    channel.inbox = [
+        progress(first, TP0, 10, 50, end_requested=True),  # the previous commit's
+        progress(second, TP0, 10, 50, epoch=0, end_requested=True),  # a replaced coordinator's
+        progress(second, TP1, 3, 50),  # not where this commit starts
+    ]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING
+
+
 def test_it_commits_once_every_partition_reported(world: Any) -> None:
     coordinator, clock, channel, ledger, committer = world
     start = start_and_end(coordinator, clock, channel)
@@ -353,6 +410,16 @@ def test_events_round_trip_through_avro() -> None:
         retriable=False,
     )
     assert ControlEvent.decode(event.encode()) == event
+    progress = ControlEvent(
+        EventType.STAGING_PROGRESS,
+        "c",
+        uuid.uuid4(),
+        3,
+        task_index=1,
+        partitions=(PartitionStatus("orders", 0, 1, 5, 4),),
+        end_requested=True,
+    )
+    assert ControlEvent.decode(progress.encode()) == progress
 
 
 def test_a_write_error_that_keeps_coming_back_fails_the_connector(world: Any) -> None:
@@ -382,11 +449,19 @@ def test_a_commit_nobody_answered_is_recorded_as_aborted(world: Any) -> None:
     assert not committer.commits and coordinator.phase is Phase.IDLE
 
 
-def test_a_reader_of_the_previous_event_version_still_decodes_a_status() -> None:
-    # Events are written without their schema; a field added at the end
-    # (version 2: file_partitions) is trailing bytes to an older reader.
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
+    # Events are written without their schema; fields added at the end
+    # (version 2: file_partitions, 3: end_requested) are trailing bytes to an
+    # older reader, and a type added at the end of the enum is one it cannot
+    # decode, so it skips that event (as ControlChannel.poll does).
     current = events._SCHEMA
-    previous = fastavro.parse_schema({**current, "fields": current["fields"][:-1]})
+    added = events.SCHEMA_VERSION - version
+    symbols = [e.value for e in EventType if e is not EventType.STAGING_PROGRESS]
+    earlier_fields = [
+        {**f, "type": {**f["type"], "symbols": symbols}} if f["name"] == "type" else f for f in current["fields"]
+    ]
+    earlier = fastavro.parse_schema({**current, "name": f"V{version}", "fields": earlier_fields[:-added]})
     event = ControlEvent(
         EventType.WRITE_STATUS,
         "c",
@@ -395,5 +470,8 @@ def test_a_reader_of_the_previous_event_version_still_decodes_a_status() -> None
         files=(DataFile("db.orders", "/p", "orders", 0, 3, 100, partition_values='{"spec-id":0,"values":[3]}'),),
         error="late",
     )
-    record = fastavro.schemaless_reader(io.BytesIO(event.encode()), previous, previous)
+    record = fastavro.schemaless_reader(io.BytesIO(event.encode()), earlier, earlier)
     assert record["files"][0]["path"] == "/p" and record["error"] == "late"
+    progress = ControlEvent(EventType.STAGING_PROGRESS, "c", uuid.uuid4(), 3, end_requested=True)
+    with pytest.raises(IndexError):  # the enum symbol's index is past the reader's symbols
+        fastavro.schemaless_reader(io.BytesIO(progress.encode()), earlier, earlier)

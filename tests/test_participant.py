@@ -122,7 +122,13 @@ class Writer:
 
 
 def runner(
-    log: PartitionLog, channel: Channel, writer: Writer, tmp_path: Path, buffer_bytes: int, max_bytes: int = 1 << 30
+    log: PartitionLog,
+    channel: Channel,
+    writer: Writer,
+    tmp_path: Path,
+    buffer_bytes: int,
+    max_bytes: int = 1 << 30,
+    **more_config: str,
 ) -> TaskRunner:
     config = SinkConfig.parse(
         {
@@ -131,6 +137,7 @@ def runner(
             "iceberg.tables": "db.orders",
             "sinkadmin.staging.buffer-bytes": str(buffer_bytes),
             "sinkadmin.staging.max-bytes": str(max_bytes),
+            **more_config,
         }
     )
     return TaskRunner(
@@ -230,10 +237,17 @@ def test_reading_ahead_goes_to_a_sink_and_is_bounded_by_max_bytes(tmp_path: Path
     assert task.ahead_id is not None
     decoded = writer.sinks[task.ahead_id].offsets  # all but the last, partial chunk
     assert decoded == list(read_ahead)[: len(decoded)] and len(read_ahead) - len(decoded) < 1000
+    assert not [e for e in channel.sent if e.type is EventType.STAGING_PROGRESS]  # no commit to end yet
     second = start(channel, read_ahead.start)
     task.step()
-    # Adopted: no seek back; the partition stays paused, this commit already holds max-bytes.
+    # Adopted: no seek back; the partition stays paused, this commit already
+    # holds max-bytes, so it asks for its END at once.
     assert len(log.assignments) == 1 and log.pauses == 1 and log.paused
+    asked = channel.last(EventType.STAGING_PROGRESS)
+    assert asked.commit_id == second and asked.end_requested
+    assert [(p.start, p.end, p.records) for p in asked.partitions] == [
+        (read_ahead.start, read_ahead.stop, len(read_ahead))
+    ]
     end(channel, second)
     task.step()
     assert status_range(channel) == (read_ahead.start, read_ahead.stop) and not log.paused
@@ -278,3 +292,57 @@ def test_a_partition_paused_at_max_bytes_is_resumed_by_a_start_that_seeks(tmp_pa
     task.step()
     # Read again from 0, up to the same bound (where it paused again).
     assert status_range(channel) == (0, staged_to) and writer.written[second] == list(range(staged_to))
+
+
+def progress_sent(channel: Channel) -> list[ControlEvent]:
+    return [e for e in channel.sent if e.type is EventType.STAGING_PROGRESS]
+
+
+def test_a_partition_that_fills_its_staging_asks_once_for_the_commits_end(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=50_000), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=65536, max_bytes=1 << 20)
+    task.batch_size = 1000
+    commit = start(channel, 0)
+    task.step(timeout=0)
+    assert not progress_sent(channel)  # without max-records, only a full partition speaks
+    for _ in range(30):
+        task.step(timeout=0)
+    assert log.paused
+    [asked] = progress_sent(channel)
+    assert asked.commit_id == commit and asked.end_requested and asked.task_index == 0
+    assert task.current is not None and asked.partitions[0].end == task.current.buffers[TP].next_offset
+
+
+def test_with_max_records_it_reports_what_it_staged_until_the_coordinator_has_heard_enough(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=1000), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.max-records": "25"})
+    task.PROGRESS_SECONDS = 3600  # only the threshold speaks here
+    commit = start(channel, 0)
+    task.step(timeout=0)
+    task.step(timeout=0)
+    assert not progress_sent(channel)  # 20 records
+    task.step(timeout=0)
+    [reported] = progress_sent(channel)  # 30: this task alone holds max-records
+    assert reported.commit_id == commit and not reported.end_requested
+    assert [(p.start, p.end, p.records) for p in reported.partitions] == [(0, 30, 30)]
+    for _ in range(5):
+        task.step(timeout=0)
+    assert len(progress_sent(channel)) == 1
+
+
+def test_with_max_records_staged_counts_go_out_every_progress_period(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=40), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.max-records": "10000"})
+    task.PROGRESS_SECONDS = 0
+    start(channel, 0)
+    for _ in range(3):
+        task.step(timeout=0)
+    assert [e.partitions[0].records for e in progress_sent(channel)] == [10, 20, 30]
+    task.PROGRESS_SECONDS = 3600
+    task.step(timeout=0)
+    assert len(progress_sent(channel)) == 3  # 40 staged, not told yet
+    # The period passes while nothing more arrives: what is staged still goes out, once.
+    task.PROGRESS_SECONDS = 0
+    task.step(timeout=0)
+    task.step(timeout=0)
+    assert [e.partitions[0].records for e in progress_sent(channel)] == [10, 20, 30, 40]

@@ -1,7 +1,8 @@
 """The coordinator: one per connector, it runs the commit protocol.
 
-START_COMMIT -> (interval) -> END_COMMIT -> collect WRITE_STATUS -> prepare
-in the ledger -> commit every table -> COMMITTED -> ACK_COMMIT.
+START_COMMIT -> (interval, or earlier: a threshold) -> END_COMMIT -> collect
+WRITE_STATUS -> prepare in the ledger -> commit every table -> COMMITTED ->
+ACK_COMMIT.
 
 The class holds the state machine only; the control channel, the ledger, the
 table committer and the clock come in as collaborators, so tests drive every
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from workers.events import ControlPort, EventType, PartitionStatus, ack_commit, end_commit, start_commit
+from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus, ack_commit, end_commit, start_commit
 from workers.failpoints import failpoint
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,9 @@ class CoordinatorSettings:
     commit_interval_s: float
     commit_timeout_s: float
     allow_empty: bool = False
+    # END comes early once the commit's partitions have staged this many
+    # records (0: no such threshold).
+    max_records: int = 0
 
 
 @dataclass
@@ -116,6 +120,10 @@ class _OpenCommit:
     # sink counts it from one commit to the next, so a commit comes every
     # interval rather than every interval plus the time committing takes.
     end_due: float = 0.0
+    # What the participants have staged so far (STAGING_PROGRESS), and
+    # whether one of them cannot stage more: either ends the commit early.
+    staged_records: dict[TopicPartition, int] = field(default_factory=dict)
+    end_requested: bool = False
     ended_mono: float | None = None
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
     files: list[dict[str, Any]] = field(default_factory=list)
@@ -172,7 +180,7 @@ class Coordinator:
         assert self.current is not None
         worked = self._collect(poll_timeout)
         now = self.clock()
-        if self.phase is Phase.STAGING and now >= self.current.end_due:
+        if self.phase is Phase.STAGING and (now >= self.current.end_due or self._threshold_hit(self.current)):
             self._end()
             return True
         if self.phase is Phase.COLLECTING:
@@ -234,11 +242,14 @@ class Coordinator:
         )
         changed = False
         for _, event in events:
-            if event.type is not EventType.WRITE_STATUS:
-                continue
             if event.commit_id != current.commit_id or event.epoch != self.settings.epoch:
                 # A late status of an earlier commit, or one sent to an old
                 # coordinator: its files are never committed (DESIGN step 6).
+                continue
+            if event.type is EventType.STAGING_PROGRESS:
+                self._progress(current, event)
+                continue
+            if event.type is not EventType.WRITE_STATUS:
                 continue
             if event.error:
                 current.error = event.error
@@ -257,6 +268,24 @@ class Coordinator:
         if changed:
             self._publish_phase()
         return changed
+
+    def _progress(self, current: _OpenCommit, event: ControlEvent) -> None:
+        for staged in event.partitions:
+            key = (staged.topic, staged.partition)
+            if current.offsets.get(key) == staged.start:  # (else a zombie's)
+                current.staged_records[key] = staged.records
+        if event.end_requested and not current.end_requested:
+            log.info(
+                "%s: commit %s ends early: task %s paused a partition whose staging is full",
+                self.settings.connector,
+                current.commit_id,
+                event.task_index,
+            )
+            current.end_requested = True
+
+    def _threshold_hit(self, current: _OpenCommit) -> bool:
+        max_records = self.settings.max_records
+        return current.end_requested or (0 < max_records <= sum(current.staged_records.values()))
 
     def _commit(self, complete: bool) -> None:
         current = self.current

@@ -1,11 +1,13 @@
 """Control-topic events, Avro-encoded (fastavro) with a version field.
 
-One record type with optional fields carries all four events, so the schema
+One record type with optional fields carries all the events, so the schema
 evolves by adding fields with defaults at the end of the record: events are
 written without their schema, so a reader of version N decodes what a writer
 of version N+1 sends and ignores the trailing fields it does not know. A
 field of a nested record (a data file's, say) therefore goes at the end of
-the event too, keyed by what it belongs to.
+the event too, keyed by what it belongs to. An event type is added at the
+end of the enum: an older reader cannot decode it and skips it, as it must,
+since it would not know what to do with it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class EventType(StrEnum):
@@ -26,6 +28,9 @@ class EventType(StrEnum):
     END_COMMIT = "END_COMMIT"
     WRITE_STATUS = "WRITE_STATUS"
     ACK_COMMIT = "ACK_COMMIT"
+    # Version 3: what a participant has staged for the open commit so far, so
+    # the coordinator can end it before its interval (DESIGN step 2).
+    STAGING_PROGRESS = "STAGING_PROGRESS"
 
 
 _SCHEMA = fastavro.parse_schema(
@@ -104,6 +109,9 @@ _SCHEMA = fastavro.parse_schema(
             {"name": "snapshot_ids", "type": {"type": "map", "values": "long"}, "default": {}},
             # Version 2: each data file's Iceberg partition (JSON), by path.
             {"name": "file_partitions", "type": {"type": "map", "values": "string"}, "default": {}},
+            # Version 3, STAGING_PROGRESS: a partition's staging is full (it
+            # is paused), so the commit should end now.
+            {"name": "end_requested", "type": "boolean", "default": False},
         ],
     }
 )
@@ -161,6 +169,7 @@ class ControlEvent:
     error: str | None = None
     retriable: bool = False
     snapshot_ids: dict[str, int] = field(default_factory=dict)
+    end_requested: bool = False
 
     def encode(self) -> bytes:
         record = {
@@ -178,6 +187,7 @@ class ControlEvent:
             "retriable": self.retriable,
             "snapshot_ids": self.snapshot_ids,
             "file_partitions": {f.path: f.partition_values for f in self.files if f.partition_values is not None},
+            "end_requested": self.end_requested,
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -204,6 +214,7 @@ class ControlEvent:
             error=record["error"],
             retriable=record["retriable"],
             snapshot_ids=dict(record["snapshot_ids"]),
+            end_requested=record["end_requested"],
         )
 
 

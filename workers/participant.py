@@ -14,7 +14,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
 from pathlib import Path
@@ -65,10 +65,17 @@ class _Commit:
     # Set when staging failed (a chunk could not be written): the commit
     # stops fetching and its WRITE_STATUS carries this error.
     error: str | None = None
+    # What the coordinator was last told of this commit (STAGING_PROGRESS).
+    reported_records: int = 0
+    reported_at: float = field(default_factory=time.monotonic)
+    reported_full: bool = False
 
 
 class TaskRunner:
     FETCH_WAIT_SECONDS = 0.05
+    # How often staged counts go to the coordinator while it counts them
+    # (sinkadmin.commit.max-records).
+    PROGRESS_SECONDS = 0.5
 
     def __init__(
         self,
@@ -180,6 +187,7 @@ class TaskRunner:
             self.consumer.resume([TopicPartition(*tp) for tp in sorted(resumed)])
             self.paused -= resumed
         self.state = TaskState.STAGING
+        self._report_progress(self.current)  # what was adopted may already be enough
 
     def _consume(self, timeout: float) -> bool:
         current = self.current
@@ -197,6 +205,8 @@ class TaskRunner:
             current.error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
             self.consumer.assign([])
             return True
+        if current is not None:
+            self._report_progress(current)
         if messages:
             for tp in buffers:
                 _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
@@ -259,6 +269,43 @@ class TaskRunner:
         return RecordChunk(
             tp[0], tp[1], [m.offset() for m in run], timestamps, [m.key() for m in run], values, headers, errors
         )
+
+    def _report_progress(self, current: _Commit) -> None:
+        """Tell the coordinator what this commit holds, where that may end it early (DESIGN step 2).
+
+        A partition whose staging is full (paused) asks for the END at once:
+        it takes no more records until the commit ends, and waiting out the
+        interval would only idle it. With ``sinkadmin.commit.max-records``
+        the staged counts go out every PROGRESS_SECONDS, and at once when
+        this task alone holds that many, until the coordinator has heard of
+        enough. Otherwise nothing is sent.
+        """
+        full = not self.paused.isdisjoint(current.buffers)
+        records = sum(b.records for b in current.buffers.values())
+        max_records = self.config.commit_max_records
+        now = time.monotonic()
+        counting = current.reported_records < max_records and records > current.reported_records
+        if not (full and not current.reported_full) and not (
+            counting and (records >= max_records or now - current.reported_at >= self.PROGRESS_SECONDS)
+        ):
+            return
+        self.channel.send(
+            ControlEvent(
+                EventType.STAGING_PROGRESS,
+                self.connector,
+                current.commit_id,
+                current.epoch,
+                task_index=self.task_index,
+                task_epoch=self.task_epoch,
+                partitions=tuple(
+                    PartitionStatus(topic, partition, b.start, b.next_offset, b.records)
+                    for (topic, partition), b in sorted(current.buffers.items())
+                ),
+                end_requested=full,
+            )
+        )
+        current.reported_records, current.reported_at = records, now
+        current.reported_full = current.reported_full or full
 
     END_OFFSET_REFRESH_SECONDS = 5.0
 

@@ -367,7 +367,12 @@ def run_coordinator(
     watermarks = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
     coordinator = Coordinator(
         CoordinatorSettings(
-            name, epoch, config.commit_interval_ms / 1000, config.commit_timeout_ms / 1000, config.allow_empty_commit
+            name,
+            epoch,
+            config.commit_interval_ms / 1000,
+            config.commit_timeout_ms / 1000,
+            config.allow_empty_commit,
+            config.commit_max_records,
         ),
         channel,
         DjangoLedger(connector, epoch, config, watermarks),

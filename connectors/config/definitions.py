@@ -269,6 +269,17 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         order=3,
     ),
     ConfigKey(
+        "sinkadmin.commit.max-records",
+        KeyType.LONG,
+        "End a commit before its interval once its partitions have staged this many records, so a backlog "
+        "is committed in bounded steps. 0: only the interval (or a partition reaching "
+        "sinkadmin.staging.max-bytes) ends a commit.",
+        _G_COMMIT,
+        default="0",
+        minimum=0,
+        order=4,
+    ),
+    ConfigKey(
         "sinkadmin.commit.allow-empty",
         KeyType.BOOLEAN,
         "Write a snapshot even for an interval with no records.",
@@ -347,7 +358,7 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.staging.max-bytes",
         KeyType.LONG,
-        "Staged bytes per partition after which the partition is paused until the commit.",
+        "Staged bytes per partition after which the partition is paused and the commit ends early.",
         _G_STAGING,
         default="1073741824",
         minimum=1048576,

@@ -391,6 +391,7 @@ class SinkConfig:
     commit_interval_ms: int
     commit_timeout_ms: int
     allow_empty_commit: bool
+    commit_max_records: int
     errors_tolerance: str
     dlq_topic: str | None
     dlq_replication_factor: int
@@ -447,6 +448,7 @@ class SinkConfig:
             commit_interval_ms=int(get("iceberg.control.commit.interval-ms")),
             commit_timeout_ms=int(get("iceberg.control.commit.timeout-ms")),
             allow_empty_commit=flag("sinkadmin.commit.allow-empty"),
+            commit_max_records=int(get("sinkadmin.commit.max-records")),
             errors_tolerance=get("errors.tolerance"),
             dlq_topic=raw.get("errors.deadletterqueue.topic.name") or None,
             dlq_replication_factor=int(get("errors.deadletterqueue.topic.replication.factor")),

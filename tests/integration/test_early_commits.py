@@ -1,0 +1,101 @@
+"""Commits that end before their interval (DESIGN step 2): on a record
+threshold, and when a partition's staging is full, against the real broker,
+Postgres and catalog.
+
+The interval is ten minutes, far longer than a test runs: every commit a
+test sees ended early. What is left below the threshold waits for the
+interval, so each test stops first and checks that the table holds exactly
+the records of the ranges the ledger committed (I1).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from connectors import actions
+from connectors.models import Commit, CommitState
+from tests.integration.conftest import sink_config
+from tests.integration.helpers import (
+    create_topic,
+    json_records,
+    ledger_offsets,
+    produce,
+    running_in_threads,
+    table_rows,
+    topic_ids,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+TEN_MINUTES = "600000"
+
+
+def committed(name: str) -> list[Commit]:
+    return list(Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED))
+
+
+def assert_table_holds_exactly_the_committed_ranges(name: str, bootstrap: str) -> None:
+    ids = sorted(r["id"] for r in table_rows(name, "db.events"))
+    assert ids == sorted(topic_ids(bootstrap, ledger_offsets(name)))
+    assert len(set(ids)) == len(ids)
+
+
+def test_a_commit_ends_once_its_partitions_staged_max_records(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 4)
+    actions.create_connector(
+        "bounded",
+        sink_config(
+            topic_name,
+            "db.events",
+            **{"iceberg.control.commit.interval-ms": TEN_MINUTES, "sinkadmin.commit.max-records": "300"},
+        ),
+    )
+    waves = 3
+    with running_in_threads("bounded", tasks=2):
+        for wave in range(waves):
+            # Past the threshold counted over both tasks, though each holds
+            # only 200 of a wave: each wave ends at least one commit.
+            produce(kafka_bootstrap, topic_name, json_records(wave * 400, 400), 4)
+            wait_until(lambda w=wave: len(committed("bounded")) > w, 60, f"a commit ended by wave {wave}")
+
+    commits = committed("bounded")
+    # A commit ends once it holds the threshold, with what was staged by then.
+    assert len(commits) >= waves and all(c.records >= 300 for c in commits)
+    assert sum(ledger_offsets("bounded").values()) == sum(c.records for c in commits)
+    assert_table_holds_exactly_the_committed_ranges("bounded", kafka_bootstrap)
+
+
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_a_partition_whose_staging_fills_ends_the_commit_and_nothing_is_lost(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 2)
+    padding = "x" * 1000
+    values: list[bytes | None] = [json.dumps({"id": i, "note": padding}).encode() for i in range(8000)]
+    # ~4.4 MB per partition: a partition stages at most 1 MiB and the run
+    # of records it fetched past that (the broker's response) per commit.
+    produce(kafka_bootstrap, topic_name, values, 2)
+    actions.create_connector(
+        "full",
+        sink_config(
+            topic_name,
+            "db.events",
+            **{
+                "iceberg.control.commit.interval-ms": TEN_MINUTES,
+                "sinkadmin.staging.max-bytes": str(1 << 20),
+                "sinkadmin.staging.buffer-bytes": str(1 << 16),
+                "sinkadmin.writer": writer,
+            },
+        ),
+    )
+    with running_in_threads("full"):
+        # Each partition paused at its bound and asked for the END; the
+        # commit resumed it, and it filled again.
+        wait_until(lambda: len(committed("full")) >= 2, 120, "two commits ended by full staging")
+
+    assert_table_holds_exactly_the_committed_ranges("full", kafka_bootstrap)
