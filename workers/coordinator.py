@@ -120,10 +120,11 @@ class _OpenCommit:
     # sink counts it from one commit to the next, so a commit comes every
     # interval rather than every interval plus the time committing takes.
     end_due: float = 0.0
-    # What the participants have staged so far (STAGING_PROGRESS), and
-    # whether one of them cannot stage more: either ends the commit early.
+    # What the participants have staged so far (STAGING_PROGRESS), and why
+    # one of them asked for the END (it cannot stage more): either ends the
+    # commit early.
     staged_records: dict[TopicPartition, int] = field(default_factory=dict)
-    end_requested: bool = False
+    end_requested: str | None = None
     ended_mono: float | None = None
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
     files: list[dict[str, Any]] = field(default_factory=list)
@@ -180,9 +181,13 @@ class Coordinator:
         assert self.current is not None
         worked = self._collect(poll_timeout)
         now = self.clock()
-        if self.phase is Phase.STAGING and (now >= self.current.end_due or self._threshold_hit(self.current)):
-            self._end()
-            return True
+        if self.phase is Phase.STAGING:
+            early = self._early_end(self.current) if now < self.current.end_due else None
+            if early is not None:
+                log.info("%s: commit %s ends early: %s", self.settings.connector, self.current.commit_id, early)
+            if early is not None or now >= self.current.end_due:
+                self._end()
+                return True
         if self.phase is Phase.COLLECTING:
             assert self.current.ended_mono is not None
             if self.current.error is not None:
@@ -274,18 +279,17 @@ class Coordinator:
             key = (staged.topic, staged.partition)
             if current.offsets.get(key) == staged.start:  # (else a zombie's)
                 current.staged_records[key] = staged.records
-        if event.end_requested and not current.end_requested:
-            log.info(
-                "%s: commit %s ends early: task %s paused a partition whose staging is full",
-                self.settings.connector,
-                current.commit_id,
-                event.task_index,
-            )
-            current.end_requested = True
+        if event.end_requested and current.end_requested is None:
+            current.end_requested = f"task {event.task_index} paused a partition whose staging is full"
 
-    def _threshold_hit(self, current: _OpenCommit) -> bool:
-        max_records = self.settings.max_records
-        return current.end_requested or (0 < max_records <= sum(current.staged_records.values()))
+    def _early_end(self, current: _OpenCommit) -> str | None:
+        """Why the commit should end before its interval (DESIGN step 2), if it should."""
+        if current.end_requested is not None:
+            return current.end_requested
+        staged, max_records = sum(current.staged_records.values()), self.settings.max_records
+        if 0 < max_records <= staged:
+            return f"{staged} records staged (sinkadmin.commit.max-records={max_records})"
+        return None
 
     def _commit(self, complete: bool) -> None:
         current = self.current
