@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+from pyiceberg.types import DoubleType, ListType, LongType, NestedField, StringType, TimestamptzType
 
 from connectors.config.transforms import PartitionField
 from connectors.config.validation import TableTarget
@@ -210,3 +210,31 @@ def test_a_files_partition_travels_as_json_stamped_with_its_spec() -> None:
 def test_a_transform_that_cannot_partition_its_column_is_refused_when_the_table_is_created() -> None:
     with pytest.raises(ValueError, match="column user has type string, which day cannot partition"):
         partition_spec(ROWS_SCHEMA, [PartitionField("day", "user")])
+
+
+def test_with_schema_evolution_new_fields_are_reported_typed_as_auto_create_types_them() -> None:
+    values: list[bytes | None] = [
+        record(1, address={"city": "Oslo", "zip": "0150"}, country="NO", score=3, seen="2024-05-01T10:00:00"),
+        record(2, score=2.5, labels=["a", "b"], nothing=None, empty=[]),
+        record(3, day="2024-05-01"),
+    ]
+    decoded = JsonDecoder(SCHEMA, evolve=True).decode(values, [None] * 3)
+    # The table's columns, as without evolution; the new fields wait for the table to have them.
+    assert decoded.columns.schema == SCHEMA and decoded.positions == [0, 1, 2]
+    assert decoded.columns.column("address").to_pylist() == [{"city": "Oslo"}, None, None]
+    assert decoded.additions is not None
+    added = {f.name: f for f in decoded.additions.fields}
+    # Null in every record so far ("nothing", an empty list): no type to give it yet.
+    assert set(added) == {"address", "country", "score", "seen", "labels"}
+    assert [(f.name, f.field_type) for f in added["address"].field_type.fields] == [("zip", StringType())]
+    assert added["country"].field_type == StringType() and added["seen"].field_type == StringType()
+    assert added["score"].field_type == DoubleType()  # 3 and 2.5: widened, as auto-create does
+    assert isinstance(added["labels"].field_type, ListType)
+    assert added["labels"].field_type.element_type == StringType()
+    assert all(not f.required for f in decoded.additions.fields)
+
+
+def test_without_schema_evolution_new_fields_are_ignored() -> None:
+    decoded = decode([record(1, country="NO", address={"city": "Oslo", "zip": "0150"})])
+    assert decoded.additions is None and decoded.columns.schema == SCHEMA
+    assert decoded.columns.column("address").to_pylist() == [{"city": "Oslo"}]

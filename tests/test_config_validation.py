@@ -154,10 +154,21 @@ def test_connect_validate_shape_lists_definitions_and_hides_passwords() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("iceberg.tables.evolve-schema-enabled", "true"),
         ("iceberg.tables.default-id-columns", "id"),
         ("iceberg.table.db.orders.id-columns", "id"),
     ],
 )
 def test_settings_the_sink_cannot_honour_yet_are_refused_not_ignored(key: str, value: str) -> None:
     assert "not supported yet" in validate_config({**BASE, key: value}).errors[key][0]
+
+
+def test_schema_evolution_is_accepted_where_the_arrow_data_plane_decodes_and_refused_per_key_elsewhere() -> None:
+    key = "iceberg.tables.evolve-schema-enabled"
+    assert validate_config({**BASE, key: "true"}).ok
+    spark = validate_config({**BASE, key: "true", "sinkadmin.writer": "spark"})
+    assert set(spark.errors) == {key}
+    assert "arrow data plane only, and sinkadmin.writer is spark" in spark.errors[key][0]
+    envelope = validate_config({**BASE, key: "true", "value.converter.schemas.enable": "true"})
+    assert "schema envelope" in envelope.errors[key][0]
+    strings = validate_config({**BASE, key: "true", "value.converter": "string"})
+    assert "these values have none" in strings.errors[key][0]

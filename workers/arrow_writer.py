@@ -42,6 +42,7 @@ from pyiceberg.types import (
     IntegerType,
     ListType,
     LongType,
+    NestedField,
     StringType,
     StructType,
     TimestampType,
@@ -130,6 +131,54 @@ class Decoded:
     positions: list[int]
     bad: list[tuple[int, str]] = field(default_factory=list)
     skipped: int = 0
+    # With schema evolution: fields the records have and the table lacks
+    # (their columns are not in ``columns``).
+    additions: Schema | None = None
+
+
+def _inferred_type(arrow_type: pa.DataType, ids: Callable[[], int]) -> IcebergType | None:
+    """The column type for a field Arrow's JSON reader inferred, as auto-create would type its values
+    (workers.tables.infer_schema_from_json); None while every value is null."""
+    if pa.types.is_boolean(arrow_type):
+        return BooleanType()
+    if pa.types.is_integer(arrow_type):
+        return LongType()
+    if pa.types.is_floating(arrow_type):
+        return DoubleType()
+    if pa.types.is_string(arrow_type) or pa.types.is_timestamp(arrow_type):
+        # (Arrow infers timestamps from ISO 8601 text; the table gets text.)
+        return StringType()
+    if pa.types.is_struct(arrow_type):
+        fields = _added_fields(list(arrow_type), {}, ids)
+        return StructType(*fields) if fields else None
+    if pa.types.is_list(arrow_type):
+        element = _inferred_type(arrow_type.value_type, ids)
+        return ListType(ids(), element, element_required=False) if element is not None else None
+    return None
+
+
+def _added_fields(parsed: Sequence[pa.Field], known: dict[str, pa.Field], ids: Callable[[], int]) -> list[NestedField]:
+    added = []
+    for f in parsed:
+        mine = known.get(f.name)
+        if mine is None:
+            field_type = _inferred_type(f.type, ids)
+        elif pa.types.is_struct(f.type) and pa.types.is_struct(mine.type):
+            nested = _added_fields(list(f.type), {g.name: g for g in mine.type}, ids)
+            field_type = StructType(*nested) if nested else None
+        else:
+            continue
+        if field_type is not None:
+            added.append(NestedField(ids(), f.name, field_type, required=False))
+    return added
+
+
+def schema_additions(parsed: pa.Schema, known: pa.Schema) -> Schema | None:
+    """The fields of ``parsed`` (the JSON reader's inferred schema) that ``known`` lacks, top-level and
+    in structs, as Iceberg fields to add; None if there are none with a value yet."""
+    counter = iter(range(1, 1 << 31))
+    fields = _added_fields(list(parsed), {f.name: f for f in known}, lambda: next(counter))
+    return Schema(*fields) if fields else None
 
 
 class JsonDecoder:
@@ -137,13 +186,21 @@ class JsonDecoder:
 
     MIN_BLOCK = 1 << 20
 
-    def __init__(self, data_schema: pa.Schema) -> None:
+    def __init__(self, data_schema: pa.Schema, evolve: bool = False) -> None:
         self.data_schema = data_schema
         self.parse_schema = pa.schema([f.with_type(_narrow(f.type, dates_as_text=True)) for f in data_schema])
         self.needs_cast = self.parse_schema != data_schema
-        self._options = pj.ParseOptions(explicit_schema=self.parse_schema, unexpected_field_behavior="ignore")
+        # With schema evolution the reader also types the fields the table
+        # lacks, as it would for a table it knew nothing of; without, it
+        # skips them (as the Iceberg sink ignores them).
+        self.evolve = evolve
+        self._options = pj.ParseOptions(
+            explicit_schema=self.parse_schema, unexpected_field_behavior="infer" if evolve else "ignore"
+        )
+        self._additions: Schema | None = None
 
     def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
+        self._additions = None
         lines: list[bytes] = []
         positions: list[int] = []
         bad: list[tuple[int, str]] = []
@@ -171,7 +228,7 @@ class JsonDecoder:
             self._isolate(lines, positions, tables, good, bad)
         columns = pa.concat_tables(tables) if tables else self.data_schema.empty_table()
         bad.sort()
-        return Decoded(columns, good, bad, skipped)
+        return Decoded(columns, good, bad, skipped, self._additions)
 
     def _parse(self, lines: Sequence[bytes], block_size: int = MIN_BLOCK) -> pa.Table:
         data = b"\n".join(lines)
@@ -186,6 +243,11 @@ class JsonDecoder:
         if table.num_rows != len(lines):
             # A value holding more than one JSON value (or a line break).
             raise ValueError("value holds more than one JSON value")
+        if self.evolve and table.schema != self.parse_schema:
+            if self._additions is None:
+                self._additions = schema_additions(table.schema, self.parse_schema)
+            # The table's columns only (casting a struct drops its new fields).
+            table = table.select(self.parse_schema.names).cast(self.parse_schema)
         if self.needs_cast:
             table = table.cast(self.data_schema)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
@@ -377,6 +439,7 @@ class ArrowPartitionWriter:
         self,
         config: SinkConfig,
         plan_for: Callable[[Sequence[bytes | None]], WritePlan],
+        evolve_for: Callable[[Schema], tuple[TargetTable, ...]],
         staging_id: uuid.UUID,
         topic: str,
         partition: int,
@@ -385,6 +448,8 @@ class ArrowPartitionWriter:
     ) -> None:
         self.config = config
         self.plan_for = plan_for
+        # Adds fields to the plan's tables (schema evolution) and returns them as they are then.
+        self.evolve_for = evolve_for
         self.staging_id = staging_id
         self.topic = topic
         self.partition = partition
@@ -398,6 +463,9 @@ class ArrowPartitionWriter:
         self.raw: RawStagingFile | None = None  # every record, when Spark decodes
         self.rejects: RawStagingFile | None = None  # the undecodable ones, for the dead-letter topic
         self.outputs: list[ArrowTableOutput] = []
+        # Files closed when the tables' schema changed (each file has one schema).
+        self.closed: list[StagedFile] = []
+        self.schemas = 0
         self.decoder: JsonDecoder | None = None
         self.value_column = "value"  # string and bytes values: the table's one data column
         self.bad: list[BadRecord] = []
@@ -410,6 +478,12 @@ class ArrowPartitionWriter:
             self.raw.write(chunk)
             return
         decoded = self._decode(chunk)
+        if decoded.additions is not None:
+            # New fields (schema evolution): add them to the tables, then
+            # decode the chunk again with them. (A field whose type the
+            # table refused stays out of the table, as without evolution.)
+            self._open(self.evolve_for(decoded.additions))
+            decoded = self._decode(chunk)
         if decoded.bad:
             self.bad.extend(
                 BadRecord(self.topic, self.partition, chunk.offsets[i], reason) for i, reason in decoded.bad
@@ -442,21 +516,30 @@ class ArrowPartitionWriter:
                 raw_staging_path(self.staging_dir, self.topic, self.partition, self.start), self.config.buffer_bytes
             )
             return
+        self._open(plan.tables)
         first = plan.tables[0]
-        data_fields = [f for f in first.schema.fields if not f.name.startswith("_kafka_")]
-        if self.config.value_converter == "json":
-            self.decoder = JsonDecoder(arrow_schema(Schema(*data_fields)))
-        else:
-            self.value_column = data_fields[0].name if data_fields else "value"
-        prefix = f"{self.topic}+{self.partition}+{self.start}"
-        for table in plan.tables:
-            tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.staging_id}-{self.attempt}"
-            self.outputs.append(ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes))
         route_field = self.config.route_field
         if route_field and self.decoder is not None and route_field not in self.decoder.data_schema.names:
             raise ValueError(
                 f"iceberg.tables.route-field {self.config.route_field!r} is not a column of {first.target.name}"
             )
+
+    def _open(self, tables: Sequence[TargetTable]) -> None:
+        """Decoder and open files for the tables' current schemas (those open until now are closed)."""
+        data_fields = [f for f in tables[0].schema.fields if not f.name.startswith("_kafka_")]
+        if self.config.value_converter == "json":
+            self.decoder = JsonDecoder(arrow_schema(Schema(*data_fields)), evolve=self.config.evolve_schema)
+        else:
+            self.value_column = data_fields[0].name if data_fields else "value"
+        for output in self.outputs:
+            self.closed.extend(output.close())
+        # Unique temporary names per schema: the files are renamed when published.
+        prefix = f"{self.topic}+{self.partition}+{self.start}" + (f"-s{self.schemas}" if self.schemas else "")
+        self.schemas += 1
+        self.outputs = []
+        for table in tables:
+            tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.staging_id}-{self.attempt}"
+            self.outputs.append(ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes))
 
     def _decode(self, chunk: RecordChunk) -> Decoded:
         if self.decoder is not None:
@@ -508,7 +591,7 @@ class ArrowPartitionWriter:
             staged.path = self.raw.close()
             return staged
         staged.decoded = True
-        staged.files = [f for output in self.outputs for f in output.close()]
+        staged.files = self.closed + [f for output in self.outputs for f in output.close()]
         staged.bad = self.bad
         staged.skipped = self.skipped
         staged.path = self.rejects.close() if self.rejects is not None else None
@@ -520,6 +603,9 @@ class ArrowPartitionWriter:
                 sink.discard()
         for output in self.outputs:
             output.discard()
+        for closed in self.closed:
+            pafs.FileSystem.from_uri(uri(closed.location))[0].delete_file(closed.path)
+        self.closed.clear()
 
 
 def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition) -> list[DataFile]:

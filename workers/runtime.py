@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Consumer, TopicPartition
 from django.conf import settings
 from django.db import close_old_connections
+from pyiceberg.schema import Schema
 
 from connectors import actions
 from connectors.actions import runtime as runtime_state
@@ -51,6 +52,7 @@ from workers.tables import (
     catalog_for,
     commit_to_table,
     create_table,
+    evolve_table,
     infer_schema_from_json,
     load_table,
     schema_from_avro,
@@ -248,7 +250,14 @@ class TableWriter:
         if self.config.writer == "spark":
             return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
         return ArrowPartitionWriter(
-            self.config, lambda samples: self.plan(staging_id, samples), staging_id, topic, partition, start, directory
+            self.config,
+            lambda samples: self.plan(staging_id, samples),
+            lambda additions: self.evolve(staging_id, additions),
+            staging_id,
+            topic,
+            partition,
+            start,
+            directory,
         )
 
     def plan(self, staging_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
@@ -264,6 +273,13 @@ class TableWriter:
             if self.config.writer == "arrow":
                 raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
             engine = "spark"
+        if engine == "spark" and self.config.evolve_schema:
+            # (Validation refuses evolution where Spark must decode; here a
+            # table has a column type Arrow's JSON reader cannot produce.)
+            raise ValueError(
+                f"iceberg.tables.evolve-schema-enabled needs the arrow data plane, and Spark must decode "
+                f"these records ({reason})"
+            )
         bucketed = [str(f) for t in tables for f in t.partition_by if f.transform == "bucket"]
         if engine == "spark" and bucketed:
             # A table partitioned by bucket elsewhere (validation refuses a
@@ -275,6 +291,16 @@ class TableWriter:
         plan = WritePlan(tables, engine)
         self._plan = (staging_id, plan)
         return plan
+
+    def evolve(self, staging_id: uuid.UUID, additions: Schema) -> tuple[TargetTable, ...]:
+        """Add new record fields to every table (schema evolution); the tables as they are then."""
+        tables = tuple(
+            self._described(target, evolve_table(self.catalog, target.name, additions)) for target in self.config.tables
+        )
+        if self._plan is not None and self._plan[0] == staging_id:
+            # Partitions that settle from now on start with the new columns.
+            self._plan = (staging_id, WritePlan(tables, self._plan[1].engine))
+        return tables
 
     def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         result = WriteResult()
@@ -306,12 +332,11 @@ class TableWriter:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
             table = create_table(self.catalog, target.name, schema, target.partition_by)
-        return TargetTable(
-            target=target,
-            schema=table.schema(),
-            location=table.location(),
-            spec=table.spec(),
-        )
+        return self._described(target, table)
+
+    @staticmethod
+    def _described(target: Any, table: Any) -> TargetTable:
+        return TargetTable(target=target, schema=table.schema(), location=table.location(), spec=table.spec())
 
     @staticmethod
     def _samples(staged: Sequence[StagedPartition]) -> list[bytes | None]:
@@ -324,7 +349,6 @@ class TableWriter:
         return values
 
     def _schema_from(self, values: Sequence[bytes | None]) -> Any:
-        from pyiceberg.schema import Schema
         from pyiceberg.types import BinaryType, NestedField, StringType
 
         cfg = self.config

@@ -25,6 +25,7 @@ from pyiceberg.exceptions import (
     NamespaceAlreadyExistsError,
     NoSuchTableError,
     TableAlreadyExistsError,
+    ValidationError,
 )
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
@@ -586,6 +587,29 @@ def create_table(catalog: Catalog, name: str, schema: Schema, partition_by: Iter
             )
         except TableAlreadyExistsError:
             return catalog.load_table(name)
+
+
+def evolve_table(catalog: Catalog, name: str, additions: Schema, attempts: int = 5) -> Table:
+    """The table with the fields of ``additions`` it lacks added, as optional columns (nested ones in their struct).
+
+    Tasks that see the same new field race to add it: the catalog's commit
+    asserts the schema it started from, so the loser reloads and finds the
+    column there (a union that changes nothing commits nothing). A field the
+    table has with another type is not changed: its records are bad records.
+    """
+    for attempt in range(attempts):
+        table = catalog.load_table(name)
+        try:
+            with table.update_schema() as update:
+                update.union_by_name(additions)
+        except CommitFailedException:
+            log.info("schema update of %s raced another writer (attempt %d); retrying", name, attempt + 1)
+            continue
+        except ValidationError as exc:
+            # (e.g. a long column that a chunk's records hold as text)
+            log.warning("%s keeps its schema: %s", name, exc)
+        return catalog.load_table(name)
+    raise CommitFailedException(f"could not update the schema of {name} after {attempts} attempts")
 
 
 def recovered_commits(catalog: Catalog, table_names: Iterable[str], connector: str) -> list[Any]:

@@ -177,7 +177,8 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "iceberg.tables.evolve-schema-enabled",
         KeyType.BOOLEAN,
-        "Add columns to the table for new record fields.",
+        "Add columns to the table for new record fields (top-level, and in structs), typed as auto-create "
+        "types them. Plain JSON values, decoded by the arrow data plane.",
         _G_TABLES,
         default="false",
         order=4,

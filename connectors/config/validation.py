@@ -30,7 +30,6 @@ TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
 UNSUPPORTED_SWITCHES = {
     "iceberg.tables.upsert-mode-enabled": "upsert mode is not supported yet; records are appended",
     "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet; list tables in iceberg.tables",
-    "iceberg.tables.evolve-schema-enabled": "schema evolution is not supported yet: fields not in the table are ignored",
 }
 UNSUPPORTED_KEYS = {
     "iceberg.tables.cdc-field": "CDC (update/delete) records are not supported yet; records are appended",
@@ -157,6 +156,7 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
     _check_tables(result, config)
     _check_errors(result, config)
     _check_writer(result, config)
+    _check_evolve_schema(result, config)
     _check_unsupported(result, config)
     _check_own_namespace(result, plugin, config)
     return result
@@ -344,6 +344,16 @@ def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
     reason = _arrow_reason(config)
     if reason is not None:
         result.add("sinkadmin.writer", f"{reason}; use spark or auto")
+
+
+def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> None:
+    key = "iceberg.tables.evolve-schema-enabled"
+    if config.get(key, "false").strip().lower() != "true":
+        return
+    if CONVERTERS.get(config.get("value.converter", "json").strip()) in ("string", "bytearray"):
+        result.add(key, "schema evolution adds columns for the fields of JSON values; these values have none")
+    elif (reason := _spark_decodes(config)) is not None:
+        result.add(key, f"schema evolution is done by the arrow data plane only, and {reason}")
 
 
 def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
