@@ -289,20 +289,14 @@ class TaskRunner:
             counting and (records >= max_records or now - current.reported_at >= self.PROGRESS_SECONDS)
         ):
             return
-        self.channel.send(
-            ControlEvent(
-                EventType.STAGING_PROGRESS,
-                self.connector,
-                current.commit_id,
-                current.epoch,
-                task_index=self.task_index,
-                task_epoch=self.task_epoch,
-                partitions=tuple(
-                    PartitionStatus(topic, partition, b.start, b.next_offset, b.records)
-                    for (topic, partition), b in sorted(current.buffers.items())
-                ),
-                end_requested=full,
-            )
+        self._send(
+            EventType.STAGING_PROGRESS,
+            current,
+            partitions=tuple(
+                PartitionStatus(topic, partition, b.start, b.next_offset, b.records)
+                for (topic, partition), b in sorted(current.buffers.items())
+            ),
+            end_requested=full,
         )
         current.reported_records, current.reported_at = records, now
         current.reported_full = current.reported_full or full
@@ -351,19 +345,13 @@ class TaskRunner:
             time.monotonic() - began,
             "" if error is None else " (failed)",
         )
-        self.channel.send(
-            ControlEvent(
-                EventType.WRITE_STATUS,
-                self.connector,
-                current.commit_id,
-                current.epoch,
-                task_index=self.task_index,
-                task_epoch=self.task_epoch,
-                partitions=tuple(statuses),
-                files=tuple(result.files),
-                error=error,
-                retriable=retriable,
-            )
+        self._send(
+            EventType.WRITE_STATUS,
+            current,
+            partitions=tuple(statuses),
+            files=tuple(result.files),
+            error=error,
+            retriable=retriable,
         )
         if error is not None:
             for buffer in current.buffers.values():
@@ -383,6 +371,20 @@ class TaskRunner:
         clear_directory(self._staging_for(current.staging_id))
         self.current = None
         self.state = TaskState.WAITING
+
+    def _send(self, kind: EventType, current: _Commit, **fields: Any) -> None:
+        """An event of this task about ``current``, stamped with its commit and epoch."""
+        self.channel.send(
+            ControlEvent(
+                kind,
+                self.connector,
+                current.commit_id,
+                current.epoch,
+                task_index=self.task_index,
+                task_epoch=self.task_epoch,
+                **fields,
+            )
+        )
 
     def _statuses(self, staged: list[StagedPartition], result: WriteResult) -> tuple[list[PartitionStatus], str | None]:
         bad_by_tp: dict[TP, int] = {}
