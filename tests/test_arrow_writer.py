@@ -8,12 +8,12 @@ import json
 import pyarrow as pa
 import pytest
 from pyiceberg.schema import Schema
-from pyiceberg.types import DoubleType, ListType, LongType, NestedField, StringType, TimestamptzType
+from pyiceberg.types import DoubleType, ListType, LongType, NestedField, StringType, StructType, TimestamptzType
 
 from connectors.config.transforms import PartitionField
 from connectors.config.validation import TableTarget
 from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, arrow_schema, split_by_partition
-from workers.tables import partition_spec, partition_values_json
+from workers.tables import missing_fields, partition_spec, partition_values_json
 from workers.writes import TargetTable
 
 SCHEMA = pa.schema(
@@ -238,3 +238,25 @@ def test_without_schema_evolution_new_fields_are_ignored() -> None:
     decoded = decode([record(1, country="NO", address={"city": "Oslo", "zip": "0150"})])
     assert decoded.additions is None and decoded.columns.schema == SCHEMA
     assert decoded.columns.column("address").to_pylist() == [{"city": "Oslo"}]
+
+
+def test_only_the_fields_a_table_lacks_are_added_nested_ones_under_their_struct() -> None:
+    table = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "address", StructType(NestedField(3, "city", StringType(), required=False)), required=False),
+    )
+    records = Schema(
+        NestedField(1, "id", StringType(), required=False),  # another type: the table's stays
+        NestedField(
+            2,
+            "address",
+            StructType(
+                NestedField(3, "city", StringType(), required=False), NestedField(4, "zip", LongType(), required=False)
+            ),
+            required=False,
+        ),
+        NestedField(5, "country", StringType(), required=False),
+    )
+    missing = missing_fields(table, records)
+    assert missing is not None and sorted(missing.column_names) == ["address", "address.zip", "country"]
+    assert missing_fields(records, table) is None

@@ -162,13 +162,18 @@ def test_settings_the_sink_cannot_honour_yet_are_refused_not_ignored(key: str, v
     assert "not supported yet" in validate_config({**BASE, key: value}).errors[key][0]
 
 
-def test_schema_evolution_is_accepted_where_the_arrow_data_plane_decodes_and_refused_per_key_elsewhere() -> None:
+def test_schema_evolution_is_accepted_where_records_carry_or_reveal_their_schema_and_refused_per_key_elsewhere() -> (
+    None
+):
     key = "iceberg.tables.evolve-schema-enabled"
-    assert validate_config({**BASE, key: "true"}).ok
+    assert validate_config({**BASE, key: "true"}).ok  # plain JSON, the arrow data plane
+    assert validate_config({**BASE, key: "true", "value.converter.schemas.enable": "true"}).ok
+    envelope_on_spark = {"value.converter.schemas.enable": "true", "sinkadmin.writer": "spark"}
+    assert validate_config({**BASE, key: "true", **envelope_on_spark}).ok
+    avro = {"value.converter": "avro", "value.converter.avro.schema": '{"type": "record", "name": "r", "fields": []}'}
+    assert validate_config({**BASE, key: "true", **avro}).ok
     spark = validate_config({**BASE, key: "true", "sinkadmin.writer": "spark"})
     assert set(spark.errors) == {key}
-    assert "arrow data plane only, and sinkadmin.writer is spark" in spark.errors[key][0]
-    envelope = validate_config({**BASE, key: "true", "value.converter.schemas.enable": "true"})
-    assert "schema envelope" in envelope.errors[key][0]
+    assert "plain JSON is done by the arrow data plane" in spark.errors[key][0]
     strings = validate_config({**BASE, key: "true", "value.converter": "string"})
     assert "these values have none" in strings.errors[key][0]

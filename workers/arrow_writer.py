@@ -480,8 +480,8 @@ class ArrowPartitionWriter:
         decoded = self._decode(chunk)
         if decoded.additions is not None:
             # New fields (schema evolution): add them to the tables, then
-            # decode the chunk again with them. (A field whose type the
-            # table refused stays out of the table, as without evolution.)
+            # decode the chunk again with them. (A field another task added
+            # first keeps its type; records that do not fit it are bad.)
             self._open(self.evolve_for(decoded.additions))
             decoded = self._decode(chunk)
         if decoded.bad:

@@ -273,12 +273,13 @@ class TableWriter:
             if self.config.writer == "arrow":
                 raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
             engine = "spark"
-        if engine == "spark" and self.config.evolve_schema:
-            # (Validation refuses evolution where Spark must decode; here a
+        cfg = self.config
+        if engine == "spark" and cfg.evolve_schema and cfg.value_converter == "json" and not cfg.schemas_enable:
+            # (Validation refuses sinkadmin.writer=spark for this; here a
             # table has a column type Arrow's JSON reader cannot produce.)
             raise ValueError(
-                f"iceberg.tables.evolve-schema-enabled needs the arrow data plane, and Spark must decode "
-                f"these records ({reason})"
+                f"iceberg.tables.evolve-schema-enabled needs the arrow data plane for plain JSON, and Spark "
+                f"must decode these records ({reason})"
             )
         bucketed = [str(f) for t in tables for f in t.partition_by if f.transform == "bucket"]
         if engine == "spark" and bucketed:
@@ -318,6 +319,11 @@ class TableWriter:
                 tables = list(self._plan[1].tables)
             else:
                 tables = [self._target(t, lambda: self._samples(raw)) for t in self.config.tables]
+            if self.config.evolve_schema and self.config.schemas_enable:
+                # Envelopes carry their schema: fields of any of them that
+                # the tables lack are added before Spark decodes.
+                for schema in self.spark.envelope_schemas(raw):
+                    tables = list(self.evolve(staging_id, schema))
             spark = self.spark.write(commit_id, raw, tables)
             result.files.extend(spark.files)
             result.bad.extend(spark.bad)
@@ -327,6 +333,10 @@ class TableWriter:
 
     def _target(self, target: Any, samples: Callable[[], Sequence[bytes | None]]) -> TargetTable:
         table = load_table(self.catalog, target.name)
+        if table is not None and self.config.evolve_schema and self.config.value_converter == "avro":
+            # The Avro schema is the config's: fields added there (and the
+            # connector restarted) become columns.
+            table = evolve_table(self.catalog, target.name, self._schema_from([]))
         if table is None:
             if not self.config.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")

@@ -10,6 +10,7 @@ under the table location (DESIGN I5).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
@@ -23,7 +24,7 @@ from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
 from workers.events import DataFile
 from workers.staging import STAGING_SCHEMA, StagedPartition
-from workers.tables import spark_ddl
+from workers.tables import schema_from_connect, spark_ddl
 from workers.writes import BadRecord, TargetTable, WriteResult, publish, uri
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,25 @@ class SparkWriter:
                 bad_rows = bad_rows.limit(1)
             result.bad = [BadRecord(r["topic"], r["partition"], r["offset"], r["reason"]) for r in bad_rows.collect()]
         return result
+
+    def envelope_schemas(self, staged: Sequence[StagedPartition]) -> list[Schema]:
+        """The distinct record schemas of the staged Kafka Connect envelopes, as table schemas
+        (schema evolution; one extra pass over the records, in the JVM). A schema that is not
+        a struct is left out: its records are bad records when decoded."""
+        from pyspark.sql import functions as F
+
+        paths = [uri(str(s.path)) for s in staged if s.path is not None and s.records > 0]
+        if not paths:
+            return []
+        raw = self.spark.read.schema(STAGING_DDL).parquet(*paths)
+        texts = raw.select(F.get_json_object(F.col("value").cast("string"), "$.schema").alias("schema"))
+        schemas = []
+        for row in texts.where(F.col("schema").isNotNull()).distinct().collect():
+            try:
+                schemas.append(schema_from_connect(json.loads(row["schema"])))
+            except ValueError:
+                continue
+        return schemas
 
     def _decode(self, raw: Any, tables: Sequence[TargetTable]) -> tuple[Any, Any, Any]:
         """Columns of the first table's schema (plus metadata), a bad-record and a skip condition."""

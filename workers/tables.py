@@ -25,7 +25,6 @@ from pyiceberg.exceptions import (
     NamespaceAlreadyExistsError,
     NoSuchTableError,
     TableAlreadyExistsError,
-    ValidationError,
 )
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
@@ -589,25 +588,47 @@ def create_table(catalog: Catalog, name: str, schema: Schema, partition_by: Iter
             return catalog.load_table(name)
 
 
+def _missing_fields(existing: StructType, candidate: StructType) -> list[NestedField]:
+    have = {f.name: f for f in existing.fields}
+    missing = []
+    for f in candidate.fields:
+        mine = have.get(f.name)
+        if mine is None:
+            missing.append(f)
+        elif isinstance(mine.field_type, StructType) and isinstance(f.field_type, StructType):
+            nested = _missing_fields(mine.field_type, f.field_type)
+            if nested:
+                missing.append(NestedField(f.field_id, f.name, StructType(*nested), required=False))
+    return missing
+
+
+def missing_fields(existing: Schema, candidate: Schema) -> Schema | None:
+    """The fields of ``candidate`` that ``existing`` lacks, by name (nested ones under their struct), or None."""
+    fields = _missing_fields(existing.as_struct(), candidate.as_struct())
+    return Schema(*fields) if fields else None
+
+
 def evolve_table(catalog: Catalog, name: str, additions: Schema, attempts: int = 5) -> Table:
     """The table with the fields of ``additions`` it lacks added, as optional columns (nested ones in their struct).
 
-    Tasks that see the same new field race to add it: the catalog's commit
-    asserts the schema it started from, so the loser reloads and finds the
-    column there (a union that changes nothing commits nothing). A field the
-    table has with another type is not changed: its records are bad records.
+    Only missing fields are added: a field the table has keeps its type
+    (records that do not fit it are bad records), and a schema with nothing
+    new changes nothing. Tasks that see the same new field race to add it:
+    the catalog's commit asserts the schema it started from, so the loser
+    reloads and finds the column there.
     """
     for attempt in range(attempts):
         table = catalog.load_table(name)
+        missing = missing_fields(table.schema(), additions)
+        if missing is None:
+            return table
         try:
             with table.update_schema() as update:
-                update.union_by_name(additions)
+                update.union_by_name(missing)
         except CommitFailedException:
             log.info("schema update of %s raced another writer (attempt %d); retrying", name, attempt + 1)
             continue
-        except ValidationError as exc:
-            # (e.g. a long column that a chunk's records hold as text)
-            log.warning("%s keeps its schema: %s", name, exc)
+        log.info("%s: added columns %s", name, ", ".join(missing.column_names))
         return catalog.load_table(name)
     raise CommitFailedException(f"could not update the schema of {name} after {attempts} attempts")
 

@@ -178,7 +178,8 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         "iceberg.tables.evolve-schema-enabled",
         KeyType.BOOLEAN,
         "Add columns to the table for new record fields (top-level, and in structs), typed as auto-create "
-        "types them. Plain JSON values, decoded by the arrow data plane.",
+        "types them: from the Kafka Connect schema envelope, the Avro schema in the config, or the values "
+        "of plain JSON (arrow data plane).",
         _G_TABLES,
         default="false",
         order=4,

@@ -350,10 +350,14 @@ def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> No
     key = "iceberg.tables.evolve-schema-enabled"
     if config.get(key, "false").strip().lower() != "true":
         return
-    if CONVERTERS.get(config.get("value.converter", "json").strip()) in ("string", "bytearray"):
-        result.add(key, "schema evolution adds columns for the fields of JSON values; these values have none")
-    elif (reason := _spark_decodes(config)) is not None:
-        result.add(key, f"schema evolution is done by the arrow data plane only, and {reason}")
+    converter = CONVERTERS.get(config.get("value.converter", "json").strip())
+    envelope = config.get("value.converter.schemas.enable", "false").strip().lower() == "true"
+    if converter in ("string", "bytearray"):
+        result.add(key, "schema evolution adds columns for the fields of records; these values have none")
+    elif converter == "json" and not envelope and config.get("sinkadmin.writer", "auto").strip() == "spark":
+        # (Envelopes and Avro carry their schema; plain JSON's fields are
+        # typed by the arrow data plane as it reads them.)
+        result.add(key, "schema evolution of plain JSON is done by the arrow data plane; use auto or arrow")
 
 
 def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:

@@ -5,8 +5,10 @@ the tasks race to add them."""
 
 from __future__ import annotations
 
+import io
 import json
 
+import fastavro
 import pytest
 
 from connectors import actions
@@ -78,3 +80,93 @@ def test_new_record_fields_become_columns_and_every_record_lands_once(
     assert rows[202]["score"] == 1.5
     assert rows[401]["country"] is None and rows[401]["address"] == {"city": "Bergen", "floor": None}
     assert rows[2401]["address"] == {"city": "Bergen", "floor": 2}
+
+
+def envelope(schema_fields: list[dict[str, object]], payload: dict[str, object]) -> bytes:
+    return json.dumps({"schema": {"type": "struct", "fields": schema_fields}, "payload": payload}).encode()
+
+
+def test_fields_added_to_connect_envelope_schemas_become_columns(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    v1 = [{"field": "id", "type": "int64"}, {"field": "name", "type": "string"}]
+    city = {"field": "city", "type": "string"}
+    v2 = [*v1, {"field": "address", "type": "struct", "fields": [city]}, {"field": "vip", "type": "boolean"}]
+    zip_code = {"field": "zip", "type": "int32"}
+    v3 = [*v1, {"field": "address", "type": "struct", "fields": [city, zip_code]}]
+    create_topic(kafka_bootstrap, topic_name, 2)
+    actions.create_connector(
+        "enveloped",
+        sink_config(
+            topic_name,
+            "db.events",
+            **{"iceberg.tables.evolve-schema-enabled": "true", "value.converter.schemas.enable": "true"},
+        ),
+    )
+    first = [envelope(v1, {"id": i, "name": f"n{i}"}) for i in range(40)]
+    # Old and new producers side by side, in one commit: the union of their schemas.
+    mixed = [
+        envelope(v2, {"id": i, "name": f"n{i}", "address": {"city": "Oslo"}, "vip": True})
+        if i % 2
+        else envelope(v3, {"id": i, "name": f"n{i}", "address": {"city": "Bergen", "zip": 5003}})
+        for i in range(40, 80)
+    ]
+    with running_in_threads("enveloped"):
+        ends = produce(kafka_bootstrap, topic_name, first, 2)
+        wait_until(caught_up("enveloped", ends), 120, "the first schema's records")
+        ends = produce(kafka_bootstrap, topic_name, mixed, 2)
+        wait_until(caught_up("enveloped", ends), 120, "records of two newer schemas")
+
+    schema = table_of("enveloped", "db.events").schema()
+    assert [(f.name, str(f.field_type)) for f in schema.fields][:2] == [("id", "long"), ("name", "string")]
+    assert str(schema.find_field("vip").field_type) == "boolean"
+    assert [(f.name, str(f.field_type)) for f in schema.find_field("address").field_type.fields] == [
+        ("city", "string"),
+        ("zip", "int"),
+    ]
+    rows = {r["id"]: r for r in table_rows("enveloped", "db.events")}
+    assert sorted(rows) == list(range(80))
+    assert rows[1]["address"] is None and rows[1]["vip"] is None
+    assert rows[41]["address"] == {"city": "Oslo", "zip": None} and rows[41]["vip"] is True
+    assert rows[42]["address"] == {"city": "Bergen", "zip": 5003} and rows[42]["vip"] is None
+
+
+def avro_values(schema: dict[str, object], records: list[dict[str, object]]) -> list[bytes | None]:
+    parsed = fastavro.parse_schema(schema)
+    values: list[bytes | None] = []
+    for record in records:
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, parsed, record)
+        values.append(buffer.getvalue())
+    return values
+
+
+def test_fields_added_to_the_configured_avro_schema_become_columns(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    id_field = {"name": "id", "type": "long"}
+    v1 = {"type": "record", "name": "Order", "fields": [id_field]}
+    v2 = {**v1, "fields": [id_field, {"name": "note", "type": ["null", "string"], "default": None}]}
+    create_topic(kafka_bootstrap, topic_name, 1)
+    config = sink_config(
+        topic_name,
+        "db.events",
+        **{
+            "iceberg.tables.evolve-schema-enabled": "true",
+            "value.converter": "avro",
+            "value.converter.avro.schema": json.dumps(v1),
+        },
+    )
+    actions.create_connector("avro-evolving", config)
+    ends = produce(kafka_bootstrap, topic_name, avro_values(v1, [{"id": i} for i in range(10)]), 1)
+    with running_in_threads("avro-evolving"):
+        wait_until(caught_up("avro-evolving", ends), 120, "records of the first schema")
+    # The producers move to the new schema, and so does the connector's config.
+    actions.update_config("avro-evolving", {**config, "value.converter.avro.schema": json.dumps(v2)})
+    ends = produce(kafka_bootstrap, topic_name, avro_values(v2, [{"id": i, "note": f"n{i}"} for i in range(10, 20)]), 1)
+    with running_in_threads("avro-evolving"):
+        wait_until(caught_up("avro-evolving", ends), 120, "records of the second schema")
+
+    assert [f.name for f in table_of("avro-evolving", "db.events").schema().fields] == ["id", "note"]
+    rows = {r["id"]: r["note"] for r in table_rows("avro-evolving", "db.events")}
+    assert rows == {i: (f"n{i}" if i >= 10 else None) for i in range(20)}
