@@ -247,7 +247,9 @@ class JsonDecoder:
             if self._additions is None:
                 self._additions = schema_additions(table.schema, self.parse_schema)
             # The table's columns only (casting a struct drops its new fields).
-            table = table.select(self.parse_schema.names).cast(self.parse_schema)
+            table = table.select(self.parse_schema.names)
+            if table.schema != self.parse_schema:
+                table = table.cast(self.parse_schema)
         if self.needs_cast:
             table = table.cast(self.data_schema)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
