@@ -192,8 +192,9 @@ class CommitAdmin(ReadOnlyAdmin):
         "records",
         "files_count",
         "complete",
+        "ended_by",
     ]
-    list_filter = ["state", "complete", "connector"]
+    list_filter = ["state", "complete", "ended_by", "connector"]
     search_fields = ["commit_id", "connector_name"]
     date_hierarchy = "started_at"
     inlines = [CommitPartitionInline]

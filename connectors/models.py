@@ -149,6 +149,14 @@ class CommitState(models.TextChoices):
     ABORTED = "ABORTED"
 
 
+class CommitEnd(models.TextChoices):
+    """What ended a commit's staging (DESIGN step 2)."""
+
+    INTERVAL = "interval"
+    MAX_RECORDS = "max-records", "max-records staged"
+    STAGING_FULL = "staging-full", "a partition's staging full"
+
+
 class Commit(models.Model):
     """One entry of the commit ledger: the files and offsets of one interval."""
 
@@ -174,6 +182,7 @@ class Commit(models.Model):
     watermark = models.DateTimeField(null=True, blank=True)
     # False when the write-status timeout left some partitions to the next commit.
     complete = models.BooleanField(default=True)
+    ended_by = models.CharField(max_length=16, choices=CommitEnd.choices, default=CommitEnd.INTERVAL)
     error = models.TextField(blank=True, default="")
 
     class Meta:

@@ -57,6 +57,7 @@ class Ledger:
         self.failure: str | None = None
         self.pending_commit: PreparedCommit | None = None
         self.current_epoch = epoch
+        self.ended_by: list[str] = []
 
     def offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return {tp: self.next_offsets.setdefault(tp, 0) for tp in partitions}
@@ -72,7 +73,9 @@ class Ledger:
         files: list[dict[str, Any]],
         watermark_ms: int | None,
         complete: bool,
+        ended_by: str = "interval",
     ) -> PreparedCommit:
+        self.ended_by.append(ended_by)
         if self.current_epoch != self.epoch:
             raise Fenced("stale")
         for s in statuses:
@@ -235,7 +238,7 @@ def progress(
 
 
 def test_a_commit_ends_before_its_interval_once_its_partitions_staged_max_records(world: Any) -> None:
-    coordinator, clock, channel, _, _ = world
+    coordinator, clock, channel, ledger, _ = world
     coordinator.settings.max_records = 100
     coordinator.step(0)
     start = channel.last(EventType.START_COMMIT)
@@ -250,16 +253,22 @@ def test_a_commit_ends_before_its_interval_once_its_partitions_staged_max_record
     assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
     # The interval still runs from this END: the next commit gets a whole one.
     answer_all(coordinator, channel, start, records=60)
-    assert next_commit_ends_after(coordinator, clock, channel, 10).commit_id != start.commit_id
+    second = next_commit_ends_after(coordinator, clock, channel, 10)
+    assert second.commit_id != start.commit_id
+    channel.inbox = [status(second, TP0, 60, 70), status(second, TP1, 60, 70)]
+    coordinator.step(0)
+    assert ledger.ended_by == ["max-records", "interval"]  # as the ledger records it
 
 
 def test_a_partition_whose_staging_is_full_ends_the_commit_at_once(world: Any) -> None:
-    coordinator, _, channel, _, _ = world
+    coordinator, _, channel, ledger, _ = world
     coordinator.step(0)
     start = channel.last(EventType.START_COMMIT)
     channel.inbox = [progress(start, TP1, 0, 5, end_requested=True)]
     coordinator.step(0)
     assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+    answer_all(coordinator, channel, start)
+    assert ledger.ended_by == ["staging-full"]
 
 
 def test_progress_of_another_commit_or_from_a_zombie_does_not_end_a_commit(world: Any) -> None:

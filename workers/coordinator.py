@@ -68,8 +68,11 @@ class LedgerPort(Protocol):
         files: list[dict[str, Any]],
         watermark_ms: int | None,
         complete: bool,
+        ended_by: str = "interval",
     ) -> PreparedCommit:
-        """Compare-and-set; raises Fenced on a stale epoch, ValueError on an offset conflict."""
+        """Compare-and-set; raises Fenced on a stale epoch, ValueError on an offset conflict.
+
+        ``ended_by``: what ended the commit's staging (connectors.models.CommitEnd)."""
         ...
 
     def committed(self, commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> None: ...
@@ -126,6 +129,7 @@ class _OpenCommit:
     staged_records: dict[TopicPartition, int] = field(default_factory=dict)
     end_requested: str | None = None
     ended_mono: float | None = None
+    ended_by: str = "interval"
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
     files: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
@@ -184,7 +188,8 @@ class Coordinator:
         if self.phase is Phase.STAGING:
             early = self._early_end(self.current) if now < self.current.end_due else None
             if early is not None:
-                log.info("%s: commit %s ends early: %s", self.settings.connector, self.current.commit_id, early)
+                self.current.ended_by, why = early
+                log.info("%s: commit %s ends early: %s", self.settings.connector, self.current.commit_id, why)
             if early is not None or now >= self.current.end_due:
                 self._end()
                 return True
@@ -282,13 +287,13 @@ class Coordinator:
         if event.end_requested and current.end_requested is None:
             current.end_requested = f"task {event.task_index} paused a partition whose staging is full"
 
-    def _early_end(self, current: _OpenCommit) -> str | None:
-        """Why the commit should end before its interval (DESIGN step 2), if it should."""
+    def _early_end(self, current: _OpenCommit) -> tuple[str, str] | None:
+        """What ends the commit before its interval (DESIGN step 2), and why, if anything does."""
         if current.end_requested is not None:
-            return current.end_requested
+            return "staging-full", current.end_requested
         staged, max_records = sum(current.staged_records.values()), self.settings.max_records
         if 0 < max_records <= staged:
-            return f"{staged} records staged (sinkadmin.commit.max-records={max_records})"
+            return "max-records", f"{staged} records staged (sinkadmin.commit.max-records={max_records})"
         return None
 
     def _commit(self, complete: bool) -> None:
@@ -327,7 +332,7 @@ class Coordinator:
         self._publish_phase()
         try:
             prepared = self.ledger.prepare(
-                current.commit_id, current.started_at, statuses, current.files, watermark, complete
+                current.commit_id, current.started_at, statuses, current.files, watermark, complete, current.ended_by
             )
         except ValueError as exc:
             self._abort(f"ledger refused the commit: {exc}")

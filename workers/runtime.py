@@ -130,6 +130,7 @@ class DjangoLedger:
         files: list[dict[str, Any]],
         watermark_ms: int | None,
         complete: bool,
+        ended_by: str = "interval",
     ) -> PreparedCommit:
         watermark = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC) if watermark_ms is not None else None
         try:
@@ -142,6 +143,7 @@ class DjangoLedger:
                 files=files,
                 watermark=watermark,
                 complete=complete,
+                ended_by=ended_by,
             )
         except actions.StaleEpoch as exc:
             raise Fenced(str(exc)) from None

@@ -20,6 +20,7 @@ from django.utils import timezone
 from connectors.actions.errors import LedgerConflict, NotStopped, StaleEpoch
 from connectors.models import (
     Commit,
+    CommitEnd,
     CommitPartition,
     CommitState,
     Connector,
@@ -139,6 +140,7 @@ def prepare_commit(
     files: list[dict[str, Any]],
     watermark: datetime | None,
     complete: bool,
+    ended_by: str = CommitEnd.INTERVAL,
 ) -> Commit:
     """Compare-and-set the ledger: accept the commit only if it continues every partition."""
     ranges = [r for r in ranges if r.end > r.start]
@@ -173,6 +175,7 @@ def prepare_commit(
             files=files,
             watermark=watermark,
             complete=complete,
+            ended_by=ended_by,
         )
         _add_partitions(commit, ranges)
         for r in ranges:

@@ -107,6 +107,7 @@ def commit_summary(commit: Commit) -> dict[str, Any]:
         "dead_lettered": commit.dead_lettered,
         "watermark": commit.watermark,
         "complete": commit.complete,
+        "ended_by": commit.ended_by,
         "error": commit.error,
         "offsets": [
             {

@@ -19,7 +19,7 @@ from rest_framework import serializers
 
 from connectors.api.status import State
 from connectors.config.validation import TOPIC_NAME
-from connectors.models import CommitState, DesiredState
+from connectors.models import CommitEnd, CommitState, DesiredState
 
 CONFIG_VALUE = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
 
@@ -261,6 +261,12 @@ class CommitSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
         allow_null=True, help_text="Every record with an earlier timestamp is committed."
     )
     complete = serializers.BooleanField(help_text="False when a timeout left some partitions to the next commit.")
+    ended_by = EnumField(
+        "CommitEnd",
+        CommitEnd.values,
+        help_text="What ended the commit's staging: its interval, or earlier sinkadmin.commit.max-records "
+        "staged records or a partition's full staging (sinkadmin.staging.max-bytes).",
+    )
     error = serializers.CharField(allow_blank=True)
     offsets = CommitRangeSerializer(many=True)
 

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from connectors import actions
-from connectors.models import Commit, CommitState
+from connectors.models import Commit, CommitEnd, CommitState
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     create_topic,
@@ -66,6 +66,7 @@ def test_a_commit_ends_once_its_partitions_staged_max_records(
     commits = committed("bounded")
     # A commit ends once it holds the threshold, with what was staged by then.
     assert len(commits) >= waves and all(c.records >= 300 for c in commits)
+    assert {c.ended_by for c in commits} == {CommitEnd.MAX_RECORDS}  # as the ledger (and the UI, the API) show it
     assert sum(ledger_offsets("bounded").values()) == sum(c.records for c in commits)
     assert_table_holds_exactly_the_committed_ranges("bounded", kafka_bootstrap)
 
@@ -98,4 +99,5 @@ def test_a_partition_whose_staging_fills_ends_the_commit_and_nothing_is_lost(
         # commit resumed it, and it filled again.
         wait_until(lambda: len(committed("full")) >= 2, 120, "two commits ended by full staging")
 
+    assert {c.ended_by for c in committed("full")} == {CommitEnd.STAGING_FULL}
     assert_table_holds_exactly_the_committed_ranges("full", kafka_bootstrap)
