@@ -132,8 +132,9 @@ class CoordinatorStatus(models.Model):
     requested_at = models.DateTimeField(null=True, blank=True)
     commit_id = models.UUIDField(null=True, blank=True)
     commit_started_at = models.DateTimeField(null=True, blank=True)
-    # Offset of the current START_COMMIT on the control topic, so a participant
-    # that starts mid-commit can join it instead of waiting for the next one.
+    # Where on the control topic the current commit's START_COMMIT is (at or
+    # after this offset), so a participant that starts mid-commit can join it
+    # instead of waiting for the next one.
     start_control_offset = models.BigIntegerField(null=True, blank=True)
     partitions_expected = models.JSONField(default=list, blank=True)
     partitions_reported = models.JSONField(default=list, blank=True)

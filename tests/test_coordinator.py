@@ -43,6 +43,9 @@ class Channel:
     def seek(self, offset: int | None) -> None:
         pass
 
+    def end_offset(self) -> int:
+        return len(self.sent)
+
     def last(self, kind: EventType) -> ControlEvent:
         return [e for e in self.sent if e.type is kind][-1]
 
@@ -222,6 +225,26 @@ def test_after_an_abort_or_a_pause_the_next_commit_gets_a_whole_interval(world: 
         coordinator.step(0)
         coordinator.hold = False
     assert next_commit_ends_after(coordinator, clock, channel, 10).commit_id != first.commit_id
+
+
+def test_a_commit_is_in_the_ledger_before_its_start_is_sent_so_a_starting_task_cannot_miss_both(
+    world: Any,
+) -> None:
+    # A task that starts reads the control topic's end, then the ledger: the
+    # commit is either there (and the task reads from its offset), or its
+    # START comes after that end (runtime.run_task).
+    coordinator, _, channel, ledger, _ = world
+    channel.sent.append(ControlEvent(EventType.ACK_COMMIT, "c", uuid.uuid4(), 1))  # an earlier event
+    published: list[tuple[Phase, int | None, int]] = []
+    ledger.phase = lambda phase, commit_id, started_at, control_offset, *_: published.append(
+        (phase, control_offset, len(channel.sent))
+    )
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    start_offset = channel.sent.index(start)
+    phase, control_offset, sent_when_published = published[-1]
+    assert phase is Phase.STAGING and sent_when_published == start_offset  # published, then sent
+    assert control_offset is not None and control_offset <= start_offset
 
 
 def progress(

@@ -227,15 +227,18 @@ class Coordinator:
         partitions = self.partitions()
         offsets = self.ledger.offsets(partitions)
         commit_id = uuid.uuid4()
-        control_offset = self.channel.send(
-            start_commit(self.settings.connector, commit_id, self.settings.epoch, offsets)
-        )
+        # The commit is published (with where on the control topic to read
+        # from to see its START) before the START is sent: a task that
+        # starts now either finds it in the ledger or receives the START
+        # (runtime.run_task), and never waits out an interval.
+        control_offset = self.channel.end_offset()
         now = self.clock()
         interval = self.settings.commit_interval_s
         end_due = now + interval if self.last_end is None else max(now, self.last_end + interval)
         self.current = _OpenCommit(commit_id, datetime.now(UTC), now, offsets, control_offset, end_due)
         self.phase = Phase.STAGING
         self._publish_phase()
+        self.channel.send(start_commit(self.settings.connector, commit_id, self.settings.epoch, offsets))
 
     def _end(self) -> None:
         assert self.current is not None

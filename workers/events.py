@@ -229,6 +229,10 @@ class ControlPort(Protocol):
         """Events of ``connector`` since the last poll, with their offsets."""
         ...
 
+    def end_offset(self) -> int:
+        """The offset the next event sent to the control topic will have (at least)."""
+        ...
+
 
 def start_commit(connector: str, commit_id: uuid.UUID, epoch: int, offsets: dict[tuple[str, int], int]) -> ControlEvent:
     return ControlEvent(EventType.START_COMMIT, connector, commit_id, epoch, offsets=offsets)

@@ -141,6 +141,10 @@ class ControlChannel:
         """Read from ``offset`` (None: only events sent from now on)."""
         self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_END if offset is None else offset)])
 
+    def end_offset(self) -> int:
+        _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10, cached=False)
+        return max(0, high)
+
     def send(self, event: ControlEvent) -> int:
         """Send and wait until the broker has it; returns its offset on the control topic."""
         delivered: list[int] = []

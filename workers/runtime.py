@@ -514,10 +514,15 @@ def run_task(
     channel = ControlChannel(
         bootstrap, config.raw, config.control_topic, f"{name}-task-{task_index}-{uuid.uuid4().hex[:6]}"
     )
-    # Join a commit in flight instead of waiting for the next one.
+    # Join a commit in flight instead of waiting for the next one. The
+    # control topic's end is taken before the ledger is read: a commit the
+    # ledger does not show yet has its START sent after that point, since
+    # the coordinator publishes a commit before sending its START.
+    latest = channel.end_offset()
     status = CoordinatorStatus.objects.filter(connector=connector).first()
     in_flight = status is not None and status.phase in (Phase.STAGING, Phase.COLLECTING)
-    channel.seek(status.start_control_offset if in_flight and status is not None else None)
+    joined = status.start_control_offset if in_flight and status is not None else None
+    channel.seek(joined if joined is not None else latest)
     consumer = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
     dead_letters = None
     if config.errors_tolerance == "all" and config.dlq_topic:
