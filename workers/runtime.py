@@ -4,6 +4,7 @@ Postgres, Kafka, Spark and the Iceberg catalog. Celery tasks and the
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import logging
@@ -470,8 +471,20 @@ _tuning = threading.Lock()
 _tuned = threading.Event()
 
 
+# glibc's mallopt() parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def _keep_freed_memory() -> None:
+    """Have glibc's allocator keep freed memory for reuse (see tune_process_for_tasks)."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc only (not musl, not macOS)
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's maximum
+        mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+
+
 def tune_process_for_tasks() -> None:
-    """Two process-wide settings for the participants' hot path, measured with
+    """Three process-wide settings for the participants' hot path, measured with
     the benchmark and perf; done once per process, at its first task.
 
     Objects that exist at start-up are kept out of Python's cyclic garbage
@@ -489,9 +502,20 @@ def tune_process_for_tasks() -> None:
     them in again (huge pages, zeroed by the kernel) for every decoded chunk:
     page faults were a fifth of a task's CPU time. With it a task uses about
     a tenth less CPU per record and peaks ~20 MB lower.
+
+    And that allocator keeps what is freed: by default glibc maps buffers of
+    a few MB (a joined chunk of values, a decoded column, a fetched message
+    set) afresh each time and gives the top of its heap back as soon as
+    it is free, so the same pages were faulted in over and over. With mmap
+    and trim thresholds of 32 and 256 MB, page faults in a parse-and-write
+    loop (join, Arrow's JSON reader, Parquet) fell from 48,000-78,000 to
+    ~14,500 and its CPU time by 6-21%; in the benchmark the tasks used 8-13%
+    less CPU per record (noisy host). Peak RSS is the same within ~10 MB:
+    the memory kept is what the next chunk needs anyway.
     """
     with _tuning:
         if not _tuned.is_set():
+            _keep_freed_memory()
             pa.set_memory_pool(pa.system_memory_pool())
             gc.collect()
             gc.freeze()
