@@ -284,10 +284,10 @@ class TaskRunner:
         records = sum(b.records for b in current.buffers.values())
         max_records = self.config.commit_max_records
         now = time.monotonic()
+        ask_for_end = full and not current.reported_full
         counting = current.reported_records < max_records and records > current.reported_records
-        if not (full and not current.reported_full) and not (
-            counting and (records >= max_records or now - current.reported_at >= self.PROGRESS_SECONDS)
-        ):
+        count_due = counting and (records >= max_records or now - current.reported_at >= self.PROGRESS_SECONDS)
+        if not (ask_for_end or count_due):
             return
         self._send(
             EventType.STAGING_PROGRESS,
