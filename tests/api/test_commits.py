@@ -31,6 +31,7 @@ def test_it_lists_commits_newest_first_with_their_offsets(api: APIClient, connec
     assert newest["epoch"] == epoch
     assert newest["records"] == 15 and newest["bytes"] == 100 and newest["files_count"] == 1
     assert newest["complete"] is True
+    assert newest["ended_by"] == "interval"
     assert newest["committed_at"] is not None
     assert newest["offsets"] == [
         {"topic": "orders", "partition": 0, "start_offset": 10, "end_offset": 25, "records": 15, "dead_lettered": 0}

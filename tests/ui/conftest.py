@@ -75,6 +75,7 @@ def commit_ledger(db: None) -> LedgerFor:
             started_at: datetime | None = None,
             snapshot: int | None = None,
             finish: bool = True,
+            ended_by: str = "interval",
         ) -> Commit:
             ranges = []
             files: list[dict[str, Any]] = []
@@ -102,6 +103,7 @@ def commit_ledger(db: None) -> LedgerFor:
                 files=files,
                 watermark=watermark,
                 complete=complete,
+                ended_by=ended_by,
             )
             if finish:
                 actions.mark_committed(commit_id, {connector.tables[0]: snapshot or (1000 + len(offsets))})

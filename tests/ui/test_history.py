@@ -34,6 +34,7 @@ def test_each_commit_row_shows_the_ledger_figures(
     watermark = timezone.now() - timedelta(minutes=1)
     full = commit({("orders", 0): 1200, ("orders", 1): 34}, watermark=watermark, snapshot=4242)
     partial = commit({("orders", 0): 5}, complete=False, snapshot=4343)
+    early = commit({("orders", 0): 300}, ended_by="max-records")
 
     html = alice.get(reverse("commit-history", args=["orders-sink"])).content.decode()
     row = commit_row(html, full.commit_id)
@@ -49,6 +50,11 @@ def test_each_commit_row_shows_the_ledger_figures(
     assert full.duration_seconds is not None
     assert row[3] == [f"{full.duration_seconds:.1f}", "s"]
     assert commit_row(html, partial.commit_id)[10] == ["partial"]
+    # A commit that ended before its interval says so, and why.
+    assert commit_row(html, early.commit_id)[3][-1] == "early"
+    assert 'title="Ended before its interval: max-records staged"' in html
+    detail = alice.get(reverse("commit-detail", args=["orders-sink", early.commit_id])).content.decode()
+    assert re.search(r"<dt>Ended by</dt><dd>max-records staged</dd>", detail)
 
 
 def test_history_is_paginated_newest_first(
