@@ -324,11 +324,16 @@ def arrow_cannot_decode(value_converter: str | None, schemas_enable: bool) -> st
     return None
 
 
-def _arrow_reason(config: dict[str, str]) -> str | None:
-    return arrow_cannot_decode(
+def _value_format(config: dict[str, str]) -> tuple[str | None, bool]:
+    """The value converter's short name, and whether values come in Kafka Connect's schema envelope."""
+    return (
         CONVERTERS.get(config.get("value.converter", "json").strip()),
         config.get("value.converter.schemas.enable", "false").strip().lower() == "true",
     )
+
+
+def _arrow_reason(config: dict[str, str]) -> str | None:
+    return arrow_cannot_decode(*_value_format(config))
 
 
 def _spark_decodes(config: dict[str, str]) -> str | None:
@@ -350,8 +355,7 @@ def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> No
     key = "iceberg.tables.evolve-schema-enabled"
     if config.get(key, "false").strip().lower() != "true":
         return
-    converter = CONVERTERS.get(config.get("value.converter", "json").strip())
-    envelope = config.get("value.converter.schemas.enable", "false").strip().lower() == "true"
+    converter, envelope = _value_format(config)
     if converter in ("string", "bytearray"):
         result.add(key, "schema evolution adds columns for the fields of records; these values have none")
     elif converter == "json" and not envelope and config.get("sinkadmin.writer", "auto").strip() == "spark":
