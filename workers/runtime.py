@@ -56,7 +56,6 @@ from workers.tables import (
     evolve_table,
     infer_schema_from_json,
     load_table,
-    missing_fields,
     schema_from_avro,
     schema_from_connect,
     with_metadata_columns,
@@ -340,9 +339,7 @@ class TableWriter:
         if table is not None and self.config.evolve_schema and self.config.value_converter == "avro":
             # The Avro schema is the config's: fields added there (and the
             # connector restarted) become columns.
-            configured = self._schema_from([])
-            if missing_fields(table.schema(), configured) is not None:
-                table = evolve_table(self.catalog, target.name, configured)
+            table = evolve_table(self.catalog, target.name, self._schema_from([]), table)
         if table is None:
             if not self.config.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")

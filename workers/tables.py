@@ -608,8 +608,13 @@ def missing_fields(existing: Schema, candidate: Schema) -> Schema | None:
     return Schema(*fields) if fields else None
 
 
-def evolve_table(catalog: Catalog, name: str, additions: Schema, attempts: int = 5) -> Table:
+def evolve_table(
+    catalog: Catalog, name: str, additions: Schema, table: Table | None = None, attempts: int = 5
+) -> Table:
     """The table with the fields of ``additions`` it lacks added, as optional columns (nested ones in their struct).
+
+    ``table``: the table as just loaded, if it was (the catalog is then only
+    asked again when there is something to add).
 
     Only missing fields are added: a field the table has keeps its type
     (records that do not fit it are bad records), and a schema with nothing
@@ -618,7 +623,7 @@ def evolve_table(catalog: Catalog, name: str, additions: Schema, attempts: int =
     reloads and finds the column there.
     """
     for attempt in range(attempts):
-        table = catalog.load_table(name)
+        table = table if table is not None and attempt == 0 else catalog.load_table(name)
         missing = missing_fields(table.schema(), additions)
         if missing is None:
             return table
