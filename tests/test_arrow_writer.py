@@ -8,7 +8,16 @@ import json
 import pyarrow as pa
 import pytest
 from pyiceberg.schema import Schema
-from pyiceberg.types import DoubleType, ListType, LongType, NestedField, StringType, StructType, TimestamptzType
+from pyiceberg.types import (
+    DateType,
+    DoubleType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
 
 from connectors.config.transforms import PartitionField
 from connectors.config.validation import TableTarget
@@ -26,6 +35,18 @@ SCHEMA = pa.schema(
         ("tags", pa.large_list(pa.large_string())),
         ("address", pa.struct([("city", pa.large_string())])),
     ]
+)
+
+
+# SCHEMA's table, as the catalog has it.
+TABLE_OF_SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "user", StringType(), required=False),
+    NestedField(3, "amount", DoubleType(), required=False),
+    NestedField(4, "day", DateType(), required=False),
+    NestedField(5, "at", TimestamptzType(), required=False),
+    NestedField(6, "tags", ListType(7, StringType(), element_required=False), required=False),
+    NestedField(8, "address", StructType(NestedField(9, "city", StringType(), required=False)), required=False),
 )
 
 
@@ -222,8 +243,10 @@ def test_with_schema_evolution_new_fields_are_reported_typed_as_auto_create_type
     # The table's columns, as without evolution; the new fields wait for the table to have them.
     assert decoded.columns.schema == SCHEMA and decoded.positions == [0, 1, 2]
     assert decoded.columns.column("address").to_pylist() == [{"city": "Oslo"}, None, None]
-    assert decoded.additions is not None
-    added = {f.name: f for f in decoded.additions.fields}
+    assert decoded.records_schema is not None
+    additions = missing_fields(TABLE_OF_SCHEMA, decoded.records_schema)
+    assert additions is not None
+    added = {f.name: f for f in additions.fields}
     # Null in every record so far ("nothing", an empty list): no type to give it yet.
     assert set(added) == {"address", "country", "score", "seen", "labels"}
     assert [(f.name, f.field_type) for f in added["address"].field_type.fields] == [("zip", StringType())]
@@ -231,12 +254,12 @@ def test_with_schema_evolution_new_fields_are_reported_typed_as_auto_create_type
     assert added["score"].field_type == DoubleType()  # 3 and 2.5: widened, as auto-create does
     assert isinstance(added["labels"].field_type, ListType)
     assert added["labels"].field_type.element_type == StringType()
-    assert all(not f.required for f in decoded.additions.fields)
+    assert all(not f.required for f in additions.fields)
 
 
 def test_without_schema_evolution_new_fields_are_ignored() -> None:
     decoded = decode([record(1, country="NO", address={"city": "Oslo", "zip": "0150"})])
-    assert decoded.additions is None and decoded.columns.schema == SCHEMA
+    assert decoded.records_schema is None and decoded.columns.schema == SCHEMA
     assert decoded.columns.column("address").to_pylist() == [{"city": "Oslo"}]
 
 

@@ -53,7 +53,7 @@ from connectors.config import SinkConfig
 from connectors.config.validation import arrow_cannot_decode
 from workers.events import DataFile
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.tables import partition_values_json
+from workers.tables import missing_fields, partition_values_json
 from workers.writes import BadRecord, TargetTable, WritePlan, publish, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
@@ -131,9 +131,10 @@ class Decoded:
     positions: list[int]
     bad: list[tuple[int, str]] = field(default_factory=list)
     skipped: int = 0
-    # With schema evolution: fields the records have and the table lacks
-    # (their columns are not in ``columns``).
-    additions: Schema | None = None
+    # With schema evolution, when the records have fields the table's
+    # columns lack (not in ``columns``): every field of theirs as the reader
+    # typed it, for workers.tables.missing_fields to find the new ones.
+    records_schema: Schema | None = None
 
 
 def _inferred_type(arrow_type: pa.DataType, ids: Callable[[], int]) -> IcebergType | None:
@@ -149,7 +150,7 @@ def _inferred_type(arrow_type: pa.DataType, ids: Callable[[], int]) -> IcebergTy
         # (Arrow infers timestamps from ISO 8601 text; the table gets text.)
         return StringType()
     if pa.types.is_struct(arrow_type):
-        fields = _added_fields(list(arrow_type), {}, ids)
+        fields = _inferred_fields(list(arrow_type), ids)
         return StructType(*fields) if fields else None
     if pa.types.is_list(arrow_type):
         element = _inferred_type(arrow_type.value_type, ids)
@@ -157,28 +158,20 @@ def _inferred_type(arrow_type: pa.DataType, ids: Callable[[], int]) -> IcebergTy
     return None
 
 
-def _added_fields(parsed: Sequence[pa.Field], known: dict[str, pa.Field], ids: Callable[[], int]) -> list[NestedField]:
-    added = []
-    for f in parsed:
-        mine = known.get(f.name)
-        if mine is None:
-            field_type = _inferred_type(f.type, ids)
-        elif pa.types.is_struct(f.type) and pa.types.is_struct(mine.type):
-            nested = _added_fields(list(f.type), {g.name: g for g in mine.type}, ids)
-            field_type = StructType(*nested) if nested else None
-        else:
-            continue
+def _inferred_fields(fields: Sequence[pa.Field], ids: Callable[[], int]) -> list[NestedField]:
+    typed = []
+    for f in fields:
+        field_type = _inferred_type(f.type, ids)
         if field_type is not None:
-            added.append(NestedField(ids(), f.name, field_type, required=False))
-    return added
+            typed.append(NestedField(ids(), f.name, field_type, required=False))
+    return typed
 
 
-def schema_additions(parsed: pa.Schema, known: pa.Schema) -> Schema | None:
-    """The fields of ``parsed`` (the JSON reader's inferred schema) that ``known`` lacks, top-level and
-    in structs, as Iceberg fields to add; None if there are none with a value yet."""
+def records_schema(parsed: pa.Schema) -> Schema:
+    """The columns of what the JSON reader parsed (and inferred), as optional Iceberg fields;
+    fields null in every record so far are left out."""
     counter = iter(range(1, 1 << 31))
-    fields = _added_fields(list(parsed), {f.name: f for f in known}, lambda: next(counter))
-    return Schema(*fields) if fields else None
+    return Schema(*_inferred_fields(list(parsed), lambda: next(counter)))
 
 
 class JsonDecoder:
@@ -197,10 +190,10 @@ class JsonDecoder:
         self._options = pj.ParseOptions(
             explicit_schema=self.parse_schema, unexpected_field_behavior="infer" if evolve else "ignore"
         )
-        self._additions: Schema | None = None
+        self._records_schema: Schema | None = None
 
     def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
-        self._additions = None
+        self._records_schema = None
         lines: list[bytes] = []
         positions: list[int] = []
         bad: list[tuple[int, str]] = []
@@ -228,7 +221,7 @@ class JsonDecoder:
             self._isolate(lines, positions, tables, good, bad)
         columns = pa.concat_tables(tables) if tables else self.data_schema.empty_table()
         bad.sort()
-        return Decoded(columns, good, bad, skipped, self._additions)
+        return Decoded(columns, good, bad, skipped, self._records_schema)
 
     def _parse(self, lines: Sequence[bytes], block_size: int = MIN_BLOCK) -> pa.Table:
         data = b"\n".join(lines)
@@ -244,8 +237,8 @@ class JsonDecoder:
             # A value holding more than one JSON value (or a line break).
             raise ValueError("value holds more than one JSON value")
         if self.evolve and table.schema != self.parse_schema:
-            if self._additions is None:
-                self._additions = schema_additions(table.schema, self.parse_schema)
+            if self._records_schema is None:
+                self._records_schema = records_schema(table.schema)
             # The table's columns only (casting a struct drops its new fields).
             table = table.select(self.parse_schema.names)
             if table.schema != self.parse_schema:
@@ -480,11 +473,15 @@ class ArrowPartitionWriter:
             self.raw.write(chunk)
             return
         decoded = self._decode(chunk)
-        if decoded.additions is not None:
+        additions = None
+        if decoded.records_schema is not None:
+            # (outputs[0] writes the first table, whose columns the decoder decodes)
+            additions = missing_fields(self.outputs[0].table.schema, decoded.records_schema)
+        if additions is not None:
             # New fields (schema evolution): add them to the tables, then
             # decode the chunk again with them. (A field another task added
             # first keeps its type; records that do not fit it are bad.)
-            self._open(self.evolve_for(decoded.additions))
+            self._open(self.evolve_for(additions))
             decoded = self._decode(chunk)
         if decoded.bad:
             self.bad.extend(
