@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from workers.events import ControlEvent
@@ -138,8 +138,14 @@ class ControlChannel:
         )
 
     def seek(self, offset: int | None) -> None:
-        """Read from ``offset`` (None: only events sent from now on)."""
-        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_END if offset is None else offset)])
+        """Read from ``offset`` (None: from the end as it is now, so every event sent after this call is read)."""
+        if offset is None:
+            # Not OFFSET_END: librdkafka resolves it at the consumer's first
+            # fetch, and events sent in between were skipped (a coordinator's
+            # first START goes out at once, and a participant's answer can
+            # follow within milliseconds).
+            offset = self.end_offset()
+        self._consumer.assign([TopicPartition(self.topic, 0, offset)])
 
     def end_offset(self) -> int:
         _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10, cached=False)

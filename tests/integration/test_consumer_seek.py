@@ -142,3 +142,28 @@ def test_a_control_poll_returns_at_the_first_event_not_at_its_timeout(kafka_boot
     assert [e.commit_id for _, e in events] == [commit_id]
     # (A batch consume() would have waited out the 30 s.)
     assert waited < 15.0
+
+
+def test_a_control_channel_that_seeks_to_the_end_reads_every_event_sent_after(
+    kafka_bootstrap: str, topic_name: str
+) -> None:
+    # A coordinator seeks to the end and sends its first START at once; the
+    # answers follow within milliseconds. None of them may be skipped, as
+    # they were when the end was resolved at the consumer's first fetch.
+    create_topic(kafka_bootstrap, topic_name, 1)
+    sender = ControlChannel(kafka_bootstrap, {}, topic_name, "seek-end-sender")
+    sender.send(end_commit("c", uuid.uuid4(), 1))  # an event from before: not to be read
+    sent = []
+    try:
+        for attempt in range(10):
+            channel = ControlChannel(kafka_bootstrap, {}, topic_name, f"seek-end-{attempt}")
+            try:
+                channel.seek(None)
+                sent.append(uuid.uuid4())
+                sender.send(end_commit("c", sent[-1], 1))
+                events = channel.poll(10.0, "c")
+            finally:
+                channel.close()
+            assert [e.commit_id for _, e in events] == [sent[-1]], f"attempt {attempt}"
+    finally:
+        sender.close()
