@@ -188,6 +188,21 @@ def test_records_read_ahead_are_adopted_by_a_start_at_their_offset(tmp_path: Pat
     assert status_range(channel) == (10, 25) and writer.written[second] == list(range(10, 25))
 
 
+def test_a_start_sent_twice_keeps_what_the_commit_has_staged(tmp_path: Path) -> None:
+    # The control producer may deliver an event twice (a retry after a lost
+    # acknowledgement): the second copy of the START in hand changes nothing.
+    log, channel, writer = PartitionLog(end=25), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    first = start(channel, 0)
+    task.step()  # START, then 0..9
+    channel.inbox.append(ControlEvent(EventType.START_COMMIT, "c", first, 1, offsets={TP: 0}))
+    task.step()  # the copy, then 10..19
+    assert len(log.assignments) == 1 and task.current is not None and task.current.buffers[TP].records == 20
+    end(channel, first)
+    task.step()
+    assert status_range(channel) == (0, 20) and writer.written[first] == list(range(20))
+
+
 def test_a_start_elsewhere_drops_what_was_read_ahead_and_seeks(tmp_path: Path) -> None:
     log, channel, writer = PartitionLog(end=30), Channel(), Writer()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)

@@ -125,7 +125,24 @@ class ControlChannel:
     def __init__(self, bootstrap: str, config: dict[str, str], topic: str, client_id: str) -> None:
         self.topic = topic
         base = control_client_config(bootstrap, config)
-        self._producer = Producer({**base, "client.id": client_id, "linger.ms": 0, "enable.idempotence": True})
+        # Not librdkafka's idempotent producer: it asks for a producer id
+        # only once a broker connection is up, and retries every 0.5 s, so a
+        # new process's first event (a coordinator's first START) waited
+        # 0.5-1 s. Each send is flushed before the next, one request in
+        # flight, so order holds across retries without it; a retry can
+        # only duplicate an event, and every event is idempotent where it
+        # is read (a START or END of the commit in hand, the first
+        # WRITE_STATUS per partition).
+        self._producer = Producer(
+            {
+                **base,
+                "client.id": client_id,
+                "linger.ms": 0,
+                "enable.idempotence": False,
+                "acks": "all",
+                "max.in.flight.requests.per.connection": 1,
+            }
+        )
         self._consumer = Consumer(
             {
                 **base,

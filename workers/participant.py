@@ -141,6 +141,9 @@ class TaskRunner:
             return  # from a coordinator that has been replaced
         self.highest_epoch = event.epoch
         if event.type is EventType.START_COMMIT:
+            current = self.current
+            if current is not None and current.commit_id == event.commit_id and current.epoch == event.epoch:
+                return  # the same START again (a control producer's retry)
             self._begin(event)
         elif event.type is EventType.END_COMMIT:
             current = self.current
