@@ -223,16 +223,21 @@ class JsonDecoder:
         bad.sort()
         return Decoded(columns, good, bad, skipped, self._records_schema)
 
-    def _parse(self, lines: Sequence[bytes], block_size: int = MIN_BLOCK) -> pa.Table:
+    def _parse(self, lines: Sequence[bytes]) -> pa.Table:
         data = b"\n".join(lines)
-        table = pj.read_json(
+        # The whole chunk as one block, parsed on this thread. Arrow's
+        # streaming reader, not read_json: read_json starts a read-ahead
+        # thread and its pool for every call and waits on it, which held a
+        # task idle for a sixth of its time on a busy host (py-spy) and cost
+        # more CPU per chunk; handing blocks to Arrow's thread pool cost a
+        # tenth more CPU, and the tasks already keep every core busy. One
+        # block also means one schema for the chunk, whatever it infers.
+        reader = pj.open_json(
             pa.BufferReader(data),
-            # One block of 1 MiB, parsed where it is: handing it to Arrow's
-            # thread pool cost a tenth more CPU, and the tasks already keep
-            # every core busy.
-            read_options=pj.ReadOptions(block_size=block_size, use_threads=False),
+            read_options=pj.ReadOptions(block_size=max(self.MIN_BLOCK, len(data) + 1), use_threads=False),
             parse_options=self._options,
         )
+        table = reader.read_all()
         if table.num_rows != len(lines):
             # A value holding more than one JSON value (or a line break).
             raise ValueError("value holds more than one JSON value")
@@ -270,10 +275,10 @@ class JsonDecoder:
                 return
             error = exc
         # One value alone: it may be pretty-printed (line breaks are only
-        # whitespace between JSON tokens) or larger than a block.
+        # whitespace between JSON tokens).
         line = lines[0].replace(b"\r", b" ").replace(b"\n", b" ")
         try:
-            tables.append(self._parse([line], block_size=max(self.MIN_BLOCK, 2 * len(line))))
+            tables.append(self._parse([line]))
             good.append(positions[0])
         except (pa.ArrowInvalid, ValueError) as exc:
             error = exc
