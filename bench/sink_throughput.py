@@ -18,7 +18,7 @@ bare consumer's runs from its first fetch: process start-up (Python
 imports, Django, connecting) is left out of both, and reported apart.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writer auto]
-        [--interval-ms 1000] [--max-records 0]
+        [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -53,7 +53,13 @@ from django.core.management import call_command  # noqa: E402
 
 from connectors import actions  # noqa: E402
 from connectors.models import Commit, CommitState, PartitionOffset  # noqa: E402
-from sinkadmin.services import port_open, split_hostport, start_embedded_broker, start_spark_connect  # noqa: E402
+from sinkadmin.services import (  # noqa: E402
+    listening_process,
+    port_open,
+    split_hostport,
+    start_embedded_broker,
+    start_spark_connect,
+)
 from workers.runtime import tune_process_for_tasks  # noqa: E402
 
 
@@ -106,11 +112,7 @@ def produce(topic: str, records: int, partitions: int) -> dict[tuple[str, int], 
 
 def broker_process() -> psutil.Process | None:
     """The process listening on the broker's port (embedded or not), to account its CPU in both runs."""
-    _, port = split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS)
-    for connection in psutil.net_connections(kind="tcp"):
-        if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port and connection.pid:
-            return psutil.Process(connection.pid)
-    return None
+    return listening_process(split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS)[1])
 
 
 def usage(process: psutil.Process | None) -> tuple[float, int]:
@@ -173,6 +175,8 @@ def main() -> None:
     # it waits for the interval, and the run's figures with it.
     parser.add_argument("--max-records", type=int, default=0)
     parser.add_argument("--writer", choices=["auto", "arrow", "spark"], default="auto")
+    # Any other connector key, for A/B runs of a setting (consumer.override.*, say).
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a connector config key")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "sink_throughput.json"))
     args = parser.parse_args()
 
@@ -207,6 +211,7 @@ def main() -> None:
                 "sinkadmin.commit.max-records": str(args.max_records),
                 "iceberg.control.commit.timeout-ms": "120000",
                 "sinkadmin.writer": args.writer,
+                **dict(item.split("=", 1) for item in args.set),
             },
         )
         manage = [sys.executable, str(ROOT / "manage.py"), "run_connector", name]
@@ -298,6 +303,7 @@ def main() -> None:
             "sink_seconds": round(sink_seconds, 2),
             "sink_seconds_with_process_startup": round(wall_seconds, 2),
             "writer": args.writer,
+            "connector_config_set": args.set,
             "sink_to_bare_ratio": round(sink_rate / bare_rate, 3),
             "sink_records_per_s_after_first_commit": round(sustained_rate),
             "sink_after_first_commit_to_bare_ratio": round(sustained_rate / bare_rate, 3),

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 
 class ServiceError(Exception):
     pass
@@ -32,6 +34,14 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
 def split_hostport(address: str) -> tuple[str, int]:
     host, _, port = address.strip().rpartition(":")
     return host.strip("[]"), int(port)
+
+
+def listening_process(port: int) -> psutil.Process | None:
+    """The local process listening on ``port`` (the broker, whoever started it), if any."""
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port and connection.pid:
+            return psutil.Process(connection.pid)
+    return None
 
 
 @dataclass

@@ -12,6 +12,7 @@ import pytest
 
 from connectors import actions
 from connectors.models import Commit, CommitState, CoordinatorStatus
+from sinkadmin.services import listening_process, split_hostport
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -71,13 +72,11 @@ def setup_connector(kafka_bootstrap: str, topic: str, name: str, **overrides: st
     return ends
 
 
-def assert_exactly_once(name: str, bootstrap: str, ends: dict[tuple[str, int], int]) -> None:
+def assert_exactly_once(name: str, bootstrap: str, ends: dict[tuple[str, int], int], count: int = COUNT) -> None:
     ids = sorted(r["id"] for r in table_rows(name, "db.events"))
     expected = topic_ids(bootstrap, ends)
-    assert set(expected) == set(range(COUNT))
+    assert set(expected) == set(range(count))
     assert ids == expected, f"{len(ids)} rows, {len(set(ids))} distinct; the topic holds {len(expected)} records"
-    committed = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0)
-    assert len(sink_snapshots(name, "db.events")) == committed.count()
     committed = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0)
     assert len(sink_snapshots(name, "db.events")) == committed.count()
 
@@ -169,3 +168,56 @@ def test_a_silent_participant_does_not_block_the_others(
     procs.task("silent", 1, 2)
     wait_until(caught_up("silent", ends), 180, "the replacement to catch up")
     assert_exactly_once("silent", kafka_bootstrap, ends)
+
+
+def test_a_participant_that_answers_after_the_timeout_has_its_late_files_ignored(
+    procs: Processes, kafka_bootstrap: str, topic_name: str
+) -> None:
+    # Task 1 takes 8 s once to report its first commit (a long pause, a
+    # slow disk) and then goes on: its late WRITE_STATUS must be discarded,
+    # its files never committed, and its records read again from the ledger.
+    ends = setup_connector(kafka_bootstrap, topic_name, "late", **{"iceberg.control.commit.timeout-ms": "3000"})
+    procs.coordinator("late")
+    procs.task("late", 0, 2)
+    late = procs.task("late", 1, 2, failpoints="participant.before_status=delay:8")
+    wait_until(caught_up("late", ends), 180, "every partition, the late task's too, to commit")
+    assert late.poll() is None  # it came back and caught up; nobody replaced it
+    first = Commit.objects.filter(connector_name="late").exclude(files_count=0).order_by("started_at").first()
+    assert first is not None and not first.complete  # committed without the late task's partitions
+    assert_exactly_once("late", kafka_bootstrap, ends)
+
+
+@pytest.mark.parametrize("phase", ["staging", "collecting"])
+def test_a_broker_that_stalls_mid_commit_loses_and_duplicates_nothing(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, phase: str
+) -> None:
+    broker = listening_process(split_hostport(kafka_bootstrap.split(",", maxsplit=1)[0])[1])
+    if broker is None:
+        pytest.skip("the broker does not run on this host, so it cannot be stalled")
+    name = f"stall-{phase}"
+    # The first commit holds every record (a 3 s interval: the task joins
+    # it as it starts). The broker stalls for 5 s, longer than the commit
+    # timeout: while records are staged and END is due, or, "collecting",
+    # after END reached the task and before its WRITE_STATUS went out (the
+    # task takes 3 s to report, once), so the coordinator gives up on the
+    # commit mid-stall and the status arrives late, for a commit long gone.
+    ends = setup_connector(
+        kafka_bootstrap,
+        topic_name,
+        name,
+        **{"iceberg.control.commit.interval-ms": "3000", "iceberg.control.commit.timeout-ms": "2000"},
+    )
+    procs.coordinator(name)
+    procs.task(name, failpoints="participant.before_status=delay:3" if phase == "collecting" else "")
+    wait_for_phase(name, phase)
+    broker.suspend()  # SIGSTOP: connections stay open, nothing answers
+    try:
+        time.sleep(5)
+    finally:
+        broker.resume()
+    wait_until(caught_up(name, ends), 180, "the connector to catch up after the stall")
+    assert all(child.poll() is None for child in procs.children)  # it rode the stall out
+    assert_exactly_once(name, kafka_bootstrap, ends)
+    if phase == "collecting":
+        first = Commit.objects.filter(connector_name=name).order_by("started_at").first()
+        assert first is not None and first.state == CommitState.ABORTED
