@@ -176,7 +176,13 @@ def test_a_participant_that_answers_after_the_timeout_has_its_late_files_ignored
     # Task 1 takes 8 s once to report its first commit (a long pause, a
     # slow disk) and then goes on: its late WRITE_STATUS must be discarded,
     # its files never committed, and its records read again from the ledger.
-    ends = setup_connector(kafka_bootstrap, topic_name, "late", **{"iceberg.control.commit.timeout-ms": "3000"})
+    # (A 4 s interval: both tasks are up before the first commit ends.)
+    ends = setup_connector(
+        kafka_bootstrap,
+        topic_name,
+        "late",
+        **{"iceberg.control.commit.interval-ms": "4000", "iceberg.control.commit.timeout-ms": "3000"},
+    )
     procs.coordinator("late")
     procs.task("late", 0, 2)
     late = procs.task("late", 1, 2, failpoints="participant.before_status=delay:8")
