@@ -196,6 +196,11 @@ class IcebergCommitter:
         self.config = config
         self.catalog = catalog_for(config)
 
+    def close(self) -> None:
+        # A SQL catalog holds a connection pool; a worker process outlives
+        # the coordinators it hosts.
+        self.catalog.close()
+
     def commit(self, prepared: PreparedCommit) -> dict[str, int]:
         by_table: dict[str, list[CommitFile]] = {}
         for f in prepared.files:
@@ -240,6 +245,12 @@ class TableWriter:
         if self._spark is None:
             self._spark = SparkWriter(self.config)
         return self._spark
+
+    def close(self) -> None:
+        """Release the catalog's connections (a worker process outlives the tasks it hosts)."""
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
 
     @property
     def catalog(self) -> Any:
@@ -402,6 +413,7 @@ def run_coordinator(
     channel = ControlChannel(bootstrap, config.raw, config.control_topic, f"{name}-coordinator-{epoch}")
     channel.seek(None)
     watermarks = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
+    committer = IcebergCommitter(name, config)
     coordinator = Coordinator(
         CoordinatorSettings(
             name,
@@ -413,7 +425,7 @@ def run_coordinator(
         ),
         channel,
         DjangoLedger(connector, epoch, config, watermarks),
-        IcebergCommitter(name, config),
+        committer,
         partitions=lambda: resolve_partitions(admin, config.topics, config.topics_regex),
     )
     log.info("%s: coordinator started with epoch %d", name, epoch)
@@ -436,6 +448,7 @@ def run_coordinator(
     finally:
         channel.close()
         watermarks.close()
+        committer.close()
         close_old_connections()
     return coordinator.commits_done
 
@@ -556,6 +569,7 @@ def run_task(
             config.dlq_replication_factor,
             config.dlq_context_headers,
         )
+    writer = TableWriter(config)
     runner = TaskRunner(
         connector=name,
         task_index=task_index,
@@ -564,7 +578,7 @@ def run_task(
         partitions=partitions,
         consumer=consumer,
         channel=channel,
-        writer=TableWriter(config),
+        writer=writer,
         dead_letters=dead_letters,
         staging_dir=Path(settings.STAGING_DIR) / name,
     )
@@ -580,6 +594,7 @@ def run_task(
             runner.step()
     finally:
         runner.close()
+        writer.close()
         channel.close()
         if dead_letters is not None:
             dead_letters.close()

@@ -14,6 +14,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from django.db import connections
 
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector
@@ -94,8 +95,16 @@ def caught_up(name: str, ends: dict[tuple[str, int], int]) -> Callable[[], bool]
 
 
 def table_of(name: str, table: str) -> Any:
+    """The table as it is now; its catalog's connections are closed (reading it needs only its files)."""
     connector = Connector.objects.get(name=name)
-    return catalog_for(SinkConfig.parse(connector.config)).load_table(table)
+    return table_in(SinkConfig.parse(connector.config), table)
+
+
+def table_in(config: SinkConfig, table: str) -> Any:
+    # A SQL catalog's pool left open holds sessions on the test database,
+    # which pytest-django then cannot drop at the end of the run.
+    with catalog_for(config) as catalog:
+        return catalog.load_table(table)
 
 
 def table_rows(name: str, table: str) -> list[dict[str, Any]]:
@@ -111,13 +120,21 @@ def sink_snapshots(name: str, table: str) -> list[Any]:
 def running_in_threads(name: str, tasks: int = 1) -> Iterator[threading.Event]:
     """Coordinator and tasks in this process (threads), stopped on exit."""
     stop = threading.Event()
-    threads = []
-    for index in range(tasks):
-        partitions = runtime.assigned_partitions(name, index, tasks)
-        threads.append(
-            threading.Thread(target=runtime.run_task, args=(name, index, partitions, stop.is_set), daemon=True)
-        )
-    threads.append(threading.Thread(target=runtime.run_coordinator, args=(name, stop.is_set), daemon=True))
+
+    def thread(target: Callable[..., object], *args: object) -> threading.Thread:
+        def run() -> None:
+            try:
+                target(*args)
+            finally:
+                connections.close_all()  # this thread's own, before the test database is dropped
+
+        return threading.Thread(target=run, daemon=True)
+
+    threads = [
+        thread(runtime.run_task, name, index, runtime.assigned_partitions(name, index, tasks), stop.is_set)
+        for index in range(tasks)
+    ]
+    threads.append(thread(runtime.run_coordinator, name, stop.is_set))
     for thread in threads:
         thread.start()
     try:

@@ -24,12 +24,12 @@ from tests.integration.helpers import (
     create_topic,
     json_records,
     produce,
+    table_in,
     table_rows,
     topic_ids,
     wait_until,
 )
 from workers.supervisor import Supervisor
-from workers.tables import catalog_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -187,10 +187,8 @@ def test_pause_resume_stop_restart_and_delete(cluster: Cluster, kafka_bootstrap:
     actions.delete_connector("life")
     assert sorted(r["id"] for r in rows_before) == topic_ids(kafka_bootstrap, final)
     # The table outlives its connector.
-    from pyiceberg.catalog import load_catalog  # noqa: F401 - the catalog is read through the helper below
-
     config = SinkConfig.parse(sink_config(topic_name, "db.events"))
-    assert len(catalog_for(config).load_table("db.events").scan().to_arrow()) == 250
+    assert len(table_in(config, "db.events").scan().to_arrow()) == 250
 
 
 def test_a_config_update_takes_effect_without_losing_or_duplicating(

@@ -43,7 +43,8 @@ def test_an_existing_table_partitioned_by_day_and_region_gets_one_partition_per_
         NestedField(2, "region", StringType(), required=False),
         NestedField(3, "ts", TimestamptzType(), required=False),
     )
-    create_table(catalog_for(SinkConfig.parse(config)), "db.events", schema, parse_partition_by("days(ts), region"))
+    with catalog_for(SinkConfig.parse(config)) as catalog:
+        create_table(catalog, "db.events", schema, parse_partition_by("days(ts), region"))
     create_topic(kafka_bootstrap, topic_name, 2)
     ends = produce(kafka_bootstrap, topic_name, events(240), 2)
     actions.create_connector("parted", config)
