@@ -3,8 +3,9 @@
 
 Produces N JSON records (~1 KB) over P partitions, reads them once with a
 bare confluent-kafka batch consumer (the baseline) and once more with the
-same consumer parsing each batch with Arrow's JSON reader (what decoding
-costs, in one process, with the allocator the tasks use), then runs the sink
+same consumer decoding each batch as the tasks do (workers.arrow_writer's
+JsonDecoder: what decoding costs, in one process, with the allocator the
+tasks use), then runs the sink
 (coordinator + tasks as separate processes, as in production) until the
 ledger reaches the topic's end offsets. Prints and writes to
 bench/results/sink_throughput.json: records/s of both and their ratio, the
@@ -45,7 +46,6 @@ django.setup()
 
 import psutil  # noqa: E402
 import pyarrow as pa  # noqa: E402
-import pyarrow.json as pj  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from django.conf import settings  # noqa: E402
@@ -60,6 +60,7 @@ from sinkadmin.services import (  # noqa: E402
     start_embedded_broker,
     start_spark_connect,
 )
+from workers.arrow_writer import JsonDecoder  # noqa: E402
 from workers.runtime import tune_process_for_tasks  # noqa: E402
 
 
@@ -136,9 +137,9 @@ RECORD_SCHEMA = pa.schema(
 def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) -> tuple[float, float]:
     """Records/s of a bare batch consumer reading the topic from the start.
 
-    With ``parse``, each batch's values are also parsed into the records'
-    columns by Arrow's JSON reader, as the sink's participants do: the rate
-    of consuming plus decoding alone, in one process, nothing written.
+    With ``parse``, each batch's values are also decoded into the records'
+    columns by the participants' decoder: the rate of consuming plus
+    decoding alone, in one process, nothing written.
     """
     tune_process_for_tasks()  # Arrow's allocator as in the tasks
     consumer = Consumer(
@@ -149,7 +150,7 @@ def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) ->
         }
     )
     consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
-    options = pj.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
+    decoder = JsonDecoder(RECORD_SCHEMA)
     total = sum(ends.values())
     seen = 0
     started = time.perf_counter()
@@ -157,7 +158,7 @@ def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) ->
         batch = [m.value() for m in consumer.consume(10000, 1.0) if not m.error()]
         seen += len(batch)
         if parse and batch:
-            pj.read_json(pa.BufferReader(b"\n".join(batch)), parse_options=options)
+            decoder.decode(batch, [None] * len(batch))
     elapsed = time.perf_counter() - started
     consumer.close()
     return total / elapsed, elapsed
@@ -196,7 +197,7 @@ def main() -> None:
         }
         print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
         parse_rate, _ = bare_consumer_rate(ends, parse=True)
-        print(f"bare consumer + Arrow JSON parse: {parse_rate:,.0f} records/s", flush=True)
+        print(f"bare consumer + the tasks' JSON decoding: {parse_rate:,.0f} records/s", flush=True)
 
         actions.create_connector(
             name,
@@ -307,8 +308,8 @@ def main() -> None:
             "sink_to_bare_ratio": round(sink_rate / bare_rate, 3),
             "sink_records_per_s_after_first_commit": round(sustained_rate),
             "sink_after_first_commit_to_bare_ratio": round(sustained_rate / bare_rate, 3),
-            # The same consumer also parsing each batch with Arrow's JSON reader
-            # (what the sink's decoding costs at the least), and the sink against it.
+            # The same consumer also decoding each batch as the tasks do (what
+            # the sink's decoding costs at the least), and the sink against it.
             "bare_consumer_with_json_parse_records_per_s": round(parse_rate),
             "sink_to_consumer_with_parse_ratio": round(sink_rate / parse_rate, 3),
             "commit_cycle_p50_s": round(pct(cycle, 0.5), 2),

@@ -54,8 +54,22 @@ def record(i: int, **extra: object) -> bytes:
     return json.dumps({"id": i, "user": f"u{i}", "amount": i / 4, **extra}).encode()
 
 
-def decode(values: list[bytes | None], errors: list[str | None] | None = None):  # type: ignore[no-untyped-def]
-    return JsonDecoder(SCHEMA).decode(values, errors or [None] * len(values))
+# What auto-create makes from plain JSON: arrow-rs's reader decodes it.
+PLAIN_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("user", pa.string()),
+        ("amount", pa.float64()),
+        ("ok", pa.bool_()),
+        ("n", pa.int32()),
+        ("tags", pa.list_(pa.field("element", pa.string()))),
+        ("address", pa.struct([("city", pa.string()), ("floor", pa.int64())])),
+    ]
+)
+
+
+def decode(values: list[bytes | None], errors: list[str | None] | None = None, schema: pa.Schema = SCHEMA):  # type: ignore[no-untyped-def]
+    return JsonDecoder(schema).decode(values, errors or [None] * len(values))
 
 
 def test_the_data_plane_writes_the_types_the_json_reader_makes() -> None:
@@ -102,7 +116,9 @@ def test_objects_become_columns_of_the_table_types() -> None:
     assert decoded.columns.schema == SCHEMA
 
 
-def test_each_bad_record_is_isolated_with_its_reason_and_the_rest_decode() -> None:
+@pytest.mark.parametrize("schema", [SCHEMA, PLAIN_SCHEMA], ids=["arrow-cpp", "arrow-rs"])
+def test_each_bad_record_is_isolated_with_its_reason_and_the_rest_decode(schema: pa.Schema) -> None:
+    assert JsonDecoder(schema).rust_reader == (schema is PLAIN_SCHEMA)
     values: list[bytes | None] = [record(i) for i in range(1000)]
     values[3] = b"null"  # the reader must never see a bare null (it crashes on it)
     values[10] = b"not json"
@@ -111,23 +127,93 @@ def test_each_bad_record_is_isolated_with_its_reason_and_the_rest_decode() -> No
     values[700] = b'{"id": 1}{"id": 2}'  # two values in one record
     values[800] = None  # tombstone: skipped, not bad
     values[900] = b'{"id": 9, "user": "\xff"}'  # not UTF-8
-    decoded = decode(values)
+    values[950] = b'{"id": 9, "user": "u9"'  # truncated
+    decoded = decode(values, schema=schema)
     bad = dict(decoded.bad)
-    assert sorted(bad) == [3, 10, 500, 501, 700, 900]
+    assert sorted(bad) == [3, 10, 500, 501, 700, 900, 950]
     assert bad[3] == f"{NOT_AN_OBJECT} (it is null)"
     assert bad[501] == f"{NOT_AN_OBJECT} (it is list)"
-    assert bad[10].startswith(DOES_NOT_FIT) and bad[500].startswith(DOES_NOT_FIT)
+    assert all(bad[i].startswith(DOES_NOT_FIT) for i in (10, 500, 700, 900, 950))
     assert decoded.skipped == 1
     good = [i for i in range(1000) if i not in bad and i != 800]
     assert decoded.positions == good
     assert decoded.columns.column("id").to_pylist() == good
 
 
-def test_pretty_printed_and_padded_objects_decode() -> None:
+@pytest.mark.parametrize("schema", [SCHEMA, PLAIN_SCHEMA], ids=["arrow-cpp", "arrow-rs"])
+def test_pretty_printed_and_padded_objects_decode(schema: pa.Schema) -> None:
     pretty = json.dumps({"id": 7, "user": "seven"}, indent=2).encode()
-    decoded = decode([record(1), pretty, b"  " + record(3) + b"\n", record(4)])
+    decoded = decode([record(1), pretty, b"  " + record(3) + b"\n", record(4)], schema=schema)
     assert not decoded.bad
     assert decoded.columns.column("id").to_pylist() == [1, 7, 3, 4]
+
+
+def test_plain_json_into_the_columns_auto_create_makes_is_read_by_arrow_rs() -> None:
+    decoder = JsonDecoder(PLAIN_SCHEMA)
+    assert decoder.rust_reader
+    decoded = decoder.decode(
+        [
+            record(1, ok=True, n=3, tags=["a", None], address={"city": "Lyon", "zip": "69001"}, extra={"x": [1]}),
+            record(2),
+            b'{"id": 3, "user": "\\u00e9\\ud83d\\ude00", "address": {"floor": null}}',
+        ],
+        [None] * 3,
+    )
+    assert not decoded.bad and decoded.positions == [0, 1, 2]
+    assert decoded.columns.schema == PLAIN_SCHEMA
+    rows = decoded.columns.to_pylist()
+    assert rows[0] == {
+        "id": 1,
+        "user": "u1",
+        "amount": 0.25,
+        "ok": True,
+        "n": 3,
+        "tags": ["a", None],
+        "address": {"city": "Lyon", "floor": None},  # fields the table lacks are ignored
+    }
+    assert rows[1] == {"id": 2, "user": "u2", "amount": 0.5, "ok": None, "n": None, "tags": None, "address": None}
+    assert rows[2]["user"] == "\u00e9\U0001f600" and rows[2]["address"] == {"city": None, "floor": None}
+
+
+def test_arrow_rs_converts_numbers_as_the_iceberg_sink_does_and_refuses_what_does_not_fit() -> None:
+    # The Iceberg sink's RecordConverter: Number.longValue() truncates toward
+    # zero, Long.parseLong / Double.parseDouble take numeric strings.
+    fits = [
+        b'{"id": 1.9, "n": -2.7}',
+        b'{"id": "12", "amount": "2.5"}',
+        b'{"amount": 3}',
+    ]
+    misfits = {
+        b'{"id": 1e20}': "'id'",  # beyond int64 (the Iceberg sink would saturate)
+        b'{"n": 3000000000}': "'n'",  # beyond int32
+        b'{"id": "abc"}': "'id'",
+        b'{"id": "1.5"}': "'id'",  # Long.parseLong refuses it too
+        b'{"id": true}': "'id'",
+        b'{"user": 12}': "'user'",
+        b'{"ok": "yes"}': "'ok'",
+        b'{"amount": NaN}': "'N'",  # not JSON
+        b'{"tags": "a"}': "'tags'",
+        b'{"address": 5}': "'address'",
+    }
+    decoded = decode([*fits, *misfits], schema=PLAIN_SCHEMA)
+    rows = decoded.columns.to_pylist()
+    assert [(r["id"], r["n"], r["amount"]) for r in rows] == [(1, -2, None), (12, None, 2.5), (None, None, 3.0)]
+    assert decoded.positions == [0, 1, 2]
+    bad = dict(decoded.bad)
+    assert sorted(bad) == list(range(3, 3 + len(misfits)))
+    for i, field_named in enumerate(misfits.values(), start=3):
+        assert bad[i].startswith(DOES_NOT_FIT) and field_named in bad[i], bad[i]
+
+
+def test_dates_timestamps_decimals_and_schema_evolution_are_read_by_arrow_cpp() -> None:
+    # arrow-rs takes a number into a timestamp column in the column's unit
+    # (microseconds); the Iceberg sink reads milliseconds. Arrow C++ refuses it.
+    assert not JsonDecoder(SCHEMA).rust_reader
+    assert not JsonDecoder(pa.schema([("price", pa.decimal128(10, 2))])).rust_reader
+    assert not JsonDecoder(PLAIN_SCHEMA, evolve=True).rust_reader
+    decoded = decode([record(1, at=1_700_000_000_000), record(2, at="2023-11-14T22:13:20Z")])
+    assert [i for i, _ in decoded.bad] == [0]
+    assert decoded.columns.column("at").to_pylist() == [dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)]
 
 
 def test_a_record_larger_than_a_parse_block_decodes() -> None:
