@@ -166,6 +166,28 @@ def test_it_starts_with_the_ledger_offsets_and_ends_after_the_interval(world: An
     assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
 
 
+def test_while_staging_it_waits_for_events_no_longer_than_until_the_end_is_due(world: Any) -> None:
+    coordinator, clock, channel, _, _ = world
+    waits: list[float] = []
+    poll = channel.poll
+
+    def recorded(timeout: float, connector: str) -> list[tuple[int, ControlEvent]]:
+        waits.append(timeout)
+        return poll(timeout, connector)
+
+    channel.poll = recorded  # type: ignore[method-assign]
+    coordinator.step(0.2)
+    start = channel.last(EventType.START_COMMIT)
+    coordinator.step(0.2)
+    clock.now += 9.98
+    coordinator.step(0.2)
+    assert waits == [0.05, pytest.approx(0.02)]
+    assert coordinator.phase is Phase.STAGING
+    clock.now += 0.02
+    coordinator.step(0.2)
+    assert waits[-1] == 0 and channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+
+
 def answer_all(coordinator: Coordinator, channel: Channel, start: ControlEvent, records: int = 10) -> None:
     channel.inbox = [status(start, TP0, 0, records), status(start, TP1, 0, records)]
     coordinator.step(0)

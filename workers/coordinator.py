@@ -250,9 +250,11 @@ class Coordinator:
     def _collect(self, timeout: float) -> bool:
         current = self.current
         assert current is not None
-        events = self.channel.poll(
-            timeout if self.phase is Phase.COLLECTING else min(timeout, 0.05), self.settings.connector
-        )
+        if self.phase is Phase.STAGING:
+            # Progress is read promptly, and the wait ends when END is due,
+            # not up to a poll later.
+            timeout = min(timeout, 0.05, max(0.0, current.end_due - self.clock()))
+        events = self.channel.poll(timeout, self.settings.connector)
         changed = False
         for _, event in events:
             if event.commit_id != current.commit_id or event.epoch != self.settings.epoch:
