@@ -260,7 +260,8 @@ class JsonDecoder:
         data = b"\n".join(lines)
         table = self._read_rust(data, len(lines)) if self.rust_reader else self._read_cpp(data)
         if table.num_rows != len(lines):
-            # A value holding more than one JSON value (or a line break).
+            # A value holding more than one JSON value (or, for Arrow C++'s
+            # reader, which takes a line for a record, a line break).
             raise ValueError("value holds more than one JSON value")
         if self.evolve and table.schema != self.parse_schema:
             if self._records_schema is None:
