@@ -121,7 +121,7 @@ def running_in_threads(name: str, tasks: int = 1) -> Iterator[threading.Event]:
     """Coordinator and tasks in this process (threads), stopped on exit."""
     stop = threading.Event()
 
-    def thread(target: Callable[..., object], *args: object) -> threading.Thread:
+    def closing_its_connections(target: Callable[..., object], *args: object) -> threading.Thread:
         def run() -> None:
             try:
                 target(*args)
@@ -131,10 +131,12 @@ def running_in_threads(name: str, tasks: int = 1) -> Iterator[threading.Event]:
         return threading.Thread(target=run, daemon=True)
 
     threads = [
-        thread(runtime.run_task, name, index, runtime.assigned_partitions(name, index, tasks), stop.is_set)
+        closing_its_connections(
+            runtime.run_task, name, index, runtime.assigned_partitions(name, index, tasks), stop.is_set
+        )
         for index in range(tasks)
     ]
-    threads.append(thread(runtime.run_coordinator, name, stop.is_set))
+    threads.append(closing_its_connections(runtime.run_coordinator, name, stop.is_set))
     for thread in threads:
         thread.start()
     try:
