@@ -8,8 +8,11 @@ the records whose offsets it names, or seek back to them."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +124,20 @@ class Writer:
         return WriteResult()
 
 
+class WriteAtOnce(Executor):
+    """Writes on the task's own thread, so that a test sees the WRITE_STATUS in the step that
+    handles the END (the real runner writes on a thread of its own: see
+    test_consuming_goes_on_while_a_commit_is_written)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+
 def runner(
     log: PartitionLog,
     channel: Channel,
@@ -152,6 +169,7 @@ def runner(
         dead_letters=None,
         staging_dir=tmp_path,
         batch_size=10,
+        write_executor=WriteAtOnce(),
     )
 
 
@@ -361,3 +379,75 @@ def test_with_max_records_staged_counts_go_out_every_progress_period(tmp_path: P
     task.step(timeout=0)
     task.step(timeout=0)
     assert [e.partitions[0].records for e in progress_sent(channel)] == [10, 20, 30, 40]
+
+
+class SlowWriter(Writer):
+    """A writer that holds each write until the test lets it go (Spark's job, say), or fails it."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.fail = fail
+
+    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        assert self.release.wait(10)
+        if self.fail:
+            raise OSError("the warehouse is unreachable")
+        return super().write(commit_id, staging_id, staged)
+
+
+def statuses(channel: Channel) -> list[ControlEvent]:
+    return [e for e in channel.sent if e.type is EventType.WRITE_STATUS]
+
+
+def step_until(task: TaskRunner, done: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        task.step(timeout=0.01)
+        if done():
+            return
+        time.sleep(0.001)
+    raise AssertionError("the task never got there")
+
+
+def test_consuming_goes_on_while_a_commit_is_written(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=40), Channel(), SlowWriter()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    task._write_executor = None  # the runner's own writing thread
+    first = start(channel, 0)
+    task.step()  # START, then 0..9
+    end(channel, first)
+    task.step()  # END: the write starts; fetching goes on for the next commit
+    for _ in range(5):
+        task.step(timeout=0.01)
+    # The write still holds, and every record after the commit is staged for the next one.
+    assert not statuses(channel)
+    assert task.ahead[TP].start == 10 and task.ahead[TP].records == 30
+    writer.release.set()
+    step_until(task, lambda: bool(statuses(channel)))
+    assert status_range(channel) == (0, 10) and writer.written[first] == list(range(10))
+    start(channel, 10)
+    task.step()
+    assert len(log.assignments) == 1  # what was read ahead is adopted
+    task.close()
+
+
+def test_a_write_that_fails_drops_what_was_read_ahead_and_reports_a_retriable_error(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=40), Channel(), SlowWriter(fail=True)
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    task._write_executor = None
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.step()
+    task.step(timeout=0.01)
+    assert task.ahead[TP].records > 0
+    writer.release.set()
+    step_until(task, lambda: bool(statuses(channel)))
+    status = channel.last(EventType.WRITE_STATUS)
+    assert status.retriable and "the warehouse is unreachable" in (status.error or "") and not status.partitions
+    assert task.ahead == {} and log.assignments[-1] == []  # nothing read ahead survives a failed write
+    start(channel, 0)  # the coordinator retries from the ledger's offset
+    task.step()
+    assert log.assignments[-1] == [(TP[0], TP[1], 0)]
+    task.close()

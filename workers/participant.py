@@ -14,6 +14,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
@@ -71,6 +72,18 @@ class _Commit:
     reported_full: bool = False
 
 
+@dataclass
+class _Write:
+    """A commit whose staged records are being written (by Spark) while the task reads ahead."""
+
+    commit: _Commit
+    staged: list[StagedPartition]
+    began: float
+    # The read-ahead started at this commit's END (dropped if the write fails).
+    ahead_id: uuid.UUID | None
+    result: Future[WriteResult] | None = None
+
+
 class TaskRunner:
     FETCH_WAIT_SECONDS = 0.05
     # How often staged counts go to the coordinator while it counts them
@@ -92,6 +105,7 @@ class TaskRunner:
         staging_dir: Path,
         on_progress: Callable[[TaskRunner], None] | None = None,
         batch_size: int = 5000,
+        write_executor: Executor | None = None,
     ) -> None:
         self.connector = connector
         self.task_index = task_index
@@ -119,6 +133,11 @@ class TaskRunner:
         self.ahead_id: uuid.UUID | None = None
         self.end_offsets: dict[TP, int] = {}
         self._end_offsets_at = 0.0
+        # A commit's files are written on another thread (Spark's job is
+        # mostly waiting), so that consuming for the next commit never
+        # waits for it; one at a time, in commit order.
+        self.writing: _Write | None = None
+        self._write_executor = write_executor
         self._avro = (
             AvroValueDecoder(config.avro_schema) if config.value_converter == "avro" and config.avro_schema else None
         )
@@ -126,9 +145,13 @@ class TaskRunner:
     def step(self, timeout: float = 0.2) -> bool:
         reading_ahead = bool(self.ahead) and len(self.paused) < len(self.ahead)
         staging = self.state is TaskState.STAGING or reading_ahead
-        events = self.channel.poll(0 if staging else timeout, self.connector)
+        wait = 0 if staging else min(timeout, self.FETCH_WAIT_SECONDS) if self.writing is not None else timeout
+        events = self.channel.poll(wait, self.connector)
         for _, event in events:
             self._handle(event)
+        writing = self.writing
+        if writing is not None and writing.result is not None and writing.result.done():
+            self._report(writing)
         current = self.current
         if (current is not None and current.error is None) or (current is None and self.ahead):
             return self._consume(timeout) or bool(events)
@@ -321,22 +344,57 @@ class TaskRunner:
                 self.end_offsets[tp] = high
 
     def _finish(self, current: _Commit) -> None:
+        """END_COMMIT: hand the staged records to the writer, and read ahead while it writes."""
         self.state = TaskState.WRITING
+        self.current = None
         failpoint("participant.before_write")
-        began = time.monotonic()
-        retriable = False
+        write = _Write(current, [], time.monotonic(), None)
+        if current.error is not None:
+            self._report(write)
+            return
         try:
-            if current.error is not None:
-                raise _StagingFailed(current.error)
-            staged = [buffer.finish() for buffer in current.buffers.values()]
-            result = self.writer.write(current.commit_id, current.staging_id, staged)
-            statuses, error = self._statuses(staged, result)
-        except _StagingFailed as exc:
-            statuses, error, result, retriable = [], str(exc), WriteResult(), True
+            write.staged = [buffer.finish() for buffer in current.buffers.values()]
         except Exception as exc:
-            log.exception("%s task %d: writing commit %s failed", self.connector, self.task_index, current.commit_id)
-            statuses, error = [], f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
-            result, retriable = WriteResult(), True
+            log.exception("%s task %d: closing commit %s failed", self.connector, self.task_index, current.commit_id)
+            current.error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
+            self._report(write)
+            return
+        # Read ahead from where this commit ends (see self.ahead).
+        self.ahead_id = write.ahead_id = uuid.uuid4()
+        directory = self._staging_for(self.ahead_id)
+        self.ahead = {
+            tp: StagingBuffer(*tp, s.end, self.writer.sink(self.ahead_id, *tp, s.end, directory))
+            for tp, s in zip(current.buffers, write.staged, strict=True)
+        }
+        if self.paused:
+            self.consumer.resume([TopicPartition(*tp) for tp in sorted(self.paused)])
+            self.paused.clear()
+        if self._write_executor is None:
+            self._write_executor = ThreadPoolExecutor(1, thread_name_prefix=f"{self.connector}-{self.task_index}-write")
+        self.writing = write
+        write.result = self._write_executor.submit(
+            self.writer.write, current.commit_id, current.staging_id, write.staged
+        )
+
+    def _report(self, write: _Write) -> None:
+        """The WRITE_STATUS of a commit whose write is over."""
+        current = write.commit
+        statuses: list[PartitionStatus] = []
+        result, retriable = WriteResult(), False
+        error: str | None
+        if current.error is not None:
+            error, retriable = current.error, True
+        else:
+            assert write.result is not None
+            try:
+                result = write.result.result()
+                statuses, error = self._statuses(write.staged, result)
+            except Exception as exc:
+                log.exception(
+                    "%s task %d: writing commit %s failed", self.connector, self.task_index, current.commit_id
+                )
+                error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
+                result, retriable = WriteResult(), True
         failpoint("participant.before_status")
         log.info(
             "%s task %d: commit %s: %d records, %d files written in %.2f s%s",
@@ -345,7 +403,7 @@ class TaskRunner:
             current.commit_id,
             sum(s.records for s in statuses),
             len(result.files),
-            time.monotonic() - began,
+            time.monotonic() - write.began,
             "" if error is None else " (failed)",
         )
         self._send(
@@ -359,21 +417,22 @@ class TaskRunner:
         if error is not None:
             for buffer in current.buffers.values():
                 buffer.discard()  # files of a failed write are never committed
-            self.consumer.assign([])  # (paused partitions stay paused until the next START)
-        else:
-            # Read ahead from where this commit ends (see self.ahead).
-            self.ahead_id = uuid.uuid4()
-            directory = self._staging_for(self.ahead_id)
-            self.ahead = {
-                tp: StagingBuffer(*tp, s.end, self.writer.sink(self.ahead_id, *tp, s.end, directory))
-                for tp, s in zip(current.buffers, staged, strict=True)
-            }
-            if self.paused:
-                self.consumer.resume([TopicPartition(*tp) for tp in sorted(self.paused)])
-                self.paused.clear()
+            if write.ahead_id is None or write.ahead_id == self.ahead_id:
+                # What was read ahead follows records that will be read again.
+                self._drop_ahead()
+                self.consumer.assign([])  # (paused partitions stay paused until the next START)
         clear_directory(self._staging_for(current.staging_id))
-        self.current = None
-        self.state = TaskState.WAITING
+        if self.writing is write:
+            self.writing = None
+        if self.current is None:
+            self.state = TaskState.WAITING
+
+    def _drop_ahead(self) -> None:
+        for buffer in self.ahead.values():
+            buffer.discard()
+        if self.ahead_id is not None:
+            clear_directory(self._staging_for(self.ahead_id))
+        self.ahead, self.ahead_id = {}, None
 
     def _send(self, kind: EventType, current: _Commit, **fields: Any) -> None:
         """An event of this task about ``current``, stamped with its commit and epoch."""
@@ -428,18 +487,17 @@ class TaskRunner:
         return self.staging_dir / f"{staging_id}-{self.task_index}-{self.runner_id}"
 
     def close(self) -> None:
+        if self._write_executor is not None:
+            # A write in progress finishes (its status is never sent: the
+            # commit times out, and its files are orphans).
+            self._write_executor.shutdown(wait=True, cancel_futures=True)
+        if self.writing is not None:
+            clear_directory(self._staging_for(self.writing.commit.staging_id))
+            self.writing = None
         if self.current is not None:
             self._discard(self.current)
-        for buffer in self.ahead.values():
-            buffer.discard()
-        if self.ahead_id is not None:
-            clear_directory(self._staging_for(self.ahead_id))
-        self.ahead, self.ahead_id = {}, None
+        self._drop_ahead()
         self.consumer.close()
-
-
-class _StagingFailed(Exception):
-    pass
 
 
 def _topic_partition(message: Any) -> TP:

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, TopicPartition
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from pyiceberg.schema import Schema
 
 from connectors import actions
@@ -228,17 +229,22 @@ class IcebergCommitter:
 class TableWriter:
     """Resolves (or creates) a commit's target tables and has its records written.
 
-    Which data plane decodes (workers.arrow_writer) is settled per staging
-    round (a commit, or what is read ahead for the next one), once tables
-    exist: the Arrow writer in the participant when it can, Spark otherwise,
-    as ``sinkadmin.writer`` allows.
+    With the spark data plane (the default) participants stage raw records and
+    Spark decodes and writes them when the commit ends (``workers.spark_writer``);
+    with arrow they decode as they consume (``workers.arrow_writer``). The
+    tables are resolved per staging round (a commit, or what is read ahead for
+    the next one): at the first chunk for arrow, at the write for spark.
     """
+
+    # Staging rounds alive at once: a commit being written, one staging, one read ahead.
+    LIVE_ROUNDS = 3
 
     def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
         self.config = config
         self._catalog: Any = None
         self._spark = spark
-        self._plan: tuple[uuid.UUID, WritePlan] | None = None
+        # Per staging round: its tables (arrow resolves them while staging).
+        self._plans: dict[uuid.UUID, WritePlan] = {}
 
     @property
     def spark(self) -> SparkWriter:
@@ -275,36 +281,16 @@ class TableWriter:
         )
 
     def plan(self, staging_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
-        """The tables of what is staged under ``staging_id`` (created from ``samples`` if missing)
-        and which data plane decodes."""
-        if self._plan is not None and self._plan[0] == staging_id:
-            return self._plan[1]
+        """The tables of what is staged under ``staging_id`` (created from ``samples`` if missing)."""
+        if (plan := self._plans.get(staging_id)) is not None:
+            return plan
         tables = tuple(self._target(t, lambda: samples) for t in self.config.tables)
-        engine = "arrow"
-        if self.config.writer == "spark":
-            engine = "spark"
-        elif (reason := arrow_unsupported(self.config, tables)) is not None:
-            if self.config.writer == "arrow":
-                raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
-            engine = "spark"
-        cfg = self.config
-        if engine == "spark" and cfg.evolve_schema and cfg.value_converter == "json" and not cfg.schemas_enable:
-            # (Validation refuses sinkadmin.writer=spark for this; here a
-            # table has a column type Arrow's JSON reader cannot produce.)
-            raise ValueError(
-                f"iceberg.tables.evolve-schema-enabled needs the arrow data plane for plain JSON, and Spark "
-                f"must decode these records ({reason})"
-            )
-        bucketed = [str(f) for t in tables for f in t.partition_by if f.transform == "bucket"]
-        if engine == "spark" and bucketed:
-            # A table partitioned by bucket elsewhere (validation refuses a
-            # bucket in the connector's own partition-by in this case).
-            raise ValueError(
-                f"tables partitioned by {', '.join(bucketed)} are written by the arrow data plane only, "
-                f"and Spark must decode these records ({reason or 'sinkadmin.writer=spark'})"
-            )
-        plan = WritePlan(tables, engine)
-        self._plan = (staging_id, plan)
+        if self.config.writer == "arrow" and (reason := arrow_unsupported(self.config, tables)) is not None:
+            raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
+        plan = self._plans[staging_id] = WritePlan(tables, self.config.writer)
+        while len(self._plans) > self.LIVE_ROUNDS:
+            # (Rounds are dropped when their write is done; these were discarded.)
+            del self._plans[next(iter(self._plans))]
         return plan
 
     def evolve(self, staging_id: uuid.UUID, additions: Schema) -> tuple[TargetTable, ...]:
@@ -312,9 +298,9 @@ class TableWriter:
         tables = tuple(
             self._described(target, evolve_table(self.catalog, target.name, additions)) for target in self.config.tables
         )
-        if self._plan is not None and self._plan[0] == staging_id:
+        if staging_id in self._plans:
             # Partitions that settle from now on start with the new columns.
-            self._plan = (staging_id, WritePlan(tables, self._plan[1].engine))
+            self._plans[staging_id] = WritePlan(tables, self._plans[staging_id].engine)
         return tables
 
     def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
@@ -329,8 +315,9 @@ class TableWriter:
                     result.skipped[(s.topic, s.partition)] = s.skipped
         raw = [s for s in staged if not s.decoded and s.records]
         if raw:
-            if self._plan is not None and self._plan[0] == staging_id:
-                tables = list(self._plan[1].tables)
+            plan = self._plans.get(staging_id)
+            if plan is not None:
+                tables = list(plan.tables)
             else:
                 tables = [self._target(t, lambda: self._samples(raw)) for t in self.config.tables]
             if self.config.evolve_schema and self.config.schemas_enable:
@@ -338,10 +325,13 @@ class TableWriter:
                 # the tables lack are added before Spark decodes.
                 for schema in self.spark.envelope_schemas(raw):
                     tables = list(self.evolve(staging_id, schema))
-            spark = self.spark.write(commit_id, raw, tables)
+            spark = self.spark.write(
+                commit_id, staging_id, raw, tables, lambda additions: self.evolve(staging_id, additions)
+            )
             result.files.extend(spark.files)
             result.bad.extend(spark.bad)
             result.skipped.update(spark.skipped)
+        self._plans.pop(staging_id, None)
         result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))
         return result
 
@@ -387,6 +377,24 @@ class TableWriter:
                 raise ValueError("cannot create the table: no record carries a Kafka Connect schema envelope")
             return schema_from_connect(samples[0]["schema"])
         return infer_schema_from_json(samples)
+
+
+class WritingThread(ThreadPoolExecutor):
+    """The thread a task writes its commits on (see TaskRunner.writing)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(1, thread_name_prefix=name)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        def closing_connections() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                # A database connection the write opened (the lock that
+                # guards creating a table) would stay open as long as the thread.
+                connections.close_all()
+
+        return super().submit(closing_connections)
 
 
 def connector_config(name: str) -> tuple[Connector, SinkConfig]:
@@ -581,6 +589,7 @@ def run_task(
         writer=writer,
         dead_letters=dead_letters,
         staging_dir=Path(settings.STAGING_DIR) / name,
+        write_executor=WritingThread(f"{name}-{task_index}-write"),
     )
     tune_process_for_tasks()
     log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))
