@@ -1,24 +1,29 @@
 #!/usr/bin/env python
-"""Sink throughput against a bare Kafka consumer on the same broker, same run.
+"""Sink throughput of both data planes against a bare Kafka consumer on the same broker, same run.
 
 Produces N JSON records (~1 KB) over P partitions, reads them once with a
 bare confluent-kafka batch consumer (the baseline) and once more with the
 same consumer decoding each batch as the tasks do (workers.arrow_writer's
 JsonDecoder: what decoding costs, in one process, with the allocator the
-tasks use), then runs the sink
-(coordinator + tasks as separate processes, as in production) until the
-ledger reaches the topic's end offsets. Prints and writes to
-bench/results/sink_throughput.json: records/s of both and their ratio, the
-sink's rate after its first commit (without its warm-up), commit latency p50/p99, snapshots written, peak RSS of the sink processes,
-CPU seconds of each process (the broker's too) over the timed part of both
-runs, and the RSS of each sink process every half second.
+tasks use), then runs the sink once per data plane (``--writers``; spark and
+arrow: a connector each over the same topic, coordinator + tasks as separate
+``run_connector`` processes) until the ledger reaches the topic's end offsets,
+and last "Spark alone": the same records staged as the participants stage
+them and decoded and written by the data plane's Spark jobs with no sink
+around them. Prints and writes to bench/results/sink_throughput.json, per
+plane: records/s and the ratio to the bare consumer, the spark plane's rate
+against the arrow plane's, the rate after the first commit, commit latency
+p50/p99, snapshots written, peak RSS of every process (the Spark Connect
+server's JVM and Python workers included), CPU seconds of each process over
+the timed part of the run, Spark's CPU seconds per million records next to
+Spark alone's, and the RSS of each sink process every half second.
 
 The sink's clock runs from its first START_COMMIT (the ledger's started_at
 of the first commit) to the commit that reaches the end offsets, as the
 bare consumer's runs from its first fetch: process start-up (Python
 imports, Django, connecting) is left out of both, and reported apart.
 
-    .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writer auto]
+    .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...]
 """
 
@@ -164,6 +169,211 @@ def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) ->
     return total / elapsed, elapsed
 
 
+def spark_process() -> psutil.Process | None:
+    """The Spark Connect server (its JVM and Python workers are its descendants), to account Spark's CPU."""
+    if not settings.SPARK_REMOTE:
+        return None
+    return listening_process(split_hostport(settings.SPARK_REMOTE.removeprefix("sc://"))[1])
+
+
+def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, float]:
+    """The "Spark alone" baseline: the topic's records staged as the participants stage them, then
+    decoded and written by the data plane's one Spark job per task, with no sink around it
+    (no consumer, coordinator or catalog commit). Timed and CPU-counted over those jobs only,
+    once cold (the first jobs of the session) and once warm."""
+    from connectors.config import SinkConfig
+    from workers.runtime import TableWriter
+    from workers.staging import RawStagingFile, RecordChunk, StagedPartition, raw_staging_path
+    from workers.tables import catalog_for, create_table, infer_schema_from_json
+
+    config = SinkConfig.parse(
+        {
+            "connector.class": "iceberg",
+            "topics": next(iter(ends))[0],
+            "iceberg.tables": f"bench.alone_{uuid.uuid4().hex[:8]}",
+            "iceberg.tables.auto-create-enabled": "true",
+        }
+    )
+    consumer = Consumer({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS, "group.id": f"bench-{uuid.uuid4()}"})
+    consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    files: dict[tuple[str, int], RawStagingFile] = {}
+    staged: dict[tuple[str, int], list[int]] = {}
+    seen, total = 0, sum(ends.values())
+    while seen < total:
+        batch = [m for m in consumer.consume(10000, 1.0) if not m.error()]
+        seen += len(batch)
+        for m in batch:
+            tp = (m.topic(), m.partition())
+            if tp not in files:
+                files[tp] = RawStagingFile(raw_staging_path(staging, *tp, 0), config.buffer_bytes)
+                staged[tp] = []
+            staged[tp].append(m.offset())
+        for tp in {(m.topic(), m.partition()) for m in batch}:
+            run = [m for m in batch if (m.topic(), m.partition()) == tp]
+            files[tp].write(
+                RecordChunk(
+                    tp[0],
+                    tp[1],
+                    [m.offset() for m in run],
+                    [m.timestamp()[1] for m in run],
+                    [m.key() for m in run],
+                    [m.value() for m in run],
+                    [None] * len(run),
+                    [None] * len(run),
+                )
+            )
+    consumer.close()
+    parts = [
+        StagedPartition(t, p, 0, ends[(t, p)], len(staged[(t, p)]), files[(t, p)].close(), None)
+        for (t, p) in sorted(files)
+    ]
+    with catalog_for(config) as catalog:
+        # The columns auto-create gives the benchmark's records.
+        sample = {"id": 0, "user": "u", "amount": 0.5, "ok": True, "note": "x"}
+        create_table(catalog, config.tables[0].name, infer_schema_from_json([sample]), [])
+    writer = TableWriter(config)
+    _ = writer.spark.spark  # connected first: the baseline times the jobs, not the session
+    result: dict[str, float] = {}
+    spark = spark_process()
+    for attempt in ("cold", "warm"):
+        # Each task's share of the partitions, as the sink's tasks would hand them to Spark.
+        cpu_before = usage(spark)[0]
+        started = time.perf_counter()
+        written = 0
+        for share in (parts[0::2], parts[1::2]):
+            result_files = writer.write(uuid.uuid4(), uuid.uuid4(), share).files
+            written += sum(f.records for f in result_files)
+        seconds = time.perf_counter() - started
+        assert written == total, (written, total)
+        result[f"{attempt}_seconds"] = round(seconds, 2)
+        result[f"{attempt}_records_per_s"] = round(total / seconds)
+        result[f"{attempt}_spark_cpu_seconds"] = round(usage(spark)[0] - cpu_before, 2)
+    writer.close()
+    return result
+
+
+def run_sink(
+    args: argparse.Namespace, writer: str, topic: str, ends: dict[tuple[str, int], int], broker: psutil.Process | None
+) -> dict:
+    """One connector over the whole topic with the given data plane, its tasks and coordinator as
+    ``run_connector`` processes; figures of the run."""
+    run = uuid.uuid4().hex[:8]
+    name = f"bench-{writer}-{run}"
+    actions.create_connector(
+        name,
+        {
+            "connector.class": "iceberg",
+            "topics": topic,
+            "iceberg.tables": f"bench.events_{run}",
+            "iceberg.tables.auto-create-enabled": "true",
+            "tasks.max": str(args.tasks),
+            "iceberg.control.topic": f"control-{run}",
+            "iceberg.control.commit.interval-ms": str(args.interval_ms),
+            "sinkadmin.commit.max-records": str(args.max_records),
+            "iceberg.control.commit.timeout-ms": "120000",
+            "sinkadmin.writer": writer,
+            **dict(item.split("=", 1) for item in args.set),
+        },
+    )
+    manage = [sys.executable, str(ROOT / "manage.py"), "run_connector", name]
+    launched = time.perf_counter()
+    children = [
+        subprocess.Popen(
+            [*manage, "--role", "task", "--task-index", str(i), "--tasks", str(args.tasks)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(args.tasks)
+    ]
+    # Tasks are listening before the coordinator's first START (a task
+    # that joins late only delays its partitions to the next commit).
+    for child in children:
+        assert child.stderr is not None
+        for line in child.stderr:
+            sys.stderr.write(line)
+            if "task" in line and "started with" in line:
+                break
+        # Keep forwarding, or a full pipe would block the task.
+        threading.Thread(target=shutil.copyfileobj, args=(child.stderr, sys.stderr), daemon=True).start()
+    children.append(subprocess.Popen([*manage, "--role", "coordinator"]))
+    roles: dict[str, psutil.Process | None] = {
+        f"task-{i}": psutil.Process(child.pid) for i, child in enumerate(children[:-1])
+    }
+    roles["coordinator"] = psutil.Process(children[-1].pid)
+    watched = {**roles, "broker": broker, "spark": spark_process()}
+    # (wall clock, {role: (cpu seconds, rss)}) every half second: CPU is
+    # taken between the samples nearest the sink's first START and last
+    # commit; RSS over time shows whether memory follows the backlog.
+    samples: list[tuple[float, dict[str, tuple[float, int]]]] = []
+    target = sum(ends.values())
+    while True:
+        samples.append((time.time(), {role: usage(p) for role, p in watched.items()}))
+        done = sum(PartitionOffset.objects.filter(connector__name=name).values_list("next_offset", flat=True))
+        pending = Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
+        if done >= target and not pending:
+            break
+        if any(child.poll() is not None for child in children):
+            raise SystemExit("a sink process exited early")
+        time.sleep(0.5)
+    wall_seconds = time.perf_counter() - launched
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.wait(60)
+
+    commits = list(
+        Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED)
+        .exclude(files_count=0)
+        .order_by("started_at")
+    )
+    first_start = min(c.started_at for c in Commit.objects.filter(connector_name=name))
+    sink_seconds = (max(c.committed_at for c in commits) - first_start).total_seconds()
+    cycle = sorted((c.committed_at - c.started_at).total_seconds() for c in commits)
+    table_commit = sorted((c.committed_at - c.prepared_at).total_seconds() for c in commits)
+
+    def at(moment: float) -> dict[str, tuple[float, int]]:
+        return min(samples, key=lambda sample: abs(sample[0] - moment))[1]
+
+    cpu_from, cpu_to = at(first_start.timestamp()), at(max(c.committed_at for c in commits).timestamp())
+    sink_cpu = {role: round(cpu_to[role][0] - cpu_from[role][0], 2) for role in cpu_to}
+    peak_rss = {role: max(sample[role][1] for _, sample in samples) for role in watched}
+    rss_series = {role: [round(sample[role][1] / 2**20) for _, sample in samples if sample[role][1]] for role in roles}
+
+    def pct(values: list[float], q: float) -> float:
+        return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else 0.0
+
+    sink_rate = target / sink_seconds
+    # Once running: the records of every commit after the first over the
+    # time from the first commit to the last. The first commit carries the
+    # tasks' warm-up (first fetch, catalog, table creation); the last one's
+    # wait for the end of its interval is still counted.
+    sustained_rate = (
+        sum(c.records for c in commits[1:]) / (commits[-1].committed_at - commits[0].committed_at).total_seconds()
+        if len(commits) > 1
+        else sink_rate
+    )
+    return {
+        "writer": writer,
+        "sink_records_per_s": round(sink_rate),
+        "sink_seconds": round(sink_seconds, 2),
+        "sink_seconds_with_process_startup": round(wall_seconds, 2),
+        "sink_records_per_s_after_first_commit": round(sustained_rate),
+        "commit_cycle_p50_s": round(pct(cycle, 0.5), 2),
+        "commit_cycle_p99_s": round(pct(cycle, 0.99), 2),
+        "table_commit_p50_s": round(pct(table_commit, 0.5), 3),
+        "table_commit_p99_s": round(pct(table_commit, 0.99), 3),
+        "commits": len(commits),
+        "snapshots": sum(len(c.snapshot_ids) for c in commits),
+        "mean_records_per_commit": round(statistics.mean(c.records for c in commits)) if commits else 0,
+        "peak_rss_mb_per_process": {role: round(v / 2**20) for role, v in peak_rss.items()},
+        # Over the sink's timed part, not counting process start-up; "spark"
+        # is the Spark Connect server with its Python workers.
+        "cpu_seconds_sink": sink_cpu,
+        "spark_cpu_seconds_per_million_records": round(sink_cpu.get("spark", 0.0) * 1e6 / target, 2),
+        "rss_mb_every_half_second": rss_series,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -175,19 +385,21 @@ def main() -> None:
     # The last commit ends early only if it holds at least this many; if not,
     # it waits for the interval, and the run's figures with it.
     parser.add_argument("--max-records", type=int, default=0)
-    parser.add_argument("--writer", choices=["auto", "arrow", "spark"], default="auto")
+    # The data planes to run, one connector each, over the same topic in this run.
+    parser.add_argument("--writers", default="spark,arrow")
     # Any other connector key, for A/B runs of a setting (consumer.override.*, say).
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a connector config key")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "sink_throughput.json"))
     args = parser.parse_args()
+    writers = [w.strip() for w in args.writers.split(",") if w.strip()]
 
     call_command("migrate", verbosity=0)
     services = ensure_services()
-    run = uuid.uuid4().hex[:8]
-    topic, name = f"bench-{run}", f"bench-{run}"
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
     try:
         print(f"producing {args.records} records over {args.partitions} partitions...", flush=True)
         ends = produce(topic, args.records, args.partitions)
+        target = sum(ends.values())
         broker = broker_process()
         broker_cpu, me = usage(broker)[0], os.times()
         bare_rate, bare_seconds = bare_consumer_rate(ends)
@@ -198,135 +410,55 @@ def main() -> None:
         print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
         parse_rate, _ = bare_consumer_rate(ends, parse=True)
         print(f"bare consumer + the tasks' JSON decoding: {parse_rate:,.0f} records/s", flush=True)
-
-        actions.create_connector(
-            name,
-            {
-                "connector.class": "iceberg",
-                "topics": topic,
-                "iceberg.tables": f"bench.events_{run}",
-                "iceberg.tables.auto-create-enabled": "true",
-                "tasks.max": str(args.tasks),
-                "iceberg.control.topic": f"control-{run}",
-                "iceberg.control.commit.interval-ms": str(args.interval_ms),
-                "sinkadmin.commit.max-records": str(args.max_records),
-                "iceberg.control.commit.timeout-ms": "120000",
-                "sinkadmin.writer": args.writer,
-                **dict(item.split("=", 1) for item in args.set),
-            },
-        )
-        manage = [sys.executable, str(ROOT / "manage.py"), "run_connector", name]
-        launched = time.perf_counter()
-        children = [
-            subprocess.Popen(
-                [*manage, "--role", "task", "--task-index", str(i), "--tasks", str(args.tasks)],
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(args.tasks)
-        ]
-        # Tasks are listening before the coordinator's first START (a task
-        # that joins late only delays its partitions to the next commit).
-        for child in children:
-            assert child.stderr is not None
-            for line in child.stderr:
-                sys.stderr.write(line)
-                if "task" in line and "started with" in line:
-                    break
-            # Keep forwarding, or a full pipe would block the task.
-            threading.Thread(target=shutil.copyfileobj, args=(child.stderr, sys.stderr), daemon=True).start()
-        children.append(subprocess.Popen([*manage, "--role", "coordinator"]))
-        roles = {f"task-{i}": psutil.Process(child.pid) for i, child in enumerate(children[:-1])}
-        roles["coordinator"] = psutil.Process(children[-1].pid)
-        # (wall clock, {role: (cpu seconds, rss)}) every half second: CPU is
-        # taken between the samples nearest the sink's first START and last
-        # commit; RSS over time shows whether memory follows the backlog.
-        samples: list[tuple[float, dict[str, tuple[float, int]]]] = []
-        target = sum(ends.values())
-        while True:
-            samples.append((time.time(), {role: usage(p) for role, p in {**roles, "broker": broker}.items()}))
-            done = sum(PartitionOffset.objects.filter(connector__name=name).values_list("next_offset", flat=True))
-            pending = Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
-            if done >= target and not pending:
-                break
-            if any(child.poll() is not None for child in children):
-                raise SystemExit("a sink process exited early")
-            time.sleep(0.5)
-        wall_seconds = time.perf_counter() - launched
-        for child in children:
-            child.terminate()
-        for child in children:
-            child.wait(60)
-
-        commits = list(
-            Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED)
-            .exclude(files_count=0)
-            .order_by("started_at")
-        )
-        first_start = min(c.started_at for c in Commit.objects.filter(connector_name=name))
-        sink_seconds = (max(c.committed_at for c in commits) - first_start).total_seconds()
-        cycle = sorted((c.committed_at - c.started_at).total_seconds() for c in commits)
-        table_commit = sorted((c.committed_at - c.prepared_at).total_seconds() for c in commits)
-
-        def at(moment: float) -> dict[str, tuple[float, int]]:
-            return min(samples, key=lambda sample: abs(sample[0] - moment))[1]
-
-        cpu_from, cpu_to = at(first_start.timestamp()), at(max(c.committed_at for c in commits).timestamp())
-        sink_cpu = {role: round(cpu_to[role][0] - cpu_from[role][0], 2) for role in cpu_to}
-        peak_rss = {role: max(sample[role][1] for _, sample in samples) for role in roles}
-        rss_series = {
-            role: [round(sample[role][1] / 2**20) for _, sample in samples if sample[role][1]] for role in roles
-        }
-
-        def pct(values: list[float], q: float) -> float:
-            return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else 0.0
-
-        sink_rate = target / sink_seconds
-        # Once running: the records of every commit after the first over the
-        # time from the first commit to the last. The first commit carries the
-        # tasks' warm-up (first fetch, catalog, table creation); the last one's
-        # wait for the end of its interval is still counted.
-        sustained_rate = (
-            sum(c.records for c in commits[1:]) / (commits[-1].committed_at - commits[0].committed_at).total_seconds()
-            if len(commits) > 1
-            else sink_rate
-        )
-        result = {
+        runs = {}
+        for writer in writers:
+            print(f"sink, {writer} data plane...", flush=True)
+            runs[writer] = run_sink(args, writer, topic, ends, broker)
+            rate = runs[writer]["sink_records_per_s"]
+            runs[writer]["sink_to_bare_ratio"] = round(rate / bare_rate, 3)
+            runs[writer]["sink_to_consumer_with_parse_ratio"] = round(rate / parse_rate, 3)
+            print(f"sink, {writer}: {rate:,.0f} records/s, {rate / bare_rate:.2f} of the bare consumer", flush=True)
+        alone = None
+        if "spark" in writers:
+            staging = Path(settings.STAGING_DIR) / f"bench-alone-{uuid.uuid4().hex[:8]}"
+            try:
+                alone = spark_alone(ends, staging)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            alone["spark_cpu_seconds_per_million_records"] = round(alone["warm_spark_cpu_seconds"] * 1e6 / target, 2)
+            print(f"Spark alone: {alone}", flush=True)
+        result: dict = {
             "records": target,
             "partitions": args.partitions,
             "tasks": args.tasks,
             "record_bytes": 1000,
             "commit_interval_ms": args.interval_ms,
             "commit_max_records": args.max_records,
+            "connector_config_set": args.set,
             "bare_consumer_records_per_s": round(bare_rate),
             "bare_consumer_seconds": round(bare_seconds, 2),
-            "sink_records_per_s": round(sink_rate),
-            "sink_seconds": round(sink_seconds, 2),
-            "sink_seconds_with_process_startup": round(wall_seconds, 2),
-            "writer": args.writer,
-            "connector_config_set": args.set,
-            "sink_to_bare_ratio": round(sink_rate / bare_rate, 3),
-            "sink_records_per_s_after_first_commit": round(sustained_rate),
-            "sink_after_first_commit_to_bare_ratio": round(sustained_rate / bare_rate, 3),
-            # The same consumer also decoding each batch as the tasks do (what
-            # the sink's decoding costs at the least), and the sink against it.
+            # The same consumer also decoding each batch as the tasks do.
             "bare_consumer_with_json_parse_records_per_s": round(parse_rate),
-            "sink_to_consumer_with_parse_ratio": round(sink_rate / parse_rate, 3),
-            "commit_cycle_p50_s": round(pct(cycle, 0.5), 2),
-            "commit_cycle_p99_s": round(pct(cycle, 0.99), 2),
-            "table_commit_p50_s": round(pct(table_commit, 0.5), 3),
-            "table_commit_p99_s": round(pct(table_commit, 0.99), 3),
-            "commits": len(commits),
-            "snapshots": sum(len(c.snapshot_ids) for c in commits),
-            "mean_records_per_commit": round(statistics.mean(c.records for c in commits)) if commits else 0,
-            "peak_rss_mb_per_process": {role: round(v / 2**20) for role, v in peak_rss.items()},
-            # Over the timed part of each run, not counting process start-up.
             "cpu_seconds_bare": {role: round(v, 2) for role, v in bare_cpu.items()},
-            "cpu_seconds_sink": sink_cpu,
-            "rss_mb_every_half_second": rss_series,
+            "runs": runs,
+            "spark_alone": alone,
             "cpu_count": os.cpu_count(),
         }
-        print(json.dumps({k: v for k, v in result.items() if k != "rss_mb_every_half_second"}, indent=2))
+        if "spark" in runs and "arrow" in runs:
+            result["spark_to_arrow_ratio"] = round(
+                runs["spark"]["sink_records_per_s"] / runs["arrow"]["sink_records_per_s"], 3
+            )
+        if alone is not None and "spark" in runs:
+            result["spark_cpu_to_spark_alone_ratio"] = round(
+                runs["spark"]["spark_cpu_seconds_per_million_records"]
+                / max(0.01, alone["spark_cpu_seconds_per_million_records"]),
+                2,
+            )
+        printable = {
+            **result,
+            "runs": {w: {k: v for k, v in r.items() if k != "rss_mb_every_half_second"} for w, r in runs.items()},
+        }
+        print(json.dumps(printable, indent=2))
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
     finally:

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,9 +159,81 @@ def start_spark_connect(
         "spark.ui.enabled=false",
         "spark-internal",
     ]
-    service = spawn("spark-connect", argv, log_dir, env={"SPARK_HOME": str(home)})
+    # Spark's Python workers (the data plane's decoder) run this interpreter,
+    # which has the project's requirements; the code itself comes with each
+    # session (workers.spark_writer.code_archive).
+    service = spawn("spark-connect", argv, log_dir, env={"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable})
     _wait_ready(service, host, port, timeout=120)
     return service
+
+
+def start_spark_standalone(
+    log_dir: Path,
+    *,
+    workers: int = 2,
+    port: int = 7177,
+    worker_cores: int = 1,
+    worker_memory: str = "1g",
+    host: str = "127.0.0.1",
+    env: dict[str, str] | None = None,
+) -> tuple[str, list[ManagedProcess]]:
+    """A Spark standalone cluster on this machine, from pyspark's own launcher (``bin/spark-class``):
+    a master and ``workers`` workers. Returns the master's URL and the processes, master first.
+
+    Executors run in their worker's process group and environment (``env``
+    added), so stopping a worker stops its executors.
+    """
+    if not java_available():
+        raise ServiceError("Java 17+ is needed for Spark: install a JDK (e.g. apt-get install openjdk-17-jre-headless)")
+    if port_open(host, port):
+        raise ServiceError(f"port {host}:{port} is already in use by something else than a new Spark master")
+    home = spark_home()
+    spark_class = str(home / "bin" / "spark-class")
+    base_env = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, **(env or {})}
+    master_url = f"spark://{host}:{port}"
+    master = spawn(
+        "spark-master",
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--webui-port",
+            "0",
+        ],
+        log_dir,
+        env=base_env,
+    )
+    started = [master]
+    try:
+        _wait_ready(master, host, port, timeout=120)
+        for n in range(workers):
+            argv = [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", host, "--webui-port", "0"]
+            argv += ["--cores", str(worker_cores), "--memory", worker_memory, master_url]
+            started.append(spawn(f"spark-worker-{n + 1}", argv, log_dir, env=base_env))
+        _wait_for_log(started[1:], "Successfully registered with master", timeout=120)
+    except BaseException:
+        for process in reversed(started):
+            process.stop()
+        raise
+    return master_url, started
+
+
+def _wait_for_log(services: list[ManagedProcess], line: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    waiting = list(services)
+    while waiting and time.monotonic() < deadline:
+        for service in list(waiting):
+            if service.process.poll() is not None:
+                tail = service.log_path.read_text(errors="replace")[-2000:]
+                raise ServiceError(f"{service.name} exited with {service.process.returncode}; log tail:\n{tail}")
+            if line in service.log_path.read_text(errors="replace"):
+                waiting.remove(service)
+        time.sleep(0.2)
+    if waiting:
+        raise ServiceError(f"{', '.join(s.name for s in waiting)}: no {line!r} within {timeout:.0f}s")
 
 
 def _celery() -> list[str]:

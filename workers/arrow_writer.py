@@ -1,13 +1,14 @@
-"""The Arrow data plane: participants decode records and write data files themselves.
+"""Decoding records into table data files: the JSON decoder both data planes share, and
+the arrow data plane.
 
-Measured on a 2-core host (bench/sink_throughput.py), Spark's ``from_json``
-decodes and writes ~120k records of 1 KB per second; Arrow's C++ JSON reader
-parses the same records at ~600k/s. So for the values Arrow decodes exactly
-like the table expects (plain JSON, string, bytes), each participant decodes
-a chunk as soon as its buffer is full and appends it to the commit's data
-files: writing overlaps consuming, the end of a commit only closes files, and
-no raw copy of the records is kept. Connect-envelope JSON, Avro and column
-types the JSON reader cannot produce go through Spark (``sinkadmin.writer``).
+With ``sinkadmin.writer=spark`` (the default) Spark's Python workers run the
+code of this module over each staged file (``workers.spark_writer``); with
+``arrow`` each participant runs it as it consumes, with no JVM: it decodes a
+chunk as soon as its buffer is full and appends it to the commit's data files,
+so the end of a commit only closes files. Either way the same records give the
+same rows and the same bad-record decisions. Values are plain JSON, the
+payload of Kafka Connect's schema envelope, Avro (decoded to JSON by the
+participant while staging), string or bytes.
 
 Two JSON readers decode plain JSON. Into columns of boolean, integer,
 floating-point and string types (and structs and lists of them: all that
@@ -66,7 +67,6 @@ from pyiceberg.types import (
 )
 
 from connectors.config import SinkConfig
-from connectors.config.validation import arrow_cannot_decode
 from workers.events import DataFile
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
 from workers.tables import missing_fields, partition_values_json
@@ -88,6 +88,8 @@ _JSON_PRIMITIVES = (
 )
 
 NOT_AN_OBJECT = "value is not a JSON object"
+NO_PAYLOAD = "the Kafka Connect envelope has no payload (schemas.enable=true needs one)"
+PRESENT = "_payload_present"
 DOES_NOT_FIT = "value is not valid JSON, or a field does not fit its column type"
 
 
@@ -115,10 +117,8 @@ def _json_decodable(field_type: IcebergType) -> bool:
 
 
 def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str | None:
-    """Why the Arrow writer cannot write these records to these tables, or None if it can."""
-    if (reason := arrow_cannot_decode(config.value_converter, config.schemas_enable)) is not None:
-        return reason
-    if config.value_converter != "json":
+    """Why the JSON decoder cannot turn these records into these tables' columns, or None if it can."""
+    if config.value_converter not in ("json", "avro"):
         return None
     for table in tables:
         for f in table.schema.fields:
@@ -206,14 +206,27 @@ def records_schema(parsed: pa.Schema) -> Schema:
 
 
 class JsonDecoder:
-    """Plain JSON objects to the columns of the first table (as Spark's from_json does)."""
+    """JSON objects to the columns of the first table: plain JSON, or the ``payload`` of
+    Kafka Connect's schema envelope (``envelope``). Both data planes decode with it:
+    the participants (arrow) and Spark's Python workers (spark), so the same records
+    give the same rows and the same bad-record decisions on both."""
 
     MIN_BLOCK = 1 << 20
 
-    def __init__(self, data_schema: pa.Schema, evolve: bool = False) -> None:
+    def __init__(self, data_schema: pa.Schema, evolve: bool = False, envelope: bool = False) -> None:
         self.data_schema = data_schema
-        self.parse_schema = pa.schema([f.with_type(_narrow(f.type, dates_as_text=True)) for f in data_schema])
-        self.needs_cast = self.parse_schema != data_schema
+        self.envelope = envelope
+        columns = pa.schema([f.with_type(_narrow(f.type, dates_as_text=True)) for f in data_schema])
+        # An envelope's payload is read as a struct of the columns; its
+        # `schema` is an unknown field, skipped by both readers.
+        self.parse_schema = pa.schema([pa.field("payload", pa.struct(list(columns)))]) if envelope else columns
+        self.columns_schema = columns
+        self.needs_cast = columns != data_schema
+        # What a parsed chunk is cast to: the columns, and for an envelope
+        # whether each record had a payload.
+        self.cast_schema = data_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else data_schema
+        if evolve and envelope:
+            raise ValueError("an envelope's new fields come from its schema, not from typing its values")
         # With schema evolution the reader also types the fields the table
         # lacks, as it would for a table it knew nothing of; without, it
         # skips them (as the Iceberg sink ignores them).
@@ -253,6 +266,16 @@ class JsonDecoder:
         if lines:
             self._isolate(lines, positions, tables, good, bad)
         columns = pa.concat_tables(tables) if tables else self.data_schema.empty_table()
+        if self.envelope and tables:
+            present = columns.column(PRESENT).combine_chunks()
+            columns = columns.drop_columns([PRESENT])
+            if present.false_count:
+                # Kafka Connect's JsonConverter refuses an envelope without
+                # a payload; a null value is a tombstone, not an envelope.
+                kept = present.to_pylist()
+                bad += [(p, NO_PAYLOAD) for p, k in zip(good, kept, strict=True) if not k]
+                good = [p for p, k in zip(good, kept, strict=True) if k]
+                columns = columns.filter(present)
         bad.sort()
         return Decoded(columns, good, bad, skipped, self._records_schema)
 
@@ -263,7 +286,10 @@ class JsonDecoder:
             # A value holding more than one JSON value (or, for Arrow C++'s
             # reader, which takes a line for a record, a line break).
             raise ValueError("value holds more than one JSON value")
-        if self.evolve and table.schema != self.parse_schema:
+        if self.envelope:
+            payload = table.column("payload").combine_chunks()
+            table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
+        elif self.evolve and table.schema != self.parse_schema:
             if self._records_schema is None:
                 self._records_schema = records_schema(table.schema)
             # The table's columns only (casting a struct drops its new fields).
@@ -271,7 +297,7 @@ class JsonDecoder:
             if table.schema != self.parse_schema:
                 table = table.cast(self.parse_schema)
         if self.needs_cast:
-            table = table.cast(self.data_schema)
+            table = table.cast(self.cast_schema)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
         return table
 
@@ -475,11 +501,12 @@ class ArrowTableOutput:
 
 
 class ArrowPartitionWriter:
-    """The sink of one partition's staging buffer when participants decode (see module doc).
+    """Decodes one partition's records chunk by chunk into the commit's data files: the sink
+    of a participant's staging buffer (arrow data plane), and what Spark's Python workers run
+    over a staged file (spark data plane, ``workers.spark_writer``).
 
-    The plan (tables and engine) is settled at the first chunk, when sample
-    records exist to create a missing table from; if Spark must decode after
-    all, every chunk goes to a raw staging file as with ``sinkadmin.writer=spark``.
+    The plan (the tables) is settled at the first chunk, when sample records
+    exist to create a missing table from.
     """
 
     DECODE_CHUNK_BYTES = 1 << 20
@@ -494,8 +521,13 @@ class ArrowPartitionWriter:
         partition: int,
         start: int,
         staging_dir: Path,
+        keep_rejects: bool = True,
     ) -> None:
         self.config = config
+        # Undecodable records are copied to a file of their own for the
+        # dead-letter topic, unless the caller already has them all (Spark
+        # decodes a raw staging file).
+        self.keep_rejects = keep_rejects
         self.plan_for = plan_for
         # Adds fields to the plan's tables (schema evolution) and returns them as they are then.
         self.evolve_for = evolve_for
@@ -509,7 +541,6 @@ class ArrowPartitionWriter:
         # the commit's end; row groups are still buffer-bytes large.
         self.chunk_bytes = min(config.buffer_bytes, self.DECODE_CHUNK_BYTES)
         self.plan: WritePlan | None = None
-        self.raw: RawStagingFile | None = None  # every record, when Spark decodes
         self.rejects: RawStagingFile | None = None  # the undecodable ones, for the dead-letter topic
         self.outputs: list[ArrowTableOutput] = []
         # Files closed when the tables' schema changed (each file has one schema).
@@ -523,9 +554,6 @@ class ArrowPartitionWriter:
     def write(self, chunk: RecordChunk) -> None:
         if self.plan is None:
             self._settle(chunk)
-        if self.raw is not None:
-            self.raw.write(chunk)
-            return
         decoded = self._decode(chunk)
         additions = None
         if decoded.records_schema is not None:
@@ -541,14 +569,15 @@ class ArrowPartitionWriter:
             self.bad.extend(
                 BadRecord(self.topic, self.partition, chunk.offsets[i], reason) for i, reason in decoded.bad
             )
-            if self.rejects is None:
+            if self.rejects is None and self.keep_rejects:
                 self.rejects = RawStagingFile(
                     raw_staging_path(
                         self.staging_dir, self.topic, self.partition, self.start, f"-rejects-{self.attempt}"
                     ),
                     self.chunk_bytes,
                 )
-            self.rejects.write(chunk.take([i for i, _ in decoded.bad]))
+            if self.rejects is not None:
+                self.rejects.write(chunk.take([i for i, _ in decoded.bad]))
         self.skipped += decoded.skipped
         if not decoded.positions:
             return
@@ -563,12 +592,6 @@ class ArrowPartitionWriter:
 
     def _settle(self, chunk: RecordChunk) -> None:
         plan = self.plan = self.plan_for(chunk.values[:500])
-        if plan.engine != "arrow":
-            self.chunk_bytes = self.config.buffer_bytes
-            self.raw = RawStagingFile(
-                raw_staging_path(self.staging_dir, self.topic, self.partition, self.start), self.config.buffer_bytes
-            )
-            return
         self._open(plan.tables)
         first = plan.tables[0]
         route_field = self.config.route_field
@@ -580,8 +603,11 @@ class ArrowPartitionWriter:
     def _open(self, tables: Sequence[TargetTable]) -> None:
         """Decoder and open files for the tables' current schemas (those open until now are closed)."""
         data_fields = [f for f in tables[0].schema.fields if not f.name.startswith("_kafka_")]
-        if self.config.value_converter == "json":
-            self.decoder = JsonDecoder(arrow_schema(Schema(*data_fields)), evolve=self.config.evolve_schema)
+        if self.config.value_converter in ("json", "avro"):
+            # (Avro values reach the sinks as JSON: the participant decodes them while staging.)
+            envelope = self.config.value_converter == "json" and self.config.schemas_enable
+            evolve = self.config.evolve_schema and self.config.value_converter == "json" and not envelope
+            self.decoder = JsonDecoder(arrow_schema(Schema(*data_fields)), evolve=evolve, envelope=envelope)
         else:
             self.value_column = data_fields[0].name if data_fields else "value"
         for output in self.outputs:
@@ -640,9 +666,6 @@ class ArrowPartitionWriter:
         return pc.cast(columns.column(self.config.route_field), pa.string())
 
     def finish(self, staged: StagedPartition) -> StagedPartition:
-        if self.raw is not None:
-            staged.path = self.raw.close()
-            return staged
         staged.decoded = True
         staged.files = self.closed + [f for output in self.outputs for f in output.close()]
         staged.bad = self.bad
@@ -651,9 +674,8 @@ class ArrowPartitionWriter:
         return staged
 
     def discard(self) -> None:
-        for sink in (self.raw, self.rejects):
-            if sink is not None:
-                sink.discard()
+        if self.rejects is not None:
+            self.rejects.discard()
         for output in self.outputs:
             output.discard()
         for closed in self.closed:

@@ -338,12 +338,13 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.writer",
         KeyType.STRING,
-        "Who decodes records and writes data files. arrow: each participant, as it consumes (fast; plain "
-        "JSON, string and bytes values). spark: the host's Spark (SPARK_REMOTE / SPARK_MASTER) at the end "
-        "of each commit (every converter and column type). auto: arrow when it can, else spark.",
+        "The data plane: who decodes records and writes data files. spark: the host's Spark (SPARK_REMOTE / "
+        "SPARK_MASTER), one job per task and commit, while the participants go on consuming. arrow: each "
+        "participant decodes as it consumes, with no JVM (for hosts without Spark). Both decode with the same "
+        "JSON decoder and give the same rows. auto: spark (kept for configs written for earlier versions).",
         _G_STAGING,
-        default="auto",
-        choices=("auto", "arrow", "spark"),
+        default="spark",
+        choices=("spark", "arrow", "auto"),
         order=0,
     ),
     ConfigKey(

@@ -286,12 +286,9 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
             result.add(key, "identifier columns are not supported yet (they go with upsert mode)")
         elif setting == "partition-by":
             try:
-                fields = parse_partition_by(value)
+                parse_partition_by(value)
             except ValueError as exc:
                 result.add(key, str(exc))
-                continue
-            if any(f.transform == "bucket" for f in fields) and (reason := _spark_decodes(config)) is not None:
-                result.add(key, f"bucket partitions are written by the arrow data plane only, and {reason}")
         elif setting == "route-regex":
             try:
                 re.compile(value)
@@ -315,15 +312,6 @@ def _check_errors(result: ConfigValidation, config: dict[str, str]) -> None:
         result.add("errors.deadletterqueue.topic.name", "a dead-letter topic needs errors.tolerance=all")
 
 
-def arrow_cannot_decode(value_converter: str | None, schemas_enable: bool) -> str | None:
-    """Why the arrow data plane cannot decode these values (Spark must), or None if it can."""
-    if value_converter == "avro":
-        return "the arrow writer does not decode Avro values"
-    if value_converter == "json" and schemas_enable:
-        return "the arrow writer does not decode a Kafka Connect schema envelope"
-    return None
-
-
 def _value_format(config: dict[str, str]) -> tuple[str | None, bool]:
     """The value converter's short name, and whether values come in Kafka Connect's schema envelope."""
     return (
@@ -332,36 +320,24 @@ def _value_format(config: dict[str, str]) -> tuple[str | None, bool]:
     )
 
 
-def _arrow_reason(config: dict[str, str]) -> str | None:
-    return arrow_cannot_decode(*_value_format(config))
-
-
-def _spark_decodes(config: dict[str, str]) -> str | None:
-    """Why Spark, not the arrow data plane, writes this connector's records, or None."""
-    if config.get("sinkadmin.writer", "auto").strip() == "spark":
-        return "sinkadmin.writer is spark"
-    return _arrow_reason(config)
-
-
 def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
-    if config.get("sinkadmin.writer", "auto").strip() != "arrow":
-        return
-    reason = _arrow_reason(config)
-    if reason is not None:
-        result.add("sinkadmin.writer", f"{reason}; use spark or auto")
+    writer = config.get("sinkadmin.writer", "spark").strip()
+    evolve = config.get("iceberg.tables.evolve-schema-enabled", "false").strip().lower() == "true"
+    converter, envelope = _value_format(config)
+    if writer == "arrow" and evolve and converter == "json" and envelope:
+        # (The envelopes' schemas are collected by a Spark pass over the commit's records.)
+        result.add(
+            "sinkadmin.writer", "schema evolution from Kafka Connect envelopes needs the spark data plane; use spark"
+        )
 
 
 def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> None:
     key = "iceberg.tables.evolve-schema-enabled"
     if config.get(key, "false").strip().lower() != "true":
         return
-    converter, envelope = _value_format(config)
+    converter, _ = _value_format(config)
     if converter in ("string", "bytearray"):
         result.add(key, "schema evolution adds columns for the fields of records; these values have none")
-    elif converter == "json" and not envelope and config.get("sinkadmin.writer", "auto").strip() == "spark":
-        # (Envelopes and Avro carry their schema; plain JSON's fields are
-        # typed by the arrow data plane as it reads them.)
-        result.add(key, "schema evolution of plain JSON is done by the arrow data plane; use auto or arrow")
 
 
 def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
@@ -474,7 +450,8 @@ class SinkConfig:
             auto_offset_reset=get("consumer.auto.offset.reset"),
             buffer_bytes=int(get("sinkadmin.staging.buffer-bytes")),
             staging_max_bytes=int(get("sinkadmin.staging.max-bytes")),
-            writer=get("sinkadmin.writer"),
+            # ("auto", the default before Spark became the data plane, means spark.)
+            writer="arrow" if get("sinkadmin.writer") == "arrow" else "spark",
         )
 
     def catalog_properties(self) -> dict[str, str]:

@@ -1,0 +1,146 @@
+"""Spark where users outgrow one machine: connectors whose data plane runs on a real Spark
+standalone cluster (a master and two workers started from pyspark's own launcher on this
+machine), driven both ways a deployment can: the driver in the worker process
+(``SPARK_MASTER=spark://...``) and a Spark Connect server attached to the cluster
+(``SPARK_REMOTE``). Staged files and tables are on a filesystem every executor reads.
+Each test ends with the exactly-once check on the table: every record once, none twice."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from connectors.models import Commit, CommitState
+from sinkadmin.services import ManagedProcess, start_spark_connect, start_spark_standalone
+from tests.integration.helpers import caught_up, wait_until
+from tests.integration.test_crashes import Processes, assert_exactly_once, setup_connector, wait_for_phase
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+# Each of the cluster's Python workers stalls this long in its first decode:
+# a window in which the test kills an executor mid-write.
+DECODE_STALL_SECONDS = 4
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Cluster:
+    def __init__(self, url: str, processes: list[ManagedProcess], work_dir: Path) -> None:
+        self.url = url
+        self.processes = processes
+        self.work_dir = work_dir
+
+    def executors(self) -> list[psutil.Process]:
+        """The executor JVMs the workers launched (for any application)."""
+        found = []
+        for worker in self.processes[1:]:
+            for child in psutil.Process(worker.process.pid).children(recursive=True):
+                try:
+                    if "CoarseGrainedExecutorBackend" in " ".join(child.cmdline()):
+                        found.append(child)
+                except psutil.NoSuchProcess:
+                    continue
+        return found
+
+    def executors_that_run_python(self) -> list[psutil.Process]:
+        busy = []
+        for executor in self.executors():
+            try:
+                if any("python" in c.name() for c in executor.children(recursive=True)):
+                    busy.append(executor)
+            except psutil.NoSuchProcess:
+                continue
+        return busy
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    log_dir = tmp_path_factory.mktemp("spark-cluster")
+    work_dir = log_dir / "work"
+    url, processes = start_spark_standalone(
+        log_dir,
+        port=free_port(),
+        env={
+            "SPARK_WORKER_DIR": str(work_dir),
+            "SINKADMIN_FAILPOINTS": f"executor.decode=delay:{DECODE_STALL_SECONDS}",
+        },
+    )
+    yield Cluster(url, processes, work_dir)
+    for process in reversed(processes):
+        process.stop()
+
+
+@pytest.fixture
+def connect_on_cluster(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    server = start_spark_connect(port, tmp_path_factory.mktemp("spark-connect"), master=cluster.url, driver_memory="1g")
+    yield f"sc://127.0.0.1:{port}"
+    server.stop()
+
+
+def on_cluster(lake: dict[str, str], **spark: str) -> dict[str, str]:
+    env = {k: v for k, v in lake.items() if k not in ("SPARK_REMOTE", "SPARK_MASTER")}
+    return {**env, **spark}
+
+
+def test_a_connector_whose_driver_runs_in_its_worker_process_writes_through_the_cluster(
+    cluster: Cluster, lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    # One task process, one Spark application (each process with
+    # SPARK_MASTER is an application of its own on the cluster).
+    processes = Processes(on_cluster(lake, SPARK_MASTER=cluster.url))
+    try:
+        ends = setup_connector(kafka_bootstrap, topic_name, "on-cluster", **{"sinkadmin.writer": "spark"})
+        processes.task("on-cluster")
+        processes.coordinator("on-cluster")
+        wait_until(caught_up("on-cluster", ends), 240, "every record committed through the cluster")
+    finally:
+        processes.stop_all()
+    assert_exactly_once("on-cluster", kafka_bootstrap, ends)
+    # The records were decoded by the cluster's executors, not in the task's process.
+    assert list(cluster.work_dir.glob("app-*/*/stderr")), "no executor ran for the connector"
+
+
+def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(
+    cluster: Cluster, connect_on_cluster: str, lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    processes = Processes(on_cluster(lake, SPARK_REMOTE=connect_on_cluster))
+    try:
+        ends = setup_connector(
+            kafka_bootstrap,
+            topic_name,
+            "executor-killed",
+            **{
+                "sinkadmin.writer": "spark",
+                "tasks.max": "2",
+                "iceberg.control.commit.interval-ms": "3000",
+                "iceberg.control.commit.timeout-ms": "90000",
+            },
+        )
+        processes.task("executor-killed", 0, 2)
+        processes.task("executor-killed", 1, 2)
+        processes.coordinator("executor-killed")
+        # END sent, the tasks' Spark jobs running: the Python workers stall in
+        # their first decode, and one executor is killed right there.
+        wait_for_phase("executor-killed", "collecting", timeout=120)
+        deadline = time.monotonic() + 60
+        while not cluster.executors_that_run_python() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        busy = cluster.executors_that_run_python()
+        assert busy, "no executor was decoding"
+        busy[0].send_signal(signal.SIGKILL)
+        wait_until(caught_up("executor-killed", ends), 240, "every record committed after the executor died")
+    finally:
+        processes.stop_all()
+    assert_exactly_once("executor-killed", kafka_bootstrap, ends)
+    assert Commit.objects.filter(connector_name="executor-killed", state=CommitState.COMMITTED).exists()

@@ -1,0 +1,160 @@
+"""The spark data plane's pieces that need no Spark: what its Python workers run over a staged
+file (called here directly, on real files), how a Spark failure reads, the code it ships to
+executors, and the message when Spark cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import uuid
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.conf import LazySettings
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from connectors.config import SinkConfig
+from workers import spark_writer
+from workers.spark_writer import (
+    SparkUnavailable,
+    SparkWriter,
+    StagedDecode,
+    code_archive,
+    decode_staged_partitions,
+    read_staged_chunks,
+    spark_failure,
+)
+from workers.staging import RawStagingFile, RecordChunk, StagedPartition
+from workers.writes import TargetTable
+
+SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False))
+
+
+def config(**more: str) -> SinkConfig:
+    return SinkConfig.parse(
+        {
+            "connector.class": "iceberg",
+            "topics": "orders",
+            "iceberg.tables": "db.orders",
+            "errors.tolerance": "all",
+            **more,
+        }
+    )
+
+
+def staged_file(tmp_path: Path, values: list[bytes | None], chunk_bytes: int = 1 << 16) -> StagedPartition:
+    raw = RawStagingFile(tmp_path / "staging" / "orders+3+100.parquet", chunk_bytes)
+    offsets = list(range(100, 100 + len(values)))
+    for first in range(0, len(values), 50):  # row groups of 50 records, as spills would make
+        part = slice(first, first + 50)
+        n = len(offsets[part])
+        raw.write(RecordChunk("orders", 3, offsets[part], [1] * n, [None] * n, values[part], [None] * n, [None] * n))
+    return StagedPartition("orders", 3, 100, 100 + len(values), len(values), raw.close(), None)
+
+
+def job(tmp_path: Path, cfg: SinkConfig, schema: Schema = SCHEMA) -> StagedDecode:
+    table = TargetTable(cfg.tables[0], schema, str(tmp_path / "warehouse" / "orders"))
+    return StagedDecode(cfg, (table,), uuid.uuid4(), uuid.uuid4())
+
+
+def test_a_staged_file_is_read_back_in_chunks_of_about_the_size_asked(tmp_path: Path) -> None:
+    values: list[bytes | None] = [json.dumps({"id": i, "name": "x" * 200}).encode() for i in range(120)]
+    staged = staged_file(tmp_path, values)
+    assert staged.path is not None
+    chunks = list(read_staged_chunks(staged.path, 4096))
+    assert [o for c in chunks for o in c.offsets] == list(range(100, 220))
+    assert [v for c in chunks for v in c.values] == values
+    assert max(len(c) for c in chunks) < 50  # cut inside row groups, not a row group a chunk
+
+
+def test_what_a_python_worker_runs_writes_final_files_and_reports_bad_records(tmp_path: Path) -> None:
+    values: list[bytes | None] = [b'{"id": %d, "name": "n"}' % i for i in range(80)]
+    values[7], values[60], values[61] = b'{"id": "seven"}', None, b"[1]"
+    staged = staged_file(tmp_path, values)
+    outcome = job(tmp_path, config()).decode(staged)
+    [written] = outcome["files"]
+    assert written["path"].endswith(".parquet") and "/data/orders+3+100+179-" in written["path"]
+    rows = pq.read_table(written["path"].removeprefix("file://")).to_pylist()
+    assert len(rows) == written["records"] == 77
+    assert [offset for offset, _ in outcome["bad"]] == [107, 161] and outcome["skipped"] == 1
+    assert "does not fit its column type" in outcome["bad"][0][1]
+    assert not list((tmp_path / "warehouse" / "orders" / "data" / "_tmp").rglob("*.parquet"))
+
+
+def test_records_with_new_fields_come_back_as_the_fields_to_add(tmp_path: Path) -> None:
+    values: list[bytes | None] = [b'{"id": 1, "name": "a", "city": "Oslo"}']
+    staged = staged_file(tmp_path, values)
+    outcome = job(tmp_path, config(**{"iceberg.tables.evolve-schema-enabled": "true"})).decode(staged)
+    additions = Schema.model_validate_json(outcome["additions"])
+    assert [f.name for f in additions.fields] == ["city"] and "files" not in outcome
+    assert not list((tmp_path / "warehouse").rglob("*.parquet"))  # nothing written in the old schema
+
+
+def test_the_mapinarrow_function_answers_one_row_per_staged_partition(tmp_path: Path) -> None:
+    staged = staged_file(tmp_path, [b'{"id": 1}', b'{"id": 2}'])
+    rows = pa.RecordBatch.from_pylist(
+        [{**staged.__dict__, "path": str(staged.path)} for _ in range(1)],
+        schema=pa.schema(
+            [
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("start", pa.int64()),
+                ("end", pa.int64()),
+                ("records", pa.int64()),
+                ("path", pa.string()),
+                ("max_timestamp", pa.int64()),
+            ]
+        ),
+    )
+    [answer] = list(decode_staged_partitions(job(tmp_path, config()), iter([rows])))
+    assert answer.to_pylist()[0]["topic"] == "orders" and answer.to_pylist()[0]["partition"] == 3
+    assert json.loads(answer.to_pylist()[0]["outcome"])["files"][0]["records"] == 2
+
+
+def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> None:
+    archive = code_archive()
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"workers/arrow_writer.py", "workers/spark_writer.py", "connectors/config/validation.py"} <= names
+    assert code_archive() == archive  # named by content: shipped once per session
+    # What a Python worker does first: import the decoder from the archive, without Django settings.
+    probe = subprocess.run(
+        [sys.executable, "-c", "import workers.spark_writer, workers.arrow_writer; print('ok')"],
+        env={"PYTHONPATH": str(archive)},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert probe.stdout.strip() == "ok", probe.stderr
+
+
+def test_a_spark_failure_shows_the_python_workers_error_first() -> None:
+    raised = (
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/workers/spark_writer.py", line 1, in decode\n'
+        "    raise OSError\n"
+        "OSError: [Errno 28] No space left on device: '/lake/orders/data'\n"
+        "JVM stacktrace:\n"
+        "org.apache.spark.api.python.PythonException\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"
+    )
+    assert spark_failure(Exception(raised)).startswith(
+        "Spark job failed: OSError: [Errno 28] No space left on device: '/lake/orders/data'"
+    )
+
+
+@pytest.mark.django_db
+def test_a_spark_that_cannot_be_reached_is_named_in_one_clear_message(settings: LazySettings) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    settings.SPARK_REMOTE = f"sc://127.0.0.1:{closed}"
+    spark_writer.forget_session(spark_writer._session)
+    with pytest.raises(SparkUnavailable, match=f"Spark at sc://127.0.0.1:{closed} is unreachable"):
+        _ = SparkWriter(config()).spark
