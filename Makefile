@@ -40,6 +40,7 @@ typecheck: install
 	$(VENV)/bin/mypy connectors workers sinkadmin
 
 bench: services
+	$(PY) bench/spark_decoding.py
 	$(PY) bench/sink_throughput.py
 
 clean:

@@ -24,20 +24,25 @@ bare consumer's runs from its first fetch: process start-up (Python
 imports, Django, connecting) is left out of both, and reported apart.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
+        [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -252,31 +257,98 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     return result
 
 
+class Product:
+    """The product as ``make run`` starts it (``manage.py runstack``: web, Celery connectors worker,
+    supervisor, beat), on the benchmark's broker and Spark; connectors are created through its
+    REST API, as a user would."""
+
+    USER, PASSWORD = "bench", uuid.uuid4().hex
+
+    def __init__(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        env = {
+            **os.environ,
+            "KAFKA_BOOTSTRAP_SERVERS": settings.KAFKA_BOOTSTRAP_SERVERS,
+            "SINKADMIN_ADMIN_USER": self.USER,
+            "SINKADMIN_ADMIN_PASSWORD": self.PASSWORD,
+        }
+        if settings.SPARK_REMOTE:
+            env["SPARK_REMOTE"] = settings.SPARK_REMOTE
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "runstack", "--addr", f"127.0.0.1:{self.port}"],
+            env=env,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while not port_open("127.0.0.1", self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("make run's stack did not start")
+            time.sleep(0.5)
+
+    def worker(self) -> psutil.Process:
+        """The Celery worker that hosts the connectors' coordinators and tasks."""
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            if "connectors" in child.cmdline() and "worker" in child.cmdline():
+                return child
+        raise SystemExit("no connectors worker in make run's stack")
+
+    def api(self, method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/api/connect/{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": "Basic " + base64.b64encode(f"{self.USER}:{self.PASSWORD}".encode()).decode(),
+            },
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            text = response.read()
+        return json.loads(text) if text else {}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(90)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
 def run_sink(
-    args: argparse.Namespace, writer: str, topic: str, ends: dict[tuple[str, int], int], broker: psutil.Process | None
+    args: argparse.Namespace,
+    writer: str,
+    topic: str,
+    ends: dict[tuple[str, int], int],
+    broker: psutil.Process | None,
+    product: Product | None = None,
 ) -> dict:
-    """One connector over the whole topic with the given data plane, its tasks and coordinator as
-    ``run_connector`` processes; figures of the run."""
+    """One connector over the whole topic with the given data plane; figures of the run. Its
+    tasks and coordinator run as ``run_connector`` processes, or in ``product``'s Celery worker."""
     run = uuid.uuid4().hex[:8]
     name = f"bench-{writer}-{run}"
-    actions.create_connector(
-        name,
-        {
-            "connector.class": "iceberg",
-            "topics": topic,
-            "iceberg.tables": f"bench.events_{run}",
-            "iceberg.tables.auto-create-enabled": "true",
-            "tasks.max": str(args.tasks),
-            "iceberg.control.topic": f"control-{run}",
-            "iceberg.control.commit.interval-ms": str(args.interval_ms),
-            "sinkadmin.commit.max-records": str(args.max_records),
-            "iceberg.control.commit.timeout-ms": "120000",
-            "sinkadmin.writer": writer,
-            **dict(item.split("=", 1) for item in args.set),
-        },
-    )
+    config = {
+        "connector.class": "iceberg",
+        "topics": topic,
+        "iceberg.tables": f"bench.events_{run}",
+        "iceberg.tables.auto-create-enabled": "true",
+        "tasks.max": str(args.tasks),
+        "iceberg.control.topic": f"control-{run}",
+        "iceberg.control.commit.interval-ms": str(args.interval_ms),
+        "sinkadmin.commit.max-records": str(args.max_records),
+        "iceberg.control.commit.timeout-ms": "120000",
+        "sinkadmin.writer": writer,
+        **dict(item.split("=", 1) for item in args.set),
+    }
+    if product is not None:
+        return {
+            "writer": writer,
+            **_measured(args, name, ends, {"worker": product.worker()}, broker, [], product, config),
+        }
+    actions.create_connector(name, config)
     manage = [sys.executable, str(ROOT / "manage.py"), "run_connector", name]
-    launched = time.perf_counter()
     children = [
         subprocess.Popen(
             [*manage, "--role", "task", "--task-index", str(i), "--tasks", str(args.tasks)],
@@ -300,6 +372,25 @@ def run_sink(
         f"task-{i}": psutil.Process(child.pid) for i, child in enumerate(children[:-1])
     }
     roles["coordinator"] = psutil.Process(children[-1].pid)
+    try:
+        return {"writer": writer, **_measured(args, name, ends, roles, broker, children)}
+    finally:
+        actions.delete_connector(name)
+
+
+def _measured(
+    args: argparse.Namespace,
+    name: str,
+    ends: dict[tuple[str, int], int],
+    roles: dict[str, psutil.Process | None],
+    broker: psutil.Process | None,
+    children: list[subprocess.Popen],
+    product: Product | None = None,
+    config: dict[str, str] | None = None,
+) -> dict:
+    launched = time.perf_counter()
+    if product is not None:
+        product.api("POST", "connectors", {"name": name, "config": config})
     watched = {**roles, "broker": broker, "spark": spark_process()}
     # (wall clock, {role: (cpu seconds, rss)}) every half second: CPU is
     # taken between the samples nearest the sink's first START and last
@@ -314,12 +405,17 @@ def run_sink(
             break
         if any(child.poll() is not None for child in children):
             raise SystemExit("a sink process exited early")
+        if product is not None and product.process.poll() is not None:
+            raise SystemExit("make run's stack exited early")
         time.sleep(0.5)
     wall_seconds = time.perf_counter() - launched
     for child in children:
         child.terminate()
     for child in children:
         child.wait(60)
+    # Deleted once measured, so that no `make run` on this database ever starts it again.
+    if product is not None:
+        product.api("DELETE", f"connectors/{name}")
 
     commits = list(
         Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED)
@@ -353,7 +449,6 @@ def run_sink(
         else sink_rate
     )
     return {
-        "writer": writer,
         "sink_records_per_s": round(sink_rate),
         "sink_seconds": round(sink_seconds, 2),
         "sink_seconds_with_process_startup": round(wall_seconds, 2),
@@ -387,11 +482,16 @@ def main() -> None:
     parser.add_argument("--max-records", type=int, default=0)
     # The data planes to run, one connector each, over the same topic in this run.
     parser.add_argument("--writers", default="spark,arrow")
+    # How the sink runs: run-connector (coordinator and tasks as processes of
+    # their own) and make-run (the product as `make run` starts it, the
+    # connector created through the REST API, hosted by the Celery worker).
+    parser.add_argument("--modes", default="run-connector,make-run")
     # Any other connector key, for A/B runs of a setting (consumer.override.*, say).
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a connector config key")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "sink_throughput.json"))
     args = parser.parse_args()
     writers = [w.strip() for w in args.writers.split(",") if w.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
 
     call_command("migrate", verbosity=0)
     services = ensure_services()
@@ -410,16 +510,10 @@ def main() -> None:
         print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
         parse_rate, _ = bare_consumer_rate(ends, parse=True)
         print(f"bare consumer + the tasks' JSON decoding: {parse_rate:,.0f} records/s", flush=True)
-        runs = {}
-        for writer in writers:
-            print(f"sink, {writer} data plane...", flush=True)
-            runs[writer] = run_sink(args, writer, topic, ends, broker)
-            rate = runs[writer]["sink_records_per_s"]
-            runs[writer]["sink_to_bare_ratio"] = round(rate / bare_rate, 3)
-            runs[writer]["sink_to_consumer_with_parse_ratio"] = round(rate / parse_rate, 3)
-            print(f"sink, {writer}: {rate:,.0f} records/s, {rate / bare_rate:.2f} of the bare consumer", flush=True)
         alone = None
         if "spark" in writers:
+            # First: it also warms the Spark server's JVM, as a `make run`
+            # that has run for a while has it (its first job is reported apart).
             staging = Path(settings.STAGING_DIR) / f"bench-alone-{uuid.uuid4().hex[:8]}"
             try:
                 alone = spark_alone(ends, staging)
@@ -427,6 +521,23 @@ def main() -> None:
                 shutil.rmtree(staging, ignore_errors=True)
             alone["spark_cpu_seconds_per_million_records"] = round(alone["warm_spark_cpu_seconds"] * 1e6 / target, 2)
             print(f"Spark alone: {alone}", flush=True)
+        runs: dict[str, dict] = {}
+        for mode in modes:
+            product = Product() if mode == "make-run" else None
+            try:
+                for writer in writers:
+                    label = f"{writer} ({mode})"
+                    print(f"sink, {label}...", flush=True)
+                    run = runs[label] = {"mode": mode, **run_sink(args, writer, topic, ends, broker, product)}
+                    rate = run["sink_records_per_s"]
+                    run["sink_to_bare_ratio"] = round(rate / bare_rate, 3)
+                    run["sink_to_consumer_with_parse_ratio"] = round(rate / parse_rate, 3)
+                    print(
+                        f"sink, {label}: {rate:,.0f} records/s, {rate / bare_rate:.2f} of the bare consumer", flush=True
+                    )
+            finally:
+                if product is not None:
+                    product.stop()
         result: dict = {
             "records": target,
             "partitions": args.partitions,
@@ -440,20 +551,22 @@ def main() -> None:
             # The same consumer also decoding each batch as the tasks do.
             "bare_consumer_with_json_parse_records_per_s": round(parse_rate),
             "cpu_seconds_bare": {role: round(v, 2) for role, v in bare_cpu.items()},
+            "spark_remote": settings.SPARK_REMOTE or None,
+            "spark_master": settings.SPARK_MASTER or None,
             "runs": runs,
             "spark_alone": alone,
             "cpu_count": os.cpu_count(),
         }
-        if "spark" in runs and "arrow" in runs:
-            result["spark_to_arrow_ratio"] = round(
-                runs["spark"]["sink_records_per_s"] / runs["arrow"]["sink_records_per_s"], 3
-            )
-        if alone is not None and "spark" in runs:
-            result["spark_cpu_to_spark_alone_ratio"] = round(
-                runs["spark"]["spark_cpu_seconds_per_million_records"]
-                / max(0.01, alone["spark_cpu_seconds_per_million_records"]),
-                2,
-            )
+        for mode in modes:
+            spark, arrow = runs.get(f"spark ({mode})"), runs.get(f"arrow ({mode})")
+            if spark is not None and arrow is not None:
+                spark["spark_to_arrow_ratio"] = round(spark["sink_records_per_s"] / arrow["sink_records_per_s"], 3)
+            if spark is not None and alone is not None:
+                spark["spark_cpu_to_spark_alone_ratio"] = round(
+                    spark["spark_cpu_seconds_per_million_records"]
+                    / max(0.01, alone["spark_cpu_seconds_per_million_records"]),
+                    2,
+                )
         printable = {
             **result,
             "runs": {w: {k: v for k, v in r.items() if k != "rss_mb_every_half_second"} for w, r in runs.items()},

@@ -578,6 +578,10 @@ def run_task(
             config.dlq_context_headers,
         )
     writer = TableWriter(config)
+    writing = WritingThread(f"{name}-{task_index}-write")
+    if config.writer == "spark":
+        # Ahead of the first commit's write, on the thread that will do it.
+        writing.submit(_warm_up, writer.spark, name, task_index)
     runner = TaskRunner(
         connector=name,
         task_index=task_index,
@@ -589,7 +593,7 @@ def run_task(
         writer=writer,
         dead_letters=dead_letters,
         staging_dir=Path(settings.STAGING_DIR) / name,
-        write_executor=WritingThread(f"{name}-{task_index}-write"),
+        write_executor=writing,
     )
     tune_process_for_tasks()
     log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))
@@ -608,6 +612,14 @@ def run_task(
         if dead_letters is not None:
             dead_letters.close()
         close_old_connections()
+
+
+def _warm_up(spark: SparkWriter, name: str, task_index: int) -> None:
+    try:
+        spark.warm_up()
+    except Exception as exc:
+        # The first commit's write meets the same cause and reports it.
+        log.warning("%s task %d: Spark could not be warmed up: %s", name, task_index, exc)
 
 
 def partition_status(runner: TaskRunner) -> dict[str, Any]:

@@ -130,6 +130,8 @@ def spark_session() -> Any:
                     # interpreter, unless the operator says where executors have theirs.
                     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
                     builder = builder.master(settings.SPARK_MASTER).config("spark.ui.enabled", "false")
+                    # (Progress bars on a worker's stderr would only clutter its log.)
+                    builder = builder.config("spark.ui.showConsoleProgress", "false")
                     for key, value in SESSION_CONF.items():
                         builder = builder.config(key, value)
                     session = builder.getOrCreate()
@@ -274,6 +276,14 @@ class StagedDecode:
         }
 
 
+def _imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A warm-up job's function: the Python worker imports what decoding needs, and answers nothing."""
+    import workers.arrow_writer  # noqa: F401
+
+    for batch in batches:
+        yield batch.slice(0, 0)
+
+
 def decode_staged_partitions(job: StagedDecode, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The function Spark's Python workers run (``mapInArrow``): one outcome row per staged partition."""
     for batch in batches:
@@ -334,6 +344,15 @@ class SparkWriter:
         if self._session is None:
             self._session = spark_session()
         return self._session
+
+    def warm_up(self) -> None:
+        """Connect, and have Spark's Python workers import the decoder, before the first commit
+        needs them (the first job of a session took 5-9 s more than the next ones)."""
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        slots = max(2, int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2))
+        frame = self.spark.range(0, slots, 1, slots)
+        frame.mapInArrow(_imported, StructType([StructField("id", LongType())])).collect()
 
     # Rounds of schema evolution one commit may take before giving up.
     MAX_SCHEMA_ROUNDS = 8

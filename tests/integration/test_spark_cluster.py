@@ -89,8 +89,11 @@ def connect_on_cluster(cluster: Cluster, tmp_path_factory: pytest.TempPathFactor
 
 
 def on_cluster(lake: dict[str, str], **spark: str) -> dict[str, str]:
-    env = {k: v for k, v in lake.items() if k not in ("SPARK_REMOTE", "SPARK_MASTER")}
-    return {**env, **spark}
+    # (PySpark marks a process that opened a Spark Connect session with
+    # SPARK_CONNECT_MODE_ENABLED, which children inherit: this test process
+    # may have, and a child with it could only use Spark Connect.)
+    unset = ("SPARK_REMOTE", "SPARK_MASTER", "SPARK_CONNECT_MODE_ENABLED")
+    return {**{k: v for k, v in lake.items() if k not in unset}, **spark}
 
 
 def test_a_connector_whose_driver_runs_in_its_worker_process_writes_through_the_cluster(
