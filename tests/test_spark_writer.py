@@ -12,7 +12,6 @@ import uuid
 import zipfile
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from django.conf import LazySettings
@@ -29,6 +28,7 @@ from workers.spark_writer import (
     decode_staged_partitions,
     read_staged_chunks,
     spark_failure,
+    staged_table,
 )
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition
 from workers.writes import TargetTable
@@ -98,20 +98,7 @@ def test_records_with_new_fields_come_back_as_the_fields_to_add(tmp_path: Path) 
 
 def test_the_mapinarrow_function_answers_one_row_per_staged_partition(tmp_path: Path) -> None:
     staged = staged_file(tmp_path, [b'{"id": 1}', b'{"id": 2}'])
-    rows = pa.RecordBatch.from_pylist(
-        [{**staged.__dict__, "path": str(staged.path)} for _ in range(1)],
-        schema=pa.schema(
-            [
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("start", pa.int64()),
-                ("end", pa.int64()),
-                ("records", pa.int64()),
-                ("path", pa.string()),
-                ("max_timestamp", pa.int64()),
-            ]
-        ),
-    )
+    rows = staged_table([staged]).to_batches()[0]
     [answer] = list(decode_staged_partitions(job(tmp_path, config()), iter([rows])))
     assert answer.to_pylist()[0]["topic"] == "orders" and answer.to_pylist()[0]["partition"] == 3
     assert json.loads(answer.to_pylist()[0]["outcome"])["files"][0]["records"] == 2

@@ -80,10 +80,39 @@ STAGING_DDL = (
 )
 assert STAGING_SCHEMA.names == ["topic", "partition", "offset", "timestamp", "key", "value", "headers", "error"]
 
-# A job's input: one row per staged partition; its output: one row per staged partition.
-STAGED_DDL = "topic STRING, partition INT, start BIGINT, end BIGINT, records BIGINT, path STRING, max_timestamp BIGINT"
-OUTCOME_DDL = "topic STRING, partition INT, outcome STRING"
+# A job's input: one row per staged partition; its output: what became of each.
+STAGED_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("records", pa.int64()),
+        ("path", pa.string()),
+        ("max_timestamp", pa.int64()),
+    ]
+)
 OUTCOME_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("outcome", pa.string())])
+
+
+def staged_table(staged: Sequence[StagedPartition]) -> pa.Table:
+    """A job's input: the staged partitions' descriptions."""
+    return pa.Table.from_pylist(
+        [
+            {
+                "topic": s.topic,
+                "partition": s.partition,
+                "start": s.start,
+                "end": s.end,
+                "records": s.records,
+                "path": str(s.path),
+                "max_timestamp": s.max_timestamp,
+            }
+            for s in staged
+        ],
+        schema=STAGED_SCHEMA,
+    )
+
 
 # The packages Spark's Python workers import (the decoder and what it uses).
 SHIPPED_PACKAGES = ("workers", "connectors")
@@ -399,13 +428,16 @@ class SparkWriter:
         raise RuntimeError(f"the tables' schema changed {self.MAX_SCHEMA_ROUNDS} times while writing one commit")
 
     def _run(self, job: StagedDecode, staged: Sequence[StagedPartition]) -> dict[tuple[str, int], dict[str, Any]]:
-        rows = [(s.topic, s.partition, s.start, s.end, s.records, str(s.path), s.max_timestamp) for s in staged]
-        frame = self.spark.createDataFrame(rows, STAGED_DDL)
-        if len(rows) > 1:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        # Schemas built here, not DDL text: over Spark Connect, text is parsed by the server, a round trip.
+        frame = self.spark.createDataFrame(staged_table(staged))
+        if len(staged) > 1:
             # One Spark task per staged partition (round-robin over one input partition).
-            frame = frame.repartition(len(rows))
+            frame = frame.repartition(len(staged))
+        decode = functools.partial(decode_staged_partitions, job)
         try:
-            collected = frame.mapInArrow(functools.partial(decode_staged_partitions, job), OUTCOME_DDL).collect()
+            collected = frame.mapInArrow(decode, from_arrow_schema(OUTCOME_SCHEMA)).collect()
         except Exception as exc:
             if _unreachable(exc):
                 # The next commit connects again (a restarted Spark Connect

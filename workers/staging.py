@@ -163,9 +163,13 @@ class RawStagingFile:
             return
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Uncompressed: the file lives for one commit and is read once;
-            # compression would only cost CPU on both sides.
-            self._writer = pq.ParquetWriter(self.path, STAGING_SCHEMA, compression="none")
+            # Uncompressed, no dictionaries (but the topic's) and no
+            # statistics: the file lives for one commit and is read once,
+            # whole; all three would only cost CPU on both sides (hashing and
+            # comparing 1 KB values took 0.7 of the 1.2 µs a record cost).
+            self._writer = pq.ParquetWriter(
+                self.path, STAGING_SCHEMA, compression="none", use_dictionary=["topic"], write_statistics=False
+            )
         self._writer.write_table(chunk.raw_table())
         self.records += len(chunk)
 
