@@ -545,6 +545,13 @@ def main() -> None:
                     label = f"{writer} ({mode})"
                     print(f"sink, {label}...", flush=True)
                     run = runs[label] = {"mode": mode, **run_sink(args, writer, topic, ends, broker, product)}
+                    if writer != "spark":
+                        # Spark is idle then, but its Python workers of the run
+                        # before exit (with their session) and take their CPU
+                        # time with them: a figure here would mean nothing.
+                        run["cpu_seconds_sink"].pop("spark", None)
+                        run.pop("spark_cpu_seconds_per_million_records", None)
+                        run.pop("spark_cpu_seconds_per_million_records_after_first_commit", None)
                     rate = run["sink_records_per_s"]
                     run["sink_to_bare_ratio"] = round(rate / bare_rate, 3)
                     run["sink_to_consumer_with_parse_ratio"] = round(rate / parse_rate, 3)

@@ -10,8 +10,10 @@ import subprocess
 import sys
 import uuid
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from django.conf import LazySettings
@@ -28,7 +30,6 @@ from workers.spark_writer import (
     decode_staged_partitions,
     read_staged_chunks,
     spark_failure,
-    staged_table,
 )
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition
 from workers.writes import TargetTable
@@ -97,11 +98,14 @@ def test_records_with_new_fields_come_back_as_the_fields_to_add(tmp_path: Path) 
 
 
 def test_the_mapinarrow_function_answers_one_row_per_staged_partition(tmp_path: Path) -> None:
-    staged = staged_file(tmp_path, [b'{"id": 1}', b'{"id": 2}'])
-    rows = staged_table([staged]).to_batches()[0]
-    [answer] = list(decode_staged_partitions(job(tmp_path, config()), iter([rows])))
-    assert answer.to_pylist()[0]["topic"] == "orders" and answer.to_pylist()[0]["partition"] == 3
-    assert json.loads(answer.to_pylist()[0]["outcome"])["files"][0]["records"] == 2
+    first = staged_file(tmp_path / "a", [b'{"id": 1}', b'{"id": 2}'])
+    second = replace(staged_file(tmp_path / "b", [b'{"id": 3}']), partition=4)
+    decode = replace(job(tmp_path, config()), staged=(first, second))
+    # What Spark hands a Python worker: the numbers of its staged partitions.
+    answers = list(decode_staged_partitions(decode, iter([pa.record_batch([pa.array([1, 0])], names=["id"])])))
+    outcomes = [a.to_pylist()[0] for a in answers]
+    assert [(o["topic"], o["partition"]) for o in outcomes] == [("orders", 4), ("orders", 3)]
+    assert [json.loads(o["outcome"])["files"][0]["records"] for o in outcomes] == [1, 2]
 
 
 def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> None:

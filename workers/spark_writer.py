@@ -80,39 +80,8 @@ STAGING_DDL = (
 )
 assert STAGING_SCHEMA.names == ["topic", "partition", "offset", "timestamp", "key", "value", "headers", "error"]
 
-# A job's input: one row per staged partition; its output: what became of each.
-STAGED_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("start", pa.int64()),
-        ("end", pa.int64()),
-        ("records", pa.int64()),
-        ("path", pa.string()),
-        ("max_timestamp", pa.int64()),
-    ]
-)
+# A job's output: what became of each staged partition.
 OUTCOME_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("outcome", pa.string())])
-
-
-def staged_table(staged: Sequence[StagedPartition]) -> pa.Table:
-    """A job's input: the staged partitions' descriptions."""
-    return pa.Table.from_pylist(
-        [
-            {
-                "topic": s.topic,
-                "partition": s.partition,
-                "start": s.start,
-                "end": s.end,
-                "records": s.records,
-                "path": str(s.path),
-                "max_timestamp": s.max_timestamp,
-            }
-            for s in staged
-        ],
-        schema=STAGED_SCHEMA,
-    )
-
 
 # The packages Spark's Python workers import (the decoder and what it uses).
 SHIPPED_PACKAGES = ("workers", "connectors")
@@ -271,6 +240,8 @@ class StagedDecode:
     tables: tuple[TargetTable, ...]
     commit_id: uuid.UUID
     staging_id: uuid.UUID
+    # The job's work: Spark task n decodes staged[n].
+    staged: tuple[StagedPartition, ...] = ()
 
     def decode(self, staged: StagedPartition) -> dict[str, Any]:
         """Decode one staged partition into data files under their final names; what became of it."""
@@ -314,18 +285,11 @@ def _imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def decode_staged_partitions(job: StagedDecode, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The function Spark's Python workers run (``mapInArrow``): one outcome row per staged partition."""
+    """The function Spark's Python workers run (``mapInArrow`` over ``range(len(job.staged))``,
+    a partition each): one outcome row per staged partition."""
     for batch in batches:
-        for row in batch.to_pylist():
-            staged = StagedPartition(
-                topic=row["topic"],
-                partition=row["partition"],
-                start=row["start"],
-                end=row["end"],
-                records=row["records"],
-                path=Path(row["path"]),
-                max_timestamp=row["max_timestamp"],
-            )
+        for n in batch.column("id").to_pylist():
+            staged = job.staged[n]
             outcome = json.dumps(job.decode(staged))
             yield pa.RecordBatch.from_pylist(
                 [{"topic": staged.topic, "partition": staged.partition, "outcome": outcome}], schema=OUTCOME_SCHEMA
@@ -408,7 +372,7 @@ class SparkWriter:
         result = WriteResult()
         pending, current = with_data, tuple(tables)
         for _ in range(self.MAX_SCHEMA_ROUNDS):
-            outcomes = self._run(StagedDecode(self.config, current, commit_id, staging_id), pending)
+            outcomes = self._run(StagedDecode(self.config, current, commit_id, staging_id, tuple(pending)))
             changed: list[StagedPartition] = []
             for s in pending:
                 outcome = outcomes[(s.topic, s.partition)]
@@ -427,14 +391,14 @@ class SparkWriter:
             pending = changed
         raise RuntimeError(f"the tables' schema changed {self.MAX_SCHEMA_ROUNDS} times while writing one commit")
 
-    def _run(self, job: StagedDecode, staged: Sequence[StagedPartition]) -> dict[tuple[str, int], dict[str, Any]]:
+    def _run(self, job: StagedDecode) -> dict[tuple[str, int], dict[str, Any]]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        # Schemas built here, not DDL text: over Spark Connect, text is parsed by the server, a round trip.
-        frame = self.spark.createDataFrame(staged_table(staged))
-        if len(staged) > 1:
-            # One Spark task per staged partition (round-robin over one input partition).
-            frame = frame.repartition(len(staged))
+        # One Spark task per staged partition, in one stage: the staged
+        # partitions travel with the function, the rows only number them.
+        # (The output schema is built here, not given as DDL text: over
+        # Spark Connect, text is parsed by the server, a round trip.)
+        frame = self.spark.range(0, len(job.staged), 1, len(job.staged))
         decode = functools.partial(decode_staged_partitions, job)
         try:
             collected = frame.mapInArrow(decode, from_arrow_schema(OUTCOME_SCHEMA)).collect()
