@@ -45,6 +45,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -126,20 +127,32 @@ def broker_process() -> psutil.Process | None:
     return listening_process(split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS)[1])
 
 
-def usage(process: psutil.Process | None) -> tuple[float, int]:
-    """CPU seconds (user + system) and RSS of a process and its descendants; zeros once it is gone.
+class Usage(NamedTuple):
+    """A process and its descendants at one moment."""
+
+    cpu_seconds: float  # user + system, exited descendants' included
+    memory: int  # bytes: the sum of their proportional set sizes (shared pages counted once)
+    largest_rss: int  # bytes: the resident set of the largest of them
+
+
+def usage(process: psutil.Process | None) -> Usage:
+    """CPU seconds and memory of a process and its descendants; zeros once it is gone.
 
     A descendant that has exited counts too, through its parent's children
-    times (Spark's Python workers come and go under their daemon).
+    times (Spark's Python workers come and go under their daemon). Memory is
+    summed as PSS: make run's worker is a parent and the pool processes it
+    forked, which share most of their pages, and a sum of their RSS would
+    count those pages once per process.
     """
     if process is None:
-        return 0.0, 0
+        return Usage(0.0, 0, 0)
     try:
         family = [process, *process.children(recursive=True)]
         cpu = sum(sum(p.cpu_times()[:4]) for p in family)  # user, system, and exited children's
-        return cpu, sum(p.memory_info().rss for p in family)
+        memory = [p.memory_full_info() for p in family]
+        return Usage(cpu, sum(m.pss for m in memory), max(m.rss for m in memory))
     except psutil.NoSuchProcess:
-        return 0.0, 0
+        return Usage(0.0, 0, 0)
 
 
 # The records' columns, as the sink's auto-created table has them.
@@ -246,7 +259,7 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     spark = spark_process()
     for attempt in ("cold", "warm"):
         # Each task's share of the partitions, as the sink's tasks would hand them to Spark.
-        cpu_before = usage(spark)[0]
+        cpu_before = usage(spark).cpu_seconds
         started = time.perf_counter()
         written = 0
         for share in (parts[0::2], parts[1::2]):
@@ -256,7 +269,7 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
         assert written == total, (written, total)
         result[f"{attempt}_seconds"] = round(seconds, 2)
         result[f"{attempt}_records_per_s"] = round(total / seconds)
-        result[f"{attempt}_spark_cpu_seconds"] = round(usage(spark)[0] - cpu_before, 2)
+        result[f"{attempt}_spark_cpu_seconds"] = round(usage(spark).cpu_seconds - cpu_before, 2)
     writer.close()
     return result
 
@@ -399,7 +412,7 @@ def _measured(
     # (wall clock, {role: (cpu seconds, rss)}) every half second: CPU is
     # taken between the samples nearest the sink's first START and last
     # commit; RSS over time shows whether memory follows the backlog.
-    samples: list[tuple[float, dict[str, tuple[float, int]]]] = []
+    samples: list[tuple[float, dict[str, Usage]]] = []
     target = sum(ends.values())
     while True:
         samples.append((time.time(), {role: usage(p) for role, p in watched.items()}))
@@ -431,22 +444,25 @@ def _measured(
     cycle = sorted((c.committed_at - c.started_at).total_seconds() for c in commits)
     table_commit = sorted((c.committed_at - c.prepared_at).total_seconds() for c in commits)
 
-    def at(moment: float) -> dict[str, tuple[float, int]]:
+    def at(moment: float) -> dict[str, Usage]:
         return min(samples, key=lambda sample: abs(sample[0] - moment))[1]
 
     cpu_from, cpu_to = at(first_start.timestamp()), at(max(c.committed_at for c in commits).timestamp())
-    sink_cpu = {role: round(cpu_to[role][0] - cpu_from[role][0], 2) for role in cpu_to}
+    sink_cpu = {role: round(cpu_to[role].cpu_seconds - cpu_from[role].cpu_seconds, 2) for role in cpu_to}
     # The same from the first commit on: without the sessions' start (the
     # warm-up of Spark's Python workers), as the Spark-alone baseline is warm.
     steady_records = sum(c.records for c in commits[1:])
     steady_from = at(commits[0].committed_at.timestamp())
-    steady_spark = cpu_to["spark"][0] - steady_from["spark"][0] if len(commits) > 1 else 0.0
+    steady_spark = cpu_to["spark"].cpu_seconds - steady_from["spark"].cpu_seconds if len(commits) > 1 else 0.0
     if steady_spark < 0:
         # A Python worker exited between the samples and was not yet
         # counted in its parent's children times: no figure rather than a wrong one.
         steady_records = 0
-    peak_rss = {role: max(sample[role][1] for _, sample in samples) for role in watched}
-    rss_series = {role: [round(sample[role][1] / 2**20) for _, sample in samples if sample[role][1]] for role in roles}
+    peak_rss = {role: max(sample[role].largest_rss for _, sample in samples) for role in watched}
+    peak_memory = {role: max(sample[role].memory for _, sample in samples) for role in watched}
+    memory_series = {
+        role: [round(sample[role].memory / 2**20) for _, sample in samples if sample[role].memory] for role in roles
+    }
 
     def pct(values: list[float], q: float) -> float:
         return values[min(len(values) - 1, round(q * (len(values) - 1)))] if values else 0.0
@@ -473,7 +489,11 @@ def _measured(
         "commits": len(commits),
         "snapshots": sum(len(c.snapshot_ids) for c in commits),
         "mean_records_per_commit": round(statistics.mean(c.records for c in commits)) if commits else 0,
+        # Per role (a role can be a process tree: make run's worker and its
+        # pool, the Spark Connect server and its Python workers): the
+        # largest RSS of any one of its processes, and all of them together.
         "peak_rss_mb_per_process": {role: round(v / 2**20) for role, v in peak_rss.items()},
+        "peak_memory_mb_per_role": {role: round(v / 2**20) for role, v in peak_memory.items()},
         # Over the sink's timed part, not counting process start-up; "spark"
         # is the Spark Connect server with its Python workers.
         "cpu_seconds_sink": sink_cpu,
@@ -481,7 +501,7 @@ def _measured(
         "spark_cpu_seconds_per_million_records_after_first_commit": (
             round(steady_spark * 1e6 / steady_records, 2) if steady_records else None
         ),
-        "rss_mb_every_half_second": rss_series,
+        "memory_mb_every_half_second": memory_series,
     }
 
 
@@ -517,11 +537,11 @@ def main() -> None:
         ends = produce(topic, args.records, args.partitions)
         target = sum(ends.values())
         broker = broker_process()
-        broker_cpu, me = usage(broker)[0], os.times()
+        broker_cpu, me = usage(broker).cpu_seconds, os.times()
         bare_rate, bare_seconds = bare_consumer_rate(ends)
         bare_cpu = {
             "consumer": os.times().user + os.times().system - me.user - me.system,
-            "broker": usage(broker)[0] - broker_cpu,
+            "broker": usage(broker).cpu_seconds - broker_cpu,
         }
         print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
         parse_rate, _ = bare_consumer_rate(ends, parse=True)
@@ -593,7 +613,7 @@ def main() -> None:
                     spark["spark_cpu_to_spark_alone_ratio_after_first_commit"] = round(steady / baseline, 2)
         printable = {
             **result,
-            "runs": {w: {k: v for k, v in r.items() if k != "rss_mb_every_half_second"} for w, r in runs.items()},
+            "runs": {w: {k: v for k, v in r.items() if k != "memory_mb_every_half_second"} for w, r in runs.items()},
         }
         print(json.dumps(printable, indent=2))
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -46,10 +46,12 @@ from pyiceberg.schema import Schema  # noqa: E402
 from pyiceberg.types import BooleanType, DoubleType, LongType, NestedField, StringType  # noqa: E402
 
 from connectors.config import SinkConfig  # noqa: E402
-from workers.arrow_writer import arrow_schema  # noqa: E402
 from workers.spark_writer import STAGING_DDL, SparkWriter  # noqa: E402
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition, raw_staging_path  # noqa: E402
-from workers.writes import TargetTable  # noqa: E402
+from workers.writes import (  # noqa: E402
+    TargetTable,
+    arrow_schema,
+)
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),

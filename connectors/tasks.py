@@ -8,11 +8,12 @@ redelivered after its worker died finds its epoch superseded and does nothing.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import socket
-import threading
 
 from celery import shared_task
-from celery.signals import celeryd_after_setup, worker_shutting_down
+from celery.signals import celeryd_after_setup, worker_process_init, worker_shutting_down
 
 from connectors.actions import runtime as runtime_state
 from workers import runtime
@@ -23,13 +24,31 @@ CONNECTORS_QUEUE = "connectors"
 SUPERVISOR_QUEUE = "supervisor"
 
 # Set when the worker is asked to stop (SIGTERM): every running task leaves
-# its commit cleanly and frees its slot for another worker.
-SHUTTING_DOWN = threading.Event()
+# its commit cleanly and frees its slot for another worker. The signal reaches
+# the worker's main process only; the event is shared memory, made before the
+# pool forks, so every pool process sees it.
+SHUTTING_DOWN = multiprocessing.get_context("fork").Event()
+
+# The worker's main process, as a pool process saw it when it started.
+_parent_pid: int | None = None
 
 
 @worker_shutting_down.connect
 def _on_shutdown(**_: object) -> None:
     SHUTTING_DOWN.set()
+
+
+@worker_process_init.connect
+def _remember_parent(**_: object) -> None:
+    global _parent_pid
+    _parent_pid = os.getppid()
+
+
+def stopping() -> bool:
+    """Whether this process's runners should leave: the worker is shutting
+    down, or it died (SIGKILL, OOM killer) and left this pool process orphaned,
+    still holding its tasks' heartbeats that no one could stop otherwise."""
+    return SHUTTING_DOWN.is_set() or (_parent_pid is not None and os.getppid() != _parent_pid)
 
 
 @celeryd_after_setup.connect
@@ -40,7 +59,7 @@ def _name_worker(sender: str, **_: object) -> None:
 
 @shared_task(name="sinkadmin.run_coordinator", acks_late=True, ignore_result=True, queue=CONNECTORS_QUEUE)
 def run_coordinator(connector_id: int) -> None:
-    runtime.run_coordinator_supervised(connector_id, SHUTTING_DOWN.is_set)
+    runtime.run_coordinator_supervised(connector_id, stopping)
 
 
 @shared_task(name="sinkadmin.run_task", acks_late=True, ignore_result=True, queue=CONNECTORS_QUEUE)
@@ -48,7 +67,7 @@ def run_task(task_id: int, epoch: int) -> None:
     task = runtime_state.claim_task(task_id, epoch, runtime.worker_id(), socket.gethostname())
     if task is None:
         return  # superseded before it started: a newer epoch runs elsewhere
-    runtime.run_task_supervised(task, SHUTTING_DOWN.is_set)
+    runtime.run_task_supervised(task, stopping)
 
 
 @shared_task(name="sinkadmin.supervise", ignore_result=True, queue=SUPERVISOR_QUEUE)

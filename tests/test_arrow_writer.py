@@ -21,9 +21,9 @@ from pyiceberg.types import (
 
 from connectors.config.transforms import PartitionField
 from connectors.config.validation import TableTarget
-from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, arrow_schema, split_by_partition
+from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, split_by_partition
 from workers.tables import missing_fields, partition_spec, partition_values_json
-from workers.writes import TargetTable
+from workers.writes import TargetTable, arrow_schema
 
 SCHEMA = pa.schema(
     [

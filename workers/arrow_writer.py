@@ -46,7 +46,6 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.json as pj
 import pyarrow.parquet as pq
-from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.partitioning import partition_record_value
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -70,7 +69,7 @@ from connectors.config import SinkConfig
 from workers.events import DataFile
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
 from workers.tables import missing_fields, partition_values_json
-from workers.writes import BadRecord, TargetTable, WritePlan, publish, uri
+from workers.writes import BadRecord, TargetTable, WritePlan, narrow_type, publish, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -127,31 +126,6 @@ def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str 
                     f"column {f.name} of {table.target.name} has type {f.field_type}, which Arrow cannot read from JSON"
                 )
     return None
-
-
-def _narrow(arrow_type: pa.DataType, dates_as_text: bool = False) -> pa.DataType:
-    """The type with 32-bit offsets (string, binary, list) where pyiceberg says large.
-
-    A decoded chunk is 1 MiB and a row group a few of them, far from 2 GiB a
-    column, and Parquet stores both widths alike: the large types would only
-    cost a cast of every chunk the JSON reader decoded (it makes 32-bit ones,
-    and knows no large types). With ``dates_as_text``, the type the JSON
-    reader is asked for: dates arrive as text and are cast after.
-    """
-    if pa.types.is_large_string(arrow_type) or (dates_as_text and pa.types.is_date(arrow_type)):
-        return pa.string()
-    if pa.types.is_large_binary(arrow_type):
-        return pa.binary()
-    if pa.types.is_struct(arrow_type):
-        return pa.struct([f.with_type(_narrow(f.type, dates_as_text)) for f in arrow_type])
-    if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
-        return pa.list_(arrow_type.value_field.with_type(_narrow(arrow_type.value_type, dates_as_text)))
-    return arrow_type
-
-
-def arrow_schema(schema: Schema) -> pa.Schema:
-    """The Arrow schema the data plane writes an Iceberg schema's columns with."""
-    return pa.schema([f.with_type(_narrow(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
 
 
 @dataclass
@@ -216,7 +190,7 @@ class JsonDecoder:
     def __init__(self, data_schema: pa.Schema, evolve: bool = False, envelope: bool = False) -> None:
         self.data_schema = data_schema
         self.envelope = envelope
-        columns = pa.schema([f.with_type(_narrow(f.type, dates_as_text=True)) for f in data_schema])
+        columns = pa.schema([f.with_type(narrow_type(f.type, dates_as_text=True)) for f in data_schema])
         # An envelope's payload is read as a struct of the columns; its
         # `schema` is an unknown field, skipped by both readers.
         self.parse_schema = pa.schema([pa.field("payload", pa.struct(list(columns)))]) if envelope else columns
@@ -439,7 +413,7 @@ class ArrowTableOutput:
         self.row_group_bytes = row_group_bytes
         self.pending: dict[tuple[Any, ...], list[pa.Table]] = {}
         self.pending_bytes: dict[tuple[Any, ...], int] = {}
-        self.arrow_schema = arrow_schema(table.schema)
+        self.arrow_schema = table.arrow_schema
         self.fs, self.tmp_path = pafs.FileSystem.from_uri(uri(tmp_dir))
         self.prefix = prefix
         self.writers: dict[tuple[Any, ...], tuple[pq.ParquetWriter, str]] = {}
@@ -607,7 +581,8 @@ class ArrowPartitionWriter:
             # (Avro values reach the sinks as JSON: the participant decodes them while staging.)
             envelope = self.config.value_converter == "json" and self.config.schemas_enable
             evolve = self.config.evolve_schema and self.config.value_converter == "json" and not envelope
-            self.decoder = JsonDecoder(arrow_schema(Schema(*data_fields)), evolve=evolve, envelope=envelope)
+            columns = pa.schema([tables[0].arrow_schema.field(f.name) for f in data_fields])
+            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
         else:
             self.value_column = data_fields[0].name if data_fields else "value"
         for output in self.outputs:

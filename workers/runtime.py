@@ -21,6 +21,16 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+# The SQL catalog, SQLAlchemy's dialect of the default catalog and pyiceberg's
+# table and I/O modules are imported with the runtime, at start-up: the catalog
+# code would import them in the first commit, which took over a second of that
+# commit. (workers.tables imports them where it uses them, for Spark's Python
+# workers, which need its schema functions only.)
+import pyiceberg.catalog.sql
+import pyiceberg.io.pyarrow
+import pyiceberg.table  # noqa: F401
+import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
 from confluent_kafka import Consumer, TopicPartition
 from django.conf import settings
 from django.db import close_old_connections, connections

@@ -10,34 +10,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
-
-# The SQL catalog, SQLAlchemy and the dialect of the default catalog are
-# imported with this module, at start-up: load_catalog would import them in
-# the first commit, which took over a second of that commit.
-import pyiceberg.catalog.sql  # noqa: F401
-import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
-from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import (
     CommitFailedException,
     NamespaceAlreadyExistsError,
     NoSuchTableError,
     TableAlreadyExistsError,
 )
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField as IcebergPartitionField
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table, TableProperties
-from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.transforms import (
     BucketTransform,
     DayTransform,
@@ -71,11 +57,19 @@ from pyiceberg.types import (
     UUIDType,
 )
 from pyiceberg.utils.properties import property_as_bool
-from sqlalchemy.engine import URL
 
 from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
 from workers.locks import advisory_lock
+
+# What talks to a catalog is imported where it is used: Spark's Python
+# workers import this module for its schema functions, and each of them would
+# pay about a second for pyiceberg's catalog, table and I/O modules and
+# SQLAlchemy (participants and coordinators import those at start-up, see
+# workers.runtime).
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +93,7 @@ METADATA_FIELDS: dict[str, tuple[str, IcebergType]] = {
 def default_catalog_properties() -> dict[str, str]:
     """The project's own Postgres as an Iceberg SQL catalog, warehouse from LAKE_WAREHOUSE."""
     from django.conf import settings
+    from sqlalchemy.engine import URL
 
     db = settings.DATABASES["default"]
     uri = URL.create(
@@ -117,6 +112,8 @@ def default_catalog_properties() -> dict[str, str]:
 
 
 def catalog_for(config: SinkConfig) -> Catalog:
+    from pyiceberg.catalog import load_catalog
+
     properties = config.catalog_properties()
     if properties.get("type", "sql") != "sql" or "uri" in properties:
         return load_catalog(config.catalog_name, **properties)
@@ -467,6 +464,8 @@ def snapshot_of_commit(table: Table, connector: str, commit_id: str) -> int | No
     snapshot this connector wrote. Cost grows with other writers' snapshots
     since then, not with the table's history.
     """
+    from pyiceberg.table.snapshots import ancestors_of
+
     current = table.current_snapshot()
     if current is None:
         return None
@@ -485,6 +484,12 @@ def data_files(table: Table, files: Iterable[CommitFile]) -> list[IcebergDataFil
     What pyiceberg's ``add_files`` does, except that it can only infer a
     partition from the file's column bounds, which a bucket is not.
     """
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+
     schema, spec = table.schema(), table.spec()
     partition_type = spec.partition_type(schema)
     statistics_plan = compute_statistics_plan(schema, table.metadata.properties)
@@ -524,6 +529,8 @@ def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, atte
     moved since. So a concurrent commit (a zombie coordinator, another
     writer) makes ours fail, and the retry re-checks before appending again.
     """
+    from pyiceberg.table import TableProperties
+
     for attempt in range(attempts):
         table = catalog.load_table(table_name)
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
@@ -22,6 +23,35 @@ def uri(path: str) -> str:
     return path if "://" in path else f"file://{path}"
 
 
+def narrow_type(arrow_type: pa.DataType, dates_as_text: bool = False) -> pa.DataType:
+    """The type with 32-bit offsets (string, binary, list) where pyiceberg says large.
+
+    A decoded chunk is 1 MiB and a row group a few of them, far from 2 GiB a
+    column, and Parquet stores both widths alike: the large types would only
+    cost a cast of every chunk the JSON reader decoded (it makes 32-bit ones,
+    and knows no large types). With ``dates_as_text``, the type the JSON
+    reader is asked for: dates arrive as text and are cast after.
+    """
+    if pa.types.is_large_string(arrow_type) or (dates_as_text and pa.types.is_date(arrow_type)):
+        return pa.string()
+    if pa.types.is_large_binary(arrow_type):
+        return pa.binary()
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([f.with_type(narrow_type(f.type, dates_as_text)) for f in arrow_type])
+    if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(narrow_type(arrow_type.value_type, dates_as_text)))
+    return arrow_type
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema the data planes write an Iceberg schema's columns with."""
+    # Imported here: pyiceberg's I/O module costs Spark's Python workers half
+    # a second to import, and they get TargetTable's arrow_schema computed.
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    return pa.schema([f.with_type(narrow_type(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
+
+
 @dataclass(frozen=True)
 class TargetTable:
     """A table records are written to, as resolved (or created) for a commit."""
@@ -31,6 +61,12 @@ class TargetTable:
     location: str
     # The table's current partition spec (what the Arrow data plane splits by).
     spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC
+    # The columns' Arrow types, computed where the table is resolved and
+    # pickled with it to Spark's Python workers (see arrow_schema).
+    arrow_schema: pa.Schema = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arrow_schema", arrow_schema(self.schema))
 
     @property
     def partition_by(self) -> tuple[PartitionField, ...]:
