@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
 
 from connectors import actions
 from connectors.config import SinkConfig
@@ -23,6 +25,7 @@ from tests.integration.helpers import (
     caught_up,
     create_topic,
     json_records,
+    ledger_offsets,
     produce,
     table_in,
     table_rows,
@@ -258,3 +261,32 @@ def test_sigterm_lets_a_worker_leave_cleanly_and_another_takes_over(
     wait_until(caught_up("graceful", more), 180, "the other worker to take over")
     assert workers_of("graceful") and all(w.startswith("staying@") for w in workers_of("graceful"))
     assert_exactly_once("graceful", kafka_bootstrap, more)
+
+
+def test_a_record_spark_cannot_decode_fails_the_connector_with_its_reason_first_in_the_rest_api(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str, django_user_model: type[User]
+) -> None:
+    """Through the product as `make run` runs it (a Celery worker, the REST API,
+    the default data plane): the status names the record and why, not a JVM trace."""
+    cluster.add_worker("w1")
+    api = APIClient()
+    api.force_authenticate(django_user_model.objects.create_superuser("ops", "ops@example.com", "pw"))
+    create_topic(kafka_bootstrap, topic_name, 1)
+    produce(kafka_bootstrap, topic_name, json_records(0, 10), 1)
+    config = sink_config(topic_name, "db.events", **{"errors.tolerance": "none"})
+    assert "sinkadmin.writer" not in config  # the default: Spark
+    created = api.post("/api/connect/connectors", {"name": "undecodable", "config": config}, format="json")
+    assert created.status_code == 201, created.content
+    wait_until(caught_up("undecodable", {(topic_name, 0): 10}), 180, "the clean records")
+    produce(kafka_bootstrap, topic_name, [b'{"id": 10, "name": '], 1)  # truncated JSON at offset 10
+
+    def failed() -> bool:
+        return api.get("/api/connect/connectors/undecodable/status").json()["connector"]["state"] == "FAILED"
+
+    wait_until(failed, 180, "the connector to fail")
+    trace = api.get("/api/connect/connectors/undecodable/status").json()["connector"]["trace"]
+    first_line = trace.splitlines()[0]
+    assert f"record {topic_name}/0@10 cannot be converted" in first_line, trace
+    assert "not valid JSON" in trace and "errors.tolerance=none" in trace
+    assert not any(sign in first_line for sign in ("Traceback", "org.apache.spark", "JVM", "Py4J")), trace
+    assert ledger_offsets("undecodable") == {(topic_name, 0): 10}
