@@ -40,7 +40,7 @@ def _on_shutdown(**_: object) -> None:
 
 @worker_process_init.connect
 def _remember_parent(**_: object) -> None:
-    global _parent_pid
+    global _parent_pid  # noqa: PLW0603 - set once per pool process, when it starts
     _parent_pid = os.getppid()
 
 
