@@ -7,13 +7,14 @@ redelivered after its worker died finds its epoch superseded and does nothing.
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
 import socket
 
 from celery import shared_task
-from celery.signals import celeryd_after_setup, worker_process_init, worker_shutting_down
+from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_shutting_down
 
 from connectors.actions import runtime as runtime_state
 from workers import runtime
@@ -36,6 +37,15 @@ _parent_pid: int | None = None
 @worker_shutting_down.connect
 def _on_shutdown(**_: object) -> None:
     SHUTTING_DOWN.set()
+
+
+@worker_init.connect
+def _share_imports_with_the_pool(**_: object) -> None:
+    # The worker has imported the runtime (Django, pyarrow, pyiceberg,
+    # pyspark...) before its pool forks. Frozen, those objects are left out
+    # of every pool process's garbage collections, which would otherwise
+    # write to each of them and so copy every page that holds one.
+    gc.freeze()
 
 
 @worker_process_init.connect
