@@ -247,10 +247,8 @@ def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> 
 
     Each slot is a process of its own (Celery's prefork pool): a task stages
     and decodes records, CPU-bound Python work, and runners sharing one
-    interpreter would share its GIL. Measured with bench/sink_throughput.py
-    (make-run mode), a threads pool held two tasks to ~0.5-0.7 of what
-    the same tasks reach as separate processes. The fair scheduling strategy
-    hands a message only to a process that is free: slots run for hours.
+    interpreter would share its GIL. The fair scheduling strategy hands a
+    message only to a process that is free: slots run for hours.
     """
     return [
         *_celery(),
