@@ -77,9 +77,12 @@ def test_a_partition_whose_staging_fills_ends_the_commit_and_nothing_is_lost(
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 2)
     padding = "x" * 1000
-    values: list[bytes | None] = [json.dumps({"id": i, "note": padding}).encode() for i in range(8000)]
-    # ~4.4 MB per partition: a partition stages at most 1 MiB and the run
-    # of records it fetched past that (the broker's response) per commit.
+    values: list[bytes | None] = [json.dumps({"id": i, "note": padding}).encode() for i in range(24000)]
+    # ~13 MB per partition: a partition stages 1 MiB and the run of records
+    # that crossed it, which is as long as librdkafka handed it over in one
+    # consume batch (up to 5,000 records, a whole partition of a smaller
+    # topic when the broker answered with it all at once). 12,000 a
+    # partition fill its staging at least twice whatever the batching.
     produce(kafka_bootstrap, topic_name, values, 2)
     actions.create_connector(
         "full",
