@@ -149,3 +149,13 @@ def test_a_spark_that_cannot_be_reached_is_named_in_one_clear_message(settings: 
     spark_writer.forget_session(spark_writer._session)
     with pytest.raises(SparkUnavailable, match=f"Spark at sc://127.0.0.1:{closed} is unreachable"):
         _ = SparkWriter(config()).spark
+
+
+def test_the_shared_session_is_named_in_the_spark_connect_url_beside_the_operators_parameters() -> None:
+    session = spark_writer.shared_session_id(0)
+    assert uuid.UUID(session).version == 4 and session != spark_writer.shared_session_id(1)
+    assert spark_writer.with_session_id("sc://spark:15002", session) == f"sc://spark:15002/;session_id={session}"
+    assert (
+        spark_writer.with_session_id("sc://spark:15002/;token=abc;use_ssl=true", session)
+        == f"sc://spark:15002/;token=abc;use_ssl=true;session_id={session}"
+    )

@@ -106,29 +106,20 @@ def spark_session() -> Any:
             from django.conf import settings
             from pyspark.sql import SparkSession
 
-            builder = SparkSession.builder.appName("sinkadmin")
             try:
                 if settings.SPARK_REMOTE:
-                    from pyspark.sql.connect.client.retries import DefaultPolicy
-
                     from sinkadmin.services import port_open, split_hostport
 
                     if not port_open(*split_hostport(settings.SPARK_REMOTE.removeprefix("sc://").split("/")[0])):
                         raise ConnectionRefusedError("nothing listens there")
-                    session = builder.remote(settings.SPARK_REMOTE).getOrCreate()
-                    # The client retries an unreachable server for at least
-                    # ten minutes by default; a commit would wait that long to
-                    # be told. About 20 s, then the write fails and is retried.
-                    session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=8000)])
-                    for key, value in SESSION_CONF.items():
-                        session.conf.set(key, value)
-                    session.addArtifacts(str(code_archive()), pyfile=True)
+                    session = _shared_session(settings.SPARK_REMOTE)
                 else:
                     # PySpark gives executors the Python that PYSPARK_PYTHON
                     # names when the context starts (else "python3"): this
                     # interpreter, unless the operator says where executors have theirs.
                     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                    builder = builder.master(settings.SPARK_MASTER).config("spark.ui.enabled", "false")
+                    builder = SparkSession.builder.appName("sinkadmin").master(settings.SPARK_MASTER)
+                    builder = builder.config("spark.ui.enabled", "false")
                     # (Progress bars on a worker's stderr would only clutter its log.)
                     builder = builder.config("spark.ui.showConsoleProgress", "false")
                     for key, value in SESSION_CONF.items():
@@ -139,6 +130,81 @@ def spark_session() -> Any:
                 raise SparkUnavailable(f"Spark at {spark_endpoint()} is unreachable: {_first_line(exc)}") from exc
             _session = session
         return _session
+
+
+# A process tries shared sessions of these generations before giving up.
+SESSION_GENERATIONS = 64
+
+
+def shared_session_id(generation: int) -> str:
+    """The Spark Connect session every process running this code joins (``generation`` 0 unless closed).
+
+    A Spark Connect server gives each session its own Python daemon and
+    workers (a session's artifacts are its workers' ``PYTHONPATH``). With a
+    session per runner, each one paid a cold start (~5 s, ~7 CPU-s; its first
+    commit waited for it) and kept a daemon (~48 MB) and up to one worker a
+    core (~250 MB each) alive: dozens of runners meant gigabytes of idle
+    Python. Processes of one host or of many that run the same code join one
+    session instead, and share its warm workers. The id derives from the code
+    archive's name (its content's hash), so two versions of the code, during
+    an upgrade, never share the workers' path.
+    """
+    digest = hashlib.sha256(f"sinkadmin:{code_archive().name}:{generation}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
+def _shared_session(remote: str) -> Any:
+    """Join this code's session on the Spark Connect server at ``remote`` (see ``shared_session_id``).
+
+    A session the server has closed (idle beyond its timeout, or released)
+    cannot be joined again: the server answers SESSION_CLOSED, and the
+    processes move on together to the next generation's id.
+    """
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    ids: list[str | None]
+    if "session_id=" in remote:
+        ids = [None]  # the operator chose the session
+    else:
+        ids = [shared_session_id(generation) for generation in range(SESSION_GENERATIONS)]
+    for session_id in ids:
+        url = remote if session_id is None else with_session_id(remote, session_id)
+        # A builder without options: creating the client makes no round trip.
+        session = SparkSession.builder.remote(url).create()
+        # The client retries an unreachable server for at least ten minutes
+        # by default; a commit would wait that long to be told. About 20 s,
+        # then the write fails and is retried.
+        session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=8000)])
+        try:
+            for key, value in SESSION_CONF.items():
+                session.conf.set(key, value)
+        except Exception as exc:
+            if "SESSION_CLOSED" in str(exc) and session_id is not None:
+                continue
+            raise
+        _add_code(session)
+        return session
+    raise RuntimeError(f"the server has closed sessions of all {SESSION_GENERATIONS} generations of this code")
+
+
+def with_session_id(remote: str, session_id: str) -> str:
+    """A Spark Connect URL (``sc://host:port[/;param=value...]``) that names the session to join."""
+    base = remote if "/;" in remote else remote.rstrip("/") + "/"
+    return f"{base};session_id={session_id}"
+
+
+def _add_code(session: Any) -> None:
+    """Give the session's Python workers this project's code (idempotent: the archive is named by its content)."""
+    try:
+        session.addArtifacts(str(code_archive()), pyfile=True)
+    except Exception as exc:
+        # Another process added the same archive to the shared session at
+        # the same moment (the server's check-then-move is not atomic); added
+        # again, the server finds the same content and accepts it.
+        if "FileAlreadyExistsException" not in str(exc):
+            raise
+        session.addArtifacts(str(code_archive()), pyfile=True)
 
 
 def forget_session(session: Any) -> None:

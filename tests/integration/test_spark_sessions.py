@@ -1,0 +1,104 @@
+"""Processes running the same code share one Spark Connect session (and so its warm Python
+workers), against the real Spark Connect server: joined from separate processes at once, and
+moved on to the next generation when the server has closed the session."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from workers import spark_writer
+
+pytestmark = pytest.mark.integration
+
+# A child process that joins the shared session of the code archive named on its command line.
+JOIN = """
+import os, sys, pathlib
+import django
+django.setup()
+from workers import spark_writer
+spark_writer.code_archive = lambda: pathlib.Path(sys.argv[1])
+spark = spark_writer.spark_session()
+view = sys.argv[2]
+if view:
+    spark.range(7).createOrReplaceTempView(view)
+# A job whose Python worker imports the shipped code: the archive reached the session.
+spark_writer.SparkWriter(None, spark).warm_up()
+print(spark.session_id, flush=True)
+# A process that met a closed session can hang in gRPC's channel teardown at
+# interpreter exit (docs/spark.md, "Sessions"); what is tested is the joining.
+os._exit(0)
+"""
+
+
+@pytest.fixture
+def code_version(tmp_path: Path) -> Path:
+    """The code archive under a name of its own: the shared session of a code version no other test runs."""
+    archive = tmp_path / f"sinkadmin-test{uuid.uuid4().hex[:12]}.zip"
+    shutil.copyfile(spark_writer.code_archive(), archive)
+    return archive
+
+
+def join(archive: Path, env: dict[str, str], view: str = "") -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", JOIN, str(archive), view],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def session_of(child: subprocess.Popen[str]) -> str:
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err
+    return out.strip().splitlines()[-1]
+
+
+@pytest.mark.django_db
+def test_processes_that_join_at_once_share_one_session(
+    spark_remote: str, subprocess_env: dict[str, str], code_version: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not spark_remote.startswith("sc://"):
+        pytest.skip("sessions are shared on a Spark Connect server")
+    # Four processes add the same archive to the same new session at the
+    # same moment (the server's check-then-move races) and all get in.
+    children = [join(code_version, subprocess_env) for _ in range(4)]
+    sessions = {session_of(child) for child in children}
+    monkeypatch.setattr(spark_writer, "code_archive", lambda: code_version)
+    assert sessions == {spark_writer.shared_session_id(0)}
+
+    # One session on the server: what one process defines, another sees.
+    view = f"v_{uuid.uuid4().hex[:8]}"
+    session_of(join(code_version, subprocess_env, view))
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(spark_writer.with_session_id(spark_remote, next(iter(sessions)))).create()
+    assert spark.table(view).count() == 7
+
+
+@pytest.mark.django_db
+def test_a_session_the_server_closed_is_replaced_by_the_next_generation(
+    spark_remote: str, subprocess_env: dict[str, str], code_version: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not spark_remote.startswith("sc://"):
+        pytest.skip("sessions are shared on a Spark Connect server")
+    monkeypatch.setattr(spark_writer, "code_archive", lambda: code_version)
+    first = session_of(join(code_version, subprocess_env))
+    assert first == spark_writer.shared_session_id(0)
+    from pyspark.sql import SparkSession
+
+    # Closed as the server closes a session idle beyond its timeout.
+    closing = SparkSession.builder.remote(spark_writer.with_session_id(spark_remote, first)).create()
+    closing.client.release_session()
+    closing.client.close()
+
+    assert session_of(join(code_version, subprocess_env)) == spark_writer.shared_session_id(1)
+    # And every later process joins that one too.
+    assert session_of(join(code_version, subprocess_env)) == spark_writer.shared_session_id(1)
