@@ -625,8 +625,10 @@ def run_task(
 
 
 def _warm_up(spark: SparkWriter, name: str, task_index: int) -> None:
+    began = time.monotonic()
     try:
         spark.warm_up()
+        log.info("%s task %d: Spark ready in %.2f s", name, task_index, time.monotonic() - began)
     except Exception as exc:
         # The first commit's write meets the same cause and reports it.
         log.warning("%s task %d: Spark could not be warmed up: %s", name, task_index, exc)
