@@ -215,6 +215,10 @@ def forget_session(session: Any) -> None:
             _session = None
 
 
+def _session_closed(exc: BaseException) -> bool:
+    return "INVALID_HANDLE.SESSION_CLOSED" in str(exc)
+
+
 def _unreachable(exc: BaseException) -> bool:
     text = str(exc)
     return any(
@@ -479,16 +483,19 @@ class SparkWriter:
         raise RuntimeError(f"the tables' schema changed {self.MAX_SCHEMA_ROUNDS} times while writing one commit")
 
     def _run(self, job: StagedDecode) -> dict[tuple[str, int], dict[str, Any]]:
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        # One Spark task per staged partition, in one stage: the staged
-        # partitions travel with the function, the rows only number them.
-        # (The output schema is built here, not given as DDL text: over
-        # Spark Connect, text is parsed by the server, a round trip.)
-        frame = self.spark.range(0, len(job.staged), 1, len(job.staged))
-        decode = functools.partial(decode_staged_partitions, job)
         try:
-            collected = frame.mapInArrow(decode, from_arrow_schema(OUTCOME_SCHEMA)).collect()
+            try:
+                collected = self._collect(job)
+            except Exception as exc:
+                if not _session_closed(exc):
+                    raise
+                # The server closed the shared session (idle beyond its
+                # timeout: a connector whose topic was quiet that long):
+                # routine, not a failure. Join the next one and run again.
+                log.info("the Spark Connect session was closed (%s): joining the next one", _first_line(exc))
+                forget_session(self._session)
+                self._session = None
+                collected = self._collect(job)
         except Exception as exc:
             if _unreachable(exc):
                 # The next commit connects again (a restarted Spark Connect
@@ -498,6 +505,17 @@ class SparkWriter:
                 raise SparkUnavailable(f"Spark at {spark_endpoint()} is unreachable: {_first_line(exc)}") from exc
             raise RuntimeError(spark_failure(exc)) from exc
         return {(r["topic"], r["partition"]): json.loads(r["outcome"]) for r in collected}
+
+    def _collect(self, job: StagedDecode) -> list[Any]:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        # One Spark task per staged partition, in one stage: the staged
+        # partitions travel with the function, the rows only number them.
+        # (The output schema is built here, not given as DDL text: over
+        # Spark Connect, text is parsed by the server, a round trip.)
+        frame = self.spark.range(0, len(job.staged), 1, len(job.staged))
+        decode = functools.partial(decode_staged_partitions, job)
+        return list(frame.mapInArrow(decode, from_arrow_schema(OUTCOME_SCHEMA)).collect())
 
     def _write_with_sql(
         self, commit_id: uuid.UUID, with_data: Sequence[StagedPartition], tables: Sequence[TargetTable], reason: str

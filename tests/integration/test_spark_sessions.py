@@ -4,6 +4,7 @@ moved on to the next generation when the server has closed the session."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -102,3 +103,37 @@ def test_a_session_the_server_closed_is_replaced_by_the_next_generation(
     assert session_of(join(code_version, subprocess_env)) == spark_writer.shared_session_id(1)
     # And every later process joins that one too.
     assert session_of(join(code_version, subprocess_env)) == spark_writer.shared_session_id(1)
+
+
+@pytest.mark.django_db
+def test_a_write_that_meets_a_closed_session_joins_the_next_one_and_writes_every_record(
+    spark_remote: str, code_version: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A connector whose topic was quiet longer than the server's session timeout: its next
+    write meets a closed session, which is routine, not a failure."""
+    if not spark_remote.startswith("sc://"):
+        pytest.skip("sessions are shared on a Spark Connect server")
+    import pyarrow.parquet as pq
+    from pyspark.sql import SparkSession
+
+    from tests.test_spark_writer import config, job, staged_file
+
+    monkeypatch.setattr(spark_writer, "code_archive", lambda: code_version)
+    monkeypatch.setattr(spark_writer, "_session", None)  # this process joins as a runner would
+    writer = spark_writer.SparkWriter(config())
+    writer.warm_up()
+    assert writer.spark.session_id == spark_writer.shared_session_id(0)
+
+    closing = SparkSession.builder.remote(spark_writer.with_session_id(spark_remote, writer.spark.session_id)).create()
+    closing.client.release_session()
+    closing.client.close()
+
+    values = [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(300)]
+    staged = staged_file(tmp_path, list(values))
+    work = job(tmp_path, config())
+    result = writer.write(work.commit_id, work.staging_id, [staged], list(work.tables))
+
+    assert writer.spark.session_id == spark_writer.shared_session_id(1)
+    assert not result.bad
+    rows = [row for f in result.files for row in pq.read_table(f.path.removeprefix("file://")).to_pylist()]
+    assert sorted(row["id"] for row in rows) == list(range(300))
