@@ -135,24 +135,41 @@ class Usage(NamedTuple):
     largest_rss: int  # bytes: the resident set of the largest of them
 
 
+# Per watched process: the CPU seconds (user + system) last seen of each
+# process of its family, by (pid, start time), exited ones included.
+_cpu_seen: dict[int, dict[tuple[int, float], float]] = {}
+
+
 def usage(process: psutil.Process | None) -> Usage:
     """CPU seconds and memory of a process and its descendants; zeros once it is gone.
 
-    A descendant that has exited counts too, through its parent's children
-    times (Spark's Python workers come and go under their daemon). Memory is
-    summed as PSS: make run's worker is a parent and the pool processes it
-    forked, which share most of their pages, and a sum of their RSS would
-    count those pages once per process.
+    CPU is counted per process, as last seen, and a descendant that has
+    exited keeps what it was last seen using: Spark's Python workers come
+    and go under their daemons, which do not always reap them, so children
+    times would lose some (and the sum of the live ones went down when an
+    idle worker left). The CPU a process uses between its last sample and
+    its exit is not counted (Spark reuses its workers: they live long).
+    Memory is summed as PSS: make run's worker is a parent and the pool
+    processes it forked, which share most of their pages, and a sum of
+    their RSS would count those pages once per process.
     """
     if process is None:
         return Usage(0.0, 0, 0)
+    seen = _cpu_seen.setdefault(process.pid, {})
+    memory = []
     try:
         family = [process, *process.children(recursive=True)]
-        cpu = sum(sum(p.cpu_times()[:4]) for p in family)  # user, system, and exited children's
-        memory = [p.memory_full_info() for p in family]
-        return Usage(cpu, sum(m.pss for m in memory), max(m.rss for m in memory))
     except psutil.NoSuchProcess:
         return Usage(0.0, 0, 0)
+    for member in family:
+        try:
+            seen[(member.pid, member.create_time())] = sum(member.cpu_times()[:2])
+            memory.append(member.memory_full_info())
+        except psutil.NoSuchProcess:
+            continue  # exited meanwhile: keeps what it was last seen using
+    if not memory:
+        return Usage(0.0, 0, 0)
+    return Usage(sum(seen.values()), sum(m.pss for m in memory), max(m.rss for m in memory))
 
 
 # The records' columns, as the sink's auto-created table has them.
