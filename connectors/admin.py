@@ -14,6 +14,7 @@ from django.utils.html import format_html
 
 from connectors import actions
 from connectors.config import validate_config
+from connectors.config.secrets import hidden_config
 from connectors.models import Commit, CommitPartition, Connector, ConnectorTask, PartitionOffset
 
 
@@ -26,6 +27,12 @@ class ConnectorAdminForm(forms.ModelForm):
     class Meta:
         model = Connector
         fields = ["name", "config", "desired_state"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            # Shown with its secrets hidden; they come back hidden and keep their stored values.
+            self.initial["config"] = hidden_config(self.instance.config)
 
     def clean_config(self) -> dict[str, str]:
         config = self.cleaned_data["config"]

@@ -24,8 +24,8 @@ from django.http import QueryDict
 
 from connectors.config import PLUGINS, ConfigKey, Plugin, resolve_plugin
 from connectors.config.definitions import Importance, KeyType, PrefixKey, is_secret_key
+from connectors.config.secrets import HIDDEN, hidden_value
 from connectors.models import DesiredState
-from connectors.ui.config_diff import HIDDEN
 from connectors.ui.config_text import ConfigTextError, format_config, parse_config_text
 
 FORM, RAW = "form", "raw"
@@ -125,7 +125,8 @@ class ConfigEditor:
     @classmethod
     def for_config(cls, config: Mapping[str, str], stored: Mapping[str, str] | None = None) -> ConfigEditor:
         stored = dict(stored or {})
-        values = {k: (HIDDEN if k in stored and is_secret_key(k) and stored[k] == v else v) for k, v in config.items()}
+        # What is stored is shown with its secrets hidden; what the user typed is shown as typed.
+        values = {k: (hidden_value(k, v) if k in stored and stored[k] == v else v) for k, v in config.items()}
         return cls(plugin=_plugin_for(values), values=values, stored=stored)
 
     @classmethod

@@ -18,12 +18,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from connectors import actions
-from connectors.actions.lifecycle import keep_hidden_secrets, validate_name
+from connectors.actions.lifecycle import validate_name
 from connectors.config import validate_config
+from connectors.config.secrets import hidden_config, keep_hidden_secrets
 from connectors.forms import ConfigEditor, ConnectorMetaForm
 from connectors.models import Commit, Connector
 from connectors.ui import pages
-from connectors.ui.config_diff import config_fingerprint, diff_configs, masked
+from connectors.ui.config_diff import config_fingerprint, diff_configs
 from connectors.ui.config_text import format_config
 from connectors.ui.connection_check import check_connection
 from connectors.ui.history import chart_series, files_by_partition, history_page, ledger
@@ -66,7 +67,7 @@ def connector_live(request: HttpRequest, name: str) -> HttpResponse:
 def config_export(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     connector = get_object_or_404(Connector, name=name)
     response = HttpResponse(
-        format_config(masked(connector.config), fmt),
+        format_config(hidden_config(connector.config), fmt),
         content_type="application/json" if fmt == "json" else "text/plain; charset=utf-8",
     )
     response["Content-Disposition"] = f'attachment; filename="{connector.name}.{fmt}"'

@@ -179,7 +179,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A password inside a URI (a catalog's, in a library's error) never reaches a log.
+    "filters": {"redact_credentials": {"()": "connectors.config.secrets.RedactCredentials"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_credentials"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("SINKADMIN_LOG_LEVEL", "INFO")},
     "loggers": {"py4j": {"level": "WARNING"}, "kafka": {"level": "WARNING"}},
 }

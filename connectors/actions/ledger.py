@@ -18,6 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from connectors.actions.errors import LedgerConflict, NotStopped, StaleEpoch
+from connectors.config.secrets import redact
 from connectors.models import (
     Commit,
     CommitEnd,
@@ -222,7 +223,7 @@ def abort_commit(
             started_at=started_at,
             records=sum(r.records for r in ranges),
             dead_lettered=sum(r.dead_lettered for r in ranges),
-            error=error,
+            error=redact(error),
             complete=False,
         )
         _add_partitions(commit, ranges)

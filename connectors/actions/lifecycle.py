@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from connectors.actions.errors import ConnectorExists, ConnectorNotFound, InvalidConfig, InvalidName, NotStopped
 from connectors.config import validate_config
-from connectors.config.definitions import is_secret_key
+from connectors.config.secrets import keep_hidden_secrets, redact
 from connectors.models import Commit, Connector, ConnectorTask, DesiredState, PartitionOffset, TaskState
 
 
@@ -39,11 +39,6 @@ def _validated(config: Mapping[str, Any]) -> dict[str, str]:
     if not validation.ok:
         raise InvalidConfig(validation)
     return validation.config
-
-
-def keep_hidden_secrets(new: Mapping[str, Any], old: Mapping[str, str]) -> dict[str, Any]:
-    """A secret sent back as ``[hidden]`` (as the API and UI show it) keeps its stored value."""
-    return {k: (old[k] if v == "[hidden]" and is_secret_key(k) and k in old else v) for k, v in new.items()}
 
 
 def create_connector(name: str, config: Mapping[str, Any], initial_state: str = DesiredState.RUNNING) -> Connector:
@@ -180,8 +175,8 @@ def fail_connector(connector_id: int, message: str, trace: str = "") -> None:
     """Mark the connector FAILED with a readable reason; it stays failed until restarted."""
     now = timezone.now()
     Connector.objects.filter(pk=connector_id).update(
-        failure_message=message[:10000],
-        failure_trace=trace,
+        failure_message=redact(message)[:10000],
+        failure_trace=redact(trace),
         failed_at=now,
         first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
         failure_count=F("failure_count") + 1,

@@ -18,6 +18,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from connectors.config.secrets import redact
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState
 
 TopicPartition = tuple[str, int]
@@ -178,8 +179,9 @@ def task_failed(task_id: int, epoch: int, error: BaseException) -> None:
     ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
         first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
         state=TaskState.FAILED,
-        error_message=f"{type(error).__name__}: {error}"[:10000],
-        error_trace="".join(traceback.format_exception(error)),
+        # Shown in the UI and the API: a password inside a URI is hidden.
+        error_message=redact(f"{type(error).__name__}: {error}")[:10000],
+        error_trace=redact("".join(traceback.format_exception(error))),
         failed_at=now,
         failure_count=F("failure_count") + 1,
         heartbeat_at=None,

@@ -6,15 +6,15 @@ values are never returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from connectors.api.status import visible_tasks
 from connectors.config import ConfigValidation, Plugin
-from connectors.config.definitions import CONVERTERS, is_secret_key
+from connectors.config.definitions import CONVERTERS
+from connectors.config.secrets import hidden_config, hidden_value
 from connectors.models import Commit, Connector, PartitionOffset
 
-HIDDEN = "[hidden]"
 CONNECTOR_TYPE = "sink"
 
 # KIP-875's offset keys for sink connectors.
@@ -23,13 +23,9 @@ KAFKA_PARTITION = "kafka_partition"
 KAFKA_OFFSET = "kafka_offset"
 
 
-def hide_secrets(config: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: (HIDDEN if value and is_secret_key(key) else value) for key, value in config.items()}
-
-
 def shown_config(connector: Connector) -> dict[str, str]:
     """The config as Connect returns it: with its ``name`` key, secrets hidden."""
-    return hide_secrets({**connector.config, "name": connector.name})
+    return hidden_config({**connector.config, "name": connector.name})
 
 
 def connector_info(connector: Connector) -> dict[str, Any]:
@@ -87,8 +83,7 @@ def validation_result(validation: ConfigValidation) -> dict[str, Any]:
     body = validation.to_connect()
     for entry in body["configs"]:
         value = entry["value"]
-        if value["value"] and is_secret_key(value["name"]):
-            value["value"] = HIDDEN
+        value["value"] = hidden_value(value["name"], value["value"])
     return body
 
 

@@ -22,6 +22,7 @@ from connectors.config.definitions import (
     Plugin,
     resolve_plugin,
 )
+from connectors.config.secrets import HIDDEN, hidden_password_left
 from connectors.config.transforms import PartitionField, parse_partition_by
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -159,7 +160,16 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
     _check_evolve_schema(result, config)
     _check_unsupported(result, config)
     _check_own_namespace(result, plugin, config)
+    _check_hidden_passwords(result, config)
     return result
+
+
+def _check_hidden_passwords(result: ConfigValidation, config: dict[str, str]) -> None:
+    # A URI shown with its password hidden came back for a key that has no
+    # stored password to keep (a new connector, a renamed key, another user).
+    for key, value in config.items():
+        if hidden_password_left(value):
+            result.add(key, f"the password in this URI is shown as {HIDDEN}: type the password itself")
 
 
 def _check_key(result: ConfigValidation, key: ConfigKey, value: str | None) -> None:

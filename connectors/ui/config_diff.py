@@ -7,11 +7,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from connectors.actions.lifecycle import keep_hidden_secrets
 from connectors.config.definitions import is_secret_key
+from connectors.config.secrets import HIDDEN, hidden_value, keep_hidden_secrets
 from connectors.ui.config_text import ordered_keys
-
-HIDDEN = "[hidden]"
 
 
 @dataclass(frozen=True)
@@ -26,11 +24,6 @@ class DiffLine:
 def config_fingerprint(config: Mapping[str, str]) -> str:
     """Names one version of a stored config, so an apply can refuse a config that moved since its review."""
     return hashlib.sha256(json.dumps(dict(config), sort_keys=True).encode()).hexdigest()
-
-
-def masked(config: Mapping[str, str]) -> dict[str, str]:
-    """The config as the browser may see it: stored secrets replaced by ``[hidden]``."""
-    return {k: (HIDDEN if is_secret_key(k) and v else v) for k, v in config.items()}
 
 
 def diff_configs(running: Mapping[str, str], proposed: Mapping[str, str]) -> list[DiffLine]:
@@ -51,5 +44,9 @@ def diff_configs(running: Mapping[str, str], proposed: Mapping[str, str]) -> lis
         if secret:
             old = None if old is None else HIDDEN
             new = None if new is None else (HIDDEN if change == "unchanged" else "(new value)")
+        else:
+            old, new = hidden_value(key, old), hidden_value(key, new)
+            if change == "changed" and old == new:
+                new = f"{new} (new password)"
         lines.append(DiffLine(key, change, old, None if new is None else str(new), secret))
     return sorted(lines, key=lambda line: line.change == "unchanged")

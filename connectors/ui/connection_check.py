@@ -19,6 +19,7 @@ from django import db
 from django.conf import settings
 
 from connectors.config import SinkConfig
+from connectors.config.secrets import redact
 
 OK, WARNING, ERROR, SKIPPED = "ok", "warning", "error", "skipped"
 KAFKA_TIMEOUT_S = 5.0
@@ -55,7 +56,8 @@ def check_connection(config: Mapping[str, str], bootstrap: str | None = None) ->
         tables, error = _bounded(lambda: _check_tables(sink, catalog), CATALOG_TIMEOUT_S)
         results.append(tables if tables is not None else CheckResult("Tables", ERROR, error))
         _close(catalog)
-    return results
+    # A library's error may quote the URI it was given, password and all.
+    return [CheckResult(r.name, r.status, redact(r.detail)) for r in results]
 
 
 def _close(catalog: Any) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.http import Http404
 
+from connectors.config.secrets import hidden_config
 from connectors.models import Connector
-from connectors.ui.config_diff import masked
 from connectors.ui.config_text import ordered_keys
 from connectors.ui.figures import (
     ConnectorSummary,
@@ -62,7 +62,7 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
     coordinator = coordinator_of(connector)
     tasks = list(connector.tasks.all())
     statuses = {t.id: t for t in summary.status.tasks}
-    shown = masked(connector.config)
+    shown = hidden_config(connector.config)
     return {
         "connector": connector,
         "summary": summary,
