@@ -83,6 +83,7 @@ class ConnectorAdmin(admin.ModelAdmin):
     readonly_fields = [
         "coordinator_epoch",
         "generation",
+        "source_warnings",
         "failure_message",
         "failed_at",
         "created_at",

@@ -54,6 +54,10 @@ class Connector(models.Model):
     # Kept across restarts, with failure_count: "first failed ..., N times".
     first_failed_at = models.DateTimeField(null=True, blank=True)
     failure_count = models.IntegerField(default=0)
+    # What the supervisor's last step found wrong with the source (a topic
+    # that does not exist, a regex matching nothing): shown as a warning, so
+    # a connector with nothing to read never reads as healthy.
+    source_warnings = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

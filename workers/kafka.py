@@ -119,6 +119,22 @@ def partitions_in(metadata: ClusterMetadata, topics: Iterable[str], topics_regex
     return sorted(found)
 
 
+def source_warnings(
+    metadata: ClusterMetadata, topics: Iterable[str], topics_regex: str | None, partitions: list[tuple[str, int]]
+) -> list[str]:
+    """What is wrong with a connector's source as ``metadata`` shows it: one reason per problem."""
+    warnings = []
+    for name in topics:
+        topic = metadata.topics.get(name)
+        if topic is None:
+            warnings.append(f"topic {name!r} does not exist (or was deleted): nothing to read from it")
+        elif topic.error is not None:
+            warnings.append(f"topic {name!r} cannot be read: {topic.error.str()}")
+    if topics_regex and not any(re.fullmatch(topics_regex, name) for name, _ in partitions):
+        warnings.append(f"topics.regex {topics_regex!r} matches no topic")
+    return warnings
+
+
 class ControlChannel:
     """Producer and consumer of the control topic (one partition)."""
 

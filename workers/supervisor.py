@@ -21,7 +21,7 @@ from django.db.models import Prefetch
 from connectors.actions import runtime as runtime_state
 from connectors.config import SinkConfig
 from connectors.models import Connector, ConnectorTask, DesiredState
-from workers.kafka import admin_client, partitions_in
+from workers.kafka import admin_client, partitions_in, source_warnings
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,13 @@ class Supervisor:
                 # Its own credentials may see other topics than ours.
                 metadata = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, config.raw).list_topics(timeout=10)
             partitions = partitions_in(metadata, config.topics, config.topics_regex)
-        except Exception:
+        except Exception as exc:
             log.exception("supervisor: cannot resolve the partitions of %s", connector.name)
+            runtime_state.report_source_warnings(connector.pk, [f"cannot list its topics: {exc}"])
             return
+        runtime_state.report_source_warnings(
+            connector.pk, source_warnings(metadata, config.topics, config.topics_regex, partitions)
+        )
         if runtime_state.request_coordinator(connector.pk):
             self.start_coordinator(connector.pk)
             report.coordinators_started.append(connector.name)

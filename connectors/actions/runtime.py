@@ -174,6 +174,12 @@ def task_vacated(task_id: int, worker_id: str) -> None:
     )
 
 
+def report_source_warnings(connector_id: int, warnings: list[str]) -> None:
+    """What the supervisor found wrong with the connector's source; written only when it changed."""
+    shown = [redact(w) for w in warnings]
+    Connector.objects.filter(pk=connector_id).exclude(source_warnings=shown).update(source_warnings=shown)
+
+
 def task_failed(task_id: int, epoch: int, error: BaseException) -> None:
     now = timezone.now()
     ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(

@@ -112,7 +112,9 @@ def connector_component_status(connector: Connector, *, now: datetime | None = N
     # until a coordinator takes over at the new epoch the old one is fenced.
     if coordinator.epoch < connector.coordinator_epoch:
         return ComponentStatus(State.RESTARTING, worker_id)
-    return ComponentStatus(State.RUNNING, worker_id)
+    # Connect reports a trace for failures only; a running connector whose
+    # source has a problem (a missing topic) says so the same way.
+    return ComponentStatus(State.RUNNING, worker_id, "\n".join(connector.source_warnings))
 
 
 def task_status(task: ConnectorTask, *, now: datetime | None = None) -> TaskStatus:

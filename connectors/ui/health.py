@@ -19,6 +19,8 @@ from connectors.models import Connector
 class Health(StrEnum):
     FAILED = "failed"
     DEGRADED = "degraded"
+    # Running, but something about its source needs a person (a topic that does not exist).
+    WARNING = "warning"
     RESTARTING = "restarting"
     UNASSIGNED = "unassigned"
     PAUSED = "paused"
@@ -59,13 +61,16 @@ def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
         return HealthRollup(Health.UNASSIGNED, "no live coordinator: waiting for a worker to take it")
 
     tasks = status.tasks
-    if not tasks:
-        return HealthRollup(Health.UNASSIGNED, "no task has been assigned yet")
     failed = [t for t in tasks if t.state is State.FAILED]
     if failed and len(failed) == len(tasks):
         return HealthRollup(Health.FAILED, _task_reason(failed[0]))
     if failed:
         return HealthRollup(Health.DEGRADED, f"{len(failed)} of {len(tasks)} tasks failed; {_task_reason(failed[0])}")
+    if connector.source_warnings:
+        more = len(connector.source_warnings) - 1
+        return HealthRollup(Health.WARNING, connector.source_warnings[0] + (f" (and {more} more)" if more else ""))
+    if not tasks:
+        return HealthRollup(Health.UNASSIGNED, "no task has been assigned yet")
     restarting = [t for t in tasks if t.state is State.RESTARTING]
     if restarting:
         return HealthRollup(Health.RESTARTING, f"{len(restarting)} of {len(tasks)} tasks restarting")
