@@ -114,6 +114,8 @@ class ConnectorTask(models.Model):
     failure_count = models.IntegerField(default=0)
     # Live per-partition figures: {"topic/partition": {"staged": n, "end_offset": m, ...}}
     partition_status = models.JSONField(default=dict, blank=True)
+    # Why the supervisor has not started it ("no worker has a free slot: ...").
+    unassigned_reason = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["connector", "task_index"]
@@ -142,10 +144,32 @@ class CoordinatorStatus(models.Model):
     start_control_offset = models.BigIntegerField(null=True, blank=True)
     partitions_expected = models.JSONField(default=list, blank=True)
     partitions_reported = models.JSONField(default=list, blank=True)
+    # Why the supervisor has not started it ("no worker has a free slot: ...").
+    unassigned_reason = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"coordinator of {self.connector.name}"
+
+
+class Worker(models.Model):
+    """A Celery worker that hosts coordinators and tasks, one per slot (a pool process each).
+
+    It advertises its slots with a heartbeat; the supervisor starts a runner
+    only while the live workers have a slot free.
+    """
+
+    name = models.CharField(max_length=255, unique=True, help_text="Celery node name, e.g. connectors@host")
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    slots = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class CommitState(models.TextChoices):

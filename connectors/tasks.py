@@ -12,9 +12,14 @@ import logging
 import multiprocessing
 import os
 import socket
+import threading
+from typing import Any
 
 from celery import shared_task
-from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_shutting_down
+from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_ready, worker_shutting_down
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
 
 from connectors.actions import runtime as runtime_state
 from workers import runtime
@@ -61,10 +66,43 @@ def stopping() -> bool:
     return SHUTTING_DOWN.is_set() or (_parent_pid is not None and os.getppid() != _parent_pid)
 
 
+# (name, slots) of this worker, if it hosts runners (consumes the connectors queue).
+_advertised: tuple[str, int] | None = None
+
+
 @celeryd_after_setup.connect
-def _name_worker(sender: str, **_: object) -> None:
+def _name_worker(sender: str, instance: Any, **_: object) -> None:
+    global _advertised  # noqa: PLW0603 - set once, in the worker's main process
     # Task rows and the UI show which worker runs what by its node name.
     runtime.WORKER_NAME = sender
+    if CONNECTORS_QUEUE in instance.app.amqp.queues.consume_from:
+        _advertised = (sender, int(instance.concurrency))
+
+
+@worker_ready.connect
+def _advertise_slots(**_: object) -> None:
+    """Heartbeat this worker's slots (its pool's processes) into Postgres until it shuts down."""
+    if _advertised is None:
+        return
+    name, slots = _advertised
+    started_at = timezone.now()
+    # A third of the timeout: one lost beat never makes the worker look gone.
+    every = settings.HEARTBEAT_TIMEOUT_SECONDS / 3
+
+    def advertise() -> None:
+        try:
+            while True:
+                try:
+                    runtime_state.worker_heartbeat(name, socket.gethostname(), slots, started_at)
+                except Exception as exc:  # Postgres away: the next beat tries again
+                    log.warning("worker %s: could not advertise its slots: %s", name, exc)
+                if SHUTTING_DOWN.wait(every):
+                    break
+            runtime_state.worker_left(name)
+        finally:
+            connection.close()
+
+    threading.Thread(target=advertise, name="advertise-slots", daemon=True).start()
 
 
 @shared_task(name="sinkadmin.run_coordinator", acks_late=True, ignore_result=True, queue=CONNECTORS_QUEUE)

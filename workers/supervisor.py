@@ -55,8 +55,9 @@ class Supervisor:
         if connectors:
             # One metadata request serves every connector on the default cluster.
             metadata = self._admin().list_topics(timeout=10)
+            room = runtime_state.room()
             for connector in connectors:
-                self._reconcile(connector, metadata, report)
+                self._reconcile(connector, metadata, room, report)
         report.seconds = time.perf_counter() - started
         if report.coordinators_started or report.tasks_started:
             log.info(
@@ -75,7 +76,9 @@ class Supervisor:
             _ADMIN = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, {})
         return _ADMIN
 
-    def _reconcile(self, connector: Connector, metadata: ClusterMetadata, report: SupervisorReport) -> None:
+    def _reconcile(
+        self, connector: Connector, metadata: ClusterMetadata, room: runtime_state.Room, report: SupervisorReport
+    ) -> None:
         try:
             config = SinkConfig.parse(connector.config)
             if _has_client_settings(config):
@@ -89,12 +92,28 @@ class Supervisor:
         runtime_state.report_source_warnings(
             connector.pk, source_warnings(metadata, config.topics, config.topics_regex, partitions)
         )
-        if runtime_state.request_coordinator(connector.pk):
-            self.start_coordinator(connector.pk)
-            report.coordinators_started.append(connector.name)
-        for task in runtime_state.assign_tasks(connector, partitions):
+        tasks = runtime_state.assign_tasks(connector, partitions)
+        coordinator, waiting, held = runtime_state.runners_to_start(connector.pk, tasks)
+        needed = int(coordinator) + len(waiting)
+        if needed > room.free and held == 0:
+            # All of it or none: a coordinator without its tasks (or tasks
+            # without theirs) would hold slots and commit nothing.
+            runtime_state.waiting_for_room(connector.pk, coordinator, waiting, room.no_room_reason(needed))
+            return
+        if coordinator:
+            if room.free <= 0:
+                runtime_state.waiting_for_room(connector.pk, True, [], room.no_room_reason(1))
+            elif runtime_state.request_coordinator(connector.pk):
+                room.take()
+                self.start_coordinator(connector.pk)
+                report.coordinators_started.append(connector.name)
+        for task in waiting:
+            if room.free <= 0:
+                runtime_state.waiting_for_room(connector.pk, False, [task], room.no_room_reason(1))
+                continue
             epoch = runtime_state.request_task(task)
             if epoch is not None:
+                room.take()
                 self.start_task(task.pk, epoch)
                 report.tasks_started.append(f"{connector.name}-{task.task_index}")
 

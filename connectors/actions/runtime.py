@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from connectors.config.secrets import redact
-from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState
+from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState, Worker
 
 TopicPartition = tuple[str, int]
 
@@ -36,11 +37,116 @@ def _silent(now: datetime) -> Q:
     )
 
 
+def worker_heartbeat(name: str, hostname: str, slots: int, started_at: datetime) -> None:
+    """A connectors worker advertises its slots (one per pool process), every few seconds while it runs."""
+    Worker.objects.update_or_create(
+        name=name,
+        defaults={"hostname": hostname, "slots": slots, "started_at": started_at, "heartbeat_at": timezone.now()},
+    )
+
+
+def worker_left(name: str) -> None:
+    """A worker that shuts down takes its slots with it at once (its runners free their rows as they leave)."""
+    Worker.objects.filter(name=name).delete()
+
+
+@dataclass(frozen=True)
+class WorkerSlots:
+    name: str
+    hostname: str
+    slots: int
+    used: int
+    heartbeat_at: datetime
+
+    @property
+    def free(self) -> int:
+        return max(0, self.slots - self.used)
+
+
+@dataclass
+class Room:
+    """The live workers' slots, as one supervisor step hands them out.
+
+    A runner holds a slot from the moment it is requested (its Celery message
+    waits for a free pool process) until it stops heartbeating. ``free`` is
+    counted over all live workers together, because Celery gives a request
+    to whichever worker's pool has a process free.
+    """
+
+    workers: list[WorkerSlots]
+    held: int
+    slots: int = field(init=False)
+    free: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.slots = sum(w.slots for w in self.workers)
+        self.free = self.slots - self.held
+
+    def take(self) -> None:
+        self.held += 1
+        self.free -= 1
+
+    def no_room_reason(self, needed: int) -> str:
+        if not self.workers:
+            return "no connectors worker is running (none has advertised its slots lately)"
+        asked = f" (this connector needs {needed}, {max(0, self.free)} free)" if needed > 1 else ""
+        names = ", ".join(w.name for w in self.workers)
+        return f"no worker has a free slot{asked}: {self.held}/{self.slots} used on {names}"
+
+
+def worker_name(worker_id: str) -> str:
+    """The worker a runner's ``worker_id`` (``name:pid``) belongs to."""
+    return worker_id.rsplit(":", 1)[0]
+
+
+def workers(now: datetime | None = None) -> list[WorkerSlots]:
+    """Live workers with their slots and the runners they hold (a runner requested but not yet started holds none)."""
+    now = now or timezone.now()
+    live = list(Worker.objects.filter(heartbeat_at__gte=_stale_before(now)))
+    held: dict[str, int] = {}
+    for model in (CoordinatorStatus, ConnectorTask):
+        alive = model.objects.filter(heartbeat_at__gte=_stale_before(now)).exclude(worker_id="")
+        for worker_id in alive.values_list("worker_id", flat=True):
+            held[worker_name(worker_id)] = held.get(worker_name(worker_id), 0) + 1
+    return [WorkerSlots(w.name, w.hostname, w.slots, held.get(w.name, 0), w.heartbeat_at) for w in live]
+
+
+def room(now: datetime | None = None) -> Room:
+    now = now or timezone.now()
+    # Every runner not silent holds a slot: running, or asked to start.
+    held = sum(m.objects.exclude(_silent(now)).count() for m in (CoordinatorStatus, ConnectorTask))
+    return Room(workers(now), held)
+
+
+def runners_to_start(connector_id: int, tasks: Sequence[ConnectorTask]) -> tuple[bool, list[ConnectorTask], int]:
+    """Whether the connector's coordinator, and which of its tasks, nobody runs or was asked to run;
+    and how many of its runners are running or asked to."""
+    now = timezone.now()
+    CoordinatorStatus.objects.get_or_create(connector_id=connector_id)
+    coordinator = CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id).exists()
+    silent = set(ConnectorTask.objects.filter(_silent(now), pk__in=[t.pk for t in tasks]).values_list("pk", flat=True))
+    waiting = [t for t in tasks if t.pk in silent and not _in_backoff(t, now)]
+    held = (0 if coordinator else 1) + len(tasks) - len(silent)
+    return coordinator, waiting, held
+
+
+def waiting_for_room(connector_id: int, coordinator: bool, tasks: Sequence[ConnectorTask], reason: str) -> None:
+    """Say why these runners were not started (shown as their UNASSIGNED status's trace)."""
+    if coordinator:
+        CoordinatorStatus.objects.filter(connector_id=connector_id).exclude(unassigned_reason=reason).update(
+            unassigned_reason=reason
+        )
+    ConnectorTask.objects.filter(pk__in=[t.pk for t in tasks]).exclude(unassigned_reason=reason).update(
+        unassigned_reason=reason
+    )
+
+
 def request_coordinator(connector_id: int) -> bool:
     """True if the caller should start a coordinator for the connector (nobody runs one)."""
     now = timezone.now()
     CoordinatorStatus.objects.get_or_create(connector_id=connector_id)
-    return CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id).update(requested_at=now) == 1
+    requested = CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id)
+    return requested.update(requested_at=now, unassigned_reason="") == 1
 
 
 def coordinator_alive(connector_id: int, epoch: int) -> str | None:
@@ -114,15 +220,21 @@ def request_task(task: ConnectorTask) -> int | None:
     later one's staging never collides with the earlier one's.
     """
     now = timezone.now()
-    in_backoff = task.failed_at is not None and now - task.failed_at < timedelta(
-        seconds=backoff_seconds(task.failure_count)
-    )
-    if task.state == TaskState.FAILED and in_backoff:
+    if _in_backoff(task, now):
         return None
     claimed = ConnectorTask.objects.filter(_silent(now), pk=task.pk, epoch=task.epoch).update(
-        requested_at=now, epoch=F("epoch") + 1
+        requested_at=now, epoch=F("epoch") + 1, unassigned_reason=""
     )
     return task.epoch + 1 if claimed else None
+
+
+def _in_backoff(task: ConnectorTask, now: datetime) -> bool:
+    """A failed task waits out its restart delay before it is asked to run again."""
+    return (
+        task.state == TaskState.FAILED
+        and task.failed_at is not None
+        and now - task.failed_at < timedelta(seconds=backoff_seconds(task.failure_count))
+    )
 
 
 def claim_task(task_id: int, epoch: int, worker_id: str, worker_host: str) -> ConnectorTask | None:

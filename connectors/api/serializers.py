@@ -289,3 +289,19 @@ class CommitPageSerializer(serializers.Serializer):  # type: ignore[type-arg]
     commits = CommitSummarySerializer(many=True)
     next = serializers.URLField(allow_null=True, help_text="The next (older) page.")
     previous = serializers.URLField(allow_null=True, help_text="The previous (newer) page.")
+
+
+class WorkerSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    worker_id = serializers.CharField(help_text="Celery node name, as tasks' worker_id begins.")
+    host = serializers.CharField()
+    slots = serializers.IntegerField(help_text="Runners (coordinators and tasks) it can host: its pool processes.")
+    used = serializers.IntegerField(help_text="Runners it hosts now.")
+    free = serializers.IntegerField()
+    heartbeat_at = serializers.DateTimeField()
+
+
+class WorkersSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    workers = WorkerSerializer(many=True)
+    slots = serializers.IntegerField(help_text="Slots of all live workers.")
+    held = serializers.IntegerField(help_text="Runners running or asked to start (a request holds a slot).")
+    free = serializers.IntegerField()

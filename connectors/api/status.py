@@ -107,7 +107,7 @@ def connector_component_status(connector: Connector, *, now: datetime | None = N
     if connector.desired_state == DesiredState.PAUSED:
         return ComponentStatus(State.PAUSED, worker_id)
     if coordinator is None or not _alive(coordinator.heartbeat_at, now):
-        return ComponentStatus(State.UNASSIGNED, worker_id)
+        return ComponentStatus(State.UNASSIGNED, worker_id, coordinator.unassigned_reason if coordinator else "")
     # A restart, a config change or a stop/resume bumps the connector's epoch;
     # until a coordinator takes over at the new epoch the old one is fenced.
     if coordinator.epoch < connector.coordinator_epoch:
@@ -123,8 +123,9 @@ def task_status(task: ConnectorTask, *, now: datetime | None = None) -> TaskStat
     if task.state == TaskState.FAILED:
         return TaskStatus(State.FAILED, worker_id, _trace(task.error_message, task.error_trace), id=task.task_index)
     if task.state in (TaskState.RUNNING, TaskState.PAUSED) and not _alive(task.heartbeat_at, now):
-        return TaskStatus(State.UNASSIGNED, worker_id, id=task.task_index)
-    return TaskStatus(State(task.state), worker_id, id=task.task_index)
+        return TaskStatus(State.UNASSIGNED, worker_id, task.unassigned_reason, id=task.task_index)
+    reason = task.unassigned_reason if task.state in (TaskState.UNASSIGNED, TaskState.RESTARTING) else ""
+    return TaskStatus(State(task.state), worker_id, reason, id=task.task_index)
 
 
 def connector_status(connector: Connector, *, now: datetime | None = None) -> ConnectorStatus:

@@ -9,7 +9,7 @@ from django.urls import Resolver404, include, path, re_path, resolve
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from connectors.api.views import commits, connectors, offsets, plugins, root, tasks
+from connectors.api.views import commits, connectors, offsets, plugins, root, tasks, workers
 from connectors.api.views.base import UnknownRouteView
 
 _unknown_route_view = UnknownRouteView.as_view()
@@ -62,6 +62,7 @@ connect_urls = [
         plugins.PluginValidateView.as_view(),
         name="connect-plugin-validate",
     ),
+    path("workers", workers.WorkerListView.as_view(), name="connect-workers"),
     # [\s\S], not ".": a path may hold an encoded newline.
     re_path(r"^[\s\S]*$", unknown_route, name="connect-unknown"),
 ]

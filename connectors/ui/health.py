@@ -58,7 +58,9 @@ def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
     if state is State.RESTARTING:
         return HealthRollup(Health.RESTARTING, "waiting for a coordinator at the new epoch")
     if state is State.UNASSIGNED:
-        return HealthRollup(Health.UNASSIGNED, "no live coordinator: waiting for a worker to take it")
+        return HealthRollup(
+            Health.UNASSIGNED, status.connector.trace or "no live coordinator: waiting for a worker to take it"
+        )
 
     tasks = status.tasks
     failed = [t for t in tasks if t.state is State.FAILED]
@@ -76,10 +78,11 @@ def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
         return HealthRollup(Health.RESTARTING, f"{len(restarting)} of {len(tasks)} tasks restarting")
     idle = [t for t in tasks if t.state is not State.RUNNING]
     if idle and len(idle) == len(tasks):
-        return HealthRollup(Health.UNASSIGNED, "no task is running on a live worker")
+        return HealthRollup(Health.UNASSIGNED, first_line(idle[0].trace) or "no task is running on a live worker")
     if idle:
+        why = first_line(idle[0].trace) or "no live worker"
         return HealthRollup(
-            Health.DEGRADED, f"{len(idle)} of {len(tasks)} tasks not running (task {idle[0].id}: no live worker)"
+            Health.DEGRADED, f"{len(idle)} of {len(tasks)} tasks not running (task {idle[0].id}: {why})"
         )
     return HealthRollup(Health.HEALTHY, f"all {len(tasks)} tasks running")
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.http import Http404
 
+from connectors.actions import runtime as runtime_state
 from connectors.config.secrets import hidden_config
 from connectors.models import Connector
 from connectors.ui.config_text import ordered_keys
@@ -32,6 +33,7 @@ class ConnectorList:
     counts: dict[str, int]
     query: str
     state: str
+    room: runtime_state.Room
 
 
 def connector_list(query: str, state: str, now: datetime) -> ConnectorList:
@@ -51,7 +53,9 @@ def connector_list(query: str, state: str, now: datetime) -> ConnectorList:
             or needle in ",".join(s.connector.config.get("topics", "").split()).lower()
         )
     ]
-    return ConnectorList(rows=rows, total=len(summaries), counts=counts, query=query, state=state)
+    return ConnectorList(
+        rows=rows, total=len(summaries), counts=counts, query=query, state=state, room=runtime_state.room(now)
+    )
 
 
 def connector_detail(name: str, now: datetime) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from connectors import actions
 from connectors.config import SinkConfig
-from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, TaskState
+from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, TaskState, Worker
 from sinkadmin.services import beat_argv, connector_worker_argv, supervisor_worker_argv
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
@@ -290,3 +290,38 @@ def test_a_record_spark_cannot_decode_fails_the_connector_with_its_reason_first_
     assert "not valid JSON" in trace and "errors.tolerance=none" in trace
     assert not any(sign in first_line for sign in ("Traceback", "org.apache.spark", "JVM", "Py4J")), trace
     assert ledger_offsets("undecodable") == {(topic_name, 0): 10}
+
+
+def test_a_connector_beyond_the_workers_slots_says_why_and_starts_once_a_slot_frees(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str
+) -> None:
+    cluster.add_worker("small", slots=3)
+    ends = {}
+    for name in ("first", "second"):  # (the supervisor visits connectors by name)
+        topic = f"{topic_name}-{name}"
+        create_topic(kafka_bootstrap, topic, 1)
+        ends[name] = produce(kafka_bootstrap, topic, json_records(0, 50), 1)
+        actions.create_connector(name, sink_config(topic, f"db.{name}"))
+    wait_until(caught_up("first", ends["first"]), 180, "the first connector to commit")
+
+    api = APIClient()
+    api.force_authenticate(User.objects.create_superuser("ops", "ops@example.com", "pw-ops-1234"))
+    reason = "no worker has a free slot (this connector needs 2, 1 free): 2/3 used on small@test"
+    status = api.get("/api/connect/connectors/second/status").json()
+    assert status["connector"] == {"state": "UNASSIGNED", "worker_id": None, "trace": reason}
+    assert [t.get("trace") for t in status["tasks"]] == [reason]
+    workers = api.get("/api/connect/workers").json()["workers"]
+    assert [(w["worker_id"], w["slots"], w["used"]) for w in workers] == [("small@test", 3, 2)]
+
+    # The first connector's runners leave at their next heartbeat; their slots go to the second.
+    actions.delete_connector("first")
+    wait_until(caught_up("second", ends["second"]), 120, "the second connector to start and commit")
+    assert api.get("/api/connect/connectors/second/status").json()["connector"]["state"] == "RUNNING"
+
+
+def test_a_worker_that_shuts_down_takes_its_slots_with_it(cluster: Cluster) -> None:
+    worker = cluster.add_worker("leaving", slots=5)
+    wait_until(lambda: Worker.objects.filter(name="leaving@test", slots=5).exists(), 60, "the worker to advertise")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(60) == 0
+    assert not Worker.objects.filter(name="leaving@test").exists()

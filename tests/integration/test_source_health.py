@@ -9,9 +9,11 @@ from confluent_kafka.admin import AdminClient
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from connectors import actions
+from connectors.actions import runtime as runtime_state
 from connectors.api.status import connector_status
 from connectors.models import Connector
 from connectors.ui.health import Health, rollup
@@ -24,6 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 def supervise() -> None:
     """One supervisor step; the coordinator it asks for is taken as a live one takes it (tasks do not matter here)."""
+    runtime_state.worker_heartbeat("connectors@test", "localhost", 16, timezone.now())
     Supervisor(
         start_coordinator=lambda connector_id: actions.take_coordinator_lease(connector_id, "worker-0:8083"),
         start_task=lambda _t, _e: None,

@@ -195,9 +195,13 @@ def runtime_in_threads(beat_seconds: float = 1.0) -> Iterator[list[str]]:
         start_task=lambda task_id, epoch: start(f"task-{task_id}-{epoch}", run_task, task_id, epoch),
     )
 
+    # These threads are the worker: they advertise slots as a Celery worker does.
+    started_at = timezone.now()
+
     def beat() -> None:
         while not stop.is_set():
             try:
+                runtime_state.worker_heartbeat("threads@test", "localhost", 64, started_at)
                 supervisor.step()
             except Exception as exc:  # beat runs the next step anyway
                 crashes.append(f"supervisor: {type(exc).__name__}: {exc}")

@@ -1,0 +1,158 @@
+"""Worker capacity: workers advertise their slots, the supervisor starts a runner only where there
+is room, and a runner that found none says so (its status, the health rollup). Against real
+PostgreSQL; the broker's metadata is built here (what topics exist is not the point)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from connectors import actions
+from connectors.actions import runtime as runtime_state
+from connectors.api.status import State, connector_status
+from connectors.models import Connector, ConnectorTask, CoordinatorStatus, Worker
+from connectors.ui.health import Health, HealthRollup, rollup
+from workers.supervisor import Supervisor, SupervisorReport
+
+pytestmark = pytest.mark.django_db
+
+
+def metadata(*topics: str) -> ClusterMetadata:
+    cluster = ClusterMetadata()
+    for name in topics:
+        topic = TopicMetadata()
+        topic.topic = name
+        partition = PartitionMetadata()
+        partition.id = 0
+        topic.partitions = {0: partition}
+        cluster.topics[name] = topic
+    return cluster
+
+
+class Workers:
+    """What a Celery worker does with a runner it is sent: claim it and heartbeat."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def coordinator(self, connector_id: int) -> None:
+        actions.take_coordinator_lease(connector_id, "connectors@test:1")
+        self.started.append(f"coordinator {connector_id}")
+
+    def task(self, task_id: int, epoch: int) -> None:
+        assert runtime_state.claim_task(task_id, epoch, "connectors@test:2", "test") is not None
+        self.started.append(f"task {task_id}")
+
+
+def step(workers: Workers) -> SupervisorReport:
+    """One supervisor step over every connector (one topic a connector, one partition)."""
+    supervisor = Supervisor(start_coordinator=workers.coordinator, start_task=workers.task)
+    report = SupervisorReport()
+    room = runtime_state.room()
+    for connector in Connector.objects.all():
+        supervisor._reconcile(connector, metadata(*connector.config["topics"].split(",")), room, report)
+    return report
+
+
+def connector(name: str) -> Connector:
+    return actions.create_connector(
+        name, {"connector.class": "iceberg", "topics": name, "iceberg.tables": f"db.{name}", "tasks.max": "1"}
+    )
+
+
+def advertise(slots: int, name: str = "connectors@test") -> None:
+    runtime_state.worker_heartbeat(name, "test", slots, timezone.now())
+
+
+def test_runners_start_only_while_a_slot_is_free_and_the_rest_say_why() -> None:
+    advertise(4)
+    for name in ("a", "b", "c"):
+        connector(name)
+    workers = Workers()
+    report = step(workers)
+    # A coordinator and a task each: two connectors fit in four slots.
+    assert report.coordinators_started == ["a", "b"] and report.tasks_started == ["a-0", "b-0"]
+
+    waiting = Connector.objects.get(name="c")
+    status = connector_status(waiting)
+    reason = "no worker has a free slot (this connector needs 2, 0 free): 4/4 used on connectors@test"
+    assert status.connector.state is State.UNASSIGNED and status.connector.trace == reason
+    assert [(t.state, t.trace) for t in status.tasks] == [(State.UNASSIGNED, reason)]
+    assert rollup(waiting, status) == HealthRollup(Health.UNASSIGNED, reason)
+    assert [w.used for w in runtime_state.workers()] == [4]
+
+    # A slot pair frees (connector a is deleted): c starts at the next step, its reason gone.
+    actions.delete_connector("a")
+    report = step(workers)
+    assert report.coordinators_started == ["c"] and report.tasks_started == ["c-0"]
+    assert CoordinatorStatus.objects.get(connector=waiting).unassigned_reason == ""
+    assert ConnectorTask.objects.get(connector=waiting).unassigned_reason == ""
+
+
+def test_a_connector_is_started_whole_or_not_at_all() -> None:
+    advertise(3)
+    connector("a")
+    connector("b")
+    report = step(Workers())
+    # b's coordinator would fit in the third slot, and hold it for nothing.
+    assert report.coordinators_started == ["a"] and report.tasks_started == ["a-0"]
+    assert not CoordinatorStatus.objects.filter(connector__name="b", requested_at__isnull=False).exists()
+
+
+def test_a_task_that_died_is_started_again_in_the_slot_it_freed() -> None:
+    advertise(2)
+    connector("a")
+    step(Workers())
+    long_ago = timezone.now() - timedelta(hours=1)
+    ConnectorTask.objects.filter(connector__name="a").update(heartbeat_at=long_ago, requested_at=long_ago)
+    report = step(Workers())
+    assert report.tasks_started == ["a-0"] and not report.coordinators_started
+
+
+def test_with_no_live_worker_nothing_is_requested_and_the_reason_says_so() -> None:
+    advertise(16)
+    Worker.objects.update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    connector("a")
+    report = step(Workers())
+    assert not report.coordinators_started and not report.tasks_started
+    status = connector_status(Connector.objects.get(name="a"))
+    assert status.connector.trace == "no connectors worker is running (none has advertised its slots lately)"
+
+
+def test_a_worker_that_leaves_takes_its_slots_with_it() -> None:
+    advertise(8, "w1@test")
+    advertise(8, "w2@test")
+    assert runtime_state.room().free == 16
+    runtime_state.worker_left("w1@test")
+    assert [w.name for w in runtime_state.workers()] == ["w2@test"] and runtime_state.room().free == 8
+
+
+def test_the_api_and_the_list_page_show_each_worker_with_its_used_and_free_slots(client: Client) -> None:
+    advertise(2)
+    connector("a")
+    step(Workers())
+    user = User.objects.create_superuser("alice", "alice@example.com", "pw-alice-1234")
+    client.force_login(user)
+    api = APIClient()
+    api.force_authenticate(user)
+
+    body = api.get("/api/connect/workers").json()
+    assert [(w["worker_id"], w["slots"], w["used"], w["free"]) for w in body["workers"]] == [
+        ("connectors@test", 2, 2, 0)
+    ]
+    assert (body["slots"], body["held"], body["free"]) == (2, 2, 0)
+    page = client.get(reverse("connector-list")).content.decode()
+    assert "2 of 2 slots used: <strong>no slot is free</strong>" in page
+    assert re.search(r'<tr data-worker="connectors@test"><td>connectors@test</td><td>test</td><td>2 / 2</td>', page)
+
+    Worker.objects.all().delete()
+    assert api.get("/api/connect/workers").json() == {"workers": [], "slots": 0, "held": 2, "free": 0}
+    assert "No connectors worker is running" in client.get(reverse("connector-list")).content.decode()
