@@ -242,6 +242,13 @@ def _celery() -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "sinkadmin"]
 
 
+# `make run`'s connectors worker: twenty connectors of two tasks (a
+# coordinator and two tasks each, a slot apiece). An idle slot is a pool
+# process of ~6 MB of its own; a runner at rest ~46 MB (PSS), 18-21 threads
+# and one Postgres connection (bench/runner_cost.py, README "Capacity").
+DEFAULT_WORKER_SLOTS = 64
+
+
 def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> list[str]:
     """A worker for coordinators and tasks.
 

@@ -116,12 +116,32 @@ def catalog_for(config: SinkConfig) -> Catalog:
 
     properties = config.catalog_properties()
     if properties.get("type", "sql") != "sql" or "uri" in properties:
-        return load_catalog(config.catalog_name, **properties)
+        return _unpooled(load_catalog(config.catalog_name, **properties))
     properties = {**default_catalog_properties(), **properties}
     # pyiceberg creates its catalog tables with check-then-create; several
     # processes starting at once would race, so creation is serialized.
     with advisory_lock("sinkadmin.iceberg-catalog-init"):
-        return load_catalog(config.catalog_name, **properties)
+        return _unpooled(load_catalog(config.catalog_name, **properties))
+
+
+def _unpooled(catalog: Catalog) -> Catalog:
+    """A SQL catalog that connects for each use instead of keeping a pool.
+
+    A runner keeps its catalog for its life and uses it a few times a
+    commit. Pooled, each runner held a catalog connection at rest beside its
+    Django one (2.3 Postgres backends a runner, bench/runner_cost.py), and
+    twenty connectors exhausted Postgres's default 100 connections. A
+    connection per use costs a few milliseconds a commit (a local socket).
+    """
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    if isinstance(catalog, SqlCatalog):
+        pooled = catalog.engine
+        catalog.engine = create_engine(pooled.url, poolclass=NullPool, echo=pooled.echo)
+        pooled.dispose()
+    return catalog
 
 
 # --- schema mapping -----------------------------------------------------------

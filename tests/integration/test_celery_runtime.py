@@ -17,9 +17,10 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from connectors import actions
+from connectors.actions import runtime as runtime_state
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, TaskState, Worker
-from sinkadmin.services import beat_argv, connector_worker_argv, supervisor_worker_argv
+from sinkadmin.services import DEFAULT_WORKER_SLOTS, beat_argv, connector_worker_argv, supervisor_worker_argv
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -325,3 +326,21 @@ def test_a_worker_that_shuts_down_takes_its_slots_with_it(cluster: Cluster) -> N
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(60) == 0
     assert not Worker.objects.filter(name="leaving@test").exists()
+
+
+def test_twenty_connectors_all_run_on_make_runs_default_worker(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str
+) -> None:
+    cluster.add_worker("default", slots=DEFAULT_WORKER_SLOTS)
+    ends = {}
+    for i in range(20):
+        topic = f"{topic_name}-{i:02d}"
+        create_topic(kafka_bootstrap, topic, 2)
+        ends[f"fleet-{i:02d}"] = produce(kafka_bootstrap, topic, json_records(0, 20), 2)
+        actions.create_connector(f"fleet-{i:02d}", sink_config(topic, f"db.fleet_{i:02d}", **{"tasks.max": "2"}))
+    for name, connector_ends in ends.items():
+        wait_until(caught_up(name, connector_ends), 300, f"{name} to commit")
+    # A coordinator and two tasks each, all on the one worker, none waiting for room.
+    workers = runtime_state.workers()
+    assert [(w.name, w.used) for w in workers] == [("default@test", 60)]
+    assert not ConnectorTask.objects.exclude(unassigned_reason="").exists()

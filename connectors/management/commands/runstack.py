@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sinkadmin.preflight import check_kafka, run_checks
 from sinkadmin.services import (
+    DEFAULT_WORKER_SLOTS,
     ManagedProcess,
     ServiceError,
     beat_argv,
@@ -33,7 +34,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--addr", default="127.0.0.1:8000")
         parser.add_argument(
-            "--worker-concurrency", type=int, default=int(os.environ.get("SINKADMIN_WORKER_CONCURRENCY", "16"))
+            "--worker-concurrency",
+            type=int,
+            default=int(os.environ.get("SINKADMIN_WORKER_CONCURRENCY", str(DEFAULT_WORKER_SLOTS))),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
