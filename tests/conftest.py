@@ -10,6 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 from django.conf import LazySettings, settings
+from django.contrib.auth.models import User
+from django.test import Client
+from rest_framework.test import APIClient
 
 from sinkadmin.services import port_open, split_hostport, start_embedded_broker, start_spark_connect
 
@@ -108,3 +111,24 @@ def sink_config(topic: str, table: str, **overrides: str) -> dict[str, str]:
         "iceberg.control.commit.timeout-ms": "15000",
         **overrides,
     }
+
+
+@pytest.fixture
+def operator(db: None) -> User:
+    """A superuser: may see and do everything."""
+    return User.objects.create_superuser("operator", "operator@example.com", "pw-operator-1234")
+
+
+@pytest.fixture
+def signed_in(client: Client, operator: User) -> Client:
+    """The web UI and the admin, as the operator sees them."""
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def operator_api(operator: User) -> APIClient:
+    """The REST API, as the operator."""
+    client = APIClient()
+    client.force_authenticate(operator)
+    return client

@@ -11,7 +11,6 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -81,66 +80,50 @@ def test_a_hidden_password_with_none_stored_is_refused_at_its_key() -> None:
 
 
 @pytest.fixture
-def operator(db: None) -> User:
-    return User.objects.create_superuser("alice", "alice@example.com", "pw-alice-1234")
-
-
-@pytest.fixture
-def browser(client: Client, operator: User) -> Client:
-    client.force_login(operator)
-    return client
-
-
-@pytest.fixture
-def api(operator: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(operator)
-    return client
-
-
-@pytest.fixture
 def connector(db: None) -> Connector:
     connector = actions.create_connector("orders-sink", CONFIG)
     ConnectorTask.objects.create(connector=connector, task_index=0, state=TaskState.RUNNING, worker_id="w:1")
     return connector
 
 
-def test_no_api_response_holds_the_password(api: APIClient, connector: Connector) -> None:
+def test_no_api_response_holds_the_password(operator_api: APIClient, connector: Connector) -> None:
     responses = [
-        api.get(f"{API}/connectors/orders-sink/config"),
-        api.get(f"{API}/connectors/orders-sink"),
-        api.get(f"{API}/connectors?expand=info&expand=status"),
-        api.get(f"{API}/connectors/orders-sink/tasks"),
-        api.put(f"{API}/connector-plugins/iceberg/config/validate", CONFIG, format="json"),
-        api.put(f"{API}/connectors/orders-sink/config", CONFIG, format="json"),
-        api.patch(f"{API}/connectors/orders-sink/config", {"topics": "payments"}, format="json"),
+        operator_api.get(f"{API}/connectors/orders-sink/config"),
+        operator_api.get(f"{API}/connectors/orders-sink"),
+        operator_api.get(f"{API}/connectors?expand=info&expand=status"),
+        operator_api.get(f"{API}/connectors/orders-sink/tasks"),
+        operator_api.put(f"{API}/connector-plugins/iceberg/config/validate", CONFIG, format="json"),
+        operator_api.put(f"{API}/connectors/orders-sink/config", CONFIG, format="json"),
+        operator_api.patch(f"{API}/connectors/orders-sink/config", {"topics": "payments"}, format="json"),
     ]
     for response in responses:
         assert response.status_code < 300, response.content
         assert PASSWORD not in response.content.decode(), response.request["PATH_INFO"]
-    assert api.get(f"{API}/connectors/orders-sink/config").json()["iceberg.catalog.uri"] == SHOWN
+    assert operator_api.get(f"{API}/connectors/orders-sink/config").json()["iceberg.catalog.uri"] == SHOWN
 
 
-def test_the_shown_config_put_back_keeps_the_password(api: APIClient, connector: Connector) -> None:
-    shown = api.get(f"{API}/connectors/orders-sink/config").json()
-    assert api.put(f"{API}/connectors/orders-sink/config", shown, format="json").status_code == 200
+def test_the_shown_config_put_back_keeps_the_password(operator_api: APIClient, connector: Connector) -> None:
+    shown = operator_api.get(f"{API}/connectors/orders-sink/config").json()
+    assert operator_api.put(f"{API}/connectors/orders-sink/config", shown, format="json").status_code == 200
     connector.refresh_from_db()
     assert connector.config["iceberg.catalog.uri"] == URI
     # Edited around the hidden password: the host changes, the password stays.
     edited = {**shown, "iceberg.catalog.uri": SHOWN.replace("5432", "6432")}
-    api.put(f"{API}/connectors/orders-sink/config", edited, format="json")
+    operator_api.put(f"{API}/connectors/orders-sink/config", edited, format="json")
     connector.refresh_from_db()
     assert connector.config["iceberg.catalog.uri"] == URI.replace("5432", "6432")
 
 
-def test_a_new_connector_with_a_hidden_password_is_refused_at_the_key(api: APIClient, db: None) -> None:
-    response = api.put(f"{API}/connectors/copy/config", {**CONFIG, "iceberg.catalog.uri": SHOWN}, format="json")
+def test_a_new_connector_with_a_hidden_password_is_refused_at_the_key(operator_api: APIClient, db: None) -> None:
+    response = operator_api.put(
+        f"{API}/connectors/copy/config", {**CONFIG, "iceberg.catalog.uri": SHOWN}, format="json"
+    )
     assert response.status_code == 400
     assert "iceberg.catalog.uri" in response.json()["message"]
     assert not Connector.objects.filter(name="copy").exists()
 
 
-def test_no_page_export_or_admin_form_holds_the_password(browser: Client, connector: Connector) -> None:
+def test_no_page_export_or_admin_form_holds_the_password(signed_in: Client, connector: Connector) -> None:
     pages = [
         reverse("connector-list"),
         reverse("connector-detail", args=["orders-sink"]),
@@ -151,17 +134,17 @@ def test_no_page_export_or_admin_form_holds_the_password(browser: Client, connec
         reverse("admin:connectors_connector_change", args=[connector.pk]),
     ]
     for page in pages:
-        response = browser.get(page)
+        response = signed_in.get(page)
         assert response.status_code == 200, page
         body = response.content.decode()
         assert PASSWORD not in body, page
-    exported = json.loads(browser.get(reverse("connector-config-export", args=["orders-sink", "json"])).content)
+    exported = json.loads(signed_in.get(reverse("connector-config-export", args=["orders-sink", "json"])).content)
     assert exported["iceberg.catalog.uri"] == SHOWN
 
 
-def test_an_edit_in_the_form_keeps_the_password(browser: Client, connector: Connector) -> None:
+def test_an_edit_in_the_form_keeps_the_password(signed_in: Client, connector: Connector) -> None:
     url = reverse("connector-edit", args=["orders-sink"])
-    form = browser.get(url).content.decode()
+    form = signed_in.get(url).content.decode()
     assert SHOWN in form
     catalog = {"iceberg.catalog.uri": SHOWN, "iceberg.catalog.warehouse": CONFIG["iceberg.catalog.warehouse"]}
     posted: dict[str, Any] = {
@@ -171,21 +154,21 @@ def test_an_edit_in_the_form_keeps_the_password(browser: Client, connector: Conn
         "extra-key": list(catalog),
         "extra-value": list(catalog.values()),
     }
-    review = browser.post(url, {**posted, "step": "review"}).content.decode()
+    review = signed_in.post(url, {**posted, "step": "review"}).content.decode()
     assert PASSWORD not in review
     assert re.findall(r'data-key="([^"]+)"', review) == ["tasks.max"]  # the URI is unchanged
     proposed = re.search(r'name="raw" value="([^"]*)"', review).group(1).replace("&quot;", '"')  # type: ignore[union-attr]
     fingerprint = re.search(r'name="fingerprint" value="(\w+)"', review).group(1)  # type: ignore[union-attr]
-    browser.post(url, {"mode": "raw", "raw": proposed, "fingerprint": fingerprint, "step": "apply"})
+    signed_in.post(url, {"mode": "raw", "raw": proposed, "fingerprint": fingerprint, "step": "apply"})
     connector.refresh_from_db()
     assert (connector.config["iceberg.catalog.uri"], connector.config["tasks.max"]) == (URI, "2")
 
 
-def test_an_edit_in_the_admin_keeps_the_password(browser: Client, connector: Connector) -> None:
+def test_an_edit_in_the_admin_keeps_the_password(signed_in: Client, connector: Connector) -> None:
     url = reverse("admin:connectors_connector_change", args=[connector.pk])
     shown = {**connector.config, "iceberg.catalog.uri": SHOWN, "tasks.max": "3"}
     task = connector.tasks.get()
-    response = browser.post(
+    response = signed_in.post(
         url,
         {
             "name": "orders-sink",
@@ -203,7 +186,7 @@ def test_an_edit_in_the_admin_keeps_the_password(browser: Client, connector: Con
 
 
 def test_a_task_error_that_quotes_the_uri_is_recorded_without_the_password(
-    api: APIClient, browser: Client, connector: Connector
+    operator_api: APIClient, signed_in: Client, connector: Connector
 ) -> None:
     task = connector.tasks.get()
     try:
@@ -212,8 +195,8 @@ def test_a_task_error_that_quotes_the_uri_is_recorded_without_the_password(
         task_failed(task.pk, task.epoch, exc)
     task.refresh_from_db()
     assert SHOWN in task.error_message and SHOWN in task.error_trace
-    status = api.get(f"{API}/connectors/orders-sink/status").content.decode()
-    page = browser.get(reverse("connector-detail", args=["orders-sink"])).content.decode()
+    status = operator_api.get(f"{API}/connectors/orders-sink/status").content.decode()
+    page = signed_in.get(reverse("connector-detail", args=["orders-sink"])).content.decode()
     assert "could not reach the catalog" in status and PASSWORD not in status
     assert PASSWORD not in page
 

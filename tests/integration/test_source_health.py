@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -27,46 +26,29 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 def supervise() -> None:
     """One supervisor step; the coordinator it asks for is taken as a live one takes it (tasks do not matter here)."""
     runtime_state.worker_heartbeat("connectors@test", "localhost", 16, timezone.now())
-    Supervisor(
-        start_coordinator=lambda connector_id: actions.take_coordinator_lease(connector_id, "worker-0:8083"),
-        start_task=lambda _t, _e: None,
-    ).step()
+
+    def take_lease(connector_id: int) -> None:
+        actions.take_coordinator_lease(connector_id, "worker-0:8083")
+
+    Supervisor(start_coordinator=take_lease, start_task=lambda _t, _e: None).step()
 
 
-@pytest.fixture
-def operator(db: None) -> User:
-    return User.objects.create_superuser("alice", "alice@example.com", "pw-alice-1234")
-
-
-@pytest.fixture
-def browser(client: Client, operator: User) -> Client:
-    client.force_login(operator)
-    return client
-
-
-@pytest.fixture
-def api(operator: User) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(operator)
-    return client
-
-
-def shown(name: str, browser: Client, api: APIClient) -> tuple[Health, str, str]:
+def shown(name: str, signed_in: Client, operator_api: APIClient) -> tuple[Health, str, str]:
     """The health and reason the connector's page shows, and the API status's connector trace."""
     connector = Connector.objects.get(name=name)
     health = rollup(connector, connector_status(connector))
-    page = browser.get(reverse("connector-detail", args=[name])).content.decode()
+    page = signed_in.get(reverse("connector-detail", args=[name])).content.decode()
     assert health.reason.replace("'", "&#x27;") in page
-    trace = api.get(f"/api/connect/connectors/{name}/status").json()["connector"].get("trace", "")
+    trace = operator_api.get(f"/api/connect/connectors/{name}/status").json()["connector"].get("trace", "")
     return health.health, health.reason, trace
 
 
 def test_a_topic_that_does_not_exist_is_a_warning_until_it_is_created(
-    kafka_bootstrap: str, topic_name: str, browser: Client, api: APIClient
+    kafka_bootstrap: str, topic_name: str, signed_in: Client, operator_api: APIClient
 ) -> None:
     actions.create_connector("missing", sink_config(topic_name, "db.missing"))
     supervise()
-    health, reason, trace = shown("missing", browser, api)
+    health, reason, trace = shown("missing", signed_in, operator_api)
     assert health is Health.WARNING
     assert reason == f"topic '{topic_name}' does not exist (or was deleted): nothing to read from it"
     assert trace == reason
@@ -74,11 +56,11 @@ def test_a_topic_that_does_not_exist_is_a_warning_until_it_is_created(
     create_topic(kafka_bootstrap, topic_name, 2)
     supervise()
     assert Connector.objects.get(name="missing").source_warnings == []
-    assert shown("missing", browser, api)[0] is not Health.WARNING
+    assert shown("missing", signed_in, operator_api)[0] is not Health.WARNING
 
 
 def test_a_topic_deleted_under_a_connector_is_a_warning(
-    kafka_bootstrap: str, topic_name: str, browser: Client, api: APIClient
+    kafka_bootstrap: str, topic_name: str, signed_in: Client, operator_api: APIClient
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 2)
     actions.create_connector("deleted", sink_config(topic_name, "db.deleted"))
@@ -93,16 +75,16 @@ def test_a_topic_deleted_under_a_connector_is_a_warning(
         return bool(Connector.objects.get(name="deleted").source_warnings)
 
     wait_until(warned, 30, "the supervisor to see the topic gone")
-    health, reason, trace = shown("deleted", browser, api)
+    health, reason, trace = shown("deleted", signed_in, operator_api)
     assert health is Health.WARNING and f"topic '{topic_name}' does not exist" in reason and reason in trace
 
 
 def test_a_regex_that_matches_no_topic_is_a_warning(
-    kafka_bootstrap: str, topic_name: str, browser: Client, api: APIClient
+    kafka_bootstrap: str, topic_name: str, signed_in: Client, operator_api: APIClient
 ) -> None:
     config = sink_config(topic_name, "db.regex")
     del config["topics"]
     actions.create_connector("regex", {**config, "topics.regex": f"{topic_name}-.*"})
     supervise()
-    health, reason, _ = shown("regex", browser, api)
+    health, reason, _ = shown("regex", signed_in, operator_api)
     assert (health, reason) == (Health.WARNING, f"topics.regex '{topic_name}-.*' matches no topic")

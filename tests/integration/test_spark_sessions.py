@@ -38,10 +38,12 @@ os._exit(0)
 
 
 @pytest.fixture
-def code_version(tmp_path: Path) -> Path:
-    """The code archive under a name of its own: the shared session of a code version no other test runs."""
+def code_version(spark_remote: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The code archive under a name of its own (the shared session of a code version no other test
+    runs), in this process and, through their command line, in the children."""
     archive = tmp_path / f"sinkadmin-test{uuid.uuid4().hex[:12]}.zip"
     shutil.copyfile(spark_writer.code_archive(), archive)
+    monkeypatch.setattr(spark_writer, "code_archive", lambda: archive)
     return archive
 
 
@@ -64,15 +66,12 @@ def session_of(child: subprocess.Popen[str]) -> str:
 
 @pytest.mark.django_db
 def test_processes_that_join_at_once_share_one_session(
-    spark_remote: str, subprocess_env: dict[str, str], code_version: Path, monkeypatch: pytest.MonkeyPatch
+    spark_remote: str, subprocess_env: dict[str, str], code_version: Path
 ) -> None:
-    if not spark_remote.startswith("sc://"):
-        pytest.skip("sessions are shared on a Spark Connect server")
     # Four processes add the same archive to the same new session at the
     # same moment (the server's check-then-move races) and all get in.
     children = [join(code_version, subprocess_env) for _ in range(4)]
     sessions = {session_of(child) for child in children}
-    monkeypatch.setattr(spark_writer, "code_archive", lambda: code_version)
     assert sessions == {spark_writer.shared_session_id(0)}
 
     # One session on the server: what one process defines, another sees.
@@ -86,11 +85,8 @@ def test_processes_that_join_at_once_share_one_session(
 
 @pytest.mark.django_db
 def test_a_session_the_server_closed_is_replaced_by_the_next_generation(
-    spark_remote: str, subprocess_env: dict[str, str], code_version: Path, monkeypatch: pytest.MonkeyPatch
+    spark_remote: str, subprocess_env: dict[str, str], code_version: Path
 ) -> None:
-    if not spark_remote.startswith("sc://"):
-        pytest.skip("sessions are shared on a Spark Connect server")
-    monkeypatch.setattr(spark_writer, "code_archive", lambda: code_version)
     first = session_of(join(code_version, subprocess_env))
     assert first == spark_writer.shared_session_id(0)
     from pyspark.sql import SparkSession
@@ -111,14 +107,11 @@ def test_a_write_that_meets_a_closed_session_joins_the_next_one_and_writes_every
 ) -> None:
     """A connector whose topic was quiet longer than the server's session timeout: its next
     write meets a closed session, which is routine, not a failure."""
-    if not spark_remote.startswith("sc://"):
-        pytest.skip("sessions are shared on a Spark Connect server")
     import pyarrow.parquet as pq
     from pyspark.sql import SparkSession
 
     from tests.test_spark_writer import config, job, staged_file
 
-    monkeypatch.setattr(spark_writer, "code_archive", lambda: code_version)
     monkeypatch.setattr(spark_writer, "_session", None)  # this process joins as a runner would
     writer = spark_writer.SparkWriter(config())
     writer.warm_up()
