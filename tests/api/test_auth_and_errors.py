@@ -45,6 +45,7 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("get", "/connector-plugins", None),
     ("get", "/connector-plugins/iceberg/config", None),
     ("put", "/connector-plugins/iceberg/config/validate", CONFIG),
+    ("get", "/workers", None),
 ]
 WRITES = [e for e in ENDPOINTS if e[0] != "get" and not e[1].endswith("/validate")]
 
