@@ -98,7 +98,7 @@ def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorS
             ConnectorSummary(
                 connector=connector,
                 status=status,
-                rollup=rollup(connector, status),
+                rollup=rollup(connector, status, figures.get("last_abort")),
                 tasks_running=sum(1 for t in status.tasks if t.state is State.RUNNING),
                 tasks_total=len(status.tasks) or connector.tasks_max,
                 records_per_second=(
@@ -137,7 +137,19 @@ def _ledger_figures(connector_ids: list[int], now: datetime) -> dict[int, dict[s
             watermark=Max("watermark"),
         )
     )
-    return {row["connector_id"]: dict(row) for row in rows}
+    figures = {row["connector_id"]: dict(row) for row in rows}
+    # The latest decided commit of each connector (Postgres's DISTINCT ON):
+    # aborted, its error says what keeps the connector from committing.
+    latest = (
+        Commit.objects.filter(connector_id__in=connector_ids, state__in=[CommitState.COMMITTED, CommitState.ABORTED])
+        .order_by("connector_id", "-started_at", "-id")
+        .distinct("connector_id")
+        .values("connector_id", "state", "error")
+    )
+    for row in latest:
+        if row["state"] == CommitState.ABORTED:
+            figures.setdefault(row["connector_id"], {})["last_abort"] = row["error"] or "no reason recorded"
+    return figures
 
 
 def _split_key(key: str) -> tuple[str, int] | None:

@@ -47,7 +47,8 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
+def rollup(connector: Connector, status: ConnectorStatus, last_abort: str | None = None) -> HealthRollup:
+    """``last_abort``: the error of the connector's latest decided commit, if it was aborted."""
     state = status.connector.state
     if state is State.STOPPED:
         return HealthRollup(Health.STOPPED, "stopped by a user")
@@ -68,6 +69,10 @@ def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
         return HealthRollup(Health.FAILED, _task_reason(failed[0]))
     if failed:
         return HealthRollup(Health.DEGRADED, f"{len(failed)} of {len(tasks)} tasks failed; {_task_reason(failed[0])}")
+    if last_abort is not None and not idle_tasks(tasks):
+        # Every runner is up and yet nothing lands: a table, the catalog or
+        # the data stops each commit (retried every interval).
+        return HealthRollup(Health.DEGRADED, f"the last commit was aborted: {first_line(last_abort)}")
     if connector.source_warnings:
         more = len(connector.source_warnings) - 1
         return HealthRollup(Health.WARNING, connector.source_warnings[0] + (f" (and {more} more)" if more else ""))
@@ -76,7 +81,7 @@ def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
     restarting = [t for t in tasks if t.state is State.RESTARTING]
     if restarting:
         return HealthRollup(Health.RESTARTING, f"{len(restarting)} of {len(tasks)} tasks restarting")
-    idle = [t for t in tasks if t.state is not State.RUNNING]
+    idle = idle_tasks(tasks)
     if idle and len(idle) == len(tasks):
         return HealthRollup(Health.UNASSIGNED, first_line(idle[0].trace) or "no task is running on a live worker")
     if idle:
@@ -85,6 +90,10 @@ def rollup(connector: Connector, status: ConnectorStatus) -> HealthRollup:
             Health.DEGRADED, f"{len(idle)} of {len(tasks)} tasks not running (task {idle[0].id}: {why})"
         )
     return HealthRollup(Health.HEALTHY, f"all {len(tasks)} tasks running")
+
+
+def idle_tasks(tasks: tuple[TaskStatus, ...]) -> list[TaskStatus]:
+    return [t for t in tasks if t.state is not State.RUNNING]
 
 
 def _task_reason(task: TaskStatus) -> str:

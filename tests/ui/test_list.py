@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -193,3 +194,28 @@ def test_htmx_refreshes_get_only_the_table(alice: Client, make_connector: Callab
     assert b"<html" not in partial.content
     assert b'data-connector="orders-sink"' in partial.content
     assert "HX-Request" in partial["Vary"]
+
+
+def test_a_connector_whose_last_commit_was_aborted_is_degraded_with_the_reason_until_one_lands(
+    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector)
+    commit({("orders", 0): 10})
+    beat_coordinator(connector)
+    runtime_task(connector, 0)
+    actions.abort_commit(
+        connector.pk,
+        epoch=commit.epoch,  # type: ignore[attr-defined]
+        commit_id=uuid.uuid4(),
+        started_at=timezone.now(),
+        ranges=[],
+        error="task 0 could not write its files: table db.orders does not exist\nTraceback ...",
+    )
+    summary = summary_of("orders-sink")
+    reason = "the last commit was aborted: task 0 could not write its files: table db.orders does not exist"
+    assert (summary.health, summary.rollup.reason) == (Health.DEGRADED, reason)
+    assert reason in row_of(alice.get(reverse("connector-list")).content.decode(), "orders-sink")
+
+    commit({("orders", 0): 5}, started_at=timezone.now())  # the next commit lands
+    assert summary_of("orders-sink").health is Health.HEALTHY
