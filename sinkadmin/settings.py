@@ -41,6 +41,9 @@ DEBUG = env_bool("SINKADMIN_DEBUG", False)
 ALLOWED_HOSTS = env_list("SINKADMIN_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("SINKADMIN_CSRF_TRUSTED_ORIGINS", [])
 SECURE_COOKIES = env_bool("SINKADMIN_SECURE_COOKIES", False)
+# /metrics: a bearer token if set, else HTTP basic auth of a user, unless public (connectors.metrics).
+METRICS_TOKEN = env_str("SINKADMIN_METRICS_TOKEN", "")
+METRICS_PUBLIC = env_bool("SINKADMIN_METRICS_PUBLIC", False)
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
 
