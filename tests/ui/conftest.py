@@ -110,7 +110,14 @@ def commit_ledger(db: None) -> LedgerFor:
                 prepared.refresh_from_db()
             return prepared
 
+        def abort(error: str) -> Commit:
+            """A commit given up now, with ``error``, as the coordinator records it."""
+            return actions.abort_commit(
+                connector.pk, epoch=epoch, commit_id=uuid.uuid4(), started_at=timezone.now(), ranges=[], error=error
+            )
+
         commit.epoch = epoch  # type: ignore[attr-defined]
+        commit.abort = abort  # type: ignore[attr-defined]
         return commit
 
     return for_connector

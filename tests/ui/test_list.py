@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -204,14 +203,7 @@ def test_a_connector_whose_last_commit_was_aborted_is_degraded_with_the_reason_u
     commit({("orders", 0): 10})
     beat_coordinator(connector)
     runtime_task(connector, 0)
-    actions.abort_commit(
-        connector.pk,
-        epoch=commit.epoch,  # type: ignore[attr-defined]
-        commit_id=uuid.uuid4(),
-        started_at=timezone.now(),
-        ranges=[],
-        error="task 0 could not write its files: table db.orders does not exist\nTraceback ...",
-    )
+    commit.abort("task 0 could not write its files: table db.orders does not exist\nTraceback ...")  # type: ignore[attr-defined]
     summary = summary_of("orders-sink")
     reason = "the last commit was aborted: task 0 could not write its files: table db.orders does not exist"
     assert (summary.health, summary.rollup.reason) == (Health.DEGRADED, reason)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from connectors import actions
 from connectors.actions import runtime as runtime_state
 from connectors.models import Connector, ConnectorTask
 from tests.ui.conftest import PASSWORD, LedgerFor, beat_coordinator, runtime_task
@@ -48,14 +46,7 @@ def test_the_ledger_tasks_lag_and_workers_as_prometheus_metrics(
     commit = commit_ledger(connector)
     commit({("orders", 0): 10})
     commit({("orders", 0): 5})
-    actions.abort_commit(
-        connector.pk,
-        epoch=commit.epoch,  # type: ignore[attr-defined]
-        commit_id=uuid.uuid4(),
-        started_at=timezone.now(),
-        ranges=[],
-        error="the catalog did not answer",
-    )
+    commit.abort("the catalog did not answer")  # type: ignore[attr-defined]
     beat_coordinator(connector)
     runtime_task(connector, 0, partitions=[("orders", 0)], partition_status={"orders/0": {"end_offset": 40}})
     runtime_task(connector, 1, state="FAILED")
