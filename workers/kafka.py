@@ -122,7 +122,11 @@ def partitions_in(metadata: ClusterMetadata, topics: Iterable[str], topics_regex
 def source_warnings(
     metadata: ClusterMetadata, topics: Iterable[str], topics_regex: str | None, partitions: list[tuple[str, int]]
 ) -> list[str]:
-    """What is wrong with a connector's source as ``metadata`` shows it: one reason per problem."""
+    """What is wrong with a connector's source as ``metadata`` shows it: one reason per problem.
+
+    ``partitions``: what ``partitions_in`` found (a config names topics or a
+    regex, never both, so none found under a regex means it matched nothing).
+    """
     warnings = []
     for name in topics:
         topic = metadata.topics.get(name)
@@ -130,7 +134,7 @@ def source_warnings(
             warnings.append(f"topic {name!r} does not exist (or was deleted): nothing to read from it")
         elif topic.error is not None:
             warnings.append(f"topic {name!r} cannot be read: {topic.error.str()}")
-    if topics_regex and not any(re.fullmatch(topics_regex, name) for name, _ in partitions):
+    if topics_regex and not partitions:
         warnings.append(f"topics.regex {topics_regex!r} matches no topic")
     return warnings
 

@@ -116,12 +116,13 @@ def catalog_for(config: SinkConfig) -> Catalog:
 
     properties = config.catalog_properties()
     if properties.get("type", "sql") != "sql" or "uri" in properties:
-        return _unpooled(load_catalog(config.catalog_name, **properties))
-    properties = {**default_catalog_properties(), **properties}
-    # pyiceberg creates its catalog tables with check-then-create; several
-    # processes starting at once would race, so creation is serialized.
-    with advisory_lock("sinkadmin.iceberg-catalog-init"):
-        return _unpooled(load_catalog(config.catalog_name, **properties))
+        catalog = load_catalog(config.catalog_name, **properties)
+    else:
+        # pyiceberg creates its catalog tables with check-then-create; several
+        # processes starting at once would race, so creation is serialized.
+        with advisory_lock("sinkadmin.iceberg-catalog-init"):
+            catalog = load_catalog(config.catalog_name, **{**default_catalog_properties(), **properties})
+    return _unpooled(catalog)
 
 
 def _unpooled(catalog: Catalog) -> Catalog:

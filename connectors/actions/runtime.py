@@ -8,6 +8,7 @@ heartbeat timeout, and a task runs only under the epoch it was asked to run.
 from __future__ import annotations
 
 import traceback
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -103,11 +104,13 @@ def workers(now: datetime | None = None) -> list[WorkerSlots]:
     """Live workers with their slots and the runners they hold (a runner requested but not yet started holds none)."""
     now = now or timezone.now()
     live = list(Worker.objects.filter(heartbeat_at__gte=_stale_before(now)))
-    held: dict[str, int] = {}
-    for model in (CoordinatorStatus, ConnectorTask):
-        alive = model.objects.filter(heartbeat_at__gte=_stale_before(now)).exclude(worker_id="")
-        for worker_id in alive.values_list("worker_id", flat=True):
-            held[worker_name(worker_id)] = held.get(worker_name(worker_id), 0) + 1
+    held = Counter(
+        worker_name(worker_id)
+        for model in (CoordinatorStatus, ConnectorTask)
+        for worker_id in model.objects.filter(heartbeat_at__gte=_stale_before(now))
+        .exclude(worker_id="")
+        .values_list("worker_id", flat=True)
+    )
     return [WorkerSlots(w.name, w.hostname, w.slots, held.get(w.name, 0), w.heartbeat_at) for w in live]
 
 
