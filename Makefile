@@ -42,6 +42,7 @@ typecheck: install
 bench: services
 	$(PY) bench/spark_decoding.py
 	$(PY) bench/sink_throughput.py
+	$(PY) bench/maintenance.py
 
 clean:
 	rm -rf $(VENV) var staticfiles

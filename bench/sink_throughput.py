@@ -522,6 +522,11 @@ def _measured(
     }
 
 
+def write_result(output: str, result: dict) -> None:
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(json.dumps(result, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -633,8 +638,7 @@ def main() -> None:
             "runs": {w: {k: v for k, v in r.items() if k != "memory_mb_every_half_second"} for w, r in runs.items()},
         }
         print(json.dumps(printable, indent=2))
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+        write_result(args.output, result)
     finally:
         for service in services:
             service.stop()

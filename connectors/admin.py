@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from connectors import actions
 from connectors.config import validate_config
 from connectors.config.secrets import hidden_config
-from connectors.models import Commit, CommitPartition, Connector, ConnectorTask, PartitionOffset
+from connectors.models import Commit, CommitPartition, Connector, ConnectorTask, MaintenanceRun, PartitionOffset
 
 
 class ConnectorAdminForm(forms.ModelForm):
@@ -189,8 +189,24 @@ class CommitPartitionInline(admin.TabularInline):
         return False
 
 
+class LedgerRowAdmin(ReadOnlyAdmin):
+    """A row of a connector's history (a commit, a maintenance run): kept when the connector is deleted."""
+
+    @admin.display(description="connector", ordering="connector_name")
+    def connector_link(self, obj: Commit | MaintenanceRun) -> str:
+        if obj.connector_id is None:
+            return f"{obj.connector_name} (deleted)"
+        url = reverse("admin:connectors_connector_change", args=[obj.connector_id])
+        return format_html('<a href="{}">{}</a>', url, obj.connector_name)
+
+    @admin.display(description="duration (s)")
+    def duration(self, obj: Commit | MaintenanceRun) -> str:
+        seconds = obj.duration_seconds
+        return "" if seconds is None else f"{seconds:.1f}"
+
+
 @admin.register(Commit)
-class CommitAdmin(ReadOnlyAdmin):
+class CommitAdmin(LedgerRowAdmin):
     list_display = [
         "commit_id",
         "connector_link",
@@ -209,18 +225,6 @@ class CommitAdmin(ReadOnlyAdmin):
     readonly_fields = ["pretty_files", "pretty_snapshots"]
     exclude = ["files", "snapshot_ids"]
 
-    @admin.display(description="connector", ordering="connector_name")
-    def connector_link(self, obj: Commit) -> str:
-        if obj.connector_id is None:
-            return f"{obj.connector_name} (deleted)"
-        url = reverse("admin:connectors_connector_change", args=[obj.connector_id])
-        return format_html('<a href="{}">{}</a>', url, obj.connector_name)
-
-    @admin.display(description="duration (s)")
-    def duration(self, obj: Commit) -> str:
-        seconds = obj.duration_seconds
-        return "" if seconds is None else f"{seconds:.1f}"
-
     @admin.display(description="files")
     def pretty_files(self, obj: Commit) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.files, indent=2))
@@ -235,3 +239,22 @@ class PartitionOffsetAdmin(ReadOnlyAdmin):
     list_display = ["connector", "topic", "partition", "next_offset", "last_commit", "updated_at"]
     list_filter = ["connector"]
     search_fields = ["connector__name", "topic"]
+
+
+@admin.register(MaintenanceRun)
+class MaintenanceRunAdmin(LedgerRowAdmin):
+    list_display = [
+        "started_at",
+        "connector_link",
+        "table_name",
+        "outcome",
+        "duration",
+        "rewritten_files",
+        "added_files",
+        "expired_snapshots",
+        "expired_files",
+        "orphan_files",
+    ]
+    list_filter = ["outcome", "connector"]
+    search_fields = ["connector_name", "table_name"]
+    date_hierarchy = "started_at"

@@ -19,7 +19,7 @@ import base64
 import hmac
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth import authenticate
@@ -32,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from connectors.actions import runtime as runtime_state
-from connectors.models import Commit, CommitState
+from connectors.models import Commit, CommitEnd, CommitState, MaintenanceRun
 from connectors.ui.figures import connectors_for_summary, summarize
 from connectors.ui.health import Health
 
@@ -43,6 +43,7 @@ COMMIT_SECONDS_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
 class ControlPlaneCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from _ledger_metrics()
+        yield from _maintenance_metrics()
         yield from _connector_metrics(timezone.now())
         yield from _worker_metrics()
 
@@ -65,8 +66,23 @@ def _ledger_metrics() -> Iterator[Metric]:
     commits = CounterMetricFamily(
         "sinkadmin_connector_commits", "Commits decided, by outcome.", labels=["connector", "outcome"]
     )
+    skipped = CounterMetricFamily(
+        "sinkadmin_connector_skipped_offsets",
+        "Offsets passed over below a partition's log start: retention deleted their records before they were "
+        "committed (sinkadmin.offsets.out-of-range=skip).",
+        labels=["connector"],
+    )
+    for name, total in (
+        Commit.objects.filter(ended_by=CommitEnd.SKIPPED)
+        .values_list("connector_name")
+        .annotate(total=Sum("skipped"))
+        .order_by("connector_name")
+    ):
+        skipped.add_metric([name], total or 0)
+    # A skip is a ledger entry, not a commit: it has no duration and writes nothing.
     decided = (
         Commit.objects.filter(state__in=[CommitState.COMMITTED, CommitState.ABORTED])
+        .exclude(ended_by=CommitEnd.SKIPPED)
         .values("connector_name", "state")
         .annotate(
             n=Count("id"),
@@ -85,7 +101,7 @@ def _ledger_metrics() -> Iterator[Metric]:
             size.add_metric([name], row["size"] or 0)
             files.add_metric([name], row["files"] or 0)
             dead.add_metric([name], row["dead"] or 0)
-    yield from (records, size, files, dead, commits)
+    yield from (records, size, files, dead, commits, skipped)
 
     duration = HistogramMetricFamily(
         "sinkadmin_connector_commit_duration_seconds",
@@ -96,6 +112,7 @@ def _ledger_metrics() -> Iterator[Metric]:
     # second per connector, and a scrape must not read them back.
     committed = (
         Commit.objects.filter(state=CommitState.COMMITTED, committed_at__isnull=False)
+        .exclude(ended_by=CommitEnd.SKIPPED)
         .annotate(seconds=F("committed_at") - F("started_at"))
         .values("connector_name")
         .annotate(
@@ -114,6 +131,46 @@ def _ledger_metrics() -> Iterator[Metric]:
         buckets.append(("+Inf", counts["n"]))
         duration.add_metric([counts["connector_name"]], buckets, counts["total"].total_seconds())
     yield duration
+
+
+# Counters summed over maintenance runs: name, help, what is summed.
+MAINTENANCE_TOTALS: tuple[tuple[str, str, Any], ...] = (
+    ("sinkadmin_maintenance_rewritten_files", "Small files compaction replaced.", F("rewritten_files")),
+    ("sinkadmin_maintenance_added_files", "Files compaction wrote in their place.", F("added_files")),
+    ("sinkadmin_maintenance_expired_snapshots", "Snapshots expired.", F("expired_snapshots")),
+    (
+        "sinkadmin_maintenance_deleted_files",
+        "Files deleted: those only expired snapshots referenced, and orphans.",
+        F("expired_files") + F("orphan_files"),
+    ),
+    ("sinkadmin_maintenance_removed_bytes", "Bytes of the deleted files.", F("removed_bytes")),
+)
+
+
+def _maintenance_metrics() -> Iterator[Metric]:
+    runs = CounterMetricFamily(
+        "sinkadmin_maintenance_runs",
+        "Table maintenance runs, by outcome (RUNNING: under way).",
+        labels=["connector", "table", "outcome"],
+    )
+    for row in (
+        MaintenanceRun.objects.values("connector_name", "table_name", "outcome")
+        .annotate(n=Count("id"))
+        .order_by("connector_name", "table_name", "outcome")
+    ):
+        runs.add_metric([row["connector_name"], row["table_name"], row["outcome"]], row["n"])
+    yield runs
+    families = [CounterMetricFamily(name, text, labels=["connector", "table"]) for name, text, _ in MAINTENANCE_TOTALS]
+    sums = {f"total_{n}": Sum(expression) for n, (_, _, expression) in enumerate(MAINTENANCE_TOTALS)}
+    for totals in (
+        MaintenanceRun.objects.values("connector_name", "table_name")
+        .annotate(**sums)
+        .order_by("connector_name", "table_name")
+    ):
+        sums_of = cast(dict[str, Any], totals)  # (the sums' keys are made here)
+        for n, family in enumerate(families):
+            family.add_metric([sums_of["connector_name"], sums_of["table_name"]], sums_of[f"total_{n}"] or 0)
+    yield from families
 
 
 def _connector_metrics(now: datetime) -> Iterator[Metric]:

@@ -146,6 +146,9 @@ class CoordinatorStatus(models.Model):
     partitions_reported = models.JSONField(default=list, blank=True)
     # Why the supervisor has not started it ("no worker has a free slot: ...").
     unassigned_reason = models.TextField(blank=True, default="")
+    # A service the sink writes to (the catalog, a table's storage) that the
+    # last commit could not reach: commits are retried until it answers.
+    sink_warning = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -184,6 +187,9 @@ class CommitEnd(models.TextChoices):
     INTERVAL = "interval"
     MAX_RECORDS = "max-records", "max-records staged"
     STAGING_FULL = "staging-full", "a partition's staging full"
+    # Not a commit of records: the ledger moved past offsets that retention
+    # deleted before they were committed (sinkadmin.offsets.out-of-range=skip).
+    SKIPPED = "skipped", "offsets below the log start skipped"
 
 
 class Commit(models.Model):
@@ -202,6 +208,9 @@ class Commit(models.Model):
     bytes = models.BigIntegerField(default=0)
     files_count = models.IntegerField(default=0)
     dead_lettered = models.BigIntegerField(default=0)
+    # Offsets passed over without being read: retention deleted their
+    # records before they were committed (CommitEnd.SKIPPED).
+    skipped = models.BigIntegerField(default=0)
     # [{"table", "path", "topic", "partition", "records", "bytes"}, ...]
     files = models.JSONField(default=list, blank=True)
     # {"db.table": snapshot_id}
@@ -248,6 +257,7 @@ class CommitPartition(models.Model):
     end_offset = models.BigIntegerField()
     records = models.BigIntegerField(default=0)
     dead_lettered = models.BigIntegerField(default=0)
+    skipped = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["topic", "partition"]
@@ -284,3 +294,52 @@ class PartitionOffset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.connector.name} {self.topic}/{self.partition} @ {self.next_offset}"
+
+
+class MaintenanceOutcome(models.TextChoices):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    # The coordinator running it stopped or died before it ended; what it
+    # had committed stands, what it had written and not committed is orphan
+    # files that a later run removes.
+    INTERRUPTED = "INTERRUPTED"
+
+
+class MaintenanceRun(models.Model):
+    """One maintenance run on one table (workers.maintenance): compaction, snapshot expiry, orphan removal."""
+
+    connector = models.ForeignKey(Connector, on_delete=models.SET_NULL, null=True, related_name="maintenance_runs")
+    connector_name = models.CharField(max_length=255, db_index=True)
+    table_name = models.CharField(max_length=512)
+    # The coordinator epoch that ran it: a RUNNING run of an older epoch was interrupted.
+    epoch = models.BigIntegerField()
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=MaintenanceOutcome.choices, default=MaintenanceOutcome.RUNNING)
+    # Compaction: small files replaced by fewer, larger ones in one snapshot.
+    rewritten_files = models.IntegerField(default=0)
+    rewritten_bytes = models.BigIntegerField(default=0)
+    added_files = models.IntegerField(default=0)
+    added_bytes = models.BigIntegerField(default=0)
+    replace_snapshot_id = models.BigIntegerField(null=True, blank=True)
+    # Expiry: snapshots removed, and the files that only they referenced.
+    expired_snapshots = models.IntegerField(default=0)
+    expired_files = models.IntegerField(default=0)
+    # Orphans: unreferenced files older than the window.
+    orphan_files = models.IntegerField(default=0)
+    removed_bytes = models.BigIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["connector", "-started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.connector_name} {self.table_name} {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()

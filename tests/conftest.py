@@ -5,8 +5,13 @@ environment does not point at running ones."""
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import LazySettings, settings
@@ -28,6 +33,35 @@ def kafka_bootstrap() -> Iterator[str]:
     yield settings.KAFKA_BOOTSTRAP_SERVERS
     if broker is not None:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def noida_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second broker, noida-db, for what Tansu lacks: deleting records (DeleteRecords, which
+    moves a partition's log start as retention does) and hiding aborted transactions."""
+    with socket.socket() as probe:  # a free port, for this session only
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    binary = Path(sys.executable).parent / "noida-db"
+    logs = settings.VAR_DIR / "log" / "tests"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = (logs / "noida-db.log").open("ab")
+    data = tmp_path_factory.mktemp("noida-db")
+    server = subprocess.Popen(
+        [str(binary), "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while not port_open("127.0.0.1", port):
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            pytest.fail(f"noida-db did not start (see {log.name})")
+        time.sleep(0.1)
+    yield f"127.0.0.1:{port}"
+    server.terminate()
+    server.wait(30)
+    log.close()
 
 
 @pytest.fixture(scope="session")

@@ -97,6 +97,19 @@ def test_runners_start_only_while_a_slot_is_free_and_the_rest_say_why() -> None:
     assert ConnectorTask.objects.get(connector=waiting).unassigned_reason == ""
 
 
+def test_runners_started_by_hand_hold_no_workers_slot() -> None:
+    advertise(3)
+    by_hand = connector("by-hand")
+    # manage.py run_connector's coordinator: its worker id is host:pid, no worker's.
+    actions.take_coordinator_lease(by_hand.pk, "laptop:4242")
+    connector("b")
+    assert runtime_state.room().free == 3
+    report = step(Workers())
+    # The hand-run coordinator is left alone; its task and b fill the worker's three slots.
+    assert report.coordinators_started == ["b"] and sorted(report.tasks_started) == ["b-0", "by-hand-0"]
+    assert runtime_state.room().free == 0 and [w.used for w in runtime_state.workers()] == [3]
+
+
 def test_a_connector_is_started_whole_or_not_at_all() -> None:
     advertise(3)
     connector("a")
@@ -153,6 +166,7 @@ def test_the_api_and_the_list_page_show_each_worker_with_its_used_and_free_slots
     assert "2 of 2 slots used: <strong>no slot is free</strong>" in page
     assert re.search(r'<tr data-worker="connectors@test"><td>connectors@test</td><td>test</td><td>2 / 2</td>', page)
 
+    # Gone with its worker (it shut down), a's runners hold no slot of a live worker.
     Worker.objects.all().delete()
-    assert api.get("/api/connect/workers").json() == {"workers": [], "slots": 0, "held": 2, "free": 0}
+    assert api.get("/api/connect/workers").json() == {"workers": [], "slots": 0, "held": 0, "free": 0}
     assert "No connectors worker is running" in client.get(reverse("connector-list")).content.decode()

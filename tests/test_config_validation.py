@@ -176,3 +176,40 @@ def test_schema_evolution_is_accepted_where_records_carry_or_reveal_their_schema
     )
     strings = validate_config({**BASE, key: "true", "value.converter": "string"})
     assert "these values have none" in strings.errors[key][0]
+
+
+def test_offsets_policies_are_the_ledgers_and_the_consumers_own_reset_is_refused() -> None:
+    refused = validate_config({**BASE, "consumer.override.auto.offset.reset": "earliest"})
+    assert "offsets come from the commit ledger" in refused.errors["consumer.override.auto.offset.reset"][0]
+    assert "sinkadmin.offsets.out-of-range" in refused.errors["consumer.override.auto.offset.reset"][0]
+    wrong = validate_config({**BASE, "sinkadmin.offsets.out-of-range": "earliest"})
+    assert list(wrong.errors) == ["sinkadmin.offsets.out-of-range"]
+    assert SinkConfig.parse(BASE).out_of_range == "fail"
+    assert SinkConfig.parse({**BASE, "sinkadmin.offsets.out-of-range": "skip"}).out_of_range == "skip"
+
+
+def test_maintenance_keys_have_safe_defaults_and_refuse_unsafe_values_per_key() -> None:
+    maintenance = SinkConfig.parse(BASE).maintenance
+    assert maintenance.enabled and maintenance.interval_ms == 3_600_000
+    assert maintenance.target_file_size_bytes == 128 * 1024 * 1024 and maintenance.min_input_files == 5
+    assert maintenance.max_snapshot_age_ms == 86_400_000 and maintenance.min_snapshots_to_keep == 1
+    assert maintenance.orphan_older_than_ms == 3 * 86_400_000
+    unsafe = validate_config(
+        {
+            **BASE,
+            # A window shorter than an hour could take a commit in flight for an orphan.
+            "sinkadmin.maintenance.orphans.older-than-ms": "60000",
+            "sinkadmin.maintenance.expire.min-snapshots-to-keep": "0",
+            "sinkadmin.maintenance.rewrite.min-input-files": "1",
+            "sinkadmin.maintenance.enabled": "sometimes",
+        }
+    )
+    assert sorted(unsafe.errors) == [
+        "sinkadmin.maintenance.enabled",
+        "sinkadmin.maintenance.expire.min-snapshots-to-keep",
+        "sinkadmin.maintenance.orphans.older-than-ms",
+        "sinkadmin.maintenance.rewrite.min-input-files",
+    ]
+    assert "at least 3600000" in unsafe.errors["sinkadmin.maintenance.orphans.older-than-ms"][0]
+    off = SinkConfig.parse({**BASE, "sinkadmin.maintenance.enabled": "false"}).maintenance
+    assert not off.enabled

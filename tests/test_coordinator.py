@@ -13,7 +13,17 @@ import fastavro
 import pytest
 
 from workers import events
-from workers.coordinator import ConnectorFailed, Coordinator, CoordinatorSettings, Fenced, Phase, PreparedCommit
+from workers.coordinator import (
+    ConnectorFailed,
+    Coordinator,
+    CoordinatorSettings,
+    Fenced,
+    OffsetsOutOfRange,
+    Phase,
+    PreparedCommit,
+    SinkUnavailable,
+    check_offsets,
+)
 from workers.events import ControlEvent, DataFile, EventType, PartitionStatus
 
 TP0, TP1 = ("orders", 0), ("orders", 1)
@@ -61,9 +71,19 @@ class Ledger:
         self.pending_commit: PreparedCommit | None = None
         self.current_epoch = epoch
         self.ended_by: list[str] = []
+        # The source's logs, (start, end) per partition; unset: in range.
+        self.logs: dict[tuple[str, int], tuple[int, int]] = {}
+        self.verified: list[bool] = []
+        self.warning = ""  # as last published
 
-    def offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        return {tp: self.next_offsets.setdefault(tp, 0) for tp in partitions}
+    def offsets(self, partitions: list[tuple[str, int]], *, verify: bool = False) -> dict[tuple[str, int], int]:
+        self.verified.append(verify)
+        offsets = {tp: self.next_offsets.setdefault(tp, 0) for tp in partitions}
+        if verify:
+            check = check_offsets(offsets, self.logs, "fail")
+            if check.problems:
+                raise OffsetsOutOfRange("\n".join(check.problems))
+        return offsets
 
     def pending(self) -> PreparedCommit | None:
         return self.pending_commit
@@ -102,14 +122,17 @@ class Ledger:
         self.failure = message
 
     def phase(self, *args: Any) -> None:
-        pass
+        self.warning = args[6] if len(args) > 6 else ""
 
 
 class Committer:
     def __init__(self) -> None:
         self.commits: list[PreparedCommit] = []
+        self.out: str | None = None  # set: the catalog cannot be reached
 
     def commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        if self.out is not None:
+            raise SinkUnavailable(self.out)
         self.commits.append(prepared)
         return {"db.orders": len(self.commits)}
 
@@ -529,3 +552,119 @@ def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: in
     progress = ControlEvent(EventType.STAGING_PROGRESS, "c", uuid.uuid4(), 3, end_requested=True)
     with pytest.raises(IndexError):  # the enum symbol's index is past the reader's symbols
         fastavro.schemaless_reader(io.BytesIO(progress.encode()), earlier, earlier)
+
+
+def test_check_offsets_skips_below_the_log_start_only_when_told_and_never_past_the_log_end() -> None:
+    offsets = {TP0: 5, TP1: 50, ("other", 0): 7}
+    logs = {TP0: (20, 40), TP1: (0, 30), ("other", 0): (7, 7)}
+    failing = check_offsets(offsets, logs, "fail")
+    assert failing.skips == {}
+    assert [p.split(":")[0] for p in failing.problems] == ["orders/0", "orders/1"]
+    assert "committed offset 5 is below the log start 20" in failing.problems[0]
+    assert "deleted offsets 5 to 19 before they were committed" in failing.problems[0]
+    assert "committed offset 50 is above the log end 30: the topic was recreated" in failing.problems[1]
+    skipping = check_offsets(offsets, logs, "skip")
+    assert skipping.skips == {TP0: (5, 20)}
+    assert len(skipping.problems) == 1 and skipping.problems[0].startswith("orders/1:")
+    # A partition at its log's end, or whose log is unknown (deleted since listed), is left alone.
+    assert check_offsets({TP0: 40, TP1: 9}, {TP0: (40, 40)}, "fail") == check_offsets({}, {}, "fail")
+
+
+def test_offsets_are_checked_at_takeover_after_an_abort_and_every_so_often(
+    world: tuple[Coordinator, Clock, Channel, Ledger, Committer],
+) -> None:
+    coordinator, clock, channel, ledger, _ = world
+    coordinator.step()  # START 1: takeover
+    clock.now += 10
+    coordinator.step()  # END
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [status(start, TP0, 0, 5), status(start, TP1, 0, 5)]
+    coordinator.step()
+    coordinator.step()  # START 2
+    assert ledger.verified == [True, False]
+    clock.now += 10
+    coordinator.step()  # END
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [
+        ControlEvent(EventType.WRITE_STATUS, "c", start.commit_id, 1, error="offset 5 out of range", retriable=True)
+    ]
+    coordinator.step()  # aborted
+    assert ledger.aborted_errors == ["offset 5 out of range"]
+    coordinator.step()  # START 3: checked again
+    assert ledger.verified == [True, False, True]
+    clock.now += coordinator.OFFSET_CHECK_SECONDS
+    coordinator.step()  # END
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [status(start, TP0, 5, 6), status(start, TP1, 5, 6)]
+    coordinator.step()
+    coordinator.step()  # START 4: the check is due again
+    assert ledger.verified == [True, False, True, True]
+
+
+def test_an_offset_out_of_range_fails_the_connector_with_the_reason(
+    world: tuple[Coordinator, Clock, Channel, Ledger, Committer],
+) -> None:
+    coordinator, _, channel, ledger, _ = world
+    ledger.next_offsets[TP1] = 12
+    ledger.logs = {TP0: (0, 100), TP1: (0, 3)}
+    with pytest.raises(ConnectorFailed, match="above the log end 3"):
+        coordinator.step()
+    assert ledger.failure is not None and ledger.failure.startswith("orders/1: the committed offset 12")
+    assert channel.sent == []  # no START for offsets the log does not have
+
+
+def test_an_outage_of_the_catalog_met_by_the_tasks_is_waited_out_never_failing_the_connector(world: Any) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    for attempt in range(1, Coordinator.MAX_RETRIABLE_FAILURES + 3):
+        start = start_and_end(coordinator, clock, channel)
+        channel.inbox = [
+            ControlEvent(
+                EventType.WRITE_STATUS,
+                "c",
+                start.commit_id,
+                1,
+                error="task 0: cannot reach the catalog 'c': connection refused",
+                retriable=True,
+                unavailable=True,
+            )
+        ]
+        coordinator.step(0)
+        assert ledger.failure is None and coordinator.phase is Phase.IDLE
+        assert ledger.warning == "task 0: cannot reach the catalog 'c': connection refused"
+        # Backed off: an interval per attempt, up to MAX_OUTAGE_BACKOFF_S.
+        backoff = min(10 * attempt, Coordinator.MAX_OUTAGE_BACKOFF_S)
+        assert coordinator.next_start == pytest.approx(clock.now + backoff)
+        clock.now += backoff - 0.1
+        coordinator.step(0)
+        assert coordinator.phase is Phase.IDLE  # not yet
+        clock.now += 0.1
+    assert len(ledger.aborted_errors) == Coordinator.MAX_RETRIABLE_FAILURES + 2
+
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 5), status(start, TP1, 0, 5)]
+    coordinator.step(0)
+    assert len(committer.commits) == 1 and ledger.warning == "" and coordinator.outages == 0
+
+
+def test_a_prepared_commit_the_catalog_cannot_take_is_applied_once_it_answers_and_nothing_starts_before(
+    world: Any,
+) -> None:
+    coordinator, clock, channel, ledger, committer = world
+    committer.out = "cannot reach the catalog 'c' at postgresql://h/db: connection refused"
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 5), status(start, TP1, 0, 5)]
+    coordinator.step(0)
+    assert len(ledger.prepared) == 1 and ledger.committed_ids == [] and ledger.warning == committer.out
+    starts = len([e for e in channel.sent if e.type is EventType.START_COMMIT])
+    for _ in range(3):  # each attempt meets the outage again; no new commit starts meanwhile
+        clock.now = coordinator.next_start
+        coordinator.step(0)
+    assert len([e for e in channel.sent if e.type is EventType.START_COMMIT]) == starts
+    assert coordinator.outages == 4 and ledger.failure is None
+    committer.out = None
+    clock.now = coordinator.next_start
+    coordinator.step(0)
+    assert ledger.committed_ids == [ledger.prepared[0].commit_id] and len(committer.commits) == 1
+    assert ledger.warning == "" and channel.last(EventType.ACK_COMMIT).commit_id == start.commit_id
+    coordinator.step(0)
+    assert channel.last(EventType.START_COMMIT).offsets == {TP0: 5, TP1: 5}

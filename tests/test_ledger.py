@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from connectors import actions
 from connectors.actions.ledger import PartitionRange, seed_offsets
-from connectors.models import Commit, CommitState, PartitionOffset
+from connectors.models import Commit, CommitEnd, CommitState, PartitionOffset
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +138,24 @@ def test_config_update_keeps_hidden_secrets_and_bumps_generation() -> None:
     assert not created
     assert updated.config["sasl.password"] == "s3cret"
     assert updated.generation == connector.generation + 1
+
+
+def test_skipping_offsets_is_one_ledger_entry_that_keeps_the_ranges_contiguous() -> None:
+    connector = actions.create_connector("skips", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0, ("orders", 1): 0})
+    actions.mark_committed(_prepare(connector.pk, epoch, 0, 10).commit_id, {})
+
+    # From anywhere but the ledger's offset, or backwards, or with a stale epoch: refused.
+    for skips in ({("orders", 0): (5, 30)}, {("orders", 0): (10, 10)}, {("orders", 2): (0, 3)}):
+        with pytest.raises(actions.LedgerConflict):
+            actions.skip_offsets(connector.pk, epoch, skips)
+    with pytest.raises(actions.StaleEpoch):
+        actions.skip_offsets(connector.pk, epoch - 1, {("orders", 0): (10, 30)})
+
+    skip = actions.skip_offsets(connector.pk, epoch, {("orders", 0): (10, 30), ("orders", 1): (0, 4)})
+    assert (skip.state, skip.ended_by, skip.skipped, skip.records) == (CommitState.COMMITTED, CommitEnd.SKIPPED, 24, 0)
+    assert skip.offsets() == {"orders/0": [10, 30], "orders/1": [0, 4]}
+    assert [p.skipped for p in skip.partitions.all()] == [20, 4]
+    assert actions.committed_offsets(connector.pk) == {("orders", 0): 30, ("orders", 1): 4}
+    assert _prepare(connector.pk, epoch, 30, 35).state == CommitState.PREPARED  # the next commit continues

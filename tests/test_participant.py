@@ -16,6 +16,8 @@ from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from connectors.config import SinkConfig
 from tests.test_coordinator import Channel
 from workers.events import ControlEvent, EventType
@@ -122,6 +124,10 @@ class Writer:
     def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         self.written[commit_id] = list(self.sinks[staging_id].offsets)
         return WriteResult()
+
+    def unavailable(self, exc: BaseException) -> str | None:
+        # As the table writer judges its catalog's errors (workers.tables.catalog_outage).
+        return f"cannot reach the catalog: {exc}" if isinstance(exc, ConnectionRefusedError) else None
 
 
 class WriteAtOnce(Executor):
@@ -384,15 +390,15 @@ def test_with_max_records_staged_counts_go_out_every_progress_period(tmp_path: P
 class SlowWriter(Writer):
     """A writer that holds each write until the test lets it go (Spark's job, say), or fails it."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, error: Exception | None = None) -> None:
         super().__init__()
         self.release = threading.Event()
-        self.fail = fail
+        self.error = error or (OSError("the warehouse is unreachable") if fail else None)
 
     def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         assert self.release.wait(10)
-        if self.fail:
-            raise OSError("the warehouse is unreachable")
+        if self.error is not None:
+            raise self.error
         return super().write(commit_id, staging_id, staged)
 
 
@@ -450,4 +456,27 @@ def test_a_write_that_fails_drops_what_was_read_ahead_and_reports_a_retriable_er
     start(channel, 0)  # the coordinator retries from the ledger's offset
     task.step()
     assert log.assignments[-1] == [(TP[0], TP[1], 0)]
+    task.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "outage"),
+    [(ConnectionRefusedError("[Errno 111] Connection refused"), True), (ValueError("bad partition spec"), False)],
+)
+def test_a_write_that_meets_an_outage_says_so_and_any_other_error_goes_with_its_trace(
+    tmp_path: Path, error: Exception, outage: bool
+) -> None:
+    log, channel, writer = PartitionLog(end=10), Channel(), SlowWriter(error=error)
+    writer.release.set()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    step_until(task, lambda: bool(statuses(channel)))
+    status = channel.last(EventType.WRITE_STATUS)
+    assert status.retriable and status.unavailable is outage
+    if outage:
+        assert status.error == "task 0: cannot reach the catalog: [Errno 111] Connection refused"
+    else:
+        assert (status.error or "").startswith("task 0 could not write its files: bad partition spec\nTraceback")
     task.close()

@@ -1,9 +1,10 @@
 """Record decoding: key/value converters with Kafka Connect names.
 
 JSON (with or without Connect's schema envelope), string and bytes are
-decoded by Spark in the JVM (``from_json``). Avro has no decoder in stock
-Spark (spark-avro is a separate artifact), so Avro values are decoded here
-with fastavro while staging and handed to Spark as JSON.
+decoded by the data plane. Avro has no decoder in stock Spark (spark-avro is
+a separate artifact), so Avro values are decoded here with fastavro while
+staging and handed on as JSON: with the config's schema, or with the one a
+Schema Registry holds under each value's schema id.
 """
 
 from __future__ import annotations
@@ -13,16 +14,24 @@ import datetime as dt
 import decimal
 import io
 import json
+import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
+
+from workers.schema_registry import SchemaRegistry, UnknownSchema
+
+if TYPE_CHECKING:
+    from connectors.config import SinkConfig
 
 _CONFLUENT_MAGIC = 0
 
 
 class AvroValueDecoder:
+    """Avro values whose schema is the config's (``value.converter.avro.schema``)."""
+
     def __init__(self, schema_json: str) -> None:
         self.schema = fastavro.parse_schema(json.loads(schema_json))
 
@@ -35,14 +44,109 @@ class AvroValueDecoder:
         last_error: Exception | None = None
         for body in attempts:
             try:
-                stream = io.BytesIO(body)
-                record = fastavro.schemaless_reader(stream, self.schema, None)
-                if stream.tell() != len(body):
-                    raise ValueError(f"{len(body) - stream.tell()} trailing bytes after the Avro record")
-                return json.dumps(record, default=_json_default, separators=(",", ":")).encode()
+                return _avro_json(body, self.schema)
             except Exception as exc:  # fastavro raises many types on corrupt input
                 last_error = exc
         raise ValueError(f"not a valid Avro record for the configured schema: {last_error}")
+
+    def schemas(self) -> list[str]:
+        return []
+
+
+class RegistryAvroDecoder:
+    """Avro values in the Confluent wire format, each decoded with the schema registered under its id.
+
+    It remembers the schemas it decoded with: their fields are the ones the
+    tables need (``schemas``), so a new schema version's fields become
+    columns, typed from the schema, before Spark decodes records of it.
+    """
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self.registry = registry
+        self._parsed: dict[int, Any] = {}
+        self._seen: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def to_json(self, payload: bytes) -> bytes:
+        """One value to JSON bytes; raises ValueError for a value that cannot be decoded,
+        RegistryUnavailable (not a ValueError) when the registry cannot be reached."""
+        if len(payload) < 5 or payload[0] != _CONFLUENT_MAGIC:
+            raise ValueError("not in the Confluent wire format (magic byte 0, then a 4-byte schema id)")
+        schema_id = int.from_bytes(payload[1:5], "big")
+        parsed = self._parsed.get(schema_id)
+        if parsed is None:
+            text = self.registry.schema(schema_id)
+            try:
+                parsed = fastavro.parse_schema(json.loads(text))
+            except Exception as exc:
+                raise UnknownSchema(f"schema id {schema_id} is not a valid Avro schema: {exc}") from None
+            with self._lock:
+                self._parsed[schema_id] = parsed
+                self._seen[schema_id] = text
+        try:
+            return _avro_json(payload[5:], parsed)
+        except Exception as exc:  # fastavro raises many types on corrupt input
+            raise ValueError(f"not a valid Avro record for schema id {schema_id}: {exc}") from None
+
+    def schemas(self) -> list[str]:
+        """The schemas values were decoded with so far, oldest id first."""
+        with self._lock:
+            return [self._seen[i] for i in sorted(self._seen)]
+
+
+class RegistryJsonDecoder:
+    """JSON values in the Confluent wire format (JsonSchemaConverter): the header is checked against
+    the registry (a JSON Schema under that id) and taken off; the JSON is the data plane's to decode."""
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self.registry = registry
+        self._known: set[int] = set()
+
+    def to_json(self, payload: bytes) -> bytes:
+        if len(payload) < 5 or payload[0] != _CONFLUENT_MAGIC:
+            raise ValueError("not in the Confluent wire format (magic byte 0, then a 4-byte schema id)")
+        schema_id = int.from_bytes(payload[1:5], "big")
+        if schema_id not in self._known:
+            self.registry.schema(schema_id)
+            self._known.add(schema_id)
+        return payload[5:]
+
+    def schemas(self) -> list[str]:
+        return []  # (tables are typed from the values, as for plain JSON)
+
+
+ValueDecoder = AvroValueDecoder | RegistryAvroDecoder | RegistryJsonDecoder
+
+_registry_decoders: dict[str, RegistryAvroDecoder | RegistryJsonDecoder] = {}
+_registry_lock = threading.Lock()
+
+
+def value_decoder(config: SinkConfig) -> ValueDecoder | None:
+    """The decoder of a connector's values that are not JSON to begin with (Avro), if any.
+
+    With a registry it is one per connector config and process, shared by
+    the task that decodes and the writer that shapes the tables from the
+    schemas decoded with (both run in the task's process).
+    """
+    registry = config.schema_registry
+    if registry is None:
+        return AvroValueDecoder(config.avro_schema or "{}") if config.value_converter == "avro" else None
+    key = json.dumps(config.raw, sort_keys=True)
+    with _registry_lock:
+        decoder = _registry_decoders.get(key)
+        if decoder is None:
+            client = SchemaRegistry(registry)
+            decoder = RegistryAvroDecoder(client) if registry.schema_type == "AVRO" else RegistryJsonDecoder(client)
+            _registry_decoders[key] = decoder
+        return decoder
+
+
+def _avro_json(body: bytes, schema: Any) -> bytes:
+    stream = io.BytesIO(body)
+    record = fastavro.schemaless_reader(stream, schema, None)
+    if stream.tell() != len(body):
+        raise ValueError(f"{len(body) - stream.tell()} trailing bytes after the Avro record")
+    return json.dumps(record, default=_json_default, separators=(",", ":")).encode()
 
 
 def _json_default(value: Any) -> Any:

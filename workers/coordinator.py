@@ -43,6 +43,66 @@ class Fenced(Exception):
     """Another coordinator took over (a newer epoch): this one must stop."""
 
 
+class SinkUnavailable(Exception):
+    """A service the sink writes to (the catalog) cannot be reached; the message says which and why.
+
+    An outage, not a fault of the connector's: the commit is retried, with
+    a back-off, for as long as it lasts, and the connector shows a warning
+    meanwhile; it never fails for it.
+    """
+
+
+class OffsetsOutOfRange(Exception):
+    """Committed offsets the source partitions no longer have (see ``check_offsets``): the connector stops."""
+
+
+@dataclass(frozen=True)
+class OffsetCheck:
+    """What ``check_offsets`` found: partitions to move to their log start, and those that must stop the connector."""
+
+    skips: dict[TopicPartition, tuple[int, int]]
+    problems: list[str]
+
+
+def check_offsets(
+    offsets: Mapping[TopicPartition, int], logs: Mapping[TopicPartition, tuple[int, int]], policy: str
+) -> OffsetCheck:
+    """Compare the ledger's next offsets with the partitions' logs, ``(log start, log end)`` each.
+
+    Below the log start, retention deleted records before they were
+    committed: ``policy`` "skip" moves on to the log start (the ledger
+    records the skipped offsets), "fail" stops the connector. Above the log
+    end the topic was recreated or truncated: its offsets are another log's,
+    and which of its records are new only a person can say, so that always
+    stops the connector, never stalls it silently.
+    """
+    skips: dict[TopicPartition, tuple[int, int]] = {}
+    problems: list[str] = []
+    for tp, offset in sorted(offsets.items()):
+        if tp not in logs:
+            continue
+        start, end = logs[tp]
+        topic, partition = tp
+        if offset > end:
+            problems.append(
+                f"{topic}/{partition}: the committed offset {offset} is above the log end {end}: the topic was "
+                f"recreated or truncated, and nothing has been read from it since. To read it from offset {start}, "
+                f"stop the connector, set the partition's offset to {start} (PATCH /connectors/<name>/offsets) and "
+                "resume it."
+            )
+        elif offset < start:
+            if policy == "skip":
+                skips[tp] = (offset, start)
+            else:
+                problems.append(
+                    f"{topic}/{partition}: the committed offset {offset} is below the log start {start}: retention "
+                    f"deleted offsets {offset} to {start - 1} before they were committed. Set "
+                    "sinkadmin.offsets.out-of-range=skip to move on to the log start (the skipped offsets are "
+                    "recorded in the commit ledger), or set the partition's offset with the offsets API."
+                )
+    return OffsetCheck(skips, problems)
+
+
 @dataclass(frozen=True)
 class PreparedCommit:
     commit_id: uuid.UUID
@@ -54,8 +114,12 @@ class PreparedCommit:
 
 
 class LedgerPort(Protocol):
-    def offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """Next offset per partition, seeding unknown ones; raises Fenced."""
+    def offsets(self, partitions: list[TopicPartition], *, verify: bool = False) -> dict[TopicPartition, int]:
+        """Next offset per partition, seeding unknown ones; raises Fenced.
+
+        With ``verify`` the offsets are checked against the partitions' logs
+        (``check_offsets``): skipped ahead as the connector's policy says, or
+        OffsetsOutOfRange raised."""
         ...
 
     def pending(self) -> PreparedCommit | None: ...
@@ -91,12 +155,24 @@ class LedgerPort(Protocol):
         control_offset: int | None,
         expected: list[TopicPartition],
         reported: list[TopicPartition],
-    ) -> None: ...
+        warning: str = "",
+    ) -> None:
+        """Live state for the UI and API; ``warning``: the outage commits are waiting out, if any."""
+        ...
+
+
+class MaintenancePort(Protocol):
+    def between_commits(self) -> bool:
+        """Run a piece of table maintenance that must not race the sink's commits (a snapshot of its
+        own); True if there was one. Called only while no commit is open or waiting to be applied."""
+        ...
 
 
 class CommitterPort(Protocol):
     def commit(self, prepared: PreparedCommit) -> dict[str, int]:
-        """Add the commit's files to every table, skipping tables that hold it; returns snapshot ids."""
+        """Add the commit's files to every table, skipping tables that hold it; returns snapshot ids.
+
+        Raises SinkUnavailable when a table's catalog cannot be reached."""
         ...
 
 
@@ -134,6 +210,8 @@ class _OpenCommit:
     files: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     retriable: bool = False
+    # The error is an outage of a service the sink writes to (SinkUnavailable).
+    unavailable: bool = False
 
 
 class Coordinator:
@@ -145,6 +223,7 @@ class Coordinator:
         committer: CommitterPort,
         partitions: Callable[[], list[TopicPartition]],
         clock: Callable[[], float] = time.monotonic,
+        maintenance: MaintenancePort | None = None,
     ) -> None:
         self.settings = settings
         self.channel = channel
@@ -152,6 +231,7 @@ class Coordinator:
         self.committer = committer
         self.partitions = partitions
         self.clock = clock
+        self.maintenance = maintenance
         self.phase = Phase.IDLE
         self.current: _OpenCommit | None = None
         self.next_start = clock()
@@ -166,6 +246,18 @@ class Coordinator:
         # passing after all and the connector fails with it, visibly.
         self.retriable_failures = 0
         self._checked_pending = False
+        # When the ledger's offsets were last checked against the source's
+        # logs (None: at the next START). Checked at takeover, after an
+        # aborted commit (a task may have met an offset out of range) and
+        # every OFFSET_CHECK_SECONDS, not at every START: it costs two
+        # requests per partition.
+        self._offsets_checked_at: float | None = None
+        # While a service the sink writes to is out (SinkUnavailable): why,
+        # how many attempts in a row met it, and a prepared commit the
+        # tables still lack, applied again once the back-off is over.
+        self.outage: str | None = None
+        self.outages = 0
+        self._unapplied: PreparedCommit | None = None
 
     # -- the loop calls step() ----------------------------------------------------------
 
@@ -173,6 +265,16 @@ class Coordinator:
         """Advance the protocol by at most one transition; True if something happened."""
         if self.phase is Phase.IDLE:
             if self._finish_pending():
+                return True
+            if self._unapplied is not None:
+                # Nothing new starts before the tables hold the prepared commit (I4).
+                if self.clock() >= self.next_start:
+                    self._apply(self._unapplied)
+                    return True
+                time.sleep(min(poll_timeout, max(0.0, self.next_start - self.clock())))
+                return False
+            if self.maintenance is not None and self.maintenance.between_commits():
+                # (A maintenance snapshot: between two of the sink's, never racing one.)
                 return True
             if self.clock() >= self.next_start and not self.hold:
                 self._start()
@@ -223,9 +325,19 @@ class Coordinator:
         self._apply(pending)
         return True
 
+    OFFSET_CHECK_SECONDS = 30.0
+
     def _start(self) -> None:
         partitions = self.partitions()
-        offsets = self.ledger.offsets(partitions)
+        checked_at = self._offsets_checked_at
+        verify = checked_at is None or self.clock() - checked_at >= self.OFFSET_CHECK_SECONDS
+        try:
+            offsets = self.ledger.offsets(partitions, verify=verify)
+        except OffsetsOutOfRange as exc:
+            self.ledger.failed(str(exc))
+            raise ConnectorFailed(str(exc)) from None
+        if verify:
+            self._offsets_checked_at = self.clock()
         commit_id = uuid.uuid4()
         # The commit is published (with where on the control topic to read
         # from to see its START) before the START is sent: a task that
@@ -269,6 +381,7 @@ class Coordinator:
             if event.error:
                 current.error = event.error
                 current.retriable = event.retriable
+                current.unavailable = event.unavailable
                 changed = True
                 continue
             for status in event.partitions:
@@ -347,8 +460,21 @@ class Coordinator:
 
     MAX_RETRIABLE_FAILURES = 5
 
+    # Back-off while a service the sink writes to is out: an interval per
+    # attempt that met it, up to this.
+    MAX_OUTAGE_BACKOFF_S = 30.0
+
     def _apply(self, prepared: PreparedCommit) -> None:
-        snapshot_ids = self.committer.commit(prepared)
+        try:
+            snapshot_ids = self.committer.commit(prepared)
+        except SinkUnavailable as exc:
+            # Prepared, so rolled forward whatever happens (I4): by this
+            # coordinator once the service answers, or by its successor.
+            self._unapplied = prepared
+            self._out(str(exc))
+            return
+        self._unapplied = None
+        self.outage, self.outages = None, 0
         failpoint("coordinator.after_table_commit")
         self.ledger.committed(prepared.commit_id, snapshot_ids)
         self.channel.send(ack_commit(self.settings.connector, prepared.commit_id, self.settings.epoch, snapshot_ids))
@@ -361,6 +487,10 @@ class Coordinator:
         assert current is not None
         log.warning("%s: commit %s aborted: %s", self.settings.connector, current.commit_id, error)
         self.ledger.aborted(current.commit_id, current.started_at, list(current.statuses.values()), error)
+        self._offsets_checked_at = None
+        if current.unavailable:
+            self._out(error)
+            return
         if current.error is not None:
             self.retriable_failures = self.retriable_failures + 1 if current.retriable else 0
             if not current.retriable or self.retriable_failures >= self.MAX_RETRIABLE_FAILURES:
@@ -372,6 +502,22 @@ class Coordinator:
         # the retry gets a whole interval for it.
         self.last_end = None
         self._idle()
+
+    def _out(self, reason: str) -> None:
+        """A service the sink writes to is out: wait, then try again; never a failure (SinkUnavailable)."""
+        self.outages += 1
+        self.outage = reason
+        backoff = min(self.settings.commit_interval_s * self.outages, self.MAX_OUTAGE_BACKOFF_S)
+        log.warning(
+            "%s: %s (attempt %d; next in %.1f s)",
+            self.settings.connector,
+            reason.partition("\n")[0],
+            self.outages,
+            backoff,
+        )
+        self.last_end = None
+        self._idle()
+        self.next_start = self.clock() + backoff
 
     def _idle(self) -> None:
         self.phase = Phase.IDLE
@@ -388,4 +534,5 @@ class Coordinator:
             current.control_offset if current else None,
             sorted(current.offsets) if current else [],
             sorted(current.statuses) if current else [],
+            self.outage or "",
         )

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class EventType(StrEnum):
@@ -112,6 +112,10 @@ _SCHEMA = fastavro.parse_schema(
             # Version 3, STAGING_PROGRESS: a partition's staging is full (it
             # is paused), so the commit should end now.
             {"name": "end_requested", "type": "boolean", "default": False},
+            # Version 4, WRITE_STATUS: the error is a service the sink writes
+            # to that cannot be reached (the catalog): retried for as long as
+            # it lasts, shown as a warning, never failing the connector.
+            {"name": "unavailable", "type": "boolean", "default": False},
         ],
     }
 )
@@ -170,6 +174,7 @@ class ControlEvent:
     retriable: bool = False
     snapshot_ids: dict[str, int] = field(default_factory=dict)
     end_requested: bool = False
+    unavailable: bool = False
 
     def encode(self) -> bytes:
         record = {
@@ -188,6 +193,7 @@ class ControlEvent:
             "snapshot_ids": self.snapshot_ids,
             "file_partitions": {f.path: f.partition_values for f in self.files if f.partition_values is not None},
             "end_requested": self.end_requested,
+            "unavailable": self.unavailable,
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -215,6 +221,7 @@ class ControlEvent:
             retriable=record["retriable"],
             snapshot_ids=dict(record["snapshot_ids"]),
             end_requested=record["end_requested"],
+            unavailable=record["unavailable"],
         )
 
 

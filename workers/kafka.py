@@ -27,6 +27,10 @@ _JAVA_ONLY = {
 }
 _JAAS_CREDENTIALS = re.compile(r'username="(?P<user>[^"]*)"\s+password="(?P<password>[^"]*)"')
 
+# What the source consumer reports for an offset its partition's log does not
+# have: it is configured not to reset by itself (source_consumer_config).
+OUT_OF_RANGE_ERRORS = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+
 
 def shared_properties(config: dict[str, str]) -> dict[str, str]:
     props: dict[str, str] = {}

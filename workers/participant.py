@@ -24,9 +24,10 @@ from typing import Any, Protocol, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.config import SinkConfig
-from workers.converters import AvroValueDecoder
+from workers.converters import value_decoder
 from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
+from workers.kafka import OUT_OF_RANGE_ERRORS
 from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory
 from workers.writes import WriteResult
 
@@ -50,6 +51,10 @@ class WritePort(Protocol):
         """Data files of the commit for the staged records, and the records that could not be converted."""
         ...
 
+    def unavailable(self, exc: BaseException) -> str | None:
+        """Why a service the writes need cannot be reached, if that is what ``exc`` says (an outage)."""
+        ...
+
 
 class DeadLetterPort(Protocol):
     def send(self, bad: Sequence[Any], staged_files: dict[TP, Path]) -> int: ...
@@ -66,6 +71,8 @@ class _Commit:
     # Set when staging failed (a chunk could not be written): the commit
     # stops fetching and its WRITE_STATUS carries this error.
     error: str | None = None
+    # The error is an outage of a service the writes need (the catalog).
+    unavailable: bool = False
     # What the coordinator was last told of this commit (STAGING_PROGRESS).
     reported_records: int = 0
     reported_at: float = field(default_factory=time.monotonic)
@@ -138,9 +145,8 @@ class TaskRunner:
         # waits for it; one at a time, in commit order.
         self.writing: _Write | None = None
         self._write_executor = write_executor
-        self._avro = (
-            AvroValueDecoder(config.avro_schema) if config.value_converter == "avro" and config.avro_schema else None
-        )
+        # Values that are not plain JSON to begin with (Avro, the wire format) become JSON as they are staged.
+        self._decoder = value_decoder(config)
 
     def step(self, timeout: float = 0.2) -> bool:
         reading_ahead = bool(self.ahead) and len(self.paused) < len(self.ahead)
@@ -222,13 +228,22 @@ class TaskRunner:
         # trickle in, a short wait keeps control events (END, START) prompt.
         messages = self.consumer.consume(num_messages=self.batch_size, timeout=min(timeout, self.FETCH_WAIT_SECONDS))
         try:
-            self._stage(buffers, messages)
+            for tp, reason in self._stage(buffers, messages):
+                self._out_of_range(tp, reason)
         except Exception as exc:
-            # Writing a chunk failed (storage, catalog...): stop fetching; the
-            # commit's status reports it and the coordinator retries.
-            assert current is not None  # only a buffer with a sink writes
+            if current is None:
+                # Reading ahead (decoding met a registry outage, say): drop
+                # what was read ahead; the next START reads it again, inside
+                # a commit, whose status then carries the error.
+                log.warning("%s task %d: reading ahead stopped: %s", self.connector, self.task_index, exc)
+                self._drop_ahead()
+                self.consumer.assign([])
+                return True
+            # Staging failed (storage, the catalog, the Schema Registry...):
+            # stop fetching; the commit's status reports it and the
+            # coordinator retries.
             log.exception("%s task %d: staging commit %s failed", self.connector, self.task_index, current.commit_id)
-            current.error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
+            current.error, current.unavailable = self._failure(exc)
             self.consumer.assign([])
             return True
         if current is not None:
@@ -242,13 +257,36 @@ class TaskRunner:
             self.on_progress(self)
         return bool(messages)
 
-    def _stage(self, buffers: dict[TP, StagingBuffer], messages: list[Any]) -> None:
+    def _out_of_range(self, tp: TP, reason: str) -> None:
+        """The partition's log no longer has the offset it is read from (retention, a recreated topic).
+
+        The open commit is failed with the reason; its abort has the
+        coordinator check the ledger's offsets against the logs, where the
+        connector's policy decides (``workers.coordinator.check_offsets``).
+        Read ahead of a commit, the partition's buffer is dropped: the next
+        START seeks it again and meets the same error inside a commit.
+        """
+        current = self.current
+        if current is not None and tp in current.buffers:
+            if current.error is None:
+                offset = current.buffers[tp].next_offset
+                current.error = f"task {self.task_index}: {tp[0]}/{tp[1]}: offset {offset} is out of range: {reason}"
+                log.warning("%s %s", self.connector, current.error)
+            self.consumer.assign([])
+        elif tp in self.ahead:
+            self.ahead.pop(tp).discard()
+
+    def _stage(self, buffers: dict[TP, StagingBuffer], messages: list[Any]) -> list[tuple[TP, str]]:
+        """Stage what was fetched; returns the partitions whose offset is out of range, with the broker's reason."""
         max_bytes = self.config.staging_max_bytes
         fetched = []
+        out_of_range: list[tuple[TP, str]] = []
         for message in messages:
             error = message.error()
             if error is None:
                 fetched.append(message)
+            elif error.code() in OUT_OF_RANGE_ERRORS:
+                out_of_range.append(((message.topic(), message.partition()), error.str()))
             elif error.code() != KafkaError._PARTITION_EOF:
                 log.warning("%s task %d: consumer error %s", self.connector, self.task_index, error)
         # A batch holds runs of one partition each (librdkafka hands over
@@ -271,15 +309,16 @@ class TaskRunner:
                 # pauses.
                 self.consumer.pause([TopicPartition(*tp)])
                 self.paused.add(tp)
+        return out_of_range
 
     def _chunk_of(self, tp: TP, run: list[Any]) -> RecordChunk:
         values = [m.value() for m in run]
         errors: list[str | None] = [None] * len(run)
-        if self._avro is not None:
+        if self._decoder is not None:
             for i, value in enumerate(values):
                 if value is not None:
                     try:
-                        values[i] = self._avro.to_json(value)
+                        values[i] = self._decoder.to_json(value)
                     except ValueError as exc:
                         errors[i] = str(exc)
         stamps: list[int] = [m.timestamp()[1] for m in run]
@@ -356,7 +395,7 @@ class TaskRunner:
             write.staged = [buffer.finish() for buffer in current.buffers.values()]
         except Exception as exc:
             log.exception("%s task %d: closing commit %s failed", self.connector, self.task_index, current.commit_id)
-            current.error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
+            current.error, current.unavailable = self._failure(exc)
             self._report(write)
             return
         # Read ahead from where this commit ends (see self.ahead).
@@ -380,7 +419,7 @@ class TaskRunner:
         """The WRITE_STATUS of a commit whose write is over."""
         current = write.commit
         statuses: list[PartitionStatus] = []
-        result, retriable = WriteResult(), False
+        result, retriable, unavailable = WriteResult(), False, current.unavailable
         error: str | None
         if current.error is not None:
             error, retriable = current.error, True
@@ -393,7 +432,7 @@ class TaskRunner:
                 log.exception(
                     "%s task %d: writing commit %s failed", self.connector, self.task_index, current.commit_id
                 )
-                error = f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}"
+                error, unavailable = self._failure(exc)
                 result, retriable = WriteResult(), True
         failpoint("participant.before_status")
         log.info(
@@ -413,6 +452,7 @@ class TaskRunner:
             files=tuple(result.files),
             error=error,
             retriable=retriable,
+            unavailable=unavailable,
         )
         if error is not None:
             for buffer in current.buffers.values():
@@ -426,6 +466,17 @@ class TaskRunner:
             self.writing = None
         if self.current is None:
             self.state = TaskState.WAITING
+
+    def _failure(self, exc: Exception) -> tuple[str, bool]:
+        """The WRITE_STATUS error of writing (or staging) that raised ``exc``, and whether it is an outage.
+
+        An outage of a service the writes need (the catalog) is said as such,
+        and the coordinator waits it out; anything else goes with its trace.
+        """
+        outage = self.writer.unavailable(exc)
+        if outage is not None:
+            return f"task {self.task_index}: {outage}", True
+        return f"task {self.task_index} could not write its files: {exc}\n{traceback.format_exc()}", False
 
     def _drop_ahead(self) -> None:
         for buffer in self.ahead.values():

@@ -4,6 +4,7 @@ Postgres, Kafka, Spark and the Iceberg catalog. Celery tasks and the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -13,7 +14,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,37 +32,51 @@ import pyiceberg.catalog.sql
 import pyiceberg.io.pyarrow
 import pyiceberg.table  # noqa: F401
 import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from django.conf import settings
 from django.db import close_old_connections, connections
 from pyiceberg.schema import Schema
 
 from connectors import actions
+from connectors.actions import maintenance as maintenance_actions
 from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
 from connectors.config import SinkConfig
-from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState
+from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, MaintenanceOutcome
 from workers.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
-from workers.converters import sample_json_objects
+from workers.converters import sample_json_objects, value_decoder
 from workers.coordinator import (
     ConnectorFailed,
     Coordinator,
     CoordinatorSettings,
     Fenced,
+    OffsetsOutOfRange,
     Phase,
     PreparedCommit,
+    SinkUnavailable,
+    check_offsets,
 )
 from workers.dead_letters import DeadLetterSink
 from workers.events import PartitionStatus
-from workers.kafka import ControlChannel, admin_client, ensure_topic, resolve_partitions, source_consumer_config
+from workers.kafka import (
+    OUT_OF_RANGE_ERRORS,
+    ControlChannel,
+    admin_client,
+    ensure_topic,
+    resolve_partitions,
+    source_consumer_config,
+)
+from workers.maintenance import Maintainer, SparkRewriter
 from workers.participant import TaskRunner
 from workers.participant import TaskState as ParticipantState
+from workers.schema_registry import RegistryUnavailable
 from workers.spark_writer import SparkWriter
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import (
     CommitFile,
     TableCommit,
     catalog_for,
+    catalog_outage,
     commit_to_table,
     create_table,
     evolve_table,
@@ -107,7 +122,7 @@ class DjangoLedger:
         self.config = config
         self.watermarks = watermarks
 
-    def offsets(self, partitions: list[TP]) -> dict[TP, int]:
+    def offsets(self, partitions: list[TP], *, verify: bool = False) -> dict[TP, int]:
         known = actions.committed_offsets(self.connector.pk)
         seeds = {}
         for tp in partitions:
@@ -116,9 +131,88 @@ class DjangoLedger:
                 seeds[tp] = low if self.config.auto_offset_reset == "earliest" else high
         try:
             offsets = seed_offsets(self.connector.pk, self.epoch, seeds) if seeds else known
+            offsets = {tp: offsets[tp] for tp in partitions}
+            if verify:
+                offsets = self._in_range(offsets)
         except actions.StaleEpoch as exc:
             raise Fenced(str(exc)) from None
-        return {tp: offsets[tp] for tp in partitions}
+        return offsets
+
+    def _in_range(self, offsets: dict[TP, int]) -> dict[TP, int]:
+        logs: dict[TP, tuple[int, int]] = {}
+        for tp in offsets:
+            try:
+                logs[tp] = self.watermarks.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)
+            except KafkaException as exc:
+                # (A partition deleted since it was listed: the supervisor says so.)
+                log.warning("%s: no log offsets for %s/%d: %s", self.connector.name, *tp, exc)
+        beyond = {tp: offsets[tp] for tp, (_, end) in logs.items() if offsets[tp] > end}
+        for tp, end in self._fetched_ends(beyond).items():
+            logs[tp] = (logs[tp][0], end)
+        check = check_offsets(offsets, logs, self.config.out_of_range)
+        if check.problems:
+            more = f" (and {len(check.problems) - 1} more partitions)" if len(check.problems) > 1 else ""
+            raise OffsetsOutOfRange(f"offset out of range on {check.problems[0]}{more}\n" + "\n".join(check.problems))
+        if check.skips:
+            for (topic, partition), (start, end) in sorted(check.skips.items()):
+                log.warning(
+                    "%s: %s/%d: skipping offsets %d to %d, deleted by retention before they were committed",
+                    self.connector.name,
+                    topic,
+                    partition,
+                    start,
+                    end - 1,
+                )
+            try:
+                actions.skip_offsets(self.connector.pk, self.epoch, check.skips)
+            except actions.LedgerConflict as exc:
+                raise Fenced(str(exc)) from None
+            offsets = {tp: check.skips[tp][1] if tp in check.skips else offset for tp, offset in offsets.items()}
+        return offsets
+
+    FETCH_CHECK_SECONDS = 3.0
+
+    def _fetched_ends(self, beyond: dict[TP, int]) -> dict[TP, int]:
+        """Log ends, as fetching at the ledger's offsets finds them, of partitions whose listed end is below those.
+
+        A broker's ListOffsets answer may lag the log (Tansu's is its last
+        batch's base offset + 1, docs/protocol.md), and a connector must
+        not fail on it. A fetch at the offset settles it: the broker says
+        the offset is out of range (the listed end stands), or it returns a
+        record there, or its answer's high watermark is the end. A consumer
+        of its own: its cached watermarks can only come from these fetches.
+        """
+        if not beyond:
+            return {}
+        ends: dict[TP, int] = {}
+        undecided = dict(beyond)
+        consumer = Consumer(
+            source_consumer_config(
+                settings.KAFKA_BOOTSTRAP_SERVERS, self.config.raw, f"sinkadmin-{self.connector.name}"
+            )
+        )
+        consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in beyond.items()])
+        try:
+            deadline = time.monotonic() + self.FETCH_CHECK_SECONDS
+            while undecided and time.monotonic() < deadline:
+                for message in consumer.consume(len(undecided), timeout=0.5):
+                    tp = (message.topic(), message.partition())
+                    if tp not in undecided:
+                        continue
+                    error = message.error()
+                    if error is None:
+                        ends[tp] = undecided[tp] + 1  # a record at or past the offset: in range
+                        del undecided[tp]
+                    elif error.code() in OUT_OF_RANGE_ERRORS:
+                        del undecided[tp]
+                for tp in list(undecided):
+                    _, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+                    if high >= 0:
+                        ends[tp] = high
+                        del undecided[tp]
+        finally:
+            consumer.close()
+        return ends
 
     def pending(self) -> PreparedCommit | None:
         commit = actions.pending_commit(self.connector.pk)
@@ -187,6 +281,7 @@ class DjangoLedger:
         control_offset: int | None,
         expected: list[TP],
         reported: list[TP],
+        warning: str = "",
     ) -> None:
         if not publish_coordinator_phase(
             self.connector.pk,
@@ -197,22 +292,109 @@ class DjangoLedger:
             control_offset=control_offset,
             expected=expected,
             reported=reported,
+            sink_warning=warning,
         ):
             raise Fenced(f"coordinator epoch {self.epoch} of {self.connector.name} was superseded")
+
+
+class DjangoMaintenanceLedger:
+    """Maintenance runs of the coordinator of ``epoch`` in the ledger (connectors.actions.maintenance).
+
+    Used from the maintenance thread, which waits long (a Spark job, its
+    coordinator's turn): each call closes the thread's database connection
+    when done, so that no waiting thread holds one. Twenty coordinators'
+    threads holding theirs while they waited for turns that needed a
+    connection exhausted Postgres (tests/integration/test_celery_runtime.py,
+    twenty connectors on one worker).
+    """
+
+    def __init__(self, connector_id: int, epoch: int) -> None:
+        self.connector_id = connector_id
+        self.epoch = epoch
+
+    def start(self, table: str) -> int:
+        with _connection_released():
+            return maintenance_actions.start_maintenance(self.connector_id, self.epoch, table)
+
+    def record(self, run_id: int, **figures: Any) -> None:
+        with _connection_released():
+            maintenance_actions.record_maintenance(run_id, **figures)
+
+    def finish(self, run_id: int, error: str | None) -> None:
+        outcome = MaintenanceOutcome.FAILED if error else MaintenanceOutcome.SUCCEEDED
+        with _connection_released():
+            maintenance_actions.finish_maintenance(run_id, outcome, error or "")
+
+    def interrupted(self, run_id: int) -> None:
+        with _connection_released():
+            maintenance_actions.finish_maintenance(
+                run_id, MaintenanceOutcome.INTERRUPTED, "the coordinator stopped before the run ended"
+            )
+
+    def protected_files(self, tables: Iterable[str]) -> set[str]:
+        with _connection_released():
+            return maintenance_actions.prepared_files(tables)
+
+
+@contextlib.contextmanager
+def _connection_released() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        connections.close_all()  # (this thread's own)
+
+
+def start_maintainer(
+    name: str, connector_id: int, epoch: int, config: SinkConfig, catalog: Callable[[], Any]
+) -> Maintainer:
+    """The connector's maintenance thread (workers.maintenance), started; runs a predecessor left are marked interrupted."""
+    maintenance_actions.interrupt_maintenance(connector_id, epoch)
+    last = maintenance_actions.last_maintenance(connector_id)
+    maintainer = Maintainer(
+        name,
+        config.maintenance,
+        tables=lambda: [t.name for t in config.tables],
+        catalog=catalog,
+        rewriter=SparkRewriter(),
+        ledger=DjangoMaintenanceLedger(connector_id, epoch),
+        last_run=last.timestamp() if last is not None else None,
+        release=connections.close_all,  # (the maintenance thread's own connections)
+    )
+    maintainer.start()
+    return maintainer
 
 
 class IcebergCommitter:
     def __init__(self, connector: str, config: SinkConfig) -> None:
         self.connector = connector
         self.config = config
-        self.catalog = catalog_for(config)
+        self._catalog: Any = None
+
+    @property
+    def catalog(self) -> Any:
+        # Opened at the first commit, not at start-up: a coordinator whose
+        # catalog is out starts, heartbeats and says so (SinkUnavailable).
+        if self._catalog is None:
+            self._catalog = catalog_for(self.config)
+        return self._catalog
 
     def close(self) -> None:
         # A SQL catalog holds a connection pool; a worker process outlives
         # the coordinators it hosts.
-        self.catalog.close()
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
 
     def commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        try:
+            return self._commit(prepared)
+        except Exception as exc:
+            outage = catalog_outage(exc, self.config)
+            if outage is None:
+                raise
+            raise SinkUnavailable(outage) from exc
+
+    def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
         by_table: dict[str, list[CommitFile]] = {}
         for f in prepared.files:
             by_table.setdefault(f["table"], []).append(CommitFile(f["path"], f.get("partition_values")))
@@ -276,6 +458,11 @@ class TableWriter:
             self._catalog = catalog_for(self.config)
         return self._catalog
 
+    def unavailable(self, exc: BaseException) -> str | None:
+        if isinstance(exc, RegistryUnavailable):
+            return str(exc)
+        return catalog_outage(exc, self.config)
+
     def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
         if self.config.writer == "spark":
             return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
@@ -304,10 +491,23 @@ class TableWriter:
         return plan
 
     def evolve(self, staging_id: uuid.UUID, additions: Schema) -> tuple[TargetTable, ...]:
-        """Add new record fields to every table (schema evolution); the tables as they are then."""
-        tables = tuple(
-            self._described(target, evolve_table(self.catalog, target.name, additions)) for target in self.config.tables
+        """Add new record fields to every table (schema evolution); the tables as they are then.
+
+        With a Schema Registry the fields come from the registered schemas
+        first, typed from them; ``additions`` (typed from the values) then
+        only adds what no schema had."""
+        registered = (
+            self._avro_schemas()
+            if self.config.schema_registry is not None and self.config.value_converter == "avro"
+            else []
         )
+        evolved = []
+        for target in self.config.tables:
+            table = None
+            for schema in [*registered, additions]:
+                table = evolve_table(self.catalog, target.name, schema, table)
+            evolved.append(self._described(target, table))
+        tables = tuple(evolved)
         if staging_id in self._plans:
             # Partitions that settle from now on start with the new columns.
             self._plans[staging_id] = WritePlan(tables, self._plans[staging_id].engine)
@@ -347,16 +547,30 @@ class TableWriter:
 
     def _target(self, target: Any, samples: Callable[[], Sequence[bytes | None]]) -> TargetTable:
         table = load_table(self.catalog, target.name)
-        if table is not None and self.config.evolve_schema and self.config.value_converter == "avro":
-            # The Avro schema is the config's: fields added there (and the
-            # connector restarted) become columns.
-            table = evolve_table(self.catalog, target.name, self._schema_from([]), table)
         if table is None:
             if not self.config.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
             table = create_table(self.catalog, target.name, schema, target.partition_by)
+        if self.config.evolve_schema and self.config.value_converter == "avro":
+            # The Avro schemas are the config's (fields added there, and the
+            # connector restarted, become columns) or the registry's (each
+            # new version's fields become columns before its records are
+            # decoded, typed from the schema): only missing fields are added.
+            for additions in self._avro_schemas():
+                table = evolve_table(self.catalog, target.name, additions, table)
         return self._described(target, table)
+
+    def _avro_schemas(self) -> list[Schema]:
+        """The Avro schemas the tables follow, as Iceberg schemas: the config's, or with a registry
+        every schema values were decoded with, oldest id first."""
+        if self.config.schema_registry is None:
+            return [schema_from_avro(json.loads(self.config.avro_schema or "{}"))]
+        decoder = value_decoder(self.config)
+        schemas = [schema_from_avro(json.loads(text)) for text in (decoder.schemas() if decoder else [])]
+        if not schemas:
+            raise ValueError("no value has been decoded with a registered schema yet")
+        return schemas
 
     @staticmethod
     def _described(target: Any, table: Any) -> TargetTable:
@@ -377,7 +591,7 @@ class TableWriter:
 
         cfg = self.config
         if cfg.value_converter == "avro":
-            return schema_from_avro(json.loads(cfg.avro_schema or "{}"))
+            return self._avro_schemas()[0]
         if cfg.value_converter in ("string", "bytearray"):
             value_type = StringType() if cfg.value_converter == "string" else BinaryType()
             return Schema(NestedField(1, "value", value_type, required=False))
@@ -432,6 +646,11 @@ def run_coordinator(
     channel.seek(None)
     watermarks = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
     committer = IcebergCommitter(name, config)
+    maintainer = (
+        start_maintainer(name, connector.pk, epoch, config, lambda: committer.catalog)
+        if config.maintenance.enabled
+        else None
+    )
     coordinator = Coordinator(
         CoordinatorSettings(
             name,
@@ -445,6 +664,7 @@ def run_coordinator(
         DjangoLedger(connector, epoch, config, watermarks),
         committer,
         partitions=lambda: resolve_partitions(admin, config.topics, config.topics_regex),
+        maintenance=maintainer,
     )
     log.info("%s: coordinator started with epoch %d", name, epoch)
     last_beat = 0.0
@@ -464,6 +684,8 @@ def run_coordinator(
     except ConnectorFailed as exc:
         log.error("%s: connector failed: %s", name, exc)
     finally:
+        if maintainer is not None:
+            maintainer.close()
         channel.close()
         watermarks.close()
         committer.close()

@@ -59,6 +59,7 @@ from pyiceberg.types import (
 from pyiceberg.utils.properties import property_as_bool
 
 from connectors.config import SinkConfig
+from connectors.config.secrets import redact
 from connectors.config.transforms import PartitionField
 from workers.locks import advisory_lock
 
@@ -123,6 +124,46 @@ def catalog_for(config: SinkConfig) -> Catalog:
         with advisory_lock("sinkadmin.iceberg-catalog-init"):
             catalog = load_catalog(config.catalog_name, **{**default_catalog_properties(), **properties})
     return _unpooled(catalog)
+
+
+def catalog_outage(exc: BaseException, config: SinkConfig) -> str | None:
+    """Why the connector's catalog cannot be reached, if ``exc`` or what caused it says so.
+
+    An outage is a connection that is refused, lost or times out, or a host
+    that does not resolve: it passes, and what met it is retried. An error
+    the catalog answered with (no such table, a conflict, a refused
+    password) is not one.
+    """
+    for error in _causes(exc):
+        if _is_connection_error(error):
+            uri = config.catalog_properties().get("uri")
+            where = f" at {redact(uri)}" if uri else " (the project's database)"
+            reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+            return f"cannot reach the catalog '{config.catalog_name}'{where}: {redact(reason)}"
+    return None
+
+
+def _causes(exc: BaseException) -> Iterable[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _is_connection_error(error: BaseException) -> bool:
+    import requests
+    from sqlalchemy import exc as sql_errors
+
+    if isinstance(error, ConnectionError | TimeoutError | requests.ConnectionError | requests.Timeout):
+        return True
+    if isinstance(error, sql_errors.OperationalError | sql_errors.InterfaceError):
+        # SQLSTATE class 08 is a connection exception, 57P a server shutting
+        # down or starting; a driver that never reached a server has none.
+        state = getattr(error.orig, "sqlstate", None)
+        return state is None or state.startswith(("08", "57P"))
+    return False
 
 
 def _unpooled(catalog: Catalog) -> Catalog:
@@ -505,6 +546,20 @@ def data_files(table: Table, files: Iterable[CommitFile]) -> list[IcebergDataFil
     What pyiceberg's ``add_files`` does, except that it can only infer a
     partition from the file's column bounds, which a bucket is not.
     """
+    spec = table.spec()
+    partition_type = spec.partition_type(table.schema())
+    return [
+        describe_data_file(
+            table,
+            f.path,
+            None if f.partition_values is None else partition_record(spec, partition_type, f.partition_values, f.path),
+        )
+        for f in files
+    ]
+
+
+def describe_data_file(table: Table, path: str, partition: Record | None) -> IcebergDataFile:
+    """A Parquet file of the table's current spec, with ``partition`` (None: from its column bounds)."""
     from pyiceberg.io.pyarrow import (
         compute_statistics_plan,
         data_file_statistics_from_parquet_metadata,
@@ -512,34 +567,76 @@ def data_files(table: Table, files: Iterable[CommitFile]) -> list[IcebergDataFil
     )
 
     schema, spec = table.schema(), table.spec()
-    partition_type = spec.partition_type(schema)
-    statistics_plan = compute_statistics_plan(schema, table.metadata.properties)
-    column_ids = parquet_path_to_id_mapping(schema)
-    described = []
-    for f in files:
-        input_file = table.io.new_input(f.path)
-        with input_file.open() as stream:
-            footer = pq.read_metadata(stream)
-        statistics = data_file_statistics_from_parquet_metadata(footer, statistics_plan, column_ids)
-        if f.partition_values is not None:
-            partition = partition_record(spec, partition_type, f.partition_values, f.path)
-        else:
-            partition = statistics.partition(spec, schema)
-        described.append(
-            IcebergDataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=f.path,
-                file_format=FileFormat.PARQUET,
-                partition=partition,
-                file_size_in_bytes=len(input_file),
-                sort_order_id=None,
-                spec_id=table.metadata.default_spec_id,
-                equality_ids=None,
-                key_metadata=None,
-                **statistics.to_serialized_dict(),
-            )
-        )
-    return described
+    input_file = table.io.new_input(path)
+    with input_file.open() as stream:
+        footer = pq.read_metadata(stream)
+    statistics = data_file_statistics_from_parquet_metadata(
+        footer, compute_statistics_plan(schema, table.metadata.properties), parquet_path_to_id_mapping(schema)
+    )
+    return IcebergDataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=partition if partition is not None else statistics.partition(spec, schema),
+        file_size_in_bytes=len(input_file),
+        sort_order_id=None,
+        spec_id=table.metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )
+
+
+def replace_files(
+    catalog: Catalog,
+    table_name: str,
+    replaced: Sequence[IcebergDataFile],
+    added: Sequence[tuple[str, Record]],
+    properties: Mapping[str, str],
+    attempts: int = 4,
+) -> int:
+    """Swap ``replaced`` for the ``added`` files (path, partition) in one REPLACE snapshot; its id.
+
+    The same rows before and after, so the operation is REPLACE, which tells
+    incremental readers that no data changed. pyiceberg writes REPLACE
+    snapshots only through its overwrite, whose summary it refuses to call
+    REPLACE: the snapshot is produced as an overwrite and renamed. The
+    overwrite checks that every replaced file is still live, so a file that
+    another writer removed meanwhile fails the replace instead of coming back.
+    """
+    from pyiceberg.table.snapshots import Operation, Summary
+    from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+    class _ReplaceFiles(_OverwriteFiles):
+        def _summary(self, snapshot_properties: dict[str, str] = {}) -> Summary:  # noqa: B006 - pyiceberg's signature
+            summary = super()._summary(snapshot_properties)
+            return Summary(Operation.REPLACE, **summary.additional_properties)
+
+    for attempt in range(attempts):
+        table = catalog.load_table(table_name)
+        spec_id = table.metadata.default_spec_id
+        if any(f.spec_id != spec_id for f in replaced):
+            # The new files are described under the current spec with their
+            # inputs' partition values: only right if that spec is theirs.
+            raise ValueError(f"the partition spec of {table_name} changed while its files were rewritten")
+        described = [describe_data_file(table, path, partition) for path, partition in added]
+        try:
+            with table.transaction() as tx:
+                replace = _ReplaceFiles(
+                    operation=Operation.OVERWRITE, transaction=tx, io=table.io, snapshot_properties=dict(properties)
+                )
+                with replace:
+                    for data_file in replaced:
+                        replace.delete_data_file(data_file)
+                    for data_file in described:
+                        replace.append_data_file(data_file)
+        except CommitFailedException:
+            log.info("replace on %s raced another writer (attempt %d); retrying", table_name, attempt + 1)
+            continue
+        snapshot = table.current_snapshot()
+        assert snapshot is not None
+        return snapshot.snapshot_id
+    raise CommitFailedException(f"could not replace files of {table_name} after {attempts} attempts")
 
 
 def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, attempts: int = 8) -> int:

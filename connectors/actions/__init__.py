@@ -24,6 +24,7 @@ from connectors.actions.ledger import (
     publish_coordinator_phase,
     restore_commits,
     seed_offsets,
+    skip_offsets,
     take_coordinator_lease,
 )
 from connectors.actions.lifecycle import (
@@ -71,6 +72,7 @@ __all__ = [
     "restore_commits",
     "resume_connector",
     "seed_offsets",
+    "skip_offsets",
     "stop_connector",
     "take_coordinator_lease",
     "update_config",

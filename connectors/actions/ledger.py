@@ -50,6 +50,19 @@ class PartitionRange:
         return (self.topic, self.partition)
 
 
+def _locked_offsets(connector_id: int, epoch: int) -> tuple[Connector, dict[TopicPartition, PartitionOffset]]:
+    """The connector and its partitions' offsets, locked for a new ledger entry (inside a transaction);
+    refused while a prepared commit waits to be finished (DESIGN I4)."""
+    connector = _locked_connector(connector_id, epoch)
+    if Commit.objects.filter(connector_id=connector_id, state=CommitState.PREPARED).exists():
+        raise LedgerConflict(f"connector {connector.name} has a prepared commit that must be finished first")
+    offsets = {
+        (row.topic, row.partition): row
+        for row in PartitionOffset.objects.select_for_update().filter(connector_id=connector_id)
+    }
+    return connector, offsets
+
+
 def _locked_connector(connector_id: int, epoch: int) -> Connector:
     connector = Connector.objects.select_for_update().get(pk=connector_id)
     if connector.coordinator_epoch != epoch:
@@ -127,6 +140,54 @@ def seed_offsets(connector_id: int, epoch: int, seeds: Mapping[TopicPartition, i
         return committed_offsets(connector_id)
 
 
+def skip_offsets(connector_id: int, epoch: int, skips: Mapping[TopicPartition, tuple[int, int]]) -> Commit:
+    """Move partitions from ``start`` to ``end`` without reading them, as one ledger entry.
+
+    For offsets whose records retention deleted before they were committed
+    (``sinkadmin.offsets.out-of-range=skip``): the entry's ranges keep the
+    ledger contiguous (I1) and say how many offsets were passed over, so the
+    loss is on record rather than silent.
+    """
+    with transaction.atomic():
+        connector, offsets = _locked_offsets(connector_id, epoch)
+        for (topic, partition), (start, end) in skips.items():
+            row = offsets.get((topic, partition))
+            if row is None or row.next_offset != start or end <= start:
+                at = row.next_offset if row else None
+                raise LedgerConflict(f"{topic}/{partition}: cannot skip from {start} to {end}, the ledger is at {at}")
+        now = timezone.now()
+        commit = Commit.objects.create(
+            connector_id=connector_id,
+            connector_name=connector.name,
+            epoch=epoch,
+            state=CommitState.COMMITTED,
+            started_at=now,
+            prepared_at=now,
+            committed_at=now,
+            skipped=sum(end - start for start, end in skips.values()),
+            ended_by=CommitEnd.SKIPPED,
+        )
+        CommitPartition.objects.bulk_create(
+            [
+                CommitPartition(
+                    commit=commit,
+                    topic=topic,
+                    partition=partition,
+                    start_offset=start,
+                    end_offset=end,
+                    skipped=end - start,
+                )
+                for (topic, partition), (start, end) in sorted(skips.items())
+            ]
+        )
+        for tp, (_, end) in skips.items():
+            row = offsets[tp]
+            row.next_offset = end
+            row.last_commit = commit
+            row.save(update_fields=["next_offset", "last_commit", "updated_at"])
+    return commit
+
+
 def pending_commit(connector_id: int) -> Commit | None:
     return Commit.objects.filter(connector_id=connector_id, state=CommitState.PREPARED).first()
 
@@ -146,13 +207,7 @@ def prepare_commit(
     """Compare-and-set the ledger: accept the commit only if it continues every partition."""
     ranges = [r for r in ranges if r.end > r.start]
     with transaction.atomic():
-        connector = _locked_connector(connector_id, epoch)
-        if Commit.objects.filter(connector_id=connector_id, state=CommitState.PREPARED).exists():
-            raise LedgerConflict(f"connector {connector.name} has a prepared commit that must be finished first")
-        offsets = {
-            (row.topic, row.partition): row
-            for row in PartitionOffset.objects.select_for_update().filter(connector_id=connector_id)
-        }
+        connector, offsets = _locked_offsets(connector_id, epoch)
         for r in ranges:
             row = offsets.get(r.key)
             expected = row.next_offset if row else None
@@ -240,8 +295,12 @@ def publish_coordinator_phase(
     control_offset: int | None,
     expected: list[TopicPartition],
     reported: list[TopicPartition],
+    sink_warning: str = "",
 ) -> bool:
-    """Live coordinator state for UI and API. False if ``epoch`` is no longer the connector's."""
+    """Live coordinator state for UI and API. False if ``epoch`` is no longer the connector's.
+
+    ``sink_warning``: a service the sink writes to that commits are waiting for (the catalog).
+    """
     updated = CoordinatorStatus.objects.filter(connector_id=connector_id, connector__coordinator_epoch=epoch).update(
         epoch=epoch,
         phase=phase,
@@ -250,6 +309,7 @@ def publish_coordinator_phase(
         start_control_offset=control_offset,
         partitions_expected=[list(tp) for tp in expected],
         partitions_reported=[list(tp) for tp in reported],
+        sink_warning=redact(sink_warning),
         heartbeat_at=timezone.now(),
     )
     return updated == 1

@@ -115,10 +115,23 @@ def workers(now: datetime | None = None) -> list[WorkerSlots]:
 
 
 def room(now: datetime | None = None) -> Room:
+    """The slots of the live workers and how many their runners hold.
+
+    A runner running on a live worker holds one, and so does one asked to
+    start that has not yet (its request waits for a pool process). A runner
+    started by hand (``manage.py run_connector``) runs in a process of its
+    own, on no worker's slot, and holds none.
+    """
     now = now or timezone.now()
-    # Every runner not silent holds a slot: running, or asked to start.
-    held = sum(m.objects.exclude(_silent(now)).count() for m in (CoordinatorStatus, ConnectorTask))
-    return Room(workers(now), held)
+    live = workers(now)
+    names = {w.name for w in live}
+    cutoff = _stale_before(now)
+    held = 0
+    for model in (CoordinatorStatus, ConnectorTask):
+        for runner, heartbeat_at in model.objects.exclude(_silent(now)).values_list("worker_id", "heartbeat_at"):
+            running = heartbeat_at is not None and heartbeat_at >= cutoff
+            held += 1 if not running or worker_name(runner) in names else 0
+    return Room(live, held)
 
 
 def runners_to_start(connector_id: int, tasks: Sequence[ConnectorTask]) -> tuple[bool, list[ConnectorTask], int]:

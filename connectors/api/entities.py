@@ -13,7 +13,7 @@ from connectors.api.status import visible_tasks
 from connectors.config import ConfigValidation, Plugin
 from connectors.config.definitions import CONVERTERS
 from connectors.config.secrets import hidden_config, hidden_value
-from connectors.models import Commit, Connector, PartitionOffset
+from connectors.models import Commit, Connector, MaintenanceRun, PartitionOffset
 
 CONNECTOR_TYPE = "sink"
 
@@ -100,6 +100,7 @@ def commit_summary(commit: Commit) -> dict[str, Any]:
         "bytes": commit.bytes,
         "files_count": commit.files_count,
         "dead_lettered": commit.dead_lettered,
+        "skipped": commit.skipped,
         "watermark": commit.watermark,
         "complete": commit.complete,
         "ended_by": commit.ended_by,
@@ -112,6 +113,7 @@ def commit_summary(commit: Commit) -> dict[str, Any]:
                 "end_offset": p.end_offset,
                 "records": p.records,
                 "dead_lettered": p.dead_lettered,
+                "skipped": p.skipped,
             }
             for p in commit.partitions.all()
         ],
@@ -123,4 +125,26 @@ def commit_detail(commit: Commit) -> dict[str, Any]:
         **commit_summary(commit),
         "files": list(commit.files),
         "snapshot_ids": {table: int(snapshot) for table, snapshot in commit.snapshot_ids.items()},
+    }
+
+
+def maintenance_run(run: MaintenanceRun) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "connector": run.connector_name,
+        "table": run.table_name,
+        "epoch": run.epoch,
+        "outcome": run.outcome,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "rewritten_files": run.rewritten_files,
+        "rewritten_bytes": run.rewritten_bytes,
+        "added_files": run.added_files,
+        "added_bytes": run.added_bytes,
+        "replace_snapshot_id": run.replace_snapshot_id,
+        "expired_snapshots": run.expired_snapshots,
+        "expired_files": run.expired_files,
+        "orphan_files": run.orphan_files,
+        "removed_bytes": run.removed_bytes,
+        "error": run.error,
     }

@@ -19,7 +19,7 @@ from rest_framework import serializers
 
 from connectors.api.status import State
 from connectors.config.validation import TOPIC_NAME
-from connectors.models import CommitEnd, CommitState, DesiredState
+from connectors.models import CommitEnd, CommitState, DesiredState, MaintenanceOutcome
 
 CONFIG_VALUE = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
 
@@ -236,6 +236,12 @@ class ConfigInfosSerializer(serializers.Serializer):  # type: ignore[type-arg]
     configs = ConfigInfoSerializer(many=True)
 
 
+_SKIPPED = (
+    "Offsets passed over without being read: retention deleted their records before they were committed "
+    "(sinkadmin.offsets.out-of-range=skip; the entry's ended_by is 'skipped')."
+)
+
+
 class CommitRangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
     topic = serializers.CharField()
     partition = serializers.IntegerField()
@@ -243,6 +249,7 @@ class CommitRangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
     end_offset = serializers.IntegerField(help_text="One past the last offset in the commit.")
     records = serializers.IntegerField()
     dead_lettered = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text=_SKIPPED)
 
 
 class CommitSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -257,6 +264,7 @@ class CommitSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
     bytes = serializers.IntegerField()
     files_count = serializers.IntegerField()
     dead_lettered = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text=_SKIPPED)
     watermark = serializers.DateTimeField(
         allow_null=True, help_text="Every record with an earlier timestamp is committed."
     )
@@ -265,7 +273,8 @@ class CommitSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
         "CommitEnd",
         CommitEnd.values,
         help_text="What ended the commit's staging: its interval, or earlier sinkadmin.commit.max-records "
-        "staged records or a partition's full staging (sinkadmin.staging.max-bytes).",
+        "staged records or a partition's full staging (sinkadmin.staging.max-bytes); 'skipped' marks an "
+        "entry that moved partitions past offsets below their log start.",
     )
     error = serializers.CharField(allow_blank=True)
     offsets = CommitRangeSerializer(many=True)
@@ -303,5 +312,36 @@ class WorkerSerializer(serializers.Serializer):  # type: ignore[type-arg]
 class WorkersSerializer(serializers.Serializer):  # type: ignore[type-arg]
     workers = WorkerSerializer(many=True)
     slots = serializers.IntegerField(help_text="Slots of all live workers.")
-    held = serializers.IntegerField(help_text="Runners running or asked to start (a request holds a slot).")
+    held = serializers.IntegerField(
+        help_text="Runners running on a live worker or asked to start (a request holds a slot); runners started "
+        "by hand (manage.py run_connector) hold none."
+    )
     free = serializers.IntegerField()
+
+
+class MaintenanceRunSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.IntegerField()
+    connector = serializers.CharField()
+    table = serializers.CharField()
+    epoch = serializers.IntegerField(help_text="Coordinator epoch that ran it.")
+    outcome = EnumField(
+        "MaintenanceOutcome",
+        MaintenanceOutcome.values,
+        help_text="INTERRUPTED: its coordinator stopped or died before it ended; what it committed stands.",
+    )
+    started_at = serializers.DateTimeField()
+    ended_at = serializers.DateTimeField(allow_null=True)
+    rewritten_files = serializers.IntegerField(help_text="Small files compaction replaced.")
+    rewritten_bytes = serializers.IntegerField()
+    added_files = serializers.IntegerField(help_text="Files compaction wrote in their place.")
+    added_bytes = serializers.IntegerField()
+    replace_snapshot_id = serializers.IntegerField(allow_null=True, help_text="The compaction's REPLACE snapshot.")
+    expired_snapshots = serializers.IntegerField()
+    expired_files = serializers.IntegerField(help_text="Files only the expired snapshots referenced, deleted.")
+    orphan_files = serializers.IntegerField(help_text="Unreferenced files older than the window, deleted.")
+    removed_bytes = serializers.IntegerField(help_text="Bytes of the deleted files.")
+    error = serializers.CharField(allow_blank=True)
+
+
+class MaintenanceRunsSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    runs = MaintenanceRunSerializer(many=True)

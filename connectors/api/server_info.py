@@ -41,10 +41,16 @@ def source_commit() -> str:
     """The git commit the service runs, read from .git without running git."""
     git = Path(settings.BASE_DIR) / ".git"
     try:
+        if git.is_file():
+            # A worktree's .git names its own git directory ("gitdir: ..."),
+            # whose "commondir" holds the refs it shares with the main one.
+            git = (git.parent / git.read_text().strip().removeprefix("gitdir: ")).resolve()
+        common = (git / (git / "commondir").read_text().strip()).resolve() if (git / "commondir").exists() else git
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
         ref = head.removeprefix("ref: ")
+        git = common
         ref_file = git / ref
         if ref_file.exists():
             return ref_file.read_text().strip()

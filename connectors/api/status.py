@@ -113,8 +113,18 @@ def connector_component_status(connector: Connector, *, now: datetime | None = N
     if coordinator.epoch < connector.coordinator_epoch:
         return ComponentStatus(State.RESTARTING, worker_id)
     # Connect reports a trace for failures only; a running connector whose
-    # source has a problem (a missing topic) says so the same way.
-    return ComponentStatus(State.RUNNING, worker_id, "\n".join(connector.source_warnings))
+    # source has a problem (a missing topic), or whose commits wait for a
+    # catalog that cannot be reached, says so the same way.
+    outage = coordinator_outage(connector)
+    return ComponentStatus(
+        State.RUNNING, worker_id, "\n".join([*([outage] if outage else []), *connector.source_warnings])
+    )
+
+
+def coordinator_outage(connector: Connector) -> str:
+    """The service the connector's commits wait for (its catalog cannot be reached), if any."""
+    coordinator = _coordinator(connector)
+    return coordinator.sink_warning if coordinator is not None else ""
 
 
 def task_status(task: ConnectorTask, *, now: datetime | None = None) -> TaskStatus:

@@ -9,7 +9,7 @@ from django.urls import Resolver404, include, path, re_path, resolve
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from connectors.api.views import commits, connectors, offsets, plugins, root, tasks, workers
+from connectors.api.views import commits, connectors, maintenance, offsets, plugins, root, tasks, workers
 from connectors.api.views.base import UnknownRouteView
 
 _unknown_route_view = UnknownRouteView.as_view()
@@ -55,6 +55,11 @@ connect_urls = [
     path("connectors/<str:name>/offsets", offsets.OffsetsView.as_view(), name="connect-offsets"),
     path("connectors/<str:name>/commits", commits.CommitListView.as_view(), name="connect-commits"),
     path("connectors/<str:name>/commits/<uuid:commit_id>", commits.CommitView.as_view(), name="connect-commit"),
+    path(
+        "connectors/<str:name>/maintenance",
+        maintenance.MaintenanceRunListView.as_view(),
+        name="connect-maintenance",
+    ),
     path("connector-plugins", plugins.PluginListView.as_view(), name="connect-plugins"),
     path("connector-plugins/<str:plugin>/config", plugins.PluginConfigView.as_view(), name="connect-plugin-config"),
     path(

@@ -91,6 +91,17 @@ CONVERTERS: dict[str, str] = {
     "org.apache.kafka.connect.converters.ByteArrayConverter": "bytearray",
     "avro": "avro",
     "io.confluent.connect.avro.AvroConverter": "avro",
+    # JSON values in the Confluent wire format (a Schema Registry's JSON
+    # Schema id before each): decoded as JSON once the header is checked.
+    "json-schema": "json",
+    "io.confluent.connect.json.JsonSchemaConverter": "json",
+}
+# Converters whose values carry a Schema Registry schema id, and the schema type it names.
+REGISTRY_CONVERTERS = {
+    "avro": "AVRO",
+    "io.confluent.connect.avro.AvroConverter": "AVRO",
+    "json-schema": "JSON",
+    "io.confluent.connect.json.JsonSchemaConverter": "JSON",
 }
 
 METADATA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
@@ -103,6 +114,7 @@ _G_ERRORS = "Error handling"
 _G_CATALOG = "Catalog"
 _G_KAFKA = "Kafka clients"
 _G_STAGING = "Staging"
+_G_MAINTENANCE = "Table maintenance"
 
 ICEBERG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
@@ -148,6 +160,18 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         default="earliest",
         choices=("earliest", "latest"),
         order=5,
+    ),
+    ConfigKey(
+        "sinkadmin.offsets.out-of-range",
+        KeyType.STRING,
+        "What the connector does when a partition's committed offset is below the log start (retention "
+        "deleted records before they were committed). fail: the connector fails and says which records are "
+        "gone. skip: it moves on to the log start and records the skipped offsets in the commit ledger. An "
+        "offset above the log end (the topic was recreated or truncated) always fails the connector.",
+        _G_CONNECTOR,
+        default="fail",
+        choices=("fail", "skip"),
+        order=6,
     ),
     ConfigKey(
         "iceberg.tables",
@@ -221,7 +245,8 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "value.converter",
         KeyType.STRING,
-        "How record values are decoded: json, string, bytearray, avro, or a Kafka Connect converter class name.",
+        "How record values are decoded: json, string, bytearray, avro, json-schema (JSON in the Confluent wire "
+        "format, through a Schema Registry), or a Kafka Connect converter class name.",
         _G_CONVERT,
         default="json",
         importance=Importance.HIGH,
@@ -238,10 +263,38 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "value.converter.avro.schema",
         KeyType.STRING,
-        "Avro schema (JSON) of the values, for the avro converter. Confluent wire-format values "
-        "(magic byte + schema id) are accepted too.",
+        "Avro schema (JSON) of the values, for the avro converter without a Schema Registry. Confluent "
+        "wire-format values (magic byte + schema id) are accepted too.",
         _G_CONVERT,
         order=4,
+    ),
+    # The Schema Registry keys of Confluent's AvroConverter.
+    ConfigKey(
+        "value.converter.schema.registry.url",
+        KeyType.LIST,
+        "Schema Registry URL(s), comma-separated, for the avro and json-schema converters: each value is in "
+        "the Confluent wire format (magic byte 0, the 4-byte schema id, the record). Avro values are decoded "
+        "with the schema the registry holds under that id, and new schema versions add their new fields to "
+        "the tables (with iceberg.tables.evolve-schema-enabled); JSON values are checked against the "
+        "registry's ids and decoded as plain JSON.",
+        _G_CONVERT,
+        order=5,
+    ),
+    ConfigKey(
+        "value.converter.basic.auth.credentials.source",
+        KeyType.STRING,
+        "Where the registry's HTTP basic auth credentials come from: USER_INFO (basic.auth.user.info) or URL "
+        "(user:password@ in the registry URL).",
+        _G_CONVERT,
+        choices=("USER_INFO", "URL"),
+        order=6,
+    ),
+    ConfigKey(
+        "value.converter.basic.auth.user.info",
+        KeyType.PASSWORD,
+        "user:password for the registry, with basic.auth.credentials.source=USER_INFO.",
+        _G_CONVERT,
+        order=7,
     ),
     ConfigKey(
         "iceberg.control.topic",
@@ -367,6 +420,79 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         minimum=1048576,
         importance=Importance.LOW,
         order=2,
+    ),
+    # Table maintenance (workers/maintenance.py). Key suffixes follow the
+    # Iceberg table properties and Spark procedures of the same meaning
+    # (write.target-file-size-bytes, rewrite_data_files' min-input-files,
+    # history.expire.*, remove_orphan_files' older_than).
+    ConfigKey(
+        "sinkadmin.maintenance.enabled",
+        KeyType.BOOLEAN,
+        "Maintain the connector's tables beside the sink: compact small data files (a Spark job), expire old "
+        "snapshots and remove orphan files. Each run is recorded and shown with the connector.",
+        _G_MAINTENANCE,
+        default="true",
+        order=1,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.interval-ms",
+        KeyType.LONG,
+        "Time between maintenance runs, from the end of one to the start of the next.",
+        _G_MAINTENANCE,
+        default="3600000",
+        minimum=1000,
+        order=2,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.rewrite.target-file-size-bytes",
+        KeyType.LONG,
+        "Size compaction aims its files at. Files under three quarters of it are small; small files of one "
+        "table partition are rewritten together into files of about this size.",
+        _G_MAINTENANCE,
+        default="134217728",
+        minimum=1024,
+        order=3,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.rewrite.min-input-files",
+        KeyType.INT,
+        "Small files a table partition must have before compaction rewrites them.",
+        _G_MAINTENANCE,
+        default="5",
+        minimum=2,
+        order=4,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.expire.max-snapshot-age-ms",
+        KeyType.LONG,
+        "Snapshots older than this are expired (readers can no longer travel back to them), and the files "
+        "only they referenced are deleted. The current snapshot, the min-snapshots-to-keep latest, branch and "
+        "tag heads, and each connector's latest commit and latest commit of each partition (the ledger is rebuilt "
+        "from them) are always kept.",
+        _G_MAINTENANCE,
+        default="86400000",
+        minimum=60000,
+        order=5,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.expire.min-snapshots-to-keep",
+        KeyType.INT,
+        "Latest snapshots kept whatever their age.",
+        _G_MAINTENANCE,
+        default="1",
+        minimum=1,
+        order=6,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.orphans.older-than-ms",
+        KeyType.LONG,
+        "Files under a table's location that no snapshot or metadata references (from writes that never "
+        "committed) are deleted once they are older than this. The window protects files of commits in "
+        "flight, so it is at least an hour.",
+        _G_MAINTENANCE,
+        default="259200000",
+        minimum=3600000,
+        order=7,
     ),
     ConfigKey(
         "security.protocol",

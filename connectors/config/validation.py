@@ -12,17 +12,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from connectors.config.definitions import (
     CONVERTERS,
     METADATA_COLUMNS,
     NOT_YET_SUPPORTED,
+    REGISTRY_CONVERTERS,
     ConfigKey,
     KeyType,
     Plugin,
     resolve_plugin,
 )
-from connectors.config.secrets import HIDDEN, hidden_password_left
+from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 from connectors.config.transforms import PartitionField, parse_partition_by
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -35,6 +37,8 @@ UNSUPPORTED_SWITCHES = {
 UNSUPPORTED_KEYS = {
     "iceberg.tables.cdc-field": "CDC (update/delete) records are not supported yet; records are appended",
     "iceberg.tables.default-id-columns": "identifier columns are not supported yet (they go with upsert mode)",
+    "consumer.override.auto.offset.reset": "offsets come from the commit ledger: where a new partition starts is "
+    "consumer.auto.offset.reset, and what an offset out of range does is sinkadmin.offsets.out-of-range",
 }
 
 
@@ -241,10 +245,22 @@ def _check_converters(result: ConfigValidation, config: dict[str, str]) -> None:
                 f"unknown converter {value!r}; use json, string, bytearray or avro "
                 "(or their Kafka Connect class names)",
             )
+    registry = _split(config.get("value.converter.schema.registry.url"))
+    _check_registry(config, registry, result)
     if CONVERTERS.get(config.get("value.converter", "json")) == "avro":
         schema = config.get("value.converter.avro.schema", "")
-        if not schema:
-            result.add("value.converter.avro.schema", "the avro converter needs the value schema (Avro JSON)")
+        if registry:
+            if schema:
+                result.add(
+                    "value.converter.avro.schema",
+                    "set either the schema or value.converter.schema.registry.url: with a registry, each value's "
+                    "schema is the one registered under its schema id",
+                )
+        elif not schema:
+            result.add(
+                "value.converter.avro.schema",
+                "the avro converter needs the value schema (Avro JSON), or value.converter.schema.registry.url",
+            )
         else:
             error = avro_schema_error(schema)
             if error:
@@ -255,6 +271,27 @@ def _check_converters(result: ConfigValidation, config: dict[str, str]) -> None:
             result.add(
                 "sinkadmin.metadata-columns", f"unknown metadata column {column!r}; use {', '.join(METADATA_COLUMNS)}"
             )
+
+
+def _check_registry(config: Mapping[str, Any], urls: list[str], result: ConfigValidation) -> None:
+    key = "value.converter.schema.registry.url"
+    converter = config.get("value.converter", "json")
+    if urls and converter not in REGISTRY_CONVERTERS:
+        result.add(key, "a Schema Registry is used by the avro and json-schema converters only: set value.converter")
+    if not urls and REGISTRY_CONVERTERS.get(converter) == "JSON":
+        result.add(key, "the json-schema converter needs the Schema Registry's URL")
+    for url in urls:
+        parsed = urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            result.add(key, f"{redact(url)} is not an http(s) URL")
+    source = config.get("value.converter.basic.auth.credentials.source", "")
+    user_info = config.get("value.converter.basic.auth.user.info", "")
+    if source == "USER_INFO" and ":" not in user_info:
+        result.add("value.converter.basic.auth.user.info", "USER_INFO credentials need user:password here")
+    if source == "URL" and not all(urlsplit(url).username for url in urls):
+        result.add(
+            "value.converter.basic.auth.credentials.source", "URL credentials need user:password@ in every registry URL"
+        )
 
 
 def avro_schema_error(schema: str) -> str | None:
@@ -375,6 +412,48 @@ class TableTarget:
 
 
 @dataclass(frozen=True)
+class SchemaRegistryConfig:
+    """``value.converter.schema.registry.url`` and its basic auth keys, as Confluent's AvroConverter names them."""
+
+    urls: tuple[str, ...]
+    # (user, password) for HTTP basic auth, from USER_INFO or the URL.
+    credentials: tuple[str, str] | None = None
+    # What the values' schema ids name: AVRO or JSON (Schema).
+    schema_type: str = "AVRO"
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> SchemaRegistryConfig | None:
+        urls = tuple(_split(raw.get("value.converter.schema.registry.url")))
+        schema_type = REGISTRY_CONVERTERS.get(raw.get("value.converter", "json"))
+        if not urls or schema_type is None:
+            return None
+        source = raw.get("value.converter.basic.auth.credentials.source", "")
+        credentials = None
+        if source == "USER_INFO":
+            user, _, password = raw.get("value.converter.basic.auth.user.info", "").partition(":")
+            credentials = (user, password)
+        elif source == "URL":
+            parts = urlsplit(urls[0])
+            credentials = (unquote(parts.username or ""), unquote(parts.password or ""))
+        # The credentials go in a header, not in the URL a request names.
+        bare = tuple(urlsplit(u)._replace(netloc=urlsplit(u).netloc.rpartition("@")[2]).geturl() for u in urls)
+        return cls(tuple(u.rstrip("/") for u in bare), credentials, schema_type)
+
+
+@dataclass(frozen=True)
+class MaintenanceConfig:
+    """The ``sinkadmin.maintenance.*`` keys (see workers.maintenance)."""
+
+    enabled: bool
+    interval_ms: int
+    target_file_size_bytes: int
+    min_input_files: int
+    max_snapshot_age_ms: int
+    min_snapshots_to_keep: int
+    orphan_older_than_ms: int
+
+
+@dataclass(frozen=True)
 class SinkConfig:
     """A validated config with typed values, for the runtime."""
 
@@ -390,6 +469,8 @@ class SinkConfig:
     value_converter: str
     schemas_enable: bool
     avro_schema: str | None
+    # The avro converter's Schema Registry, if the values' schemas come from one.
+    schema_registry: SchemaRegistryConfig | None
     metadata_columns: tuple[str, ...]
     control_topic: str
     commit_interval_ms: int
@@ -401,9 +482,11 @@ class SinkConfig:
     dlq_replication_factor: int
     dlq_context_headers: bool
     auto_offset_reset: str
+    out_of_range: str
     buffer_bytes: int
     staging_max_bytes: int
     writer: str
+    maintenance: MaintenanceConfig
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> SinkConfig:
@@ -447,6 +530,7 @@ class SinkConfig:
             value_converter=CONVERTERS[get("value.converter")],
             schemas_enable=flag("value.converter.schemas.enable"),
             avro_schema=raw.get("value.converter.avro.schema") or None,
+            schema_registry=SchemaRegistryConfig.parse(raw),
             metadata_columns=tuple(_split(get("sinkadmin.metadata-columns"))),
             control_topic=get("iceberg.control.topic"),
             commit_interval_ms=int(get("iceberg.control.commit.interval-ms")),
@@ -458,10 +542,20 @@ class SinkConfig:
             dlq_replication_factor=int(get("errors.deadletterqueue.topic.replication.factor")),
             dlq_context_headers=flag("errors.deadletterqueue.context.headers.enable"),
             auto_offset_reset=get("consumer.auto.offset.reset"),
+            out_of_range=get("sinkadmin.offsets.out-of-range"),
             buffer_bytes=int(get("sinkadmin.staging.buffer-bytes")),
             staging_max_bytes=int(get("sinkadmin.staging.max-bytes")),
             # ("auto", the default before Spark became the data plane, means spark.)
             writer="arrow" if get("sinkadmin.writer") == "arrow" else "spark",
+            maintenance=MaintenanceConfig(
+                enabled=flag("sinkadmin.maintenance.enabled"),
+                interval_ms=int(get("sinkadmin.maintenance.interval-ms")),
+                target_file_size_bytes=int(get("sinkadmin.maintenance.rewrite.target-file-size-bytes")),
+                min_input_files=int(get("sinkadmin.maintenance.rewrite.min-input-files")),
+                max_snapshot_age_ms=int(get("sinkadmin.maintenance.expire.max-snapshot-age-ms")),
+                min_snapshots_to_keep=int(get("sinkadmin.maintenance.expire.min-snapshots-to-keep")),
+                orphan_older_than_ms=int(get("sinkadmin.maintenance.orphans.older-than-ms")),
+            ),
         )
 
     def catalog_properties(self) -> dict[str, str]:

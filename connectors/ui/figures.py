@@ -21,7 +21,15 @@ from typing import Any
 from django.db.models import Max, Prefetch, Q, QuerySet, Sum
 
 from connectors.api.status import ConnectorStatus, State, connector_status
-from connectors.models import Commit, CommitState, Connector, ConnectorTask, CoordinatorStatus, PartitionOffset
+from connectors.models import (
+    Commit,
+    CommitEnd,
+    CommitState,
+    Connector,
+    ConnectorTask,
+    CoordinatorStatus,
+    PartitionOffset,
+)
 from connectors.ui.health import Health, HealthRollup, rollup
 
 RATE_WINDOW = timedelta(minutes=10)
@@ -130,6 +138,7 @@ def _ledger_figures(connector_ids: list[int], now: datetime) -> dict[int, dict[s
     # One grouped query for all connectors on the page instead of one per row.
     rows = (
         Commit.objects.filter(connector_id__in=connector_ids, state=CommitState.COMMITTED)
+        .exclude(ended_by=CommitEnd.SKIPPED)  # (a ledger entry, not a commit of records)
         .values("connector_id")
         .annotate(
             window_records=Sum("records", filter=Q(committed_at__gte=now - RATE_WINDOW)),

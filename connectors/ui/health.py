@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from connectors.api.status import ConnectorStatus, State, TaskStatus
+from connectors.api.status import ConnectorStatus, State, TaskStatus, coordinator_outage
 from connectors.models import Connector
 
 
@@ -69,6 +69,11 @@ def rollup(connector: Connector, status: ConnectorStatus, last_abort: str | None
         return HealthRollup(Health.FAILED, _task_reason(failed[0]))
     if failed:
         return HealthRollup(Health.DEGRADED, f"{len(failed)} of {len(tasks)} tasks failed; {_task_reason(failed[0])}")
+    outage = coordinator_outage(connector)
+    if outage:
+        # Commits wait for the catalog (retried with a back-off); nothing is
+        # lost meanwhile, and it recovers by itself: a warning, not a fault.
+        return HealthRollup(Health.WARNING, f"commits are waiting: {first_line(outage)}")
     if last_abort is not None and not idle_tasks(tasks):
         # Every runner is up and yet nothing lands: a table, the catalog or
         # the data stops each commit (retried every interval).

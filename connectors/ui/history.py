@@ -9,7 +9,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, QuerySet
 
-from connectors.models import Commit, CommitPartition
+from connectors.models import Commit, CommitEnd, CommitPartition
 
 PAGE_SIZE = 25
 # Enough points to see a trend; older commits are a page away in the table.
@@ -35,6 +35,7 @@ def chart_series(connector_name: str) -> dict[str, list[Any]]:
     """
     commits = list(
         Commit.objects.filter(connector_name=connector_name, committed_at__isnull=False)
+        .exclude(ended_by=CommitEnd.SKIPPED)
         .order_by("-started_at")
         .only("commit_id", "started_at", "committed_at", "records", "watermark")[:CHART_POINTS]
     )

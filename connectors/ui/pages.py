@@ -58,6 +58,9 @@ def connector_list(query: str, state: str, now: datetime) -> ConnectorList:
     )
 
 
+RECENT_MAINTENANCE_RUNS = 10
+
+
 def connector_detail(name: str, now: datetime) -> dict[str, Any]:
     connector = connectors_for_summary(Connector.objects.filter(name=name)).first()
     if connector is None:
@@ -74,6 +77,7 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
         "task_rows": [(task, statuses.get(task.task_index)) for task in tasks],
         "failed_tasks": [t for t in tasks if t.error_message or t.error_trace],
         "recent_commits": list(ledger(name).order_by("-started_at")[:RECENT_COMMITS]),
+        "maintenance_runs": list(connector.maintenance_runs.order_by("-started_at", "-id")[:RECENT_MAINTENANCE_RUNS]),
         "source": _source(connector),
         "config_rows": [(key, shown[key]) for key in ordered_keys(shown)],
         "now": now,

@@ -34,7 +34,15 @@ def test_it_lists_commits_newest_first_with_their_offsets(api: APIClient, connec
     assert newest["ended_by"] == "interval"
     assert newest["committed_at"] is not None
     assert newest["offsets"] == [
-        {"topic": "orders", "partition": 0, "start_offset": 10, "end_offset": 25, "records": 15, "dead_lettered": 0}
+        {
+            "topic": "orders",
+            "partition": 0,
+            "start_offset": 10,
+            "end_offset": 25,
+            "records": 15,
+            "dead_lettered": 0,
+            "skipped": 0,
+        }
     ]
     assert "files" not in newest
 

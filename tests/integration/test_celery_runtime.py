@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 from django.contrib.auth.models import User
+from django.db import transaction
 from rest_framework.test import APIClient
 
 from connectors import actions
@@ -176,8 +177,12 @@ def test_pause_resume_stop_restart_and_delete(cluster: Cluster, kafka_bootstrap:
     epoch = task.epoch
     actions.restart_connector("life", include_tasks=True, only_failed=True)
     assert ConnectorTask.objects.get(pk=task.pk).epoch == epoch  # nothing failed, nothing restarted
-    ConnectorTask.objects.filter(pk=task.pk).update(state=TaskState.FAILED)
-    actions.restart_connector("life", include_tasks=True, only_failed=True)
+    # The task's row is locked while it is marked failed and restarted: its
+    # live runner's heartbeat (which writes RUNNING) waits, then finds the
+    # epoch superseded, instead of reviving the row between the two.
+    with transaction.atomic():
+        ConnectorTask.objects.select_for_update().filter(pk=task.pk).update(state=TaskState.FAILED)
+        actions.restart_connector("life", include_tasks=True, only_failed=True)
     assert ConnectorTask.objects.get(pk=task.pk).epoch == epoch + 1  # the failed one did
     wait_until(
         lambda: ConnectorTask.objects.filter(pk=task.pk, state=TaskState.RUNNING, epoch__gt=epoch).exists(),

@@ -236,3 +236,32 @@ def test_config_export_masks_secrets(alice: Client, make_connector: Callable[...
     body = exported.content.decode()
     assert "sasl.password=[hidden]" in body and "topics=orders" in body
     assert "s3cr3t" not in body
+
+
+def test_maintenance_runs_show_with_what_they_did_and_why_they_failed(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    from connectors.actions import maintenance
+    from connectors.models import MaintenanceOutcome
+
+    connector = make_connector("orders-sink")
+    page = alice.get(reverse("connector-detail", args=["orders-sink"])).content.decode()
+    assert "Table maintenance" in page and "No maintenance run yet" in page
+
+    done = maintenance.start_maintenance(connector.pk, 1, "db.orders")
+    maintenance.record_maintenance(done, rewritten_files=1200, added_files=3, expired_snapshots=40)
+    maintenance.record_maintenance(done, expired_files=1240, orphan_files=2, removed_bytes=5_000_000)
+    maintenance.finish_maintenance(done, MaintenanceOutcome.SUCCEEDED)
+    failed = maintenance.start_maintenance(connector.pk, 1, "db.orders")
+    maintenance.finish_maintenance(
+        failed, MaintenanceOutcome.FAILED, "compaction: RuntimeError: Spark at sc://x is unreachable\ntrace"
+    )
+    page = alice.get(reverse("connector-detail", args=["orders-sink"])).content.decode()
+    table = page[page.index('id="maintenance-runs"') :]
+    assert "1,200 → 3" in table and "1,242" in table and "4.8\xa0MB" in table
+    assert "SUCCEEDED" in table and "FAILED" in table
+    assert "compaction: RuntimeError: Spark at sc://x is unreachable" in table and "trace" not in table
+
+    off = make_connector("quiet-sink", **{"sinkadmin.maintenance.enabled": "false"})
+    page = alice.get(reverse("connector-detail", args=[off.name])).content.decode()
+    assert "sinkadmin.maintenance.enabled=false" in page

@@ -15,8 +15,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from connectors.actions import maintenance
 from connectors.actions import runtime as runtime_state
-from connectors.models import Connector, ConnectorTask
+from connectors.models import Connector, ConnectorTask, MaintenanceOutcome
 from tests.ui.conftest import PASSWORD, LedgerFor, beat_coordinator, runtime_task
 
 pytestmark = pytest.mark.django_db
@@ -51,6 +52,9 @@ def test_the_ledger_tasks_lag_and_workers_as_prometheus_metrics(
     runtime_task(connector, 0, partitions=[("orders", 0)], partition_status={"orders/0": {"end_offset": 40}})
     runtime_task(connector, 1, state="FAILED")
     runtime_state.worker_heartbeat("connectors@test", "test", 64, timezone.now())
+    maintenance.finish_maintenance(
+        maintenance.start_maintenance(connector.pk, 1, "db.orders"), MaintenanceOutcome.SUCCEEDED
+    )
 
     families = scrape(Client(), basic(alice_user.username, PASSWORD))
 
@@ -119,3 +123,30 @@ def test_metrics_need_credentials_a_token_or_to_be_made_public(alice_user: User,
     settings.METRICS_TOKEN = ""  # type: ignore[attr-defined]
     settings.METRICS_PUBLIC = True  # type: ignore[attr-defined]
     scrape(client)
+
+
+def test_maintenance_runs_as_prometheus_counters(alice_user: User, make_connector: Callable[..., Connector]) -> None:
+    connector = make_connector("orders-sink")
+    for rewritten, outcome in ((1000, MaintenanceOutcome.SUCCEEDED), (0, MaintenanceOutcome.FAILED)):
+        run = maintenance.start_maintenance(connector.pk, 1, "db.orders")
+        maintenance.record_maintenance(
+            run, rewritten_files=rewritten, added_files=rewritten // 500, expired_snapshots=3, expired_files=4
+        )
+        maintenance.record_maintenance(run, orphan_files=1, removed_bytes=2048)
+        maintenance.finish_maintenance(run, outcome)
+
+    families = scrape(Client(), basic(alice_user.username, PASSWORD))
+
+    table = {"connector": "orders-sink", "table": "db.orders"}
+    runs = families["sinkadmin_maintenance_runs"]
+    assert value(runs, "sinkadmin_maintenance_runs_total", outcome="SUCCEEDED", **table) == 1
+    assert value(runs, "sinkadmin_maintenance_runs_total", outcome="FAILED", **table) == 1
+    counted = {
+        "sinkadmin_maintenance_rewritten_files": 1000,
+        "sinkadmin_maintenance_added_files": 2,
+        "sinkadmin_maintenance_expired_snapshots": 6,
+        "sinkadmin_maintenance_deleted_files": 10,
+        "sinkadmin_maintenance_removed_bytes": 4096,
+    }
+    for family, expected in counted.items():
+        assert value(families[family], f"{family}_total", **table) == expected
