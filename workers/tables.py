@@ -160,9 +160,10 @@ def _is_connection_error(error: BaseException) -> bool:
         return True
     if isinstance(error, sql_errors.OperationalError | sql_errors.InterfaceError):
         # SQLSTATE class 08 is a connection exception, 57P a server shutting
-        # down or starting; a driver that never reached a server has none.
+        # down or starting, 53300 a server with no connection left; a driver
+        # that never reached a server has none.
         state = getattr(error.orig, "sqlstate", None)
-        return state is None or state.startswith(("08", "57P"))
+        return state is None or state.startswith(("08", "57P", "53300"))
     return False
 
 
@@ -695,13 +696,17 @@ def load_table(catalog: Catalog, name: str) -> Table | None:
 def create_table(catalog: Catalog, name: str, schema: Schema, partition_by: Iterable[PartitionField]) -> Table:
     """Create the table (and its namespace); if another process won the race, load theirs."""
     namespace = tuple(name.split(".")[:-1])
-    # Participants of several tasks and connectors find tables missing at the
-    # same time, and catalogs differ in how they report a lost race (the SQL
-    # catalog raises a constraint violation): creation is serialized.
-    with advisory_lock("sinkadmin.create-table"):
-        if not catalog.namespace_exists(namespace):
-            with contextlib.suppress(NamespaceAlreadyExistsError):
-                catalog.create_namespace(namespace)
+    # The tasks of a connector (and connectors sharing a namespace) find it
+    # missing at the same time, and catalogs differ in how they report a lost
+    # race (the SQL catalog raises a constraint violation): creation is
+    # serialized, per namespace and per table so that connectors creating
+    # different tables do not queue behind each other.
+    if not catalog.namespace_exists(namespace):
+        with advisory_lock(f"sinkadmin.create-namespace:{'.'.join(namespace)}"):
+            if not catalog.namespace_exists(namespace):
+                with contextlib.suppress(NamespaceAlreadyExistsError):
+                    catalog.create_namespace(namespace)
+    with advisory_lock(f"sinkadmin.create-table:{name}"):
         try:
             return catalog.create_table(
                 name,
