@@ -526,6 +526,43 @@ def test_a_commit_nobody_answered_is_recorded_as_aborted(world: Any) -> None:
     assert not committer.commits and coordinator.phase is Phase.IDLE
 
 
+def collecting_for(coordinator: Coordinator, clock: Clock, channel: Channel, seconds: float) -> ControlEvent:
+    """End the next commit and check that it waits ``seconds`` for statuses, not less; TP1's never come."""
+    coordinator.step(0)
+    clock.now += 10
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    at = start.offsets[TP0]
+    channel.inbox = [status(start, TP0, at, at + 10)]
+    clock.now += seconds - 0.1
+    coordinator.step(0)
+    assert coordinator.phase is Phase.COLLECTING
+    clock.now += 0.1
+    coordinator.step(0)
+    assert coordinator.phase is Phase.IDLE
+    clock.now += 10  # (a whole interval after the partial commit)
+    return start
+
+
+def test_after_a_commit_that_timed_out_the_next_waits_twice_as_long_up_to_a_limit(world: Any) -> None:
+    # A task whose writes outlast the timeout (a machine short of CPU) would
+    # otherwise miss every retry of the same records.
+    coordinator, clock, channel, ledger, committer = world
+    for waited in (30, 60, 120, 240, 240):
+        collecting_for(coordinator, clock, channel, waited)
+    assert len(committer.commits) == 5 and ledger.next_offsets == {TP0: 50, TP1: 0}
+    # Once every task answers in time, the configured timeout is back.
+    coordinator.step(0)
+    clock.now += 10
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [status(start, TP0, 50, 60), status(start, TP1, 0, 10)]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.IDLE and ledger.next_offsets == {TP0: 60, TP1: 10}
+    clock.now += 10
+    collecting_for(coordinator, clock, channel, 30)
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
     # Events are written without their schema; fields added at the end

@@ -480,3 +480,35 @@ def test_a_write_that_meets_an_outage_says_so_and_any_other_error_goes_with_its_
     else:
         assert (status.error or "").startswith("task 0 could not write its files: bad partition spec\nTraceback")
     task.close()
+
+
+def test_a_write_the_coordinator_gave_up_on_is_not_queued_before_the_next_commits(tmp_path: Path) -> None:
+    # Under load a write can outlast the commit timeout: the coordinator
+    # aborts and starts again from the ledger. The write still running ends
+    # unreported; one still queued is dropped, so the retry's write is never
+    # behind a line of writes nothing will commit.
+    log, channel, writer = PartitionLog(end=30), Channel(), SlowWriter()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    task._write_executor = None  # the runner's own writing thread
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.step()  # the first write holds
+    second = start(channel, 0)  # the first commit timed out
+    task.step()
+    assert task.writing is None and [w.commit.commit_id for w in task.superseded] == [first]
+    end(channel, second)
+    task.step()  # the second write queues behind the first
+    third = start(channel, 0)  # and times out too
+    task.step()
+    assert [w.commit.commit_id for w in task.superseded] == [first]  # the second never began
+    step_until(task, lambda: task.current is not None and task.current.buffers[TP].records == 30)
+    end(channel, third)
+    task.step()
+    writer.release.set()
+    step_until(task, lambda: bool(statuses(channel)))
+    assert [s.commit_id for s in statuses(channel)] == [third]
+    assert status_range(channel) == (0, 30)
+    assert set(writer.written) == {first, third}
+    step_until(task, lambda: not task.superseded)
+    task.close()

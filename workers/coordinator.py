@@ -258,6 +258,10 @@ class Coordinator:
         self.outage: str | None = None
         self.outages = 0
         self._unapplied: PreparedCommit | None = None
+        # How long the commit in flight waits for write statuses: the
+        # configured timeout, doubled after each commit that some task did
+        # not answer in time (see _timed_out).
+        self.commit_timeout_s = settings.commit_timeout_s
 
     # -- the loop calls step() ----------------------------------------------------------
 
@@ -301,8 +305,13 @@ class Coordinator:
                 self._abort(self.current.error)
                 return True
             all_reported = set(self.current.statuses) >= set(self.current.offsets)
-            if all_reported or now - self.current.ended_mono >= self.settings.commit_timeout_s:
-                self._commit(complete=all_reported)
+            if all_reported:
+                self.commit_timeout_s = self.settings.commit_timeout_s
+                self._commit(complete=True)
+                return True
+            if now - self.current.ended_mono >= self.commit_timeout_s:
+                self._timed_out(self.current)
+                self._commit(complete=False)
                 return True
         return worked
 
@@ -324,6 +333,36 @@ class Coordinator:
         log.info("%s: rolling forward prepared commit %s", self.settings.connector, pending.commit_id)
         self._apply(pending)
         return True
+
+    # The wait for write statuses grows, after commits that timed out, up to
+    # this many times iceberg.control.commit.timeout-ms.
+    MAX_TIMEOUT_FACTOR = 8
+
+    def _timed_out(self, current: _OpenCommit) -> None:
+        """Some task did not answer in time: the next commit waits twice as long, up to MAX_TIMEOUT_FACTOR.
+
+        A task whose writes outlast the timeout (Spark busy with many
+        connectors' jobs, a machine short of CPU) has its write superseded by
+        the next START and is never caught up under a fixed timeout: every
+        retry writes the same records again and misses again, a livelock
+        that costs the whole machine. Waiting longer lets the writes land;
+        the first commit every task answers in time restores the configured
+        timeout. A task that died costs the others at most the longer waits
+        until the supervisor has replaced it.
+        """
+        missing = sorted(set(current.offsets) - set(current.statuses))
+        waited = self.commit_timeout_s
+        base = self.settings.commit_timeout_s
+        self.commit_timeout_s = min(waited * 2, base * self.MAX_TIMEOUT_FACTOR)
+        log.warning(
+            "%s: commit %s: no write status within %.1f s for %s; the next commit waits %.1f s",
+            self.settings.connector,
+            current.commit_id,
+            waited,
+            ", ".join(f"{t}/{p}" for t, p in missing[:5])
+            + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""),
+            self.commit_timeout_s,
+        )
 
     OFFSET_CHECK_SECONDS = 30.0
 

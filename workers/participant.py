@@ -144,6 +144,9 @@ class TaskRunner:
         # mostly waiting), so that consuming for the next commit never
         # waits for it; one at a time, in commit order.
         self.writing: _Write | None = None
+        # Writes still running for commits the coordinator decided without
+        # them (see _supersede_write); their staging goes when they end.
+        self.superseded: list[_Write] = []
         self._write_executor = write_executor
         # Values that are not plain JSON to begin with (Avro, the wire format) become JSON as they are staged.
         self._decoder = value_decoder(config)
@@ -158,6 +161,8 @@ class TaskRunner:
         writing = self.writing
         if writing is not None and writing.result is not None and writing.result.done():
             self._report(writing)
+        if self.superseded:
+            self._forget_superseded()
         current = self.current
         if (current is not None and current.error is None) or (current is None and self.ahead):
             return self._consume(timeout) or bool(events)
@@ -184,6 +189,8 @@ class TaskRunner:
             # A new START supersedes an unfinished commit (the coordinator
             # was replaced): its staged records are dropped and re-read.
             self._discard(self.current)
+        if self.writing is not None:
+            self._supersede_write(self.writing)
         ahead, self.ahead = self.ahead, {}
         staging_id, self.ahead_id = self.ahead_id or event.commit_id, None
         mine = {tp: offset for tp, offset in event.offsets.items() if tp in self.partitions}
@@ -467,6 +474,44 @@ class TaskRunner:
         if self.current is None:
             self.state = TaskState.WAITING
 
+    def _supersede_write(self, write: _Write) -> None:
+        """A START came while this write was unreported: its commit was decided without it.
+
+        A coordinator starts a commit only once the previous one is decided
+        (committed with the partitions that answered in time, or aborted),
+        and a new coordinator fences the old one's, so nothing can commit
+        what this write would report. A write that has not begun is dropped;
+        one that is running ends unreported (its files are orphans for table
+        maintenance). Queued instead, every commit that timed out under load
+        left one more write ahead of the next commit's, which then timed out
+        too: the task never caught up (tests/integration/test_celery_runtime.py,
+        twenty connectors on two cores).
+        """
+        self.writing = None
+        assert write.result is not None
+        if write.result.cancel():
+            log.info(
+                "%s task %d: commit %s was decided without this task; its write is dropped",
+                self.connector,
+                self.task_index,
+                write.commit.commit_id,
+            )
+            clear_directory(self._staging_for(write.commit.staging_id))
+        else:
+            log.warning(
+                "%s task %d: commit %s was decided without this task; its write, still running, "
+                "will not be reported (consider a longer iceberg.control.commit.timeout-ms)",
+                self.connector,
+                self.task_index,
+                write.commit.commit_id,
+            )
+            self.superseded.append(write)
+
+    def _forget_superseded(self) -> None:
+        for write in [w for w in self.superseded if w.result is not None and w.result.done()]:
+            self.superseded.remove(write)
+            clear_directory(self._staging_for(write.commit.staging_id))
+
     def _failure(self, exc: Exception) -> tuple[str, bool]:
         """The WRITE_STATUS error of writing (or staging) that raised ``exc``, and whether it is an outage.
 
@@ -542,9 +587,9 @@ class TaskRunner:
             # A write in progress finishes (its status is never sent: the
             # commit times out, and its files are orphans).
             self._write_executor.shutdown(wait=True, cancel_futures=True)
-        if self.writing is not None:
-            clear_directory(self._staging_for(self.writing.commit.staging_id))
-            self.writing = None
+        for write in [*self.superseded, *([self.writing] if self.writing is not None else [])]:
+            clear_directory(self._staging_for(write.commit.staging_id))
+        self.writing, self.superseded = None, []
         if self.current is not None:
             self._discard(self.current)
         self._drop_ahead()

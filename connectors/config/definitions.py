@@ -317,7 +317,9 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "iceberg.control.commit.timeout-ms",
         KeyType.LONG,
-        "How long the coordinator waits for write statuses; then it commits the partitions that answered.",
+        "How long the coordinator waits for write statuses; then it commits the partitions that answered. "
+        "After a commit that some task did not answer in time, the next waits twice as long (up to 8 times "
+        "this) until every task answers in time.",
         _G_COMMIT,
         default="30000",
         minimum=100,
