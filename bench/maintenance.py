@@ -205,8 +205,12 @@ def main() -> None:
             _, beside_bytes = seed(beside_table, args.files, args.rows_per_file)
             sink_args.set = [
                 f"iceberg.tables={beside_table}",
-                "sinkadmin.maintenance.interval-ms=600000",
-                "sinkadmin.maintenance.rewrite.min-input-files=5",
+                # The first run comes one to two intervals after the
+                # coordinator starts (at most 30-60 s): 5-10 s here, inside
+                # the sink's run. Later runs leave the sink's own files alone
+                # (fewer than 500 of them), so one compaction is measured.
+                "sinkadmin.maintenance.interval-ms=5000",
+                "sinkadmin.maintenance.rewrite.min-input-files=500",
             ]
             started = time.time()
             beside = sink.run_sink(sink_args, "spark", topic, ends, broker, product)
@@ -214,7 +218,8 @@ def main() -> None:
             product.stop()
         maintenance = MaintenanceRun.objects.filter(table_name=beside_table).order_by("started_at").first()
         assert maintenance is not None and maintenance.ended_at is not None, "no maintenance run beside the sink"
-        assert maintenance.rewritten_files == args.files, maintenance.rewritten_files
+        # (The seeded files, and the sink's that its commits added by then.)
+        assert maintenance.rewritten_files >= args.files, maintenance.rewritten_files
         commits = Commit.objects.filter(
             connector_name__startswith="bench-spark-",
             state=CommitState.COMMITTED,

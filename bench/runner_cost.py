@@ -5,8 +5,10 @@ Starts `make run`'s stack (``manage.py runstack``) on the benchmark's broker and
 its connectors worker idle, then creates N connectors through the REST API (each on a topic of
 its own with a few records, ``tasks.max`` T), waits until every one has committed all of its
 records, lets them rest, and measures each pool process that hosts a runner: memory of its own
-(USS) and proportional (PSS), threads, TCP connections (to the broker, Postgres, Spark), and the
-whole worker's PSS. Prints the figures and writes them to bench/results/runner_cost.json.
+(USS) and proportional (PSS), threads, TCP connections (to the broker, Postgres, Spark), the CPU
+it burns at rest, and the whole worker's PSS; and the CPU of the broker and of the machine at
+rest against the same stack before any connector existed. Prints the figures and writes them to
+bench/results/runner_cost.json.
 
     .venv/bin/python bench/runner_cost.py [--connectors 20] [--tasks 2] [--slots N]
 """
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import psutil
 from django.conf import settings
 from django.db import connection
-from sink_throughput import ROOT, Product, ensure_services, produce, usage
+from sink_throughput import ROOT, Product, broker_process, ensure_services, produce, usage
 
 from connectors.models import ConnectorTask, CoordinatorStatus, PartitionOffset
 
@@ -61,6 +63,18 @@ def connections_by_peer(process: psutil.Process) -> dict[str, int]:
             peer = PEERS.get(socket_.raddr.port, "other")
             counts[f"connections_to_{peer}"] = counts.get(f"connections_to_{peer}", 0) + 1
     return counts
+
+
+def cpu_seconds(process: psutil.Process | None) -> float:
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def busy_cores() -> float:
+    """Cores' worth of CPU the machine used since the last call (psutil's own baseline at the first)."""
+    return psutil.cpu_percent(interval=None) / 100 * (psutil.cpu_count() or 1)
 
 
 def postgres_backends() -> int:
@@ -110,6 +124,12 @@ def main() -> None:
         idle = [process_figures(p.pid) for p in pool]
         idle_worker = usage(worker)
         idle_backends = postgres_backends()
+        broker = broker_process()
+        busy_cores()
+        broker_cpu, began = cpu_seconds(broker), time.monotonic()
+        time.sleep(args.rest_seconds)
+        idle_machine_cores, idle_seconds = busy_cores(), time.monotonic() - began
+        idle_broker_cores = (cpu_seconds(broker) - broker_cpu) / idle_seconds
         print(f"worker idle: {len(pool)} pool processes, {idle_worker.memory / 2**20:.0f} MB PSS in all")
 
         started = time.monotonic()
@@ -139,16 +159,25 @@ def main() -> None:
             time.sleep(1)
         all_committed_s = time.monotonic() - started
         print(f"{len(names)} connectors ({args.tasks} tasks each) all committed in {all_committed_s:.0f} s")
-        time.sleep(args.rest_seconds)
+        time.sleep(5)  # (the last commits' writes end)
 
         pids = {int(w.rsplit(":", 1)[1]): "task" for w in ConnectorTask.objects.values_list("worker_id", flat=True)}
         pids |= {
             int(w.rsplit(":", 1)[1]): "coordinator"
             for w in CoordinatorStatus.objects.values_list("worker_id", flat=True)
         }
+        # CPU at rest: what each runner, the broker and the machine burn while nothing arrives.
+        runner_cpu = {pid: cpu_seconds(psutil.Process(pid)) for pid in pids}
+        busy_cores()
+        broker_cpu, began = cpu_seconds(broker), time.monotonic()
+        time.sleep(args.rest_seconds)
+        rest_machine_cores, rest_seconds = busy_cores(), time.monotonic() - began
+        rest_broker_cores = (cpu_seconds(broker) - broker_cpu) / rest_seconds
         by_role: dict[str, list[dict[str, float]]] = {"coordinator": [], "task": []}
         for pid, role in pids.items():
-            by_role[role].append(process_figures(pid))
+            figures = process_figures(pid)
+            figures["cpu_percent_of_a_core"] = (cpu_seconds(psutil.Process(pid)) - runner_cpu[pid]) / rest_seconds * 100
+            by_role[role].append(figures)
         at_rest = usage(worker)
         # (Runners reach Postgres over its Unix socket, which the per-process count above does not see.)
         backends = postgres_backends() - idle_backends
@@ -165,6 +194,16 @@ def main() -> None:
             "worker_pss_mb_per_runner": round((at_rest.memory - idle_worker.memory) / 2**20 / len(pids), 1),
             "postgres_backends_per_runner": round(backends / len(pids), 2),
             "postgres_max_connections": int(postgres_setting("max_connections")),
+            "cpu_at_rest": {
+                "seconds": round(rest_seconds, 1),
+                "machine_cores_busy": round(rest_machine_cores, 2),
+                "machine_cores_busy_before_any_connector": round(idle_machine_cores, 2),
+                "machine_cores_busy_ratio": round(rest_machine_cores / max(idle_machine_cores, 0.01), 1),
+                "broker_cores": round(rest_broker_cores, 3),
+                "broker_cores_before_any_connector": round(idle_broker_cores, 3),
+                "runners_cores": round(sum(r["cpu_percent_of_a_core"] for rs in by_role.values() for r in rs) / 100, 2),
+                "machine_cores": psutil.cpu_count(),
+            },
         }
         print(json.dumps(result, indent=2))
         Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
