@@ -5,9 +5,11 @@ executors, and the message when Spark cannot be reached."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 import zipfile
 from dataclasses import replace
@@ -159,3 +161,25 @@ def test_the_shared_session_is_named_in_the_spark_connect_url_beside_the_operato
         spark_writer.with_session_id("sc://spark:15002/;token=abc;use_ssl=true", session)
         == f"sc://spark:15002/;token=abc;use_ssl=true;session_id={session}"
     )
+
+
+def test_a_python_worker_whose_working_directory_was_deleted_can_still_import_pyiceberg(tmp_path: Path) -> None:
+    # Spark forks its Python workers in a Spark Connect session's directory,
+    # which the server deletes with the session; pyiceberg reads os.getcwd()
+    # when imported, and every function the workers run comes from `workers`.
+    gone = tmp_path / "session"
+    gone.mkdir()
+    root = Path(__file__).resolve().parent.parent
+    script = (
+        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "import workers, pyiceberg.manifest; print(os.getcwd())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(gone)],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == tempfile.gettempdir()
