@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from connectors import actions
 from connectors.actions.lifecycle import validate_name
-from connectors.config import validate_config
+from connectors.config import PLUGINS, resolve_plugin, validate_config
 from connectors.config.secrets import hidden_config, keep_hidden_secrets
 from connectors.forms import ConfigEditor, ConnectorMetaForm
 from connectors.models import Commit, Connector
@@ -98,7 +98,13 @@ def _render_form(
 @require_http_methods(["GET", "POST"])
 def connector_create(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
-        return _render_form(request, ConfigEditor.for_config({"connector.class": "iceberg"}), ConnectorMetaForm(), None)
+        # The plugin first: its keys make the form.
+        plugin = resolve_plugin(request.GET.get("plugin", ""))
+        if plugin is None:
+            return render(request, "connectors/choose_plugin.html", {"plugins": PLUGINS})
+        return _render_form(
+            request, ConfigEditor.for_config({"connector.class": plugin.short_name}), ConnectorMetaForm(), None
+        )
     editor = ConfigEditor.from_post(request.POST)
     if "switch" in request.POST:
         meta = ConnectorMetaForm(initial={k: request.POST.get(k, "") for k in ("name", "initial_state")})

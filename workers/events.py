@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class EventType(StrEnum):
@@ -116,6 +116,9 @@ _SCHEMA = fastavro.parse_schema(
             # to that cannot be reached (the catalog): retried for as long as
             # it lasts, shown as a warning, never failing the connector.
             {"name": "unavailable", "type": "boolean", "default": False},
+            # Version 5: each data file's temporary path, by final path, for
+            # sinks whose commit moves the files to their names (files sink).
+            {"name": "file_sources", "type": {"type": "map", "values": "string"}, "default": {}},
         ],
     }
 )
@@ -132,6 +135,9 @@ class DataFile:
     # The file's Iceberg partition (workers.tables.partition_values_json);
     # None when the committer reads it from the file's bounds.
     partition_values: str | None = None
+    # Where the file was written, if the commit moves it to ``path`` (the files
+    # sink); None when it is written under its final name.
+    staged_path: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -142,6 +148,7 @@ class DataFile:
             "records": self.records,
             "bytes": self.bytes,
             "partition_values": self.partition_values,
+            "staged_path": self.staged_path,
         }
 
 
@@ -194,6 +201,7 @@ class ControlEvent:
             "file_partitions": {f.path: f.partition_values for f in self.files if f.partition_values is not None},
             "end_requested": self.end_requested,
             "unavailable": self.unavailable,
+            "file_sources": {f.path: f.staged_path for f in self.files if f.staged_path is not None},
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -215,7 +223,12 @@ class ControlEvent:
             task_epoch=record["task_epoch"],
             partitions=tuple(PartitionStatus(**p) for p in record["partitions"]),
             files=tuple(
-                DataFile(**f, partition_values=record["file_partitions"].get(f["path"])) for f in record["files"]
+                DataFile(
+                    **f,
+                    partition_values=record["file_partitions"].get(f["path"]),
+                    staged_path=record["file_sources"].get(f["path"]),
+                )
+                for f in record["files"]
             ),
             error=record["error"],
             retriable=record["retriable"],

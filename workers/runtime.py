@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import importlib
 import json
 import logging
 import os
@@ -41,7 +42,7 @@ from connectors import actions
 from connectors.actions import maintenance as maintenance_actions
 from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
-from connectors.config import SinkConfig
+from connectors.config import SinkConfig, resolve_plugin
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, MaintenanceOutcome
 from workers.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
 from workers.converters import sample_json_objects, value_decoder
@@ -621,6 +622,13 @@ class WritingThread(ThreadPoolExecutor):
         return super().submit(closing_connections)
 
 
+def sink_runtime(config: SinkConfig) -> Any:
+    """The runtime module of the config's sink plugin (its writer, committer and maintainer)."""
+    plugin = resolve_plugin(config.raw.get("connector.class", ""))
+    assert plugin is not None  # (the config was validated)
+    return importlib.import_module(plugin.runtime)
+
+
 def connector_config(name: str) -> tuple[Connector, SinkConfig]:
     connector = Connector.objects.get(name=name)
     return connector, SinkConfig.parse(connector.config)
@@ -645,12 +653,9 @@ def run_coordinator(
     channel = ControlChannel(bootstrap, config.raw, config.control_topic, f"{name}-coordinator-{epoch}")
     channel.seek(None)
     watermarks = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
-    committer = IcebergCommitter(name, config)
-    maintainer = (
-        start_maintainer(name, connector.pk, epoch, config, lambda: committer.catalog)
-        if config.maintenance.enabled
-        else None
-    )
+    sink = sink_runtime(config)
+    committer = sink.committer(name, config)
+    maintainer = sink.maintainer(name, connector.pk, epoch, config, committer) if hasattr(sink, "maintainer") else None
     coordinator = Coordinator(
         CoordinatorSettings(
             name,
@@ -809,7 +814,7 @@ def run_task(
             config.dlq_replication_factor,
             config.dlq_context_headers,
         )
-    writer = TableWriter(config)
+    writer = sink_runtime(config).writer(config)
     writing = WritingThread(f"{name}-{task_index}-write")
     if config.writer == "spark":
         # Ahead of the first commit's write, on the thread that will do it.

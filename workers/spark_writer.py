@@ -46,7 +46,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -85,7 +85,7 @@ assert STAGING_SCHEMA.names == ["topic", "partition", "offset", "timestamp", "ke
 OUTCOME_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("outcome", pa.string())])
 
 # The packages Spark's Python workers import (the decoder and what it uses).
-SHIPPED_PACKAGES = ("workers", "connectors")
+SHIPPED_PACKAGES = ("workers", "connectors", "sinks")
 
 
 class SparkUnavailable(Exception):
@@ -303,6 +303,18 @@ def read_staged_chunks(path: Path, chunk_bytes: int) -> Iterator[RecordChunk]:
             )
 
 
+class StagedJob(Protocol):
+    """A task's share of one commit as Spark runs it: Spark task n runs ``decode(staged[n])``.
+
+    Pickled with the job to Spark's Python workers; ``decode`` returns a
+    JSON-able outcome of one staged partition."""
+
+    @property
+    def staged(self) -> tuple[StagedPartition, ...]: ...
+
+    def decode(self, staged: StagedPartition) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class StagedDecode:
     """A task's share of one commit, as Spark's Python workers decode it (pickled with the job)."""
@@ -374,7 +386,7 @@ def _imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield batch.slice(0, 0)
 
 
-def decode_staged_partitions(job: StagedDecode, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def decode_staged_partitions(job: StagedJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The function Spark's Python workers run (``mapInArrow`` over ``range(len(job.staged))``,
     a partition each): one outcome row per staged partition."""
     _freeze_imports()
@@ -463,7 +475,7 @@ class SparkWriter:
         result = WriteResult()
         pending, current = with_data, tuple(tables)
         for _ in range(self.MAX_SCHEMA_ROUNDS):
-            outcomes = self._run(StagedDecode(self.config, current, commit_id, staging_id, tuple(pending)))
+            outcomes = self.run(StagedDecode(self.config, current, commit_id, staging_id, tuple(pending)))
             changed: list[StagedPartition] = []
             for s in pending:
                 outcome = outcomes[(s.topic, s.partition)]
@@ -482,7 +494,8 @@ class SparkWriter:
             pending = changed
         raise RuntimeError(f"the tables' schema changed {self.MAX_SCHEMA_ROUNDS} times while writing one commit")
 
-    def _run(self, job: StagedDecode) -> dict[tuple[str, int], dict[str, Any]]:
+    def run(self, job: StagedJob) -> dict[tuple[str, int], dict[str, Any]]:
+        """One Spark job over the staged partitions; each one's outcome, by (topic, partition)."""
         try:
             try:
                 collected = self._collect(job)
@@ -506,7 +519,7 @@ class SparkWriter:
             raise RuntimeError(spark_failure(exc)) from exc
         return {(r["topic"], r["partition"]): json.loads(r["outcome"]) for r in collected}
 
-    def _collect(self, job: StagedDecode) -> list[Any]:
+    def _collect(self, job: StagedJob) -> list[Any]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         # One Spark task per staged partition, in one stage: the staged

@@ -7,8 +7,10 @@ counterpart there live under ``sinkadmin.``.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class KeyType(StrEnum):
@@ -62,12 +64,37 @@ class PrefixKey:
 
 @dataclass(frozen=True)
 class Plugin:
+    """A sink plugin: its config definitions, and where the rest of it lives.
+
+    The validator, the settings parser and the runtime are named by import
+    path (``module:function``), as entry points are, so that the config layer
+    (the web process) never imports a sink's data plane.
+    """
+
     short_name: str
     class_name: str
     aliases: tuple[str, ...]
     version: str
     keys: tuple[ConfigKey, ...]
     prefix_keys: tuple[PrefixKey, ...] = field(default_factory=tuple)
+    # The keys the shared coordinator reads, as this sink's family names them.
+    control_topic_key: str = "iceberg.control.topic"
+    commit_interval_key: str = "iceberg.control.commit.interval-ms"
+    commit_timeout_key: str = "iceberg.control.commit.timeout-ms"
+    # A key of the sink's family that, set above 0, is the commit interval
+    # instead (the files sink's rotate.schedule.interval.ms).
+    interval_override_key: str = ""
+    # What the UI's plugin chooser says of it.
+    title: str = ""
+    description: str = ""
+    # ``check(result, config)``: the sink's own per-key checks (connectors.config.validation).
+    check: str = ""
+    # ``parse(raw) -> settings``: the sink's typed settings, as SinkConfig.settings.
+    parse: str = ""
+    # A module with ``writer(config)`` (the participants' WritePort) and
+    # ``committer(connector, config)`` (the coordinator's CommitterPort), and
+    # optionally ``maintainer(...)``.
+    runtime: str = ""
 
     def key(self, name: str) -> ConfigKey | None:
         return next((k for k in self.keys if k.name == name), None)
@@ -79,6 +106,22 @@ class Plugin:
             if key.group not in seen:
                 seen.append(key.group)
         return seen
+
+    def names(self, connector_class: str) -> bool:
+        """Whether ``connector_class`` names this plugin (its short name, a class name, or a class's simple name)."""
+        names = (self.class_name, *self.aliases)
+        return connector_class in names or any(
+            "." in name and connector_class == name.rsplit(".", 1)[-1] for name in names
+        )
+
+
+def resolve(function_path: str) -> Any:
+    """The function a plugin names as ``module:function``."""
+    module, _, name = function_path.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
 
 CONVERTERS: dict[str, str] = {
@@ -115,12 +158,34 @@ _G_CATALOG = "Catalog"
 _G_KAFKA = "Kafka clients"
 _G_STAGING = "Staging"
 _G_MAINTENANCE = "Table maintenance"
+# The order groups are shown in, whichever plugin's keys they hold.
+GROUP_ORDER = (
+    _G_CONNECTOR,
+    _G_TABLES,
+    "Storage",
+    "Format",
+    "Layout",
+    _G_CONVERT,
+    _G_COMMIT,
+    _G_ERRORS,
+    _G_CATALOG,
+    _G_STAGING,
+    _G_MAINTENANCE,
+    _G_KAFKA,
+)
 
-ICEBERG_KEYS: tuple[ConfigKey, ...] = (
+
+def in_group_order(keys: tuple[ConfigKey, ...]) -> tuple[ConfigKey, ...]:
+    """Keys grouped as forms and /config/validate show them (a stable sort: each group keeps its order)."""
+    return tuple(sorted(keys, key=lambda k: GROUP_ORDER.index(k.group) if k.group in GROUP_ORDER else len(GROUP_ORDER)))
+
+
+SHARED_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "connector.class",
         KeyType.STRING,
-        "The sink: 'iceberg' or the Iceberg sink's Connect class name.",
+        "The sink plugin: its short name (iceberg, files) or the Connect class name of the connector it "
+        "replaces, as GET /connector-plugins lists them.",
         _G_CONNECTOR,
         importance=Importance.HIGH,
         required=True,
@@ -172,67 +237,6 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         default="fail",
         choices=("fail", "skip"),
         order=6,
-    ),
-    ConfigKey(
-        "iceberg.tables",
-        KeyType.LIST,
-        "Comma-separated target tables, as namespace.table.",
-        _G_TABLES,
-        importance=Importance.HIGH,
-        required=True,
-        order=1,
-    ),
-    ConfigKey(
-        "iceberg.tables.route-field",
-        KeyType.STRING,
-        "Record field whose value is matched against iceberg.table.<name>.route-regex to pick tables. "
-        "Without it every record goes to every table.",
-        _G_TABLES,
-        order=2,
-    ),
-    ConfigKey(
-        "iceberg.tables.auto-create-enabled",
-        KeyType.BOOLEAN,
-        "Create missing tables (and namespaces), with a schema from the converter or the first records.",
-        _G_TABLES,
-        default="false",
-        order=3,
-    ),
-    ConfigKey(
-        "iceberg.tables.evolve-schema-enabled",
-        KeyType.BOOLEAN,
-        "Add columns to the table for new record fields (top-level, and in structs), typed as auto-create "
-        "types them: from the Kafka Connect schema envelope, the Avro schema in the config, or the values "
-        "of plain JSON (arrow data plane).",
-        _G_TABLES,
-        default="false",
-        order=4,
-    ),
-    ConfigKey(
-        "iceberg.tables.default-id-columns",
-        KeyType.LIST,
-        "Identifier columns of auto-created tables.",
-        _G_TABLES,
-        importance=Importance.LOW,
-        order=5,
-    ),
-    ConfigKey(
-        "iceberg.tables.upsert-mode-enabled",
-        KeyType.BOOLEAN,
-        "Upsert instead of append. Not supported yet: must be false.",
-        _G_TABLES,
-        default="false",
-        importance=Importance.LOW,
-        order=6,
-    ),
-    ConfigKey(
-        "sinkadmin.metadata-columns",
-        KeyType.LIST,
-        "Kafka metadata to add as columns _kafka_<name>: any of key, topic, partition, offset, timestamp.",
-        _G_TABLES,
-        default="",
-        importance=Importance.LOW,
-        order=7,
     ),
     ConfigKey(
         "key.converter",
@@ -297,35 +301,6 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         order=7,
     ),
     ConfigKey(
-        "iceberg.control.topic",
-        KeyType.STRING,
-        "Control topic for commit coordination (one partition).",
-        _G_COMMIT,
-        default="control-iceberg",
-        order=1,
-    ),
-    ConfigKey(
-        "iceberg.control.commit.interval-ms",
-        KeyType.LONG,
-        "How often the coordinator commits.",
-        _G_COMMIT,
-        default="300000",
-        minimum=100,
-        importance=Importance.HIGH,
-        order=2,
-    ),
-    ConfigKey(
-        "iceberg.control.commit.timeout-ms",
-        KeyType.LONG,
-        "How long the coordinator waits for write statuses; then it commits the partitions that answered. "
-        "After a commit that some task did not answer in time, the next waits twice as long (up to 8 times "
-        "this) until every task answers in time.",
-        _G_COMMIT,
-        default="30000",
-        minimum=100,
-        order=3,
-    ),
-    ConfigKey(
         "sinkadmin.commit.max-records",
         KeyType.LONG,
         "End a commit before its interval once its partitions have staged this many records, so a backlog "
@@ -335,15 +310,6 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         default="0",
         minimum=0,
         order=4,
-    ),
-    ConfigKey(
-        "sinkadmin.commit.allow-empty",
-        KeyType.BOOLEAN,
-        "Write a snapshot even for an interval with no records.",
-        _G_COMMIT,
-        default="false",
-        importance=Importance.LOW,
-        order=5,
     ),
     ConfigKey(
         "errors.tolerance",
@@ -381,15 +347,6 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         default="true",
         order=4,
     ),
-    ConfigKey("iceberg.catalog", KeyType.STRING, "Catalog name.", _G_CATALOG, default="iceberg", order=1),
-    ConfigKey(
-        "iceberg.catalog.type",
-        KeyType.STRING,
-        "pyiceberg catalog type: sql (default: this service's Postgres), rest, glue, hive, ...",
-        _G_CATALOG,
-        default="sql",
-        order=2,
-    ),
     ConfigKey(
         "sinkadmin.writer",
         KeyType.STRING,
@@ -421,6 +378,152 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         default="1073741824",
         minimum=1048576,
         importance=Importance.LOW,
+        order=2,
+    ),
+    ConfigKey(
+        "security.protocol",
+        KeyType.STRING,
+        "Protocol of every Kafka client the connector creates.",
+        _G_KAFKA,
+        default="PLAINTEXT",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        order=1,
+    ),
+    ConfigKey("sasl.mechanism", KeyType.STRING, "SASL mechanism.", _G_KAFKA, order=2),
+    ConfigKey(
+        "sasl.jaas.config",
+        KeyType.PASSWORD,
+        "JAAS login config (username and password are taken from it).",
+        _G_KAFKA,
+        order=3,
+    ),
+    ConfigKey("sasl.username", KeyType.STRING, "SASL username.", _G_KAFKA, order=4),
+    ConfigKey("sasl.password", KeyType.PASSWORD, "SASL password.", _G_KAFKA, order=5),
+    ConfigKey(
+        "ssl.truststore.location",
+        KeyType.STRING,
+        "CA bundle (PEM) for TLS.",
+        _G_KAFKA,
+        importance=Importance.LOW,
+        order=6,
+    ),
+    ConfigKey(
+        "ssl.key.password",
+        KeyType.PASSWORD,
+        "Password of the client key.",
+        _G_KAFKA,
+        importance=Importance.LOW,
+        order=7,
+    ),
+)
+
+ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "iceberg.tables",
+        KeyType.LIST,
+        "Comma-separated target tables, as namespace.table.",
+        _G_TABLES,
+        importance=Importance.HIGH,
+        required=True,
+        order=1,
+    ),
+    ConfigKey(
+        "iceberg.tables.route-field",
+        KeyType.STRING,
+        "Record field whose value is matched against iceberg.table.<name>.route-regex to pick tables. "
+        "Without it every record goes to every table.",
+        _G_TABLES,
+        order=2,
+    ),
+    ConfigKey(
+        "iceberg.tables.auto-create-enabled",
+        KeyType.BOOLEAN,
+        "Create missing tables (and namespaces), with a schema from the converter or the first records.",
+        _G_TABLES,
+        default="false",
+        order=3,
+    ),
+    ConfigKey(
+        "iceberg.tables.evolve-schema-enabled",
+        KeyType.BOOLEAN,
+        "Add columns to the table for new record fields (top-level, and in structs), typed as auto-create "
+        "types them: from the Kafka Connect schema envelope, the Avro schema in the config, or the values "
+        "of plain JSON (arrow data plane).",
+        _G_TABLES,
+        default="false",
+        order=4,
+    ),
+    ConfigKey(
+        "iceberg.tables.default-id-columns",
+        KeyType.LIST,
+        "Identifier columns of auto-created tables.",
+        _G_TABLES,
+        importance=Importance.LOW,
+        order=5,
+    ),
+    ConfigKey(
+        "iceberg.tables.upsert-mode-enabled",
+        KeyType.BOOLEAN,
+        "Upsert instead of append. Not supported yet: must be false.",
+        _G_TABLES,
+        default="false",
+        importance=Importance.LOW,
+        order=6,
+    ),
+    ConfigKey(
+        "sinkadmin.metadata-columns",
+        KeyType.LIST,
+        "Kafka metadata to add as columns _kafka_<name>: any of key, topic, partition, offset, timestamp.",
+        _G_TABLES,
+        default="",
+        importance=Importance.LOW,
+        order=7,
+    ),
+    ConfigKey(
+        "iceberg.control.topic",
+        KeyType.STRING,
+        "Control topic for commit coordination (one partition).",
+        _G_COMMIT,
+        default="control-iceberg",
+        order=1,
+    ),
+    ConfigKey(
+        "iceberg.control.commit.interval-ms",
+        KeyType.LONG,
+        "How often the coordinator commits.",
+        _G_COMMIT,
+        default="300000",
+        minimum=100,
+        importance=Importance.HIGH,
+        order=2,
+    ),
+    ConfigKey(
+        "iceberg.control.commit.timeout-ms",
+        KeyType.LONG,
+        "How long the coordinator waits for write statuses; then it commits the partitions that answered. "
+        "After a commit that some task did not answer in time, the next waits twice as long (up to 8 times "
+        "this) until every task answers in time.",
+        _G_COMMIT,
+        default="30000",
+        minimum=100,
+        order=3,
+    ),
+    ConfigKey(
+        "sinkadmin.commit.allow-empty",
+        KeyType.BOOLEAN,
+        "Write a snapshot even for an interval with no records.",
+        _G_COMMIT,
+        default="false",
+        importance=Importance.LOW,
+        order=5,
+    ),
+    ConfigKey("iceberg.catalog", KeyType.STRING, "Catalog name.", _G_CATALOG, default="iceberg", order=1),
+    ConfigKey(
+        "iceberg.catalog.type",
+        KeyType.STRING,
+        "pyiceberg catalog type: sql (default: this service's Postgres), rest, glue, hive, ...",
+        _G_CATALOG,
+        default="sql",
         order=2,
     ),
     # Table maintenance (workers/maintenance.py). Key suffixes follow the
@@ -496,42 +599,9 @@ ICEBERG_KEYS: tuple[ConfigKey, ...] = (
         minimum=3600000,
         order=7,
     ),
-    ConfigKey(
-        "security.protocol",
-        KeyType.STRING,
-        "Protocol of every Kafka client the connector creates.",
-        _G_KAFKA,
-        default="PLAINTEXT",
-        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-        order=1,
-    ),
-    ConfigKey("sasl.mechanism", KeyType.STRING, "SASL mechanism.", _G_KAFKA, order=2),
-    ConfigKey(
-        "sasl.jaas.config",
-        KeyType.PASSWORD,
-        "JAAS login config (username and password are taken from it).",
-        _G_KAFKA,
-        order=3,
-    ),
-    ConfigKey("sasl.username", KeyType.STRING, "SASL username.", _G_KAFKA, order=4),
-    ConfigKey("sasl.password", KeyType.PASSWORD, "SASL password.", _G_KAFKA, order=5),
-    ConfigKey(
-        "ssl.truststore.location",
-        KeyType.STRING,
-        "CA bundle (PEM) for TLS.",
-        _G_KAFKA,
-        importance=Importance.LOW,
-        order=6,
-    ),
-    ConfigKey(
-        "ssl.key.password",
-        KeyType.PASSWORD,
-        "Password of the client key.",
-        _G_KAFKA,
-        importance=Importance.LOW,
-        order=7,
-    ),
 )
+
+ICEBERG_KEYS = in_group_order(SHARED_KEYS + ICEBERG_OWN_KEYS)
 
 ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
     PrefixKey(
@@ -561,16 +631,20 @@ ICEBERG = Plugin(
     version="0.1.0",
     keys=ICEBERG_KEYS,
     prefix_keys=ICEBERG_PREFIX_KEYS,
+    title="Iceberg tables",
+    description="Topics into Apache Iceberg tables through a catalog (SQL, REST, Glue, Hive): one snapshot per "
+    "table and commit, with schema evolution, partitioning, routing and table maintenance.",
+    check="connectors.config.validation:check_iceberg",
+    runtime="workers.iceberg_sink",
 )
 
-PLUGINS: tuple[Plugin, ...] = (ICEBERG,)
+# Prefix keys every plugin passes to its Kafka clients and converters.
+SHARED_PREFIX_KEYS = tuple(k for k in ICEBERG_PREFIX_KEYS if not k.prefix.startswith("iceberg."))
 
 # Class names of sinks we plan to replace but do not run yet, so a config
 # written for them gets a specific message instead of "unknown class".
 NOT_YET_SUPPORTED = {
     "org.apache.hudi.connect.HoodieSinkConnector": "the Hudi sink is not supported yet",
-    "io.confluent.connect.hdfs3.Hdfs3SinkConnector": "the HDFS sink is not supported yet",
-    "io.confluent.connect.s3.S3SinkConnector": "the S3 sink is not supported yet",
 }
 
 # Keys whose values are secrets: never returned by the API or shown in the UI.
@@ -583,13 +657,3 @@ def is_secret_key(name: str, plugin: Plugin | None = ICEBERG) -> bool:
         return True
     lowered = name.lower()
     return lowered.endswith(SECRET_SUFFIXES) or "password" in lowered or "secret" in lowered
-
-
-def resolve_plugin(connector_class: str) -> Plugin | None:
-    for plugin in PLUGINS:
-        if (
-            connector_class in (plugin.class_name, *plugin.aliases)
-            or connector_class.rsplit(".", 1)[-1] == (plugin.class_name.rsplit(".", 1)[-1])
-        ):
-            return plugin
-    return None

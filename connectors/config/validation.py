@@ -22,8 +22,9 @@ from connectors.config.definitions import (
     ConfigKey,
     KeyType,
     Plugin,
-    resolve_plugin,
+    resolve,
 )
+from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 from connectors.config.transforms import PartitionField, parse_partition_by
 
@@ -151,21 +152,28 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
         if reason:
             result.add("connector.class", f"{connector_class}: {reason}")
         else:
-            result.add("connector.class", f"Unknown connector class {connector_class!r}; use 'iceberg'")
+            known = ", ".join(repr(p.short_name) for p in PLUGINS)
+            result.add("connector.class", f"Unknown connector class {connector_class!r}; use one of {known}")
         return result
 
     for definition in plugin.keys:
         _check_key(result, definition, config.get(definition.name))
-    _check_topics(result, config)
+    _check_topics(result, plugin, config)
     _check_converters(result, config)
-    _check_tables(result, config)
     _check_errors(result, config)
-    _check_writer(result, config)
-    _check_evolve_schema(result, config)
-    _check_unsupported(result, config)
+    if plugin.check:
+        resolve(plugin.check)(result, config)
     _check_own_namespace(result, plugin, config)
     _check_hidden_passwords(result, config)
     return result
+
+
+def check_iceberg(result: ConfigValidation, config: dict[str, str]) -> None:
+    """The Iceberg sink's own checks."""
+    _check_tables(result, config)
+    _check_writer(result, config)
+    _check_evolve_schema(result, config)
+    _check_unsupported(result, config)
 
 
 def _check_hidden_passwords(result: ConfigValidation, config: dict[str, str]) -> None:
@@ -206,7 +214,7 @@ def _split(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def _check_topics(result: ConfigValidation, config: dict[str, str]) -> None:
+def _check_topics(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
     topics = _split(config.get("topics"))
     regex = config.get("topics.regex", "").strip()
     if topics and regex:
@@ -222,11 +230,12 @@ def _check_topics(result: ConfigValidation, config: dict[str, str]) -> None:
             re.compile(regex)
         except re.error as exc:
             result.add("topics.regex", f"not a valid regular expression: {exc}")
-    control = config.get("iceberg.control.topic", "control-iceberg")
+    control_key = plugin.key(plugin.control_topic_key)
+    control = config.get(plugin.control_topic_key) or (control_key.default if control_key else "") or ""
     if not TOPIC_NAME.match(control):
-        result.add("iceberg.control.topic", f"{control!r} is not a valid topic name")
+        result.add(plugin.control_topic_key, f"{control!r} is not a valid topic name")
     elif control in topics or (regex and _safe_fullmatch(regex, control)):
-        result.add("iceberg.control.topic", "the control topic cannot also be a source topic")
+        result.add(plugin.control_topic_key, "the control topic cannot also be a source topic")
 
 
 def _safe_fullmatch(pattern: str, text: str) -> bool:
@@ -487,6 +496,10 @@ class SinkConfig:
     staging_max_bytes: int
     writer: str
     maintenance: MaintenanceConfig
+    # The plugin's short name, and its own typed settings (Plugin.parse; None for iceberg,
+    # whose settings are the fields above).
+    plugin: str = "iceberg"
+    settings: Any = None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> SinkConfig:
@@ -497,16 +510,22 @@ class SinkConfig:
         plugin = validation.plugin
         assert plugin is not None
 
-        def get(name: str) -> str:
+        def get(name: str, absent: str = "") -> str:
+            # ``absent``: the value of a key this plugin does not have (the
+            # Iceberg fields of another sink's config).
             key = plugin.key(name)
             value = raw.get(name)
             if value is None or value == "":
-                return (key.default if key else None) or ""
+                return (key.default if key else absent) or ""
             return value
 
         def flag(name: str) -> bool:
             return get(name).strip().lower() == "true"
 
+        settings = resolve(plugin.parse)(raw) if plugin.parse else None
+        commit_interval_ms = int(get(plugin.commit_interval_key))
+        if plugin.interval_override_key and int(get(plugin.interval_override_key, "-1")) > 0:
+            commit_interval_ms = int(get(plugin.interval_override_key))
         tables = tuple(
             TableTarget(
                 name=name,
@@ -532,9 +551,9 @@ class SinkConfig:
             avro_schema=raw.get("value.converter.avro.schema") or None,
             schema_registry=SchemaRegistryConfig.parse(raw),
             metadata_columns=tuple(_split(get("sinkadmin.metadata-columns"))),
-            control_topic=get("iceberg.control.topic"),
-            commit_interval_ms=int(get("iceberg.control.commit.interval-ms")),
-            commit_timeout_ms=int(get("iceberg.control.commit.timeout-ms")),
+            control_topic=get(plugin.control_topic_key),
+            commit_interval_ms=commit_interval_ms,
+            commit_timeout_ms=int(get(plugin.commit_timeout_key)),
             allow_empty_commit=flag("sinkadmin.commit.allow-empty"),
             commit_max_records=int(get("sinkadmin.commit.max-records")),
             errors_tolerance=get("errors.tolerance"),
@@ -549,13 +568,15 @@ class SinkConfig:
             writer="arrow" if get("sinkadmin.writer") == "arrow" else "spark",
             maintenance=MaintenanceConfig(
                 enabled=flag("sinkadmin.maintenance.enabled"),
-                interval_ms=int(get("sinkadmin.maintenance.interval-ms")),
-                target_file_size_bytes=int(get("sinkadmin.maintenance.rewrite.target-file-size-bytes")),
-                min_input_files=int(get("sinkadmin.maintenance.rewrite.min-input-files")),
-                max_snapshot_age_ms=int(get("sinkadmin.maintenance.expire.max-snapshot-age-ms")),
-                min_snapshots_to_keep=int(get("sinkadmin.maintenance.expire.min-snapshots-to-keep")),
-                orphan_older_than_ms=int(get("sinkadmin.maintenance.orphans.older-than-ms")),
+                interval_ms=int(get("sinkadmin.maintenance.interval-ms", "0")),
+                target_file_size_bytes=int(get("sinkadmin.maintenance.rewrite.target-file-size-bytes", "0")),
+                min_input_files=int(get("sinkadmin.maintenance.rewrite.min-input-files", "0")),
+                max_snapshot_age_ms=int(get("sinkadmin.maintenance.expire.max-snapshot-age-ms", "0")),
+                min_snapshots_to_keep=int(get("sinkadmin.maintenance.expire.min-snapshots-to-keep", "0")),
+                orphan_older_than_ms=int(get("sinkadmin.maintenance.orphans.older-than-ms", "0")),
             ),
+            plugin=plugin.short_name,
+            settings=settings,
         )
 
     def catalog_properties(self) -> dict[str, str]:

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db
 
 PLUGINS = f"{BASE}/connector-plugins"
 ICEBERG = "org.apache.iceberg.connect.IcebergSinkConnector"
+FILES = "io.confluent.connect.hdfs.HdfsSinkConnector"
 
 
 def _errors(body: dict[str, Any]) -> dict[str, list[str]]:
@@ -23,7 +24,21 @@ def _errors(body: dict[str, Any]) -> dict[str, list[str]]:
 def test_it_lists_the_sink_plugins(api: APIClient) -> None:
     response = api.get(PLUGINS)
     assert response.status_code == 200
-    assert response.json() == [{"class": ICEBERG, "type": "sink", "version": "0.1.0"}]
+    assert response.json() == [
+        {"class": ICEBERG, "type": "sink", "version": "0.1.0"},
+        {"class": FILES, "type": "sink", "version": "0.1.0"},
+    ]
+
+
+@pytest.mark.parametrize("plugin", [FILES, "io.confluent.connect.s3.S3SinkConnector", "Hdfs3SinkConnector", "files"])
+def test_the_files_sink_validates_with_its_own_keys(api: APIClient, plugin: str) -> None:
+    config = {"connector.class": plugin, "topics": "orders", "format.class": "avro", "avro.codec": "lzma"}
+    body = api.put(f"{PLUGINS}/{plugin}/config/validate", config, format="json").json()
+    errors = _errors(body)
+    assert body["name"] == FILES
+    assert "flush.size" in errors and "avro.codec" in errors
+    assert "iceberg.tables" not in {c["definition"]["name"] for c in body["configs"]}
+    assert ("s3.bucket.name" in errors) == plugin.endswith("S3SinkConnector")
 
 
 def test_connectors_only_false_adds_the_converters(api: APIClient) -> None:

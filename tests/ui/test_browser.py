@@ -149,6 +149,7 @@ def set_field(page: playwright_api.Page, key: str, value: str) -> None:
 
 def create_with_a_rejected_config_first(page: playwright_api.Page, base: str, config: dict[str, str]) -> None:
     page.get_by_role("link", name="New connector").first.click()
+    page.get_by_role("link", name="Iceberg tables").click()  # the plugin first
     expect(page.get_by_role("heading", name="New connector")).to_be_visible()
     page.locator("#id_name").fill("orders-sink")
     for key, value in config.items():

@@ -34,7 +34,7 @@ def error_box(html: str, key: str) -> str:
 
 
 def test_the_form_has_a_field_per_plugin_key_with_its_documentation(alice: Client) -> None:
-    html = alice.get(reverse("connector-create")).content.decode()
+    html = alice.get(reverse("connector-create") + "?plugin=iceberg").content.decode()
     plugin = PLUGINS[0]
     for key in plugin.keys:
         assert f'name="cfg:{key.name}"' in html, key.name
@@ -287,3 +287,47 @@ def test_an_invalid_edit_stays_in_the_form_with_errors(alice: Client, make_conne
     )
     assert response.status_code == 200
     assert "must be one of none, all" in error_box(response.content.decode(), "errors.tolerance")
+
+
+def test_a_new_connector_starts_with_the_choice_of_sink(alice: Client) -> None:
+    html = alice.get(reverse("connector-create")).content.decode()
+    for plugin in PLUGINS:
+        assert f'href="{reverse("connector-create")}?plugin={plugin.short_name}"' in html
+        assert plugin.title in html and plugin.class_name in html
+    assert "cfg:connector.class" not in html  # no form until a sink is chosen
+
+
+def test_the_files_sink_form_is_built_from_its_own_keys(alice: Client) -> None:
+    html = alice.get(reverse("connector-create") + "?plugin=files").content.decode()
+    for key in ("store.url", "topics.dir", "format.class", "flush.size", "partitioner.class", "path.format"):
+        assert f'name="cfg:{key}"' in html, key
+    assert 'name="cfg:iceberg.tables"' not in html
+    for group in ("Storage", "Format", "Layout"):
+        assert f"<legend>{group}</legend>" in html
+    response = alice.post(
+        reverse("connector-create"),
+        {
+            "name": "files-sink",
+            "initial_state": "PAUSED",
+            "cfg:connector.class": "files",
+            "cfg:topics": "orders",
+            "cfg:store.url": "/data/lake",
+            "cfg:format.class": "json",
+            "cfg:flush.size": "0",
+        },
+    )
+    assert "Value must be at least 1" in error_box(response.content.decode(), "flush.size")
+    created = alice.post(
+        reverse("connector-create"),
+        {
+            "name": "files-sink",
+            "initial_state": "PAUSED",
+            "cfg:connector.class": "files",
+            "cfg:topics": "orders",
+            "cfg:store.url": "/data/lake",
+            "cfg:format.class": "json",
+            "cfg:flush.size": "1000",
+        },
+    )
+    assert created.status_code == 302
+    assert Connector.objects.get(name="files-sink").config["format.class"] == "json"

@@ -1,0 +1,1 @@
+"""Sink plugins beside the built-in Iceberg sink: one package each, listed in ``sinks.registry``."""

@@ -1,0 +1,136 @@
+"""The files sink's commit: the prepared commit's files are moved to their final names.
+
+A move is idempotent (a file found at its final name is done), so a
+PREPARED commit is rolled forward by whichever coordinator gets to it, after
+any crash, and two coordinators finishing the same commit (a zombie and its
+successor) end with each file once. On S3 a move is a copy and a delete: a
+crash between them leaves the file at both names, and the roll forward,
+finding the final one, only deletes the temporary copy. Files of commits
+that were never prepared stay under ``+tmp`` (no reader lists it) and are
+removed with their commit's directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from connectors.config import SinkConfig
+from sinks.files.settings import FilesSettings
+from sinks.files.writer import TMP_DIR, tmp_root
+from workers.coordinator import PreparedCommit, SinkUnavailable
+
+log = logging.getLogger(__name__)
+
+# Words of the connection errors pyarrow's S3 and HDFS clients raise.
+_UNREACHABLE = ("NETWORK_CONNECTION", "Couldn't connect", "Connection refused", "timed out", "Could not resolve")
+
+
+def storage_outage(exc: BaseException, settings: FilesSettings) -> str | None:
+    """What to show when ``exc`` says the store cannot be reached (a passing condition), else None."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and any(word in str(cause) for word in _UNREACHABLE):
+            where = (
+                f"s3://{settings.storage.bucket} at {settings.storage.url or 'AWS'}"
+                if settings.storage.bucket
+                else settings.storage.url
+            )
+            return f"the store {where} cannot be reached: {str(cause).splitlines()[0]}"
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def move(fs: pafs.FileSystem, source: str | None, target: str) -> None:
+    """Put a file at ``target`` from ``source``, idempotently."""
+    found = fs.get_file_info([target] + ([source] if source else []))
+    if found[0].type == pafs.FileType.File:
+        if source and found[1].type == pafs.FileType.File:
+            fs.delete_file(source)  # an S3 move cut between its copy and its delete
+        return
+    if not source or found[1].type != pafs.FileType.File:
+        raise RuntimeError(f"{target} is missing and so is its temporary file {source}: the commit cannot be finished")
+    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    fs.move(source, target)
+
+
+class FilesCommitter:
+    """The coordinator's CommitterPort for the files sink."""
+
+    def __init__(self, connector: str, config: SinkConfig) -> None:
+        self.connector = connector
+        self.config = config
+        self.settings: FilesSettings = config.settings
+        self._fs: Any = None
+        self._root = ""
+        self._swept = False
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        if self._fs is None:
+            self._fs, self._root = self.settings.storage.filesystem()
+        return self._fs, self._root
+
+    def close(self) -> None:
+        self._fs = None
+
+    def commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        try:
+            return self._commit(prepared)
+        except Exception as exc:
+            outage = storage_outage(exc, self.settings)
+            if outage is None:
+                raise
+            raise SinkUnavailable(outage) from exc
+
+    def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        fs, root = self.filesystem()
+        for f in prepared.files:
+            move(fs, f.get("staged_path"), self._fs_path(f["path"], root))
+        # What is left of this commit: files of a write that was superseded or retried.
+        leftovers = tmp_root(self.settings, root, prepared.commit_id)
+        if fs.get_file_info(leftovers).type == pafs.FileType.Directory:
+            fs.delete_dir(leftovers)
+        if not self._swept:
+            self._sweep(prepared)
+        # Files have no snapshots: the ledger's entry is the commit's record.
+        return {}
+
+    def _fs_path(self, path: str, root: str) -> str:
+        # The ledger keeps the URL readers use; the filesystem wants its own path.
+        if self.settings.storage.bucket:
+            return path.removeprefix("s3://")
+        if path.startswith("file://"):
+            return path.removeprefix("file://")
+        if "://" in path:
+            return "/" + path.split("://", 1)[1].split("/", 1)[1]
+        return path
+
+    # Temporary directories of commits that will never be prepared are
+    # removed once they are this old: a write in flight (this commit's, or a
+    # late one of a timed-out commit) is never older.
+    ORPHAN_AGE_S = 3600.0
+
+    def _sweep(self, prepared: PreparedCommit) -> None:
+        """Remove what commits that were never prepared left under ``+tmp``, once per coordinator."""
+        self._swept = True
+        fs, root = self.filesystem()
+        tmp = tmp_root(self.settings, root, "").rstrip("/")
+        assert tmp.endswith(TMP_DIR)
+        now = time.time()
+        for info in fs.get_file_info(pafs.FileSelector(tmp, allow_not_found=True)):
+            if info.type != pafs.FileType.Directory or info.base_name == str(prepared.commit_id):
+                continue
+            newest = max(
+                (
+                    f.mtime.timestamp()
+                    for f in fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
+                    if f.mtime
+                ),
+                default=0.0,
+            )
+            if now - newest > self.ORPHAN_AGE_S:
+                log.info("%s: removing %s, left by a commit that was never prepared", self.connector, info.path)
+                fs.delete_dir(info.path)

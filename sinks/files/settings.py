@@ -1,0 +1,268 @@
+"""The files sink's settings: checked per key for the form, API and admin, then typed for the runtime."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sinks.files.layout import (
+    DAILY_FORMAT,
+    DAY_MS,
+    HOUR_MS,
+    HOURLY_FORMAT,
+    TimePartitioning,
+    has_text_fields,
+    joda_tokens,
+)
+from sinks.files.plugin import FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from connectors.config.validation import ConfigValidation
+
+S3_CLASS = "io.confluent.connect.s3.S3SinkConnector"
+# Keys of the Confluent sinks that this one cannot honour, and why: refused, never ignored.
+REFUSED_KEYS = {
+    "logs.dir": "the commit ledger (in this service's Postgres) is this sink's write-ahead log: there is no log "
+    "directory to set; remove logs.dir",
+    "storage.class": "storage follows store.url (file://, hdfs://) or s3.bucket.name; remove storage.class",
+    "schema.compatibility": "records with a new schema start a new file (as with NONE); projecting records to "
+    "another schema is not supported",
+    "hive.integration": "Hive integration is not supported: register the topics directory with your metastore",
+    "s3.ssea.name": "server-side encryption is not supported yet",
+    "s3.sse.customer.key": "server-side encryption is not supported yet",
+    "s3.sse.kms.key.id": "server-side encryption is not supported yet",
+    "hdfs.authentication.kerberos": "Kerberos is not supported yet",
+}
+# Values of refused keys that mean what this sink does anyway.
+HARMLESS_VALUES = {
+    "schema.compatibility": ("NONE",),
+    "hive.integration": ("false",),
+    "hdfs.authentication.kerberos": ("false",),
+    "storage.class": (
+        "io.confluent.connect.hdfs.storage.HdfsStorage",
+        "io.confluent.connect.hdfs3.storage.HdfsStorage",
+        "io.confluent.connect.s3.storage.S3Storage",
+    ),
+}
+
+
+def canonical(value: str, names: Mapping[str, tuple[str, ...]]) -> str | None:
+    value = value.strip()
+    for short, classes in names.items():
+        if value == short or value in classes:
+            return short
+    return None
+
+
+def _get(config: Mapping[str, str], name: str) -> str:
+    value = config.get(name)
+    if value is None or value == "":
+        key = FILES.key(name)
+        return (key.default if key else None) or ""
+    return value.strip()
+
+
+def _store_url(config: Mapping[str, str]) -> str:
+    return _get(config, "store.url") or _get(config, "hdfs.url")
+
+
+def check(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Per-key errors of a files sink config (beside the checks every plugin shares)."""
+    for key, reason in REFUSED_KEYS.items():
+        value = config.get(key, "").strip()
+        if value and value not in HARMLESS_VALUES.get(key, ()):
+            result.add(key, reason)
+    _check_storage(result, config)
+    if config.get("format.class") and canonical(config["format.class"], FORMATS) is None:
+        result.add(
+            "format.class",
+            f"unknown format {config['format.class']!r}; use parquet, avro or json (or a Confluent format class)",
+        )
+    schedule = int(_get(config, "rotate.schedule.interval.ms")) if _int(config, "rotate.schedule.interval.ms") else -1
+    if schedule > 0 and config.get("sinkadmin.commit.interval-ms"):
+        for key in ("rotate.schedule.interval.ms", "sinkadmin.commit.interval-ms"):
+            result.add(key, "both set the commit interval: set one")
+    if schedule == 0:
+        result.add("rotate.schedule.interval.ms", "must be -1 (unset) or a positive interval")
+    _check_partitioner(result, config)
+
+
+def _int(config: Mapping[str, str], name: str) -> bool:
+    try:
+        int(_get(config, name))
+    except ValueError:
+        return False
+    return True
+
+
+def _check_storage(result: ConfigValidation, config: dict[str, str]) -> None:
+    url = _store_url(config)
+    bucket = _get(config, "s3.bucket.name")
+    if config.get("store.url") and config.get("hdfs.url"):
+        result.add("hdfs.url", "set store.url or hdfs.url (its older name), not both")
+    if _get(config, "connector.class") in (S3_CLASS, S3_CLASS.rsplit(".", 1)[-1]) and not bucket:
+        result.add("s3.bucket.name", 'Missing required configuration "s3.bucket.name" which has no default value.')
+    if bucket:
+        if url and urlsplit(url).scheme not in ("http", "https"):
+            result.add("store.url", "with s3.bucket.name, store.url is the S3 endpoint: an http(s) URL")
+        if bool(_get(config, "aws.access.key.id")) != bool(_get(config, "aws.secret.access.key")):
+            result.add("aws.secret.access.key", "set both aws.access.key.id and aws.secret.access.key, or neither")
+        return
+    if not url:
+        result.add("store.url", "set store.url (a file:// or hdfs:// URL, or a path), or s3.bucket.name")
+        return
+    scheme = urlsplit(url).scheme
+    if scheme not in ("", "file", "hdfs", "viewfs"):
+        result.add(
+            "store.url", f"{scheme}:// is not a store this sink writes to: use file://, hdfs:// or s3.bucket.name"
+        )
+    elif scheme in ("", "file") and not urlsplit(url).path.startswith("/"):
+        result.add("store.url", "a local store must be an absolute path (every worker and executor reads it)")
+    topics_dir = _get(config, "topics.dir")
+    if topics_dir.startswith("/") or ".." in topics_dir.split("/"):
+        result.add("topics.dir", "a directory under the store: relative, without '..'")
+
+
+def _check_partitioner(result: ConfigValidation, config: dict[str, str]) -> None:
+    name = canonical(_get(config, "partitioner.class"), PARTITIONERS)
+    if name is None:
+        result.add(
+            "partitioner.class",
+            f"unknown partitioner {_get(config, 'partitioner.class')!r}; use default, field, time, hourly or daily "
+            "(or a storage-common partitioner class)",
+        )
+        return
+    fields = [f.strip() for f in _get(config, "partition.field.name").split(",") if f.strip()]
+    if name == "field" and not fields:
+        result.add("partition.field.name", "the field partitioner needs the fields to name directories after")
+    if name in ("time", "hourly", "daily"):
+        timezone = _get(config, "timezone")
+        if not timezone:
+            result.add("timezone", "the time partitioners need a time zone (e.g. UTC)")
+        else:
+            try:
+                ZoneInfo(timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                result.add("timezone", f"unknown time zone {timezone!r}; use an IANA name such as UTC or Europe/Paris")
+        path_format = _get(config, "path.format") if name == "time" else ""
+        if name == "time":
+            if not path_format:
+                result.add("path.format", "the time partitioner needs path.format (e.g. 'year'=YYYY/'month'=MM)")
+            else:
+                try:
+                    joda_tokens(path_format)
+                except ValueError as exc:
+                    result.add("path.format", str(exc))
+            if _int(config, "partition.duration.ms") and int(_get(config, "partition.duration.ms")) <= 0:
+                result.add("partition.duration.ms", "the time partitioner needs the span of a directory, above 0")
+        locale = _get(config, "locale").replace("_", "-").lower()
+        if locale and not locale.startswith("en") and has_text_fields(path_format or HOURLY_FORMAT):
+            result.add("locale", "month and day names are written in English only; use numbers in path.format")
+        if _get(config, "timestamp.extractor") == "RecordField" and not _get(config, "timestamp.field"):
+            result.add("timestamp.field", "RecordField needs the field that holds each record's time")
+    elif name in ("default", "field") and config.get("path.format"):
+        result.add("path.format", f"the {name} partitioner does not use path.format; use partitioner.class=time")
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where files go: a pyarrow filesystem and the root path on it (no trailing slash)."""
+
+    url: str
+    bucket: str | None = None
+    region: str = "us-west-2"
+    access_key: str | None = None
+    secret_key: str | None = None
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        import pyarrow.fs as pafs
+
+        if self.bucket:
+            endpoint = urlsplit(self.url) if self.url else None
+            fs = pafs.S3FileSystem(
+                access_key=self.access_key,
+                secret_key=self.secret_key,
+                region=self.region,
+                endpoint_override=endpoint.netloc if endpoint else None,
+                scheme=endpoint.scheme if endpoint else "https",
+                allow_bucket_creation=False,
+            )
+            return fs, self.bucket
+        if urlsplit(self.url).scheme in ("", "file"):
+            path = urlsplit(self.url).path if "://" in self.url else self.url
+            return pafs.LocalFileSystem(), os.path.normpath(path)
+        fs, path = pafs.FileSystem.from_uri(self.url)
+        return fs, path.rstrip("/")
+
+    def uri(self, path: str) -> str:
+        """A path on this store as a URL readers and the UI understand."""
+        if self.bucket:
+            return f"s3://{path}"
+        if urlsplit(self.url).scheme in ("", "file"):
+            return f"file://{path}"
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass(frozen=True)
+class FilesSettings:
+    storage: Storage
+    topics_dir: str
+    format: str
+    parquet_codec: str
+    avro_codec: str
+    flush_size: int
+    rotate_interval_ms: int
+    partitioner: str
+    partition_fields: tuple[str, ...]
+    time: TimePartitioning | None
+    timestamp_extractor: str
+    timestamp_field: str
+    pad_width: int
+    directory_delim: str
+    file_delim: str
+    null_values: str
+
+    @property
+    def extension(self) -> str:
+        return FORMAT_EXTENSIONS[self.format]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> FilesSettings:
+        partitioner = canonical(_get(raw, "partitioner.class"), PARTITIONERS) or "default"
+        time = None
+        if partitioner in ("time", "hourly", "daily"):
+            path_format = {"hourly": HOURLY_FORMAT, "daily": DAILY_FORMAT}.get(partitioner) or _get(raw, "path.format")
+            duration = {"hourly": HOUR_MS, "daily": DAY_MS}.get(partitioner) or int(_get(raw, "partition.duration.ms"))
+            time = TimePartitioning(path_format, duration, _get(raw, "timezone"))
+        secret: Any = _get(raw, "aws.secret.access.key") or None
+        return cls(
+            storage=Storage(
+                url=_store_url(raw),
+                bucket=_get(raw, "s3.bucket.name") or None,
+                region=_get(raw, "s3.region"),
+                access_key=_get(raw, "aws.access.key.id") or None,
+                secret_key=secret,
+            ),
+            topics_dir=_get(raw, "topics.dir").strip("/"),
+            format=canonical(_get(raw, "format.class"), FORMATS) or "parquet",
+            parquet_codec=_get(raw, "parquet.codec"),
+            avro_codec=_get(raw, "avro.codec"),
+            flush_size=int(_get(raw, "flush.size")),
+            rotate_interval_ms=int(_get(raw, "rotate.interval.ms")),
+            partitioner=partitioner,
+            partition_fields=tuple(f.strip() for f in _get(raw, "partition.field.name").split(",") if f.strip()),
+            time=time,
+            timestamp_extractor=_get(raw, "timestamp.extractor"),
+            timestamp_field=_get(raw, "timestamp.field"),
+            pad_width=int(_get(raw, "filename.offset.zero.pad.width")),
+            directory_delim=_get(raw, "directory.delim") or "/",
+            file_delim=_get(raw, "file.delim") or "+",
+            null_values=_get(raw, "behavior.on.null.values"),
+        )

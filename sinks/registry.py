@@ -1,0 +1,8 @@
+"""Every sink plugin the product runs. Adding a sink is a package and a line here."""
+
+from __future__ import annotations
+
+from connectors.config.definitions import ICEBERG, Plugin
+from sinks.files.plugin import FILES
+
+PLUGINS: tuple[Plugin, ...] = (ICEBERG, FILES)

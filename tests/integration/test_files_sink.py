@@ -1,0 +1,200 @@
+"""The files sink against the real broker, Spark and local disk: every record once in files whose
+names' offset ranges tile each partition, after clean runs and after crashes (DESIGN I1, I3, I4)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow.parquet as pq
+import pytest
+
+from connectors import actions
+from connectors.models import Commit, CommitState
+from sinks.files.layout import parse_file_name
+from tests.integration.helpers import (
+    caught_up,
+    create_topic,
+    json_records,
+    produce,
+    running_in_threads,
+    topic_ids,
+    wait_until,
+)
+from tests.integration.test_crashes import Processes
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+PARTITIONS = 4
+COUNT = 1200
+
+
+@pytest.fixture
+def procs(lake: dict[str, str]) -> Iterator[Processes]:
+    processes = Processes(lake)
+    yield processes
+    processes.stop_all()
+
+
+def files_config(topic: str, store: Path, **overrides: str) -> dict[str, str]:
+    return {
+        "connector.class": "io.confluent.connect.hdfs3.Hdfs3SinkConnector",
+        "topics": topic,
+        "store.url": f"file://{store}",
+        "format.class": "parquet",
+        "flush.size": "100",
+        "sinkadmin.control.topic": f"control-{topic}",
+        "sinkadmin.commit.interval-ms": "1500",
+        "sinkadmin.commit.timeout-ms": "15000",
+        **overrides,
+    }
+
+
+def read_file(path: Path) -> list[dict[str, Any]]:
+    """A file's records, with the reader its format has (not the sink's code)."""
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pylist()
+    if path.suffix == ".avro":
+        with path.open("rb") as handle:
+            return list(fastavro.reader(handle))
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def assert_files_hold_each_record_once(
+    store: Path, topic: str, ends: dict[tuple[str, int], int], bootstrap: str
+) -> None:
+    """The committed files' names tile every partition's offsets; their records are the topic's, once each."""
+    names = [p for p in (store / "topics" / topic).rglob("*") if p.is_file()]
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    ids: list[int] = []
+    for path in names:
+        parsed = parse_file_name(path.name)
+        assert parsed is not None, f"{path} is not a committed file's name"
+        name_topic, partition, first, last = parsed
+        assert name_topic == topic and path.parent.name == f"partition={partition}"
+        records = read_file(path)
+        assert len(records) == last - first + 1, f"{path.name} holds {len(records)} records"
+        ranges.setdefault(partition, []).append((first, last))
+        ids.extend(r["id"] for r in records)
+    for (_, partition), end in ends.items():
+        spans = sorted(ranges.get(partition, []))
+        covered = [offset for first, last in spans for offset in range(first, last + 1)]
+        assert covered == list(range(end)), f"partition {partition}: files cover {spans}"
+    assert sorted(ids) == topic_ids(bootstrap, ends)
+    committed = Commit.objects.filter(state=CommitState.COMMITTED).values_list("commit_id", flat=True)
+    left = {p.name for p in (store / "topics" / "+tmp").glob("*")} if (store / "topics" / "+tmp").exists() else set()
+    assert not left & {str(c) for c in committed}, "a committed commit left temporary files"
+
+
+def start(bootstrap: str, topic: str, name: str, store: Path, **overrides: str) -> dict[tuple[str, int], int]:
+    create_topic(bootstrap, topic, PARTITIONS)
+    ends = produce(bootstrap, topic, json_records(0, COUNT), PARTITIONS)
+    actions.create_connector(name, files_config(topic, store, **overrides))
+    return ends
+
+
+@pytest.mark.parametrize(
+    ("writer", "file_format"), [("spark", "parquet"), ("spark", "json"), ("arrow", "avro"), ("arrow", "parquet")]
+)
+def test_every_record_lands_once_in_files_that_tile_each_partition(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path, writer: str, file_format: str
+) -> None:
+    name = f"files-{writer}-{file_format}"
+    ends = start(
+        kafka_bootstrap,
+        topic_name,
+        name,
+        tmp_path,
+        **{"sinkadmin.writer": writer, "format.class": file_format, "tasks.max": "2"},
+    )
+    with running_in_threads(name, tasks=2):
+        wait_until(caught_up(name, ends), 180, f"{name} to commit every record")
+    assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)
+    # flush.size=100 over 300 records a partition: files of at most 100.
+    sizes = [len(read_file(p)) for p in (tmp_path / "topics" / topic_name).rglob("*.*")]
+    assert max(sizes) <= 100
+    commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
+    assert commit is not None and all(f["path"].startswith(f"file://{tmp_path}/topics/") for f in commit.files)
+
+
+def test_a_task_killed_after_writing_its_files_loses_nothing(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-kill-writing"
+    ends = start(kafka_bootstrap, topic_name, name, tmp_path, **{"sinkadmin.commit.timeout-ms": "4000"})
+    procs.coordinator(name)
+    doomed = procs.task(name, failpoints="participant.before_status=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    procs.task(name)
+    wait_until(caught_up(name, ends), 180, "the replacement task to catch up")
+    assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)
+
+
+def test_a_coordinator_killed_between_prepare_and_the_moves_is_rolled_forward(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-kill-prepared"
+    ends = start(kafka_bootstrap, topic_name, name, tmp_path)
+    procs.task(name)
+    doomed = procs.coordinator(name, failpoints="coordinator.after_prepare=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    prepared = Commit.objects.get(connector_name=name, state=CommitState.PREPARED)
+    # Prepared, not moved: no reader sees a file of it yet.
+    assert not any(Path(f["path"].removeprefix("file://")).exists() for f in prepared.files)
+    assert all(Path(f["staged_path"]).exists() for f in prepared.files)
+    procs.coordinator(name)
+    wait_until(caught_up(name, ends), 180, "the new coordinator to roll forward and catch up")
+    assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)
+
+
+def test_a_zombie_coordinator_cannot_commit_twice(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-zombie"
+    ends = start(kafka_bootstrap, topic_name, name, tmp_path)
+    procs.task(name)
+    zombie = procs.coordinator(name, failpoints="coordinator.after_prepare=stop")
+    wait_until(
+        lambda: Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists(),
+        120,
+        "the first coordinator to prepare and freeze",
+    )
+    procs.coordinator(name)
+    wait_until(caught_up(name, ends), 180, "the new coordinator to take over")
+    zombie.send_signal(signal.SIGCONT)
+    # The zombie finishes its prepared commit, finds every file moved, and is fenced at its next ledger write.
+    assert zombie.wait(120) == 0
+    assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)
+
+
+def test_a_poison_record_goes_to_the_dead_letter_topic_and_the_rest_to_files(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-poison"
+    create_topic(kafka_bootstrap, topic_name, 1)
+    values = [*json_records(0, 10), b"{broken", *json_records(10, 10)]
+    ends = produce(kafka_bootstrap, topic_name, values, 1)
+    dead_letters = f"{topic_name}-dlq"
+    config = files_config(
+        topic_name,
+        tmp_path,
+        **{
+            "errors.tolerance": "all",
+            "errors.deadletterqueue.topic.name": dead_letters,
+            "errors.deadletterqueue.topic.replication.factor": "1",
+        },
+    )
+    actions.create_connector(name, config)
+    with running_in_threads(name):
+        wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    files = sorted((tmp_path / "topics" / topic_name / "partition=0").iterdir())
+    spans = sorted(parse_file_name(p.name)[2:] for p in files)  # type: ignore[index]
+    # The names' ranges still tile the partition: the dead letter's offset is inside one.
+    assert [o for first, last in spans for o in range(first, last + 1)] == list(range(21))
+    assert sorted(r["id"] for p in files for r in read_file(p)) == list(range(20))
+    commits = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED)
+    assert sum(c.dead_lettered for c in commits) == 1

@@ -1,0 +1,285 @@
+"""The files sink without servers: its layout, config checks, file writing and commit moves, on local disk."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from connectors.config import SinkConfig, resolve_plugin, validate_config
+from sinks.files.committer import FilesCommitter, move
+from sinks.files.layout import (
+    HOURLY_FORMAT,
+    TimePartitioning,
+    file_name,
+    format_time,
+    joda_tokens,
+    parse_file_name,
+)
+from sinks.files.writer import PartitionFiles, tmp_root
+from workers.coordinator import PreparedCommit
+
+
+def files_config(root: Path, **overrides: str) -> dict[str, str]:
+    config = {
+        "connector.class": "files",
+        "topics": "events",
+        "store.url": str(root),
+        "format.class": "parquet",
+        "flush.size": "1000",
+    }
+    config.update(overrides)
+    return config
+
+
+def write(config: dict[str, str], records: list[Any], partition: int = 0, start: int = 0, chunk: int = 4) -> Any:
+    """Write records as one staged partition does (in chunks), close every file; the writer."""
+    sink = SinkConfig.parse(config)
+    files = PartitionFiles(sink, sink.settings, uuid.uuid4(), "events", partition)
+    for first in range(0, len(records), chunk):
+        piece = records[first : first + chunk]
+        offsets = list(range(start + first, start + first + len(piece)))
+        timestamps = [r[0] for r in piece]
+        values = [r[1] for r in piece]
+        files.write(offsets, timestamps, values, [None] * len(piece))
+    files.close_all()
+    return files
+
+
+def values(n: int, start: int = 0, **extra: Any) -> list[tuple[int, bytes | None]]:
+    return [(1_700_000_000_000 + i, json.dumps({"id": i, **extra}).encode()) for i in range(start, start + n)]
+
+
+# Layout.
+
+
+def test_joda_patterns_print_as_joda_does() -> None:
+    moment = datetime(2024, 3, 9, 7, 5, 2, tzinfo=UTC)
+    assert format_time(HOURLY_FORMAT, moment) == "year=2024/month=03/day=09/hour=07"
+    assert format_time("YYYY-MM-dd'T'HH:mm:ss", moment) == "2024-03-09T07:05:02"
+    assert format_time("'it''s' MMM yy", moment) == "it's Mar 24"
+    assert joda_tokens("'a''b'") == [("literal", "a'b")]
+    with pytest.raises(ValueError, match="unterminated"):
+        joda_tokens("'year=YYYY")
+    with pytest.raises(ValueError, match="not supported"):
+        joda_tokens("YYYY/qq")
+
+
+def test_time_directories_are_aligned_in_the_configured_zone() -> None:
+    daily = TimePartitioning("'day'=dd", 86_400_000, "America/New_York")
+    # 2024-03-10 03:30 UTC is 22:30 on the 9th in New York.
+    at = int(datetime(2024, 3, 10, 3, 30, tzinfo=UTC).timestamp() * 1000)
+    assert daily.directory(at) == "day=09"
+    assert TimePartitioning("'day'=dd", 86_400_000, "UTC").directory(at) == "day=10"
+    hourly = TimePartitioning(HOURLY_FORMAT, 3_600_000, "Asia/Kolkata")  # +05:30: hours start at :30 UTC
+    assert hourly.directory(at) == "year=2024/month=03/day=10/hour=09"
+    assert hourly.bucket(at) == int(datetime(2024, 3, 10, 3, 30, tzinfo=UTC).timestamp() * 1000)
+
+
+def test_file_names_carry_padded_offsets_and_parse_back() -> None:
+    name = file_name("my+topic", 3, 42, 1041, "parquet", 10)
+    assert name == "my+topic+3+0000000042+0000001041.parquet"
+    assert parse_file_name(name) == ("my+topic", 3, 42, 1041)
+    assert parse_file_name("_SUCCESS") is None
+
+
+# Config.
+
+
+def test_the_connect_class_names_of_the_storage_sinks_name_the_files_plugin() -> None:
+    for name in (
+        "files",
+        "io.confluent.connect.hdfs.HdfsSinkConnector",
+        "io.confluent.connect.hdfs3.Hdfs3SinkConnector",
+        "io.confluent.connect.s3.S3SinkConnector",
+        "S3SinkConnector",
+    ):
+        plugin = resolve_plugin(name)
+        assert plugin is not None and plugin.short_name == "files", name
+
+
+def test_a_confluent_hdfs_config_is_valid(tmp_path: Path) -> None:
+    config = files_config(
+        tmp_path,
+        **{
+            "connector.class": "io.confluent.connect.hdfs3.Hdfs3SinkConnector",
+            "format.class": "io.confluent.connect.hdfs3.parquet.ParquetFormat",
+            "partitioner.class": "io.confluent.connect.storage.partitioner.HourlyPartitioner",
+            "timezone": "UTC",
+            "locale": "en-US",
+            "timestamp.extractor": "Record",
+            "rotate.interval.ms": "600000",
+            "schema.compatibility": "NONE",
+        },
+    )
+    result = validate_config(config)
+    assert result.ok, result.errors
+    settings = SinkConfig.parse(config).settings
+    assert (settings.format, settings.partitioner, settings.time.duration_ms) == ("parquet", "hourly", 3_600_000)
+
+
+def test_bad_keys_are_refused_each_with_its_reason(tmp_path: Path) -> None:
+    result = validate_config(
+        {
+            "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+            "topics": "events",
+            "format.class": "io.confluent.connect.s3.format.orc.OrcFormat",
+            "flush.size": "0",
+            "logs.dir": "logs",
+            "hive.integration": "true",
+            "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+            "path.format": "'year'=YYYY/'q'=qq",
+            "timezone": "Mars/Olympus",
+            "partition.duration.ms": "0",
+            "rotate.schedule.interval.ms": "60000",
+            "sinkadmin.commit.interval-ms": "1000",
+        }
+    )
+    errors = result.errors
+    assert "Missing required" in errors["s3.bucket.name"][0]
+    assert "unknown format" in errors["format.class"][0]
+    assert "at least 1" in errors["flush.size"][0]
+    assert "write-ahead log" in errors["logs.dir"][0]
+    assert "Hive" in errors["hive.integration"][0]
+    assert "not supported" in errors["path.format"][0]
+    assert "unknown time zone" in errors["timezone"][0]
+    assert "above 0" in errors["partition.duration.ms"][0]
+    assert "set one" in errors["rotate.schedule.interval.ms"][0]
+    assert "set one" in errors["sinkadmin.commit.interval-ms"][0]
+    relative = validate_config(files_config(tmp_path, **{"store.url": "data/out", "partitioner.class": "field"}))
+    assert "absolute path" in relative.errors["store.url"][0]
+    assert "partition.field.name" in relative.errors
+
+
+def test_rotate_schedule_interval_is_the_commit_interval(tmp_path: Path) -> None:
+    config = SinkConfig.parse(files_config(tmp_path, **{"rotate.schedule.interval.ms": "5000"}))
+    assert config.commit_interval_ms == 5000
+    assert config.control_topic == "control-files"
+    assert SinkConfig.parse(files_config(tmp_path)).commit_interval_ms == 60_000
+
+
+# Writing.
+
+
+def test_flush_size_closes_files_and_names_tile_the_offsets(tmp_path: Path) -> None:
+    files = write(files_config(tmp_path, **{"flush.size": "3"}), values(10), start=100)
+    ranges = [parse_file_name(f.path.rsplit("/", 1)[1])[2:] for f in files.closed]  # type: ignore[index]
+    assert sorted(ranges) == [(100, 102), (103, 105), (106, 108), (109, 109)]
+    assert all("/topics/events/partition=0/" in f.path for f in files.closed)
+    rows = [r for f in files.closed for r in pq.read_table(f.staged_path).to_pylist()]
+    assert sorted(r["id"] for r in rows) == list(range(10))
+
+
+def test_rotate_interval_closes_a_file_by_record_time(tmp_path: Path) -> None:
+    records = [(1000 * i, json.dumps({"id": i}).encode()) for i in range(10)]
+    config = files_config(tmp_path, **{"rotate.interval.ms": "3000", "timestamp.extractor": "Record"})
+    files = write(config, records)
+    assert [(f.records) for f in files.closed] == [3, 3, 3, 1]
+
+
+def test_field_partitioner_splits_by_value_and_refuses_records_without_it(tmp_path: Path) -> None:
+    records = [(0, json.dumps({"id": i, "kind": "ab"[i % 2]}).encode()) for i in range(6)]
+    records += [(0, json.dumps({"id": 6}).encode()), (0, json.dumps({"id": 7, "kind": "../x"}).encode())]
+    config = files_config(tmp_path, **{"partitioner.class": "field", "partition.field.name": "kind"})
+    files = write(config, records)
+    directories = {f.partition_values: f.records for f in files.closed}
+    assert directories == {"kind=a": 3, "kind=b": 3, "kind=..%2Fx": 1}
+    assert [(b.offset, b.reason) for b in files.bad] == [(6, "partition field 'kind' is missing or null")]
+
+
+def test_time_partitioner_reads_a_record_field(tmp_path: Path) -> None:
+    at = [datetime(2024, 5, 1, 23, 30, tzinfo=UTC), datetime(2024, 5, 2, 0, 30, tzinfo=UTC)]
+    config = files_config(
+        tmp_path,
+        **{
+            "partitioner.class": "daily",
+            "timezone": "Europe/Paris",  # +02:00 in May: both are on May 2nd there
+            "timestamp.extractor": "RecordField",
+            "timestamp.field": "ts",
+        },
+    )
+    as_millis = [(0, json.dumps({"id": i, "ts": int(t.timestamp() * 1000)}).encode()) for i, t in enumerate(at)]
+    as_text = [(0, json.dumps({"id": i, "ts": t.isoformat()}).encode()) for i, t in enumerate(at)]
+    as_text.append((0, json.dumps({"id": 2, "ts": "not a time"}).encode()))
+    for records in (as_millis, as_text):
+        files = write(config, records)
+        assert {f.partition_values: f.records for f in files.closed} == {"year=2024/month=05/day=02": 2}
+    assert [b.offset for b in files.bad] == [2]
+
+
+def test_a_new_field_starts_a_new_file_with_the_wider_schema(tmp_path: Path) -> None:
+    records = values(4) + values(4, start=4, extra="x")
+    files = write(files_config(tmp_path), records, chunk=4)
+    assert [f.records for f in files.closed] == [4, 4]
+    first, second = (pq.read_schema(f.staged_path).names for f in files.closed)
+    assert first == ["id"] and second == ["id", "extra"]
+
+
+def test_poison_records_and_tombstones(tmp_path: Path) -> None:
+    records = [*values(2), (0, b"{not json"), (0, None), (0, b"[1]")]
+    files = write(files_config(tmp_path), records, chunk=10)
+    assert [b.offset for b in files.bad] == [2, 4]
+    assert files.skipped == 1
+    failing = write(files_config(tmp_path, **{"behavior.on.null.values": "fail"}), records, chunk=10)
+    assert [b.offset for b in failing.bad] == [2, 3, 4]
+
+
+@pytest.mark.parametrize("converter", ["json", "string"])
+def test_json_lines_hold_each_value_as_connect_writes_it(tmp_path: Path, converter: str) -> None:
+    records = values(3)
+    config = files_config(tmp_path, **{"format.class": "json", "value.converter": converter})
+    files = write(config, records)
+    lines = Path(files.closed[0].staged_path).read_text().splitlines()
+    assert files.closed[0].path.endswith("+0000000000+0000000002.json")
+    expected = [json.loads(v) for _, v in records] if converter == "json" else [v.decode() for _, v in records]
+    assert [json.loads(line) for line in lines] == expected
+
+
+def test_avro_files_carry_their_schema(tmp_path: Path) -> None:
+    records = [(0, json.dumps({"id": i, "name": f"n{i}", "tags": ["a"], "at": {"x": 1.5}}).encode()) for i in range(5)]
+    config = files_config(tmp_path, **{"format.class": "avro", "avro.codec": "deflate"})
+    files = write(config, records)
+    with open(files.closed[0].staged_path, "rb") as handle:
+        reader = fastavro.reader(handle)
+        rows = list(reader)
+        assert reader.codec == "deflate"
+    assert rows == [{"id": i, "name": f"n{i}", "tags": ["a"], "at": {"x": 1.5}} for i in range(5)]
+
+
+# Committing.
+
+
+def test_moves_are_idempotent_and_a_half_done_s3_move_is_finished(tmp_path: Path) -> None:
+    fs = pafs.LocalFileSystem()
+    source, target = tmp_path / "tmp.parquet", tmp_path / "final.parquet"
+    source.write_bytes(b"data")
+    move(fs, str(source), str(target))
+    move(fs, str(source), str(target))  # done already: nothing to do
+    assert target.read_bytes() == b"data" and not source.exists()
+    source.write_bytes(b"data")  # a copy made, its delete never done
+    move(fs, str(source), str(target))
+    assert not source.exists()
+    with pytest.raises(RuntimeError, match="cannot be finished"):
+        move(fs, str(tmp_path / "gone"), str(tmp_path / "never"))
+
+
+def test_a_commit_moves_its_files_and_a_second_coordinator_finds_it_done(tmp_path: Path) -> None:
+    config_raw = files_config(tmp_path, **{"flush.size": "2"})
+    config = SinkConfig.parse(config_raw)
+    commit_id = uuid.uuid4()
+    files = PartitionFiles(config, config.settings, commit_id, "events", 1)
+    files.write([0, 1, 2], [0, 0, 0], [v for _, v in values(3)], [None] * 3)
+    files.close_all()
+    prepared = PreparedCommit(commit_id, 1, [f.as_dict() for f in files.closed], {}, None)
+    for _ in range(2):  # the zombie and its successor both finish it
+        assert FilesCommitter("c", config).commit(prepared) == {}
+    listed = sorted(p.name for p in (tmp_path / "topics" / "events" / "partition=1").iterdir())
+    assert listed == ["events+1+0000000000+0000000001.parquet", "events+1+0000000002+0000000002.parquet"]
+    assert not Path(tmp_root(config.settings, str(tmp_path), commit_id)).exists()

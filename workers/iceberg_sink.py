@@ -1,0 +1,28 @@
+"""The Iceberg sink's runtime, as its plugin names it (``connectors.config.definitions.ICEBERG``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connectors.config import SinkConfig
+
+
+def writer(config: SinkConfig) -> Any:
+    from workers.runtime import TableWriter
+
+    return TableWriter(config)
+
+
+def committer(connector: str, config: SinkConfig) -> Any:
+    from workers.runtime import IcebergCommitter
+
+    return IcebergCommitter(connector, config)
+
+
+def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig, committer: Any) -> Any:
+    """Table maintenance beside the sink, when the config asks for it."""
+    from workers.runtime import start_maintainer
+
+    if not config.maintenance.enabled:
+        return None
+    return start_maintainer(connector, connector_id, epoch, config, lambda: committer.catalog)
