@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,33 +36,52 @@ def kafka_bootstrap() -> Iterator[str]:
         broker.stop()
 
 
+def free_port() -> int:
+    with socket.socket() as probe:  # a free port, for this session only
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def serving(name: str, argv: list[str], port: int) -> Iterator[None]:
+    """A server from this venv's bin/ (``argv[0]``) listening on ``port`` for the block's length."""
+    logs = settings.VAR_DIR / "log" / "tests"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / f"{name}.log").open("ab") as log:
+        server = subprocess.Popen(
+            [str(Path(sys.executable).parent / argv[0]), *argv[1:]], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 30
+        while not port_open("127.0.0.1", port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"{name} did not start (see {log.name})")
+            time.sleep(0.1)
+        try:
+            yield
+        finally:
+            server.terminate()
+            server.wait(30)
+
+
 @pytest.fixture(scope="session")
 def noida_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A second broker, noida-db, for what Tansu lacks: deleting records (DeleteRecords, which
     moves a partition's log start as retention does) and hiding aborted transactions."""
-    with socket.socket() as probe:  # a free port, for this session only
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    binary = Path(sys.executable).parent / "noida-db"
-    logs = settings.VAR_DIR / "log" / "tests"
-    logs.mkdir(parents=True, exist_ok=True)
-    log = (logs / "noida-db.log").open("ab")
+    port = free_port()
     data = tmp_path_factory.mktemp("noida-db")
-    server = subprocess.Popen(
-        [str(binary), "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while not port_open("127.0.0.1", port):
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            pytest.fail(f"noida-db did not start (see {log.name})")
-        time.sleep(0.1)
-    yield f"127.0.0.1:{port}"
-    server.terminate()
-    server.wait(30)
-    log.close()
+    with serving(
+        "noida-db", ["noida-db", "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data)], port
+    ):
+        yield f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """An S3-compatible server (moto's standalone server) for the files sink's S3 store."""
+    port = free_port()
+    with serving("moto-s3", ["moto_server", "-H", "127.0.0.1", "-p", str(port)], port):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ names' offset ranges tile each partition, after clean runs and after crashes (DE
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
@@ -40,11 +42,11 @@ def procs(lake: dict[str, str]) -> Iterator[Processes]:
     processes.stop_all()
 
 
-def files_config(topic: str, store: Path, **overrides: str) -> dict[str, str]:
+def files_config(topic: str, store: Path | None, **overrides: str) -> dict[str, str]:
     return {
         "connector.class": "io.confluent.connect.hdfs3.Hdfs3SinkConnector",
         "topics": topic,
-        "store.url": f"file://{store}",
+        **({"store.url": f"file://{store}"} if store is not None else {}),
         "format.class": "parquet",
         "flush.size": "100",
         "sinkadmin.control.topic": f"control-{topic}",
@@ -54,30 +56,40 @@ def files_config(topic: str, store: Path, **overrides: str) -> dict[str, str]:
     }
 
 
-def read_file(path: Path) -> list[dict[str, Any]]:
+def read_file(path: Path | str, fs: pafs.FileSystem | None = None) -> list[dict[str, Any]]:
     """A file's records, with the reader its format has (not the sink's code)."""
-    if path.suffix == ".parquet":
-        return pq.read_table(path).to_pylist()
-    if path.suffix == ".avro":
-        with path.open("rb") as handle:
-            return list(fastavro.reader(handle))
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    fs = fs or pafs.LocalFileSystem()
+    name = str(path)
+    if name.endswith(".parquet"):
+        return pq.read_table(name, filesystem=fs).to_pylist()
+    with fs.open_input_stream(name) as stream:
+        data = stream.read()
+    if name.endswith(".avro"):
+        return list(fastavro.reader(io.BytesIO(data)))
+    return [json.loads(line) for line in data.decode().splitlines()]
 
 
 def assert_files_hold_each_record_once(
-    store: Path, topic: str, ends: dict[tuple[str, int], int], bootstrap: str
+    store: Path | str,
+    topic: str,
+    ends: dict[tuple[str, int], int],
+    bootstrap: str,
+    fs: pafs.FileSystem | None = None,
 ) -> None:
     """The committed files' names tile every partition's offsets; their records are the topic's, once each."""
-    names = [p for p in (store / "topics" / topic).rglob("*") if p.is_file()]
+    fs = fs or pafs.LocalFileSystem()
+    listed = fs.get_file_info(pafs.FileSelector(f"{store}/topics/{topic}", recursive=True))
     ranges: dict[int, list[tuple[int, int]]] = {}
     ids: list[int] = []
-    for path in names:
-        parsed = parse_file_name(path.name)
-        assert parsed is not None, f"{path} is not a committed file's name"
+    for info in listed:
+        if info.type != pafs.FileType.File:
+            continue
+        parsed = parse_file_name(info.base_name)
+        assert parsed is not None, f"{info.path} is not a committed file's name"
         name_topic, partition, first, last = parsed
-        assert name_topic == topic and path.parent.name == f"partition={partition}"
-        records = read_file(path)
-        assert len(records) == last - first + 1, f"{path.name} holds {len(records)} records"
+        assert name_topic == topic and info.path.split("/")[-2] == f"partition={partition}"
+        records = read_file(info.path, fs)
+        assert len(records) == last - first + 1, f"{info.base_name} holds {len(records)} records"
         ranges.setdefault(partition, []).append((first, last))
         ids.extend(r["id"] for r in records)
     for (_, partition), end in ends.items():
@@ -85,9 +97,9 @@ def assert_files_hold_each_record_once(
         covered = [offset for first, last in spans for offset in range(first, last + 1)]
         assert covered == list(range(end)), f"partition {partition}: files cover {spans}"
     assert sorted(ids) == topic_ids(bootstrap, ends)
-    committed = Commit.objects.filter(state=CommitState.COMMITTED).values_list("commit_id", flat=True)
-    left = {p.name for p in (store / "topics" / "+tmp").glob("*")} if (store / "topics" / "+tmp").exists() else set()
-    assert not left & {str(c) for c in committed}, "a committed commit left temporary files"
+    committed = {str(c) for c in Commit.objects.filter(state=CommitState.COMMITTED).values_list("commit_id", flat=True)}
+    left = fs.get_file_info(pafs.FileSelector(f"{store}/topics/+tmp", allow_not_found=True))
+    assert not {info.base_name for info in left} & committed, "a committed commit left temporary files"
 
 
 def start(bootstrap: str, topic: str, name: str, store: Path, **overrides: str) -> dict[tuple[str, int], int]:
@@ -198,3 +210,37 @@ def test_a_poison_record_goes_to_the_dead_letter_topic_and_the_rest_to_files(
     assert sorted(r["id"] for p in files for r in read_file(p)) == list(range(20))
     commits = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED)
     assert sum(c.dead_lettered for c in commits) == 1
+
+
+def test_files_land_once_in_an_s3_bucket(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str
+) -> None:
+    name = "files-s3"
+    bucket = f"lake-{topic_name}"
+    s3 = pafs.S3FileSystem(
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        endpoint_override=s3_endpoint.split("//")[1],
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    s3.create_dir(bucket)
+    config = {
+        "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+        "s3.bucket.name": bucket,
+        "s3.region": "us-east-1",
+        "store.url": s3_endpoint,
+        "aws.access.key.id": "test",
+        "aws.secret.access.key": "test",
+        "format.class": "io.confluent.connect.s3.format.json.JsonFormat",
+        "tasks.max": "2",
+    }
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, COUNT), PARTITIONS)
+    actions.create_connector(name, files_config(topic_name, None, **config))
+    with running_in_threads(name, tasks=2):
+        wait_until(caught_up(name, ends), 180, f"{name} to commit every record")
+    assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
+    commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
+    assert commit is not None and all(f["path"].startswith(f"s3://{bucket}/topics/") for f in commit.files)
