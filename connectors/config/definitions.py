@@ -91,6 +91,9 @@ class Plugin:
     check: str = ""
     # ``parse(raw) -> settings``: the sink's typed settings, as SinkConfig.settings.
     parse: str = ""
+    # ``probe(config) -> (check, found)``: reach the sink's store for "Test connection"
+    # (raises with why not); empty for iceberg, whose catalog checks are built in.
+    probe: str = ""
     # A module with ``writer(config)`` (the participants' WritePort) and
     # ``committer(connector, config)`` (the coordinator's CommitterPort), and
     # optionally ``maintainer(...)``.

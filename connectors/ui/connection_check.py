@@ -18,7 +18,8 @@ from typing import Any
 from django import db
 from django.conf import settings
 
-from connectors.config import SinkConfig
+from connectors.config import SinkConfig, resolve_plugin
+from connectors.config.definitions import resolve
 from connectors.config.secrets import redact
 
 OK, WARNING, ERROR, SKIPPED = "ok", "warning", "error", "skipped"
@@ -47,17 +48,29 @@ def check_connection(config: Mapping[str, str], bootstrap: str | None = None) ->
         results.append(CheckResult("Kafka brokers", OK, f"{len(metadata.brokers)} broker(s) answered at {bootstrap}"))
         results.append(_check_topics(sink, metadata.topics))
 
-    catalog, error = _bounded(lambda: _load_catalog(sink), CATALOG_TIMEOUT_S)
-    if catalog is None:
-        results.append(CheckResult("Iceberg catalog", ERROR, f"{sink.catalog_name}: {error}"))
-        results.append(CheckResult("Tables", SKIPPED, "needs the catalog"))
+    plugin = resolve_plugin(sink.raw.get("connector.class", ""))
+    if plugin is not None and plugin.probe:
+        probe = resolve(plugin.probe)
+        found, error = _bounded(lambda: probe(sink), CATALOG_TIMEOUT_S)
+        results.append(CheckResult(found[0], OK, found[1]) if found else CheckResult("Store", ERROR, error))
     else:
-        results.append(CheckResult("Iceberg catalog", OK, f"catalog {sink.catalog_name!r} loaded and listed"))
-        tables, error = _bounded(lambda: _check_tables(sink, catalog), CATALOG_TIMEOUT_S)
-        results.append(tables if tables is not None else CheckResult("Tables", ERROR, error))
-        _close(catalog)
+        results += _catalog_checks(sink)
     # A library's error may quote the URI it was given, password and all.
     return [CheckResult(r.name, r.status, redact(r.detail)) for r in results]
+
+
+def _catalog_checks(sink: SinkConfig) -> list[CheckResult]:
+    catalog, error = _bounded(lambda: _load_catalog(sink), CATALOG_TIMEOUT_S)
+    if catalog is None:
+        return [
+            CheckResult("Iceberg catalog", ERROR, f"{sink.catalog_name}: {error}"),
+            CheckResult("Tables", SKIPPED, "needs the catalog"),
+        ]
+    results = [CheckResult("Iceberg catalog", OK, f"catalog {sink.catalog_name!r} loaded and listed")]
+    tables, error = _bounded(lambda: _check_tables(sink, catalog), CATALOG_TIMEOUT_S)
+    results.append(tables if tables is not None else CheckResult("Tables", ERROR, error))
+    _close(catalog)
+    return results
 
 
 def _close(catalog: Any) -> None:

@@ -320,5 +320,6 @@ FILES = Plugin(
     interval_override_key="rotate.schedule.interval.ms",
     check="sinks.files.settings:check",
     parse="sinks.files.settings:FilesSettings.parse",
+    probe="sinks.files.settings:probe",
     runtime="sinks.files.runtime",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from sinks.files.plugin import FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
-    from connectors.config.validation import ConfigValidation
+    from connectors.config.validation import ConfigValidation, SinkConfig
 
 S3_CLASS = "io.confluent.connect.s3.S3SinkConnector"
 # Keys of the Confluent sinks that this one cannot honour, and why: refused, never ignored.
@@ -266,3 +267,16 @@ class FilesSettings:
             file_delim=_get(raw, "file.delim") or "+",
             null_values=_get(raw, "behavior.on.null.values"),
         )
+
+
+def probe(config: SinkConfig) -> tuple[str, str]:
+    """Write and delete a file under the topics directory: what the tasks and the commit will do there."""
+    settings: FilesSettings = config.settings
+    fs, root = settings.storage.filesystem()
+    folder = f"{root}/{settings.topics_dir}" if settings.topics_dir else root
+    path = f"{folder}/_sinkadmin-probe-{uuid.uuid4().hex[:8]}"
+    fs.create_dir(folder, recursive=True)
+    with fs.open_output_stream(path) as stream:
+        stream.write(b"probe")
+    fs.delete_file(path)
+    return "Store", f"wrote and deleted a file under {settings.storage.uri(folder)}"

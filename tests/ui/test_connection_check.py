@@ -93,3 +93,30 @@ def test_the_view_reports_each_check(alice: Client, kafka_bootstrap: str, existi
     html = response.content.decode()
     assert '<li class="check-ok"><strong>Kafka brokers</strong>' in html
     assert '<li class="check-ok"><strong>Topics</strong>' in html
+
+
+def files_config(topic: str, store: str) -> dict[str, str]:
+    return {
+        "connector.class": "files",
+        "topics": topic,
+        "store.url": store,
+        "flush.size": "100",
+        "format.class": "parquet",
+    }
+
+
+def test_a_files_sink_writes_and_deletes_a_probe_file(kafka_bootstrap: str, existing_topic: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    results = by_name(check_connection(files_config(existing_topic, f"file://{tmp_path}/out"), kafka_bootstrap))
+    assert results["Topics"][0] == OK
+    assert results["Store"] == (OK, f"wrote and deleted a file under file://{tmp_path}/out/topics")
+    assert "Iceberg catalog" not in results
+    # The probe leaves nothing behind for a reader of the layout to trip on.
+    assert [p.name for p in (tmp_path / "out" / "topics").iterdir()] == []
+
+
+def test_a_files_store_that_cannot_be_written_is_an_error(kafka_bootstrap: str, existing_topic: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    results = by_name(check_connection(files_config(existing_topic, f"file://{blocker}"), kafka_bootstrap))
+    status, detail = results["Store"]
+    assert status == ERROR and detail
