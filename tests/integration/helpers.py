@@ -36,8 +36,10 @@ def produce(
     partitions: int,
     keys: list[bytes] | None = None,
     headers: list[list[tuple[str, bytes]]] | None = None,
+    timestamps: list[int] | None = None,
 ) -> dict[tuple[str, int], int]:
-    """Produce values round-robin over partitions; return the end offset of each partition."""
+    """Produce values round-robin over partitions (with record timestamps in ms if given);
+    return the end offset of each partition."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     ends: dict[tuple[str, int], int] = {}
     errors: list[Any] = []
@@ -58,6 +60,7 @@ def produce(
                     key=keys[i] if keys else str(i).encode(),
                     partition=i % partitions,
                     headers=headers[i] if headers else None,
+                    timestamp=timestamps[i] if timestamps else 0,
                     on_delivery=delivered,
                 )
                 break

@@ -7,8 +7,10 @@ import io
 import json
 import signal
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import fastavro
 import pyarrow.fs as pafs
@@ -244,3 +246,91 @@ def test_files_land_once_in_an_s3_bucket(
     assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
     commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
     assert commit is not None and all(f["path"].startswith(f"s3://{bucket}/topics/") for f in commit.files)
+
+
+# 2026-03-08 in New York: clocks go from 02:00 to 03:00, so local hours there are not UTC hours minus a constant.
+SPRING_FORWARD_MS = 1772953200000  # 2026-03-08T07:00:00Z, 03:00 in New York after the change
+
+
+def timed_records(count: int) -> tuple[list[bytes | None], list[int]]:
+    """Records 17 minutes apart around New York's spring-forward night, each with its time as ``ts``."""
+    times = [SPRING_FORWARD_MS - 12 * 3600_000 + i * 17 * 60_000 for i in range(count)]
+    values: list[bytes | None] = [
+        json.dumps({"id": i, "ts": t, "region": ("eu", "us", "apac")[i % 3], "tier": i % 2 == 0}).encode()
+        for i, t in enumerate(times)
+    ]
+    return values, times
+
+
+def committed_records(store: Path, topic: str) -> dict[str, list[dict[str, Any]]]:
+    """Each committed file's directory (under the topic) with the records read back from it."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted((store / "topics" / topic).rglob("*.*")):
+        assert parse_file_name(path.name) is not None, f"{path} is not a committed file's name"
+        found.setdefault(str(path.parent.relative_to(store / "topics" / topic)), []).extend(read_file(path))
+    return found
+
+
+@pytest.mark.parametrize("extractor", ["RecordField", "Record"])
+def test_the_time_partitioner_puts_each_record_in_its_local_hour(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path, extractor: str
+) -> None:
+    name = f"files-time-{extractor.lower()}"
+    values, times = timed_records(120)
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS, timestamps=times)
+    config = files_config(
+        topic_name,
+        tmp_path,
+        **{
+            "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+            "path.format": "'dt'=YYYY-MM-dd/'hour'=HH",
+            "partition.duration.ms": "3600000",
+            "locale": "en-US",
+            "timezone": "America/New_York",
+            "timestamp.extractor": extractor,
+            "timestamp.field": "ts",
+        },
+    )
+    actions.create_connector(name, config)
+    with running_in_threads(name):
+        wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    placed = committed_records(tmp_path, topic_name)
+    zone = ZoneInfo("America/New_York")
+    for directory, records in placed.items():
+        for record in records:
+            local = datetime.fromtimestamp(record["ts"] / 1000, UTC).astimezone(zone)
+            assert directory == local.strftime("dt=%Y-%m-%d/hour=%H"), record
+    assert sorted(r["id"] for rs in placed.values() for r in rs) == topic_ids(kafka_bootstrap, ends)
+    # The night's missing local hour has no directory; the hours either side of it do.
+    assert "dt=2026-03-08/hour=02" not in placed
+    assert {"dt=2026-03-08/hour=01", "dt=2026-03-08/hour=03"} <= placed.keys()
+
+
+def test_the_field_partitioner_puts_each_record_under_its_fields_values(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-field"
+    values, _ = timed_records(120)
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS)
+    config = files_config(
+        topic_name,
+        tmp_path,
+        **{
+            "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+            "partition.field.name": "region,tier",
+            "format.class": "io.confluent.connect.hdfs.json.JsonFormat",
+            "tasks.max": "2",
+        },
+    )
+    actions.create_connector(name, config)
+    with running_in_threads(name, tasks=2):
+        wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    placed = committed_records(tmp_path, topic_name)
+    for directory, records in placed.items():
+        for record in records:
+            # Values as the storage sinks print them (Java's String.valueOf: true, not True).
+            assert directory == f"region={record['region']}/tier={str(record['tier']).lower()}", record
+    assert len(placed) == 6
+    assert sorted(r["id"] for rs in placed.values() for r in rs) == topic_ids(kafka_bootstrap, ends)
