@@ -16,6 +16,10 @@ import fastavro
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
 
 from connectors import actions
 from connectors.models import Commit, CommitState
@@ -133,6 +137,24 @@ def test_every_record_lands_once_in_files_that_tile_each_partition(
     assert max(sizes) <= 100
     commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
     assert commit is not None and all(f["path"].startswith(f"file://{tmp_path}/topics/") for f in commit.files)
+    assert_commit_page_and_offsets_api(name, commit, ends)
+
+
+def assert_commit_page_and_offsets_api(name: str, commit: Commit, ends: dict[tuple[str, int], int]) -> None:
+    """The commit page lists the final paths of a commit's files; the offsets API gives the ledger's ends."""
+    operator = User.objects.create_superuser(f"op-{name}", "op@example.com", "pw")
+    client = Client()
+    client.force_login(operator)
+    page = client.get(reverse("commit-detail", args=[name, commit.commit_id])).content.decode()
+    assert all(f["path"] in page for f in commit.files) and "+tmp" not in page
+    assert "Table snapshots" not in page
+    assert name in client.get(reverse("commit-history", args=[name])).content.decode()
+    api = APIClient()
+    api.force_authenticate(operator)
+    offsets = api.get(f"/api/connect/connectors/{name}/offsets").json()["offsets"]
+    assert {
+        (o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]): o["offset"]["kafka_offset"] for o in offsets
+    } == ends
 
 
 def test_a_task_killed_after_writing_its_files_loses_nothing(
