@@ -71,7 +71,7 @@ class ConnectorAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "plugin",
-        "target_tables",
+        "destinations",
         "desired_state",
         "failed",
         "coordinator_epoch",
@@ -97,9 +97,9 @@ class ConnectorAdmin(admin.ModelAdmin):
     def plugin(self, obj: Connector) -> str:
         return obj.connector_class
 
-    @admin.display(description="tables")
-    def target_tables(self, obj: Connector) -> str:
-        return ", ".join(obj.tables)
+    @admin.display(description="writes to")
+    def destinations(self, obj: Connector) -> str:
+        return ", ".join(obj.destinations)
 
     @admin.display(boolean=True)
     def failed(self, obj: Connector) -> bool:

@@ -13,6 +13,9 @@ from typing import Any
 from django.db import models
 from django.urls import reverse
 
+from connectors.config.definitions import resolve
+from connectors.config.plugins import resolve_plugin
+
 
 class DesiredState(models.TextChoices):
     RUNNING = "RUNNING"
@@ -75,9 +78,10 @@ class Connector(models.Model):
         return str(self.config.get("connector.class", ""))
 
     @property
-    def tables(self) -> list[str]:
-        raw = str(self.config.get("iceberg.tables", ""))
-        return [t.strip() for t in raw.split(",") if t.strip()]
+    def destinations(self) -> list[str]:
+        """Where it writes (its tables, its directory), as its plugin reads that from the config."""
+        plugin = resolve_plugin(self.connector_class)
+        return list(resolve(plugin.destinations)(self.config)) if plugin and plugin.destinations else []
 
     @property
     def tasks_max(self) -> int:

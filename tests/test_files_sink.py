@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -283,3 +285,34 @@ def test_a_commit_moves_its_files_and_a_second_coordinator_finds_it_done(tmp_pat
     listed = sorted(p.name for p in (tmp_path / "topics" / "events" / "partition=1").iterdir())
     assert listed == ["events+1+0000000000+0000000001.parquet", "events+1+0000000002+0000000002.parquet"]
     assert not Path(tmp_root(config.settings, str(tmp_path), commit_id)).exists()
+
+
+def test_the_sweep_removes_only_old_temporary_directories_and_runs_again_hourly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = SinkConfig.parse(files_config(tmp_path))
+    committer = FilesCommitter("c", config)
+    tmp = Path(tmp_root(config.settings, str(tmp_path), "x")).parent
+    aborted, in_flight = tmp / str(uuid.uuid4()), tmp / str(uuid.uuid4())
+    for directory in (aborted, in_flight):
+        (directory / "events" / "partition=0").mkdir(parents=True)
+        (directory / "events" / "partition=0" / "f.parquet").write_bytes(b"x")
+    two_hours_ago = time.time() - 7200
+
+    def age(directory: Path) -> None:
+        # Its directories too: a directory made a moment ago may be a write that is about to put a file in it.
+        for path in (directory / "events" / "partition=0" / "f.parquet", *directory.rglob("*")):
+            os.utime(path, (two_hours_ago, two_hours_ago))
+
+    age(aborted)
+    committer.commit(PreparedCommit(uuid.uuid4(), 1, [], {}, None))
+    assert not aborted.exists() and in_flight.exists()
+
+    # Aborted commits go on leaving files; the next sweep comes an hour later, not at the next commit.
+    age(in_flight)
+    committer.commit(PreparedCommit(uuid.uuid4(), 1, [], {}, None))
+    assert in_flight.exists()
+    later = time.monotonic() + FilesCommitter.ORPHAN_AGE_S + 1
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    committer.commit(PreparedCommit(uuid.uuid4(), 1, [], {}, None))
+    assert not in_flight.exists()

@@ -8,6 +8,7 @@ counterpart there live under ``sinkadmin.``.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -94,6 +95,9 @@ class Plugin:
     # ``probe(config) -> (check, found)``: reach the sink's store for "Test connection"
     # (raises with why not); empty for iceberg, whose catalog checks are built in.
     probe: str = ""
+    # ``destinations(config) -> [str]``: where the sink writes (tables, a directory), as
+    # the list and detail pages show and search it. Read from the stored config alone.
+    destinations: str = ""
     # A module with ``writer(config)`` (the participants' WritePort) and
     # ``committer(connector, config)`` (the coordinator's CommitterPort), and
     # optionally ``maintainer(...)``.
@@ -627,6 +631,11 @@ ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
     PrefixKey("errors.", "Error handling settings.", _G_ERRORS),
 )
 
+
+def iceberg_tables(config: Mapping[str, Any]) -> list[str]:
+    return [t.strip() for t in str(config.get("iceberg.tables", "")).split(",") if t.strip()]
+
+
 ICEBERG = Plugin(
     short_name="iceberg",
     class_name="org.apache.iceberg.connect.IcebergSinkConnector",
@@ -638,6 +647,7 @@ ICEBERG = Plugin(
     description="Topics into Apache Iceberg tables through a catalog (SQL, REST, Glue, Hive): one snapshot per "
     "table and commit, with schema evolution, partitioning, routing and table maintenance.",
     check="connectors.config.validation:check_iceberg",
+    destinations="connectors.config.definitions:iceberg_tables",
     runtime="workers.iceberg_sink",
 )
 

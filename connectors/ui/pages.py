@@ -49,7 +49,7 @@ def connector_list(query: str, state: str, now: datetime) -> ConnectorList:
         and (
             not needle
             or needle in s.connector.name.lower()
-            or any(needle in t.lower() for t in s.connector.tables)
+            or any(needle in t.lower() for t in s.connector.destinations)
             or needle in ",".join(s.connector.config.get("topics", "").split()).lower()
         )
     ]

@@ -7,7 +7,7 @@ successor) end with each file once. On S3 a move is a copy and a delete: a
 crash between them leaves the file at both names, and the roll forward,
 finding the final one, only deletes the temporary copy. Files of commits
 that were never prepared stay under ``+tmp`` (no reader lists it) and are
-removed with their commit's directory.
+removed with their commit's directory, or by the hourly sweep once an hour old.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class FilesCommitter:
         self.settings: FilesSettings = config.settings
         self._fs: Any = None
         self._root = ""
-        self._swept = False
+        self._swept_at: float | None = None
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         if self._fs is None:
@@ -93,7 +93,7 @@ class FilesCommitter:
         leftovers = tmp_root(self.settings, root, prepared.commit_id)
         if fs.get_file_info(leftovers).type == pafs.FileType.Directory:
             fs.delete_dir(leftovers)
-        if not self._swept:
+        if self._swept_at is None or time.monotonic() - self._swept_at > self.ORPHAN_AGE_S:
             self._sweep(prepared)
         # Files have no snapshots: the ledger's entry is the commit's record.
         return {}
@@ -114,8 +114,9 @@ class FilesCommitter:
     ORPHAN_AGE_S = 3600.0
 
     def _sweep(self, prepared: PreparedCommit) -> None:
-        """Remove what commits that were never prepared left under ``+tmp``, once per coordinator."""
-        self._swept = True
+        """Remove what commits that were never prepared left under ``+tmp`` (at a coordinator's
+        first commit, then hourly: aborted commits leave their files behind)."""
+        self._swept_at = time.monotonic()
         fs, root = self.filesystem()
         tmp = tmp_root(self.settings, root, "").rstrip("/")
         assert tmp.endswith(TMP_DIR)
@@ -123,6 +124,7 @@ class FilesCommitter:
         for info in fs.get_file_info(pafs.FileSelector(tmp, allow_not_found=True)):
             if info.type != pafs.FileType.Directory or info.base_name == str(prepared.commit_id):
                 continue
+            # Directories' times count too: one made a moment ago may be about to get a file.
             newest = max(
                 (
                     f.mtime.timestamp()

@@ -321,5 +321,6 @@ FILES = Plugin(
     check="sinks.files.settings:check",
     parse="sinks.files.settings:FilesSettings.parse",
     probe="sinks.files.settings:probe",
+    destinations="sinks.files.settings:destinations",
     runtime="sinks.files.runtime",
 )

@@ -196,10 +196,17 @@ class Storage:
             )
             return fs, self.bucket
         if urlsplit(self.url).scheme in ("", "file"):
-            path = urlsplit(self.url).path if "://" in self.url else self.url
-            return pafs.LocalFileSystem(), os.path.normpath(path)
+            return pafs.LocalFileSystem(), self.root()
         fs, path = pafs.FileSystem.from_uri(self.url)
         return fs, path.rstrip("/")
+
+    def root(self) -> str:
+        """The root path on the store (the bucket on S3), known without reaching it."""
+        if self.bucket:
+            return self.bucket
+        if urlsplit(self.url).scheme in ("", "file"):
+            return os.path.normpath(urlsplit(self.url).path if "://" in self.url else self.url)
+        return urlsplit(self.url).path.rstrip("/")
 
     def uri(self, path: str) -> str:
         """A path on this store as a URL readers and the UI understand."""
@@ -229,6 +236,10 @@ class FilesSettings:
     directory_delim: str
     file_delim: str
     null_values: str
+
+    def topics_path(self, root: str) -> str:
+        """``<root>/<topics.dir>``: the directory the topics' directories are in."""
+        return f"{root}/{self.topics_dir}" if self.topics_dir else root
 
     @property
     def extension(self) -> str:
@@ -273,10 +284,19 @@ def probe(config: SinkConfig) -> tuple[str, str]:
     """Write and delete a file under the topics directory: what the tasks and the commit will do there."""
     settings: FilesSettings = config.settings
     fs, root = settings.storage.filesystem()
-    folder = f"{root}/{settings.topics_dir}" if settings.topics_dir else root
+    folder = settings.topics_path(root)
     path = f"{folder}/_sinkadmin-probe-{uuid.uuid4().hex[:8]}"
     fs.create_dir(folder, recursive=True)
     with fs.open_output_stream(path) as stream:
         stream.write(b"probe")
     fs.delete_file(path)
     return "Store", f"wrote and deleted a file under {settings.storage.uri(folder)}"
+
+
+def destinations(config: Mapping[str, Any]) -> list[str]:
+    """The topics directory, as a URI (the list and detail pages' "writes to")."""
+    try:
+        settings = FilesSettings.parse({k: str(v) for k, v in config.items()})
+    except (KeyError, ValueError):
+        return []
+    return [settings.storage.uri(settings.topics_path(settings.storage.root()))]

@@ -46,15 +46,11 @@ TMP_DIR = "+tmp"
 
 def tmp_root(settings: FilesSettings, root: str, commit_id: uuid.UUID | str) -> str:
     """Where a commit's files are written before its commit moves them."""
-    return (
-        f"{root}/{settings.topics_dir}/{TMP_DIR}/{commit_id}"
-        if settings.topics_dir
-        else f"{root}/{TMP_DIR}/{commit_id}"
-    )
+    return f"{settings.topics_path(root)}/{TMP_DIR}/{commit_id}"
 
 
 def topic_root(settings: FilesSettings, root: str, topic: str) -> str:
-    return f"{root}/{settings.topics_dir}/{topic}" if settings.topics_dir else f"{root}/{topic}"
+    return f"{settings.topics_path(root)}/{topic}"
 
 
 def widened(schema: pa.Schema, additions: pa.Schema) -> pa.Schema:

@@ -20,6 +20,8 @@ from connectors.models import Commit, CommitState
 from sinkadmin.services import ManagedProcess, start_spark_connect, start_spark_standalone
 from tests.integration.helpers import caught_up, wait_until
 from tests.integration.test_crashes import Processes, assert_exactly_once, setup_connector, wait_for_phase
+from tests.integration.test_files_sink import assert_files_hold_each_record_once
+from tests.integration.test_files_sink import start as start_files_sink
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -130,20 +132,57 @@ def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(
                 "iceberg.control.commit.timeout-ms": "90000",
             },
         )
-        processes.task("executor-killed", 0, 2)
-        processes.task("executor-killed", 1, 2)
-        processes.coordinator("executor-killed")
-        # END sent, the tasks' Spark jobs running: the Python workers stall in
-        # their first decode, and one executor is killed right there.
-        wait_for_phase("executor-killed", "collecting", timeout=120)
-        deadline = time.monotonic() + 60
-        while not cluster.executors_that_run_python() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        busy = cluster.executors_that_run_python()
-        assert busy, "no executor was decoding"
-        busy[0].send_signal(signal.SIGKILL)
+        kill_an_executor_mid_write(cluster, processes, "executor-killed")
         wait_until(caught_up("executor-killed", ends), 240, "every record committed after the executor died")
     finally:
         processes.stop_all()
     assert_exactly_once("executor-killed", kafka_bootstrap, ends)
     assert Commit.objects.filter(connector_name="executor-killed", state=CommitState.COMMITTED).exists()
+
+
+def kill_an_executor_mid_write(cluster: Cluster, processes: Processes, name: str) -> None:
+    """Start two tasks and the coordinator; once the commit's Spark jobs run (their Python
+    workers stall in their first decode), SIGKILL one executor right there."""
+    processes.task(name, 0, 2)
+    processes.task(name, 1, 2)
+    processes.coordinator(name)
+    wait_for_phase(name, "collecting", timeout=120)
+    deadline = time.monotonic() + 60
+    while not cluster.executors_that_run_python() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    busy = cluster.executors_that_run_python()
+    assert busy, "no executor was decoding"
+    busy[0].send_signal(signal.SIGKILL)
+
+
+def test_a_files_sink_executor_killed_mid_write_leaves_each_record_in_one_file(
+    cluster: Cluster,
+    connect_on_cluster: str,
+    lake: dict[str, str],
+    kafka_bootstrap: str,
+    topic_name: str,
+    tmp_path: Path,
+) -> None:
+    # The executor dies with a file half written under +tmp: Spark runs the
+    # decode again elsewhere, under a file name of its own, and only the
+    # files the finished attempt reported are moved to their final names.
+    name = "files-executor-killed"
+    processes = Processes(on_cluster(lake, SPARK_REMOTE=connect_on_cluster))
+    try:
+        ends = start_files_sink(
+            kafka_bootstrap,
+            topic_name,
+            name,
+            tmp_path,
+            **{
+                "tasks.max": "2",
+                "sinkadmin.commit.interval-ms": "3000",
+                "sinkadmin.commit.timeout-ms": "90000",
+            },
+        )
+        kill_an_executor_mid_write(cluster, processes, name)
+        wait_until(caught_up(name, ends), 240, "every record committed after the executor died")
+    finally:
+        processes.stop_all()
+    # (Also: no committed commit left a temporary file, the dead attempt's included.)
+    assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)

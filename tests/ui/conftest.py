@@ -85,7 +85,7 @@ def commit_ledger(db: None) -> LedgerFor:
                 ranges.append(PartitionRange(topic, partition, start, start + count, count))
                 files.append(
                     {
-                        "table": connector.tables[0],
+                        "table": connector.destinations[0],
                         "path": f"/warehouse/{topic}+{partition}+{start}+{start + count}-{commit_id}.parquet",
                         "topic": topic,
                         "partition": partition,
@@ -106,7 +106,7 @@ def commit_ledger(db: None) -> LedgerFor:
                 ended_by=ended_by,
             )
             if finish:
-                actions.mark_committed(commit_id, {connector.tables[0]: snapshot or (1000 + len(offsets))})
+                actions.mark_committed(commit_id, {connector.destinations[0]: snapshot or (1000 + len(offsets))})
                 prepared.refresh_from_db()
             return prepared
 

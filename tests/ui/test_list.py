@@ -178,6 +178,25 @@ def test_search_matches_names_tables_and_topics(alice: Client, make_connector: C
     assert names("nothing-like-this") == []
 
 
+def test_a_files_sink_is_listed_and_searched_by_its_directory(alice: Client, db: None) -> None:
+    actions.create_connector(
+        "archive-sink",
+        {
+            "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+            "topics": "clicks",
+            "s3.bucket.name": "archive",
+            "topics.dir": "raw",
+            "format.class": "json",
+            "flush.size": "1000",
+        },
+    )
+    html = alice.get(reverse("connector-list"), {"q": "s3://archive"}).content.decode()
+    assert re.findall(r'data-connector="([^"]+)"', html) == ["archive-sink"]
+    assert "s3://archive/raw" in row_of(html, "archive-sink")
+    detail = alice.get(reverse("connector-detail", args=["archive-sink"])).content.decode()
+    assert "<code>s3://archive/raw</code>" in detail
+
+
 def test_the_state_filter_keeps_only_that_health(alice: Client, make_connector: Callable[..., Connector]) -> None:
     make_connector("orders-sink")
     make_connector("clicks-sink")
