@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -41,10 +42,17 @@ def files_config(root: Path, **overrides: str) -> dict[str, str]:
     return config
 
 
-def write(config: dict[str, str], records: list[Any], partition: int = 0, start: int = 0, chunk: int = 4) -> Any:
+def write(
+    config: dict[str, str],
+    records: list[Any],
+    partition: int = 0,
+    start: int = 0,
+    chunk: int = 4,
+    value_schemas: tuple[str, ...] = (),
+) -> Any:
     """Write records as one staged partition does (in chunks), close every file; the writer."""
     sink = SinkConfig.parse(config)
-    files = PartitionFiles(sink, sink.settings, uuid.uuid4(), "events", partition)
+    files = PartitionFiles(sink, sink.settings, uuid.uuid4(), "events", partition, value_schemas)
     for first in range(0, len(records), chunk):
         piece = records[first : first + chunk]
         offsets = list(range(start + first, start + first + len(piece)))
@@ -253,6 +261,25 @@ def test_avro_files_carry_their_schema(tmp_path: Path) -> None:
         rows = list(reader)
         assert reader.codec == "deflate"
     assert rows == [{"id": i, "name": f"n{i}", "tags": ["a"], "at": {"x": 1.5}} for i in range(5)]
+
+
+def test_registry_schemas_type_the_columns_and_a_new_version_starts_a_new_file(tmp_path: Path) -> None:
+    v1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "int"}, {"name": "w", "type": "float"}]}
+    v2 = {**v1, "fields": [*v1["fields"], {"name": "qty", "type": ["null", "int"], "default": None}]}
+    config = files_config(
+        tmp_path,
+        **{"value.converter": "avro", "value.converter.schema.registry.url": "http://registry:8081"},
+    )
+    # Values as the task's registry decoder hands them on: JSON of each Avro record.
+    records = [(0, json.dumps({"id": i, "w": 0.5}).encode()) for i in range(4)]
+    records += [(0, json.dumps({"id": i, "w": 0.5, "qty": i}).encode()) for i in range(4, 8)]
+    files = write(config, records, value_schemas=(json.dumps(v1), json.dumps(v2)))
+    first, second = (pq.read_table(f.staged_path) for f in files.closed)
+    assert [f.records for f in files.closed] == [4, 4]
+    # An Avro int is an int32 column and a float a float32, not the int64 and double JSON would infer.
+    assert first.schema.field("id").type == pa.int32() and first.schema.field("w").type == pa.float32()
+    assert first.schema.names == ["id", "w"] and second.schema.field("qty").type == pa.int32()
+    assert second.column("qty").to_pylist() == [4, 5, 6, 7]
 
 
 # Committing.

@@ -32,7 +32,7 @@ from connectors.config import SinkConfig
 from sinks.files.layout import default_directory, field_directory, file_name
 from sinks.files.settings import FilesSettings
 from workers.arrow_writer import Decoded, JsonDecoder, _text_column
-from workers.converters import sample_json_objects
+from workers.converters import sample_json_objects, value_decoder
 from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.spark_writer import read_staged_chunks
@@ -94,7 +94,13 @@ class PartitionFiles:
     """The open files of one staged partition's records, one per directory, in offset order."""
 
     def __init__(
-        self, config: SinkConfig, settings: FilesSettings, commit_id: uuid.UUID, topic: str, partition: int
+        self,
+        config: SinkConfig,
+        settings: FilesSettings,
+        commit_id: uuid.UUID,
+        topic: str,
+        partition: int,
+        value_schemas: Sequence[str] = (),
     ) -> None:
         self.config = config
         self.settings = settings
@@ -111,6 +117,12 @@ class PartitionFiles:
         self.decoder: JsonDecoder | None = None
         self.row_group_bytes = config.buffer_bytes
         self._made: set[str] = set()
+        # The registry's Avro schemas the values were decoded with, as one schema of
+        # every field they name: a field's column has the type its schema gives it.
+        self.registered: pa.Schema | None = None
+        for text in value_schemas:
+            schema = arrow_schema(schema_from_avro(json.loads(text)))
+            self.registered = schema if self.registered is None else widened(self.registered, schema)
 
     # Decoding.
 
@@ -134,6 +146,16 @@ class PartitionFiles:
         cfg = self.config
         envelope = cfg.value_converter == "json" and cfg.schemas_enable
         pinned = cfg.value_converter == "avro" and cfg.avro_schema is not None and cfg.schema_registry is None
+        if self.registered is not None:
+            # Which fields come from the values (so a record of a new schema
+            # version, with fields of its own, still starts a new file);
+            # their types from the registry (an Avro int is an int, not the
+            # long a JSON number would infer).
+            registered = self.registered
+            schema = pa.schema(
+                [registered.field(f.name) if f.name in registered.names else f for f in schema],
+                metadata=schema.metadata,
+            )
         self.schema = schema
         self.decoder = JsonDecoder(schema, evolve=not (envelope or pinned), envelope=envelope)
 
@@ -522,11 +544,15 @@ class FilesJob:
     config: SinkConfig
     commit_id: uuid.UUID
     staged: tuple[StagedPartition, ...] = ()
+    # The registry schemas (Avro, as text) the task's values were decoded with.
+    value_schemas: tuple[str, ...] = ()
 
     def decode(self, staged: StagedPartition) -> dict[str, Any]:
         assert staged.path is not None
         failpoint("executor.decode")  # (a test's executor dies or stalls here: mid-write)
-        files = PartitionFiles(self.config, self.config.settings, self.commit_id, staged.topic, staged.partition)
+        files = PartitionFiles(
+            self.config, self.config.settings, self.commit_id, staged.topic, staged.partition, self.value_schemas
+        )
         try:
             for chunk in read_staged_chunks(staged.path, CHUNK_BYTES):
                 files.write(chunk.offsets, chunk.timestamps, chunk.values, chunk.errors)
@@ -564,11 +590,24 @@ class FilesWriter:
 
         return storage_outage(exc, self.config.settings)
 
+    def _registered_schemas(self) -> tuple[str, ...]:
+        # Decoding to JSON happened in this (the task's) process, before staging:
+        # its decoder knows every schema the staged values were written with.
+        if self.config.value_converter != "avro" or self.config.schema_registry is None:
+            return ()
+        decoder = value_decoder(self.config)
+        return tuple(decoder.schemas()) if decoder is not None else ()
+
     def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
         return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
 
     def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
-        job = FilesJob(self.config, commit_id, tuple(s for s in staged if s.path is not None and s.records > 0))
+        job = FilesJob(
+            self.config,
+            commit_id,
+            tuple(s for s in staged if s.path is not None and s.records > 0),
+            self._registered_schemas(),
+        )
         if not job.staged:
             return WriteResult()
         outcomes: dict[tuple[str, int], dict[str, Any]]

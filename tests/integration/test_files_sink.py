@@ -34,6 +34,8 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.integration.test_crashes import Processes
+from tests.integration.test_schema_registry import V1, V2
+from tests.schema_registry_server import SchemaRegistryServer, wire_format
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -356,3 +358,54 @@ def test_the_field_partitioner_puts_each_record_under_its_fields_values(
             assert directory == f"region={record['region']}/tier={str(record['tier']).lower()}", record
     assert len(placed) == 6
     assert sorted(r["id"] for rs in placed.values() for r in rs) == topic_ids(kafka_bootstrap, ends)
+
+
+def test_avro_files_follow_the_registrys_schema_versions(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-registry"
+    registry = SchemaRegistryServer()
+    try:
+        v1 = registry.register(f"{topic_name}-value", V1)
+        v2 = registry.register(f"{topic_name}-value", V2)
+        values: list[bytes | None] = [wire_format(v1, V1, {"id": i, "item": f"item-{i}"}) for i in range(40)]
+        values += [
+            wire_format(v2, V2, {"id": i, "item": f"item-{i}", "quantity": i % 5, "note": None}) for i in range(40, 80)
+        ]
+        values.append(wire_format(999, V1, {"id": 80, "item": "from a schema the registry never had"}))
+        create_topic(kafka_bootstrap, topic_name, 1)
+        ends = produce(kafka_bootstrap, topic_name, values, 1)
+        config = files_config(
+            topic_name,
+            tmp_path,
+            **{
+                "format.class": "io.confluent.connect.hdfs.avro.AvroFormat",
+                "value.converter": "io.confluent.connect.avro.AvroConverter",
+                "value.converter.schema.registry.url": registry.url,
+                "errors.tolerance": "all",
+                "errors.deadletterqueue.topic.name": f"{topic_name}-dlq",
+                "errors.deadletterqueue.topic.replication.factor": "1",
+            },
+        )
+        actions.create_connector(name, config)
+        with running_in_threads(name):
+            wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    finally:
+        registry.stop()
+    ids: list[int] = []
+    schemas = set()
+    for path in sorted((tmp_path / "topics" / topic_name).rglob("*.avro")):
+        with path.open("rb") as handle:
+            reader = fastavro.reader(handle)
+            rows = list(reader)
+        fields = {f["name"]: f["type"] for f in reader.writer_schema["fields"]}  # type: ignore[index]
+        # Typed from the registered schemas (an Avro int stays an int); a file holds one version's records.
+        assert "long" in json.dumps(fields["id"]) and (
+            "quantity" not in fields or json.dumps(fields["quantity"]).count('"int"') == 1
+        ), fields
+        assert all(set(r) == set(fields) for r in rows)
+        schemas.add(tuple(sorted(fields)))
+        ids.extend(r["id"] for r in rows)
+    assert sorted(ids) == list(range(80))
+    assert schemas == {("id", "item"), ("id", "item", "note", "quantity")}
+    assert sum(c.dead_lettered for c in Commit.objects.filter(connector_name=name)) == 1
