@@ -224,12 +224,17 @@ def test_time_partitioner_reads_a_record_field(tmp_path: Path) -> None:
     assert [b.offset for b in files.bad] == [2]
 
 
-def test_a_new_field_starts_a_new_file_with_the_wider_schema(tmp_path: Path) -> None:
-    records = values(4) + values(4, start=4, extra="x")
-    files = write(files_config(tmp_path), records, chunk=4)
-    assert [f.records for f in files.closed] == [4, 4]
-    first, second = (pq.read_schema(f.staged_path).names for f in files.closed)
-    assert first == ["id"] and second == ["id", "extra"]
+@pytest.mark.parametrize("chunk", [4, 3, 100])
+def test_a_new_field_starts_a_new_file_with_the_wider_schema(tmp_path: Path, chunk: int) -> None:
+    # Chunks that end at the change, before it, and hold all of it: the file ends at the record either way.
+    records = values(4) + values(2, start=4, extra="x") + values(2, start=6, nested={"a": 1})
+    records += values(2, start=8, nested={"a": 2, "b": "new"})
+    files = write(files_config(tmp_path), records, chunk=chunk)
+    assert [(parse_file_name(Path(f.path).name) or ())[2:] for f in files.closed] == [(0, 3), (4, 5), (6, 7), (8, 9)]
+    schemas = [pq.read_schema(f.staged_path) for f in files.closed]
+    assert [s.names for s in schemas] == [["id"], ["id", "extra"], ["id", "extra", "nested"], ["id", "extra", "nested"]]
+    assert [f.name for f in schemas[3].field("nested").type] == ["a", "b"]
+    assert [r["id"] for f in files.closed for r in pq.read_table(f.staged_path).to_pylist()] == list(range(10))
 
 
 def test_poison_records_and_tombstones(tmp_path: Path) -> None:
@@ -265,20 +270,29 @@ def test_avro_files_carry_their_schema(tmp_path: Path) -> None:
 
 def test_registry_schemas_type_the_columns_and_a_new_version_starts_a_new_file(tmp_path: Path) -> None:
     v1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "int"}, {"name": "w", "type": "float"}]}
-    v2 = {**v1, "fields": [*v1["fields"], {"name": "qty", "type": ["null", "int"], "default": None}]}
+    v2 = {
+        **v1,
+        "fields": [
+            *v1["fields"],
+            {"name": "qty", "type": ["null", "int"], "default": None},
+            {"name": "note", "type": ["null", "string"], "default": None},
+        ],
+    }
     config = files_config(
         tmp_path,
         **{"value.converter": "avro", "value.converter.schema.registry.url": "http://registry:8081"},
     )
     # Values as the task's registry decoder hands them on: JSON of each Avro record.
     records = [(0, json.dumps({"id": i, "w": 0.5}).encode()) for i in range(4)]
-    records += [(0, json.dumps({"id": i, "w": 0.5, "qty": i}).encode()) for i in range(4, 8)]
-    files = write(config, records, value_schemas=(json.dumps(v1), json.dumps(v2)))
+    records += [(0, json.dumps({"id": i, "w": 0.5, "qty": i, "note": None}).encode()) for i in range(4, 8)]
+    files = write(config, records, chunk=100, value_schemas=(json.dumps(v1), json.dumps(v2)))
     first, second = (pq.read_table(f.staged_path) for f in files.closed)
     assert [f.records for f in files.closed] == [4, 4]
     # An Avro int is an int32 column and a float a float32, not the int64 and double JSON would infer.
     assert first.schema.field("id").type == pa.int32() and first.schema.field("w").type == pa.float32()
     assert first.schema.names == ["id", "w"] and second.schema.field("qty").type == pa.int32()
+    # A field of the version that is null in every record is still a column (JSON alone could not type it).
+    assert second.schema.field("note").type == pa.string()
     assert second.column("qty").to_pylist() == [4, 5, 6, 7]
 
 

@@ -15,6 +15,7 @@ commit moves it to (``sinks.files.committer``).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import time
 import uuid
@@ -139,8 +140,27 @@ class PartitionFiles:
             found = sample_json_objects(samples, envelope=True)
             schema = arrow_schema(schema_from_connect(found[0]["schema"])) if found else pa.schema([])
         else:
-            schema = arrow_schema(infer_schema_from_json(sample_json_objects(samples, envelope=False)))
+            objects = sample_json_objects(samples, envelope=False)
+            # Only the values with the first one's fields: a later value with
+            # fields of its own (a new schema version) must start a new file
+            # when it comes, not widen the first file's schema from the start.
+            first = set(objects[0]) if objects else set()
+            leading = list(itertools.takewhile(lambda value: set(value) == first, objects))
+            schema = self._fields_of(objects[0]) if objects and self.registered else self._inferred(leading)
         self._use(schema)
+
+    def _fields_of(self, value: dict[str, Any]) -> pa.Schema:
+        """The schema of one decoded value: with a registry, its schema version's fields (an
+        Avro value decoded to JSON names every field of its schema, null or not)."""
+        if self.registered is None:
+            return self._inferred([value])
+        names = self.registered.names
+        known = pa.schema([self.registered.field(k) for k in value if k in names])
+        return widened(known, self._inferred([{k: v for k, v in value.items() if k not in names}]))
+
+    @staticmethod
+    def _inferred(values: list[dict[str, Any]]) -> pa.Schema:
+        return arrow_schema(infer_schema_from_json(values))
 
     def _use(self, schema: pa.Schema) -> None:
         cfg = self.config
@@ -159,7 +179,10 @@ class PartitionFiles:
         self.schema = schema
         self.decoder = JsonDecoder(schema, evolve=not (envelope or pinned), envelope=envelope)
 
-    def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
+    def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> tuple[Decoded, int]:
+        """The leading values that share one schema, decoded, and how many they are: a value
+        with fields the open files' schema lacks ends the run, and is decoded (with the
+        wider schema, into new files) by the next call."""
         if self.decoder is None:
             column, bad = _text_column(values, as_string=self.config.value_converter == "string")
             bad += [(i, str(e)) for i, e in enumerate(errors) if e is not None]
@@ -168,18 +191,33 @@ class PartitionFiles:
             if self.settings.null_values == "ignore":
                 skipped = sum(1 for i in positions if values[i] is None)
                 positions = [i for i in positions if values[i] is not None]
-            return Decoded(pa.table({"value": column.take(positions)}), positions, sorted(bad), skipped)
+            return Decoded(pa.table({"value": column.take(positions)}), positions, sorted(bad), skipped), len(values)
         decoded = self.decoder.decode(values, errors)
         if decoded.records_schema is not None:
             assert self.schema is not None
             candidate = widened(self.schema, arrow_schema(decoded.records_schema))
             if candidate != self.schema:
-                # Records with a new schema start new files, as the Confluent sinks do.
+                # Records with a new schema start new files, as the Confluent sinks do:
+                # those before the first of them go to the open files first, and the
+                # new files take the records up to the next change.
+                change = _first_outside(self.schema, values, errors)
+                if change is not None and change > 0:
+                    return self.decoder.decode(values[:change], errors[:change]), change
+                end = len(values)
+                if change == 0:
+                    fields = self._fields_of(json.loads(values[0] or b"{}"))
+                    after = _first_outside(widened(self.schema, fields), values[1:], errors[1:])
+                    end = len(values) if after is None else after + 1
+                    run = self.decoder.decode(values[:end], errors[:end])
+                    if self.registered is not None:
+                        candidate = widened(self.schema, fields)
+                    elif run.records_schema is not None:
+                        candidate = widened(self.schema, arrow_schema(run.records_schema))
                 self.close_all()
                 self._use(candidate)
                 assert self.decoder is not None
-                decoded = self.decoder.decode(values, errors)
-        return decoded
+                return self.decoder.decode(values[:end], errors[:end]), end
+        return decoded, len(values)
 
     # Placing.
 
@@ -192,7 +230,21 @@ class PartitionFiles:
     ) -> None:
         if self.schema is None:
             self.settle(values[:500])
-        decoded = self.decode(values, errors)
+        done = 0
+        while done < len(values):
+            decoded, count = self.decode(values[done:], errors[done:])
+            run = slice(done, done + count)
+            self._write_decoded(offsets[run], timestamps[run], values[run], errors[run], decoded)
+            done += count
+
+    def _write_decoded(
+        self,
+        offsets: Sequence[int],
+        timestamps: Sequence[int | None],
+        values: Sequence[bytes | None],
+        errors: Sequence[str | None],
+        decoded: Decoded,
+    ) -> None:
         bad = list(decoded.bad)
         if self.settings.null_values == "fail" and self.decoder is not None:
             bad += [
@@ -441,6 +493,28 @@ class PartitionFiles:
             if written.staged_path:
                 self.fs.delete_file(written.staged_path)
         self.closed.clear()
+
+
+def _first_outside(schema: pa.Schema, values: Sequence[bytes | None], errors: Sequence[str | None]) -> int | None:
+    """The index of the first value with a field (top-level or nested) that ``schema`` lacks, if any."""
+
+    def fits(value: Any, fields: Any) -> bool:
+        names = {f.name: f.type for f in fields}
+        return all(
+            key in names and (not isinstance(v, dict) or not pa.types.is_struct(names[key]) or fits(v, names[key]))
+            for key, v in value.items()
+        )
+
+    for i, value in enumerate(values):
+        if value is None or errors[i] is not None:
+            continue
+        try:
+            parsed = json.loads(value)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(parsed, dict) and not fits(parsed, schema):
+            return i
+    return None
 
 
 def _as_millis(column: pa.Array) -> pa.Array:
