@@ -5,9 +5,11 @@ Produces N JSON records (~1 KB) over P partitions, reads them once with a
 bare confluent-kafka batch consumer (the baseline) and once more with the
 same consumer decoding each batch as the tasks do (workers.arrow_writer's
 JsonDecoder: what decoding costs, in one process, with the allocator the
-tasks use), then runs the sink once per data plane (``--writers``; spark and
-arrow: a connector each over the same topic, coordinator + tasks as separate
-``run_connector`` processes) until the ledger reaches the topic's end offsets,
+tasks use), then runs the sink once per sink and data plane (``--sinks``: iceberg and
+files, Parquet files in the HDFS sink's layout; ``--writers``: spark and
+arrow; a connector each over the same topic, coordinator + tasks as separate
+``run_connector`` processes, then in the product as ``make run`` starts it)
+until the ledger reaches the topic's end offsets,
 and last "Spark alone": the same records staged as the participants stage
 them and decoded and written by the data plane's Spark jobs with no sink
 around them. Prints and writes to bench/results/sink_throughput.json, per
@@ -24,6 +26,7 @@ bare consumer's runs from its first fetch: process start-up (Python
 imports, Django, connecting) is left out of both, and reported apart.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
+        [--sinks iceberg,files]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...]
 """
@@ -73,6 +76,9 @@ from sinkadmin.services import (  # noqa: E402
 )
 from workers.arrow_writer import JsonDecoder  # noqa: E402
 from workers.runtime import tune_process_for_tasks  # noqa: E402
+
+# The files sink's runs write here (beside the warehouse), and each run's files are removed after it.
+FILES_ROOT = settings.VAR_DIR / "bench-files"
 
 
 def ensure_services() -> list:
@@ -351,36 +357,73 @@ class Product:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
+def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, run: str) -> dict[str, str]:
+    """A connector of ``sink`` over the whole topic: auto-created Iceberg table, or Parquet files
+    whose size only the commits bound (as the table's data files are)."""
+    common = {
+        "topics": topic,
+        "tasks.max": str(args.tasks),
+        "sinkadmin.commit.max-records": str(args.max_records),
+        "sinkadmin.writer": writer,
+    }
+    if sink == "files":
+        return {
+            "connector.class": "files",
+            **common,
+            "store.url": f"file://{FILES_ROOT / run}",
+            "format.class": "parquet",
+            "parquet.codec": "zstd",
+            "flush.size": str(args.records),
+            "sinkadmin.control.topic": f"control-{run}",
+            "sinkadmin.commit.interval-ms": str(args.interval_ms),
+            "sinkadmin.commit.timeout-ms": "120000",
+            **dict(item.split("=", 1) for item in args.set),
+        }
+    return {
+        "connector.class": "iceberg",
+        **common,
+        "iceberg.tables": f"bench.events_{run}",
+        "iceberg.tables.auto-create-enabled": "true",
+        "iceberg.control.topic": f"control-{run}",
+        "iceberg.control.commit.interval-ms": str(args.interval_ms),
+        "iceberg.control.commit.timeout-ms": "120000",
+        **dict(item.split("=", 1) for item in args.set),
+    }
+
+
 def run_sink(
     args: argparse.Namespace,
+    sink: str,
     writer: str,
     topic: str,
     ends: dict[tuple[str, int], int],
     broker: psutil.Process | None,
     product: Product | None = None,
 ) -> dict:
-    """One connector over the whole topic with the given data plane; figures of the run. Its
-    tasks and coordinator run as ``run_connector`` processes, or in ``product``'s Celery worker."""
+    """One connector of ``sink`` over the whole topic with the given data plane; figures of the run.
+    Its tasks and coordinator run as ``run_connector`` processes, or in ``product``'s Celery worker."""
     run = uuid.uuid4().hex[:8]
-    name = f"bench-{writer}-{run}"
-    config = {
-        "connector.class": "iceberg",
-        "topics": topic,
-        "iceberg.tables": f"bench.events_{run}",
-        "iceberg.tables.auto-create-enabled": "true",
-        "tasks.max": str(args.tasks),
-        "iceberg.control.topic": f"control-{run}",
-        "iceberg.control.commit.interval-ms": str(args.interval_ms),
-        "sinkadmin.commit.max-records": str(args.max_records),
-        "iceberg.control.commit.timeout-ms": "120000",
-        "sinkadmin.writer": writer,
-        **dict(item.split("=", 1) for item in args.set),
-    }
-    if product is not None:
-        return {
-            "writer": writer,
-            **_measured(args, name, ends, {"worker": product.worker()}, broker, [], product, config),
-        }
+    name = f"bench-{sink}-{writer}-{run}"
+    config = sink_config(args, sink, writer, topic, run)
+    try:
+        if product is not None:
+            return {
+                "sink": sink,
+                "writer": writer,
+                **_measured(args, name, ends, {"worker": product.worker()}, broker, [], product, config),
+            }
+        return {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
+    finally:
+        shutil.rmtree(FILES_ROOT / run, ignore_errors=True)
+
+
+def _run_connector_processes(
+    args: argparse.Namespace,
+    name: str,
+    config: dict[str, str],
+    ends: dict[tuple[str, int], int],
+    broker: psutil.Process | None,
+) -> dict:
     actions.create_connector(name, config)
     manage = [sys.executable, str(ROOT / "manage.py"), "run_connector", name]
     children = [
@@ -407,7 +450,7 @@ def run_sink(
     }
     roles["coordinator"] = psutil.Process(children[-1].pid)
     try:
-        return {"writer": writer, **_measured(args, name, ends, roles, broker, children)}
+        return _measured(args, name, ends, roles, broker, children)
     finally:
         actions.delete_connector(name)
 
@@ -540,6 +583,8 @@ def main() -> None:
     parser.add_argument("--max-records", type=int, default=0)
     # The data planes to run, one connector each, over the same topic in this run.
     parser.add_argument("--writers", default="spark,arrow")
+    # The sinks to run each plane with: Iceberg tables and plain Parquet files.
+    parser.add_argument("--sinks", default="iceberg,files")
     # How the sink runs: run-connector (coordinator and tasks as processes of
     # their own) and make-run (the product as `make run` starts it, the
     # connector created through the REST API, hosted by the Celery worker).
@@ -549,6 +594,7 @@ def main() -> None:
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "sink_throughput.json"))
     args = parser.parse_args()
     writers = [w.strip() for w in args.writers.split(",") if w.strip()]
+    sinks = [s.strip() for s in args.sinks.split(",") if s.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
 
     call_command("migrate", verbosity=0)
@@ -583,10 +629,10 @@ def main() -> None:
         for mode in modes:
             product = Product() if mode == "make-run" else None
             try:
-                for writer in writers:
-                    label = f"{writer} ({mode})"
+                for sink, writer in [(sink, writer) for sink in sinks for writer in writers]:
+                    label = f"{sink} {writer} ({mode})"
                     print(f"sink, {label}...", flush=True)
-                    run = runs[label] = {"mode": mode, **run_sink(args, writer, topic, ends, broker, product)}
+                    run = runs[label] = {"mode": mode, **run_sink(args, sink, writer, topic, ends, broker, product)}
                     if writer != "spark":
                         # Spark is idle then, but its Python workers of the run
                         # before exit (with their session) and take their CPU
@@ -609,6 +655,7 @@ def main() -> None:
             "tasks": args.tasks,
             "record_bytes": 1000,
             "commit_interval_ms": args.interval_ms,
+            "sinks": sinks,
             "commit_max_records": args.max_records,
             "connector_config_set": args.set,
             "bare_consumer_records_per_s": round(bare_rate),
@@ -622,17 +669,21 @@ def main() -> None:
             "spark_alone": alone,
             "cpu_count": os.cpu_count(),
         }
-        for mode in modes:
-            spark, arrow = runs.get(f"spark ({mode})"), runs.get(f"arrow ({mode})")
+        for sink, mode in [(sink, mode) for sink in sinks for mode in modes]:
+            spark, arrow = runs.get(f"{sink} spark ({mode})"), runs.get(f"{sink} arrow ({mode})")
             if spark is not None and arrow is not None:
                 spark["spark_to_arrow_ratio"] = round(spark["sink_records_per_s"] / arrow["sink_records_per_s"], 3)
-            if spark is not None and alone is not None:
+            # Spark alone runs the Iceberg sink's jobs: a baseline for that sink's Spark CPU only.
+            if spark is not None and alone is not None and sink == "iceberg":
                 baseline = max(0.01, alone["spark_cpu_seconds_per_million_records"])
                 spark["spark_cpu_to_spark_alone_ratio"] = round(
                     spark["spark_cpu_seconds_per_million_records"] / baseline, 2
                 )
                 if (steady := spark["spark_cpu_seconds_per_million_records_after_first_commit"]) is not None:
                     spark["spark_cpu_to_spark_alone_ratio_after_first_commit"] = round(steady / baseline, 2)
+        for label, run in runs.items():
+            if run["sink"] != "iceberg" and (table := runs.get(label.replace(run["sink"], "iceberg", 1))):
+                run["to_iceberg_ratio"] = round(run["sink_records_per_s"] / table["sink_records_per_s"], 3)
         printable = {
             **result,
             "runs": {w: {k: v for k, v in r.items() if k != "memory_mb_every_half_second"} for w, r in runs.items()},
