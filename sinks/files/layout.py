@@ -7,6 +7,7 @@ Spark's Python workers or a participant) and the tests use them alike.
 from __future__ import annotations
 
 import calendar
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -68,43 +69,38 @@ def has_text_fields(pattern: str) -> bool:
     )
 
 
+# Joda's numeric fields: the number each letter prints, zero-padded to the letter's count.
+_NUMBERS: dict[str, Callable[[datetime], int]] = {
+    "x": lambda m: m.isocalendar().year,
+    "C": lambda m: m.year // 100,
+    "d": lambda m: m.day,
+    "D": lambda m: m.timetuple().tm_yday,
+    "H": lambda m: m.hour,
+    "k": lambda m: m.hour or 24,
+    "K": lambda m: m.hour % 12,
+    "h": lambda m: m.hour % 12 or 12,
+    "m": lambda m: m.minute,
+    "s": lambda m: m.second,
+    "w": lambda m: m.isocalendar().week,
+    "e": lambda m: m.isoweekday(),
+}
+
+
 def _field(text: str, moment: datetime) -> str:
     letter, width = text[0], len(text)
+    if letter in _NUMBERS:
+        return f"{_NUMBERS[letter](moment):0{width}d}"
     if letter in "yY":
         year = moment.year
         return f"{year % 100:02d}" if width == 2 else f"{year:0{width}d}"
-    if letter == "x":
-        return f"{moment.isocalendar().year:0{width}d}"
-    if letter == "C":
-        return f"{moment.year // 100:0{width}d}"
     if letter == "M":
         if width >= 4:
             return calendar.month_name[moment.month]
         if width == 3:
             return calendar.month_abbr[moment.month]
         return f"{moment.month:0{width}d}"
-    if letter == "d":
-        return f"{moment.day:0{width}d}"
-    if letter == "D":
-        return f"{moment.timetuple().tm_yday:0{width}d}"
-    if letter == "H":
-        return f"{moment.hour:0{width}d}"
-    if letter == "k":
-        return f"{moment.hour or 24:0{width}d}"
-    if letter == "K":
-        return f"{moment.hour % 12:0{width}d}"
-    if letter == "h":
-        return f"{moment.hour % 12 or 12:0{width}d}"
-    if letter == "m":
-        return f"{moment.minute:0{width}d}"
-    if letter == "s":
-        return f"{moment.second:0{width}d}"
     if letter == "S":
         return f"{moment.microsecond // 1000:03d}"[:width].ljust(width, "0")
-    if letter == "w":
-        return f"{moment.isocalendar().week:0{width}d}"
-    if letter == "e":
-        return f"{moment.isoweekday():0{width}d}"
     if letter == "E":
         return calendar.day_name[moment.weekday()] if width >= 4 else calendar.day_abbr[moment.weekday()]
     if letter == "a":

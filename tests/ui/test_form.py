@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 
 import pytest
+from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
@@ -304,30 +305,20 @@ def test_the_files_sink_form_is_built_from_its_own_keys(alice: Client) -> None:
     assert 'name="cfg:iceberg.tables"' not in html
     for group in ("Storage", "Format", "Layout"):
         assert f"<legend>{group}</legend>" in html
-    response = alice.post(
-        reverse("connector-create"),
-        {
+
+    def create(flush_size: str) -> HttpResponse:
+        form = {
             "name": "files-sink",
             "initial_state": "PAUSED",
             "cfg:connector.class": "files",
             "cfg:topics": "orders",
             "cfg:store.url": "/data/lake",
             "cfg:format.class": "json",
-            "cfg:flush.size": "0",
-        },
-    )
-    assert "Value must be at least 1" in error_box(response.content.decode(), "flush.size")
-    created = alice.post(
-        reverse("connector-create"),
-        {
-            "name": "files-sink",
-            "initial_state": "PAUSED",
-            "cfg:connector.class": "files",
-            "cfg:topics": "orders",
-            "cfg:store.url": "/data/lake",
-            "cfg:format.class": "json",
-            "cfg:flush.size": "1000",
-        },
-    )
+            "cfg:flush.size": flush_size,
+        }
+        return alice.post(reverse("connector-create"), form)
+
+    assert "Value must be at least 1" in error_box(create("0").content.decode(), "flush.size")
+    created = create("1000")
     assert created.status_code == 302
     assert Connector.objects.get(name="files-sink").config["format.class"] == "json"
