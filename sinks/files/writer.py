@@ -461,6 +461,7 @@ class PartitionFiles:
         opened = self.open.pop(directory)
         if self.settings.format == "parquet":
             self._flush_parquet(opened)
+        failpoint("files.before_close")  # (a test's process dies here: a file written, not finished)
         if opened.writer is not None:
             opened.writer.close()
         s = self.settings

@@ -13,6 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import fastavro
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -167,6 +168,31 @@ def test_a_task_killed_after_writing_its_files_loses_nothing(
     procs.coordinator(name)
     doomed = procs.task(name, failpoints="participant.before_status=kill")
     assert doomed.wait(120) == -signal.SIGKILL
+    procs.task(name)
+    wait_until(caught_up(name, ends), 180, "the replacement task to catch up")
+    assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)
+
+
+def test_a_task_killed_in_the_middle_of_writing_a_file_loses_nothing(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    # The arrow plane writes in the task's own process: the task dies with a
+    # file half written under +tmp, which no commit ever names.
+    name = "files-kill-mid-write"
+    ends = start(
+        kafka_bootstrap,
+        topic_name,
+        name,
+        tmp_path,
+        **{"sinkadmin.writer": "arrow", "sinkadmin.commit.timeout-ms": "4000"},
+    )
+    procs.coordinator(name)
+    doomed = procs.task(name, failpoints="files.before_close=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    unfinished = list((tmp_path / "topics" / "+tmp").rglob("*.parquet"))
+    assert unfinished, "the task died before it wrote a file"
+    with pytest.raises(pa.ArrowInvalid):
+        pq.read_metadata(unfinished[0])  # no footer: a partial file
     procs.task(name)
     wait_until(caught_up(name, ends), 180, "the replacement task to catch up")
     assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)
