@@ -15,7 +15,6 @@ commit moves it to (``sinks.files.committer``).
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import time
 import uuid
@@ -141,12 +140,11 @@ class PartitionFiles:
             schema = arrow_schema(schema_from_connect(found[0]["schema"])) if found else pa.schema([])
         else:
             objects = sample_json_objects(samples, envelope=False)
-            # Only the values with the first one's fields: a later value with
-            # fields of its own (a new schema version) must start a new file
-            # when it comes, not widen the first file's schema from the start.
-            first = set(objects[0]) if objects else set()
-            leading = list(itertools.takewhile(lambda value: set(value) == first, objects))
-            schema = self._fields_of(objects[0]) if objects and self.registered else self._inferred(leading)
+            # With a registry each value has a schema version: the first one's
+            # fields, so that the first value of a later version starts a new
+            # file. Plain JSON has none: the fields of a sample, so that sparse
+            # fields do not end a file at every record that brings one.
+            schema = self._fields_of(objects[0]) if objects and self.registered else self._inferred(objects)
         self._use(schema)
 
     def _fields_of(self, value: dict[str, Any]) -> pa.Schema:
