@@ -98,6 +98,9 @@ class Plugin:
     # ``destinations(config) -> [str]``: where the sink writes (tables, a directory), as
     # the list and detail pages show and search it. Read from the stored config alone.
     destinations: str = ""
+    # Whether its runtime maintains what it writes (the Iceberg sink's compaction,
+    # expiry and orphan removal): the detail page shows the runs only then.
+    maintained: bool = False
     # A module with ``writer(config)`` (the participants' WritePort) and
     # ``committer(connector, config)`` (the coordinator's CommitterPort), and
     # optionally ``maintainer(...)``.
@@ -648,6 +651,7 @@ ICEBERG = Plugin(
     "table and commit, with schema evolution, partitioning, routing and table maintenance.",
     check="connectors.config.validation:check_iceberg",
     destinations="connectors.config.definitions:iceberg_tables",
+    maintained=True,
     runtime="workers.iceberg_sink",
 )
 

@@ -9,6 +9,7 @@ from typing import Any
 from django.http import Http404
 
 from connectors.actions import runtime as runtime_state
+from connectors.config import resolve_plugin
 from connectors.config.secrets import hidden_config
 from connectors.models import Connector
 from connectors.ui.config_text import ordered_keys
@@ -70,6 +71,7 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
     tasks = list(connector.tasks.all())
     statuses = {t.id: t for t in summary.status.tasks}
     shown = hidden_config(connector.config)
+    plugin = resolve_plugin(connector.connector_class)
     return {
         "connector": connector,
         "summary": summary,
@@ -77,6 +79,7 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
         "task_rows": [(task, statuses.get(task.task_index)) for task in tasks],
         "failed_tasks": [t for t in tasks if t.error_message or t.error_trace],
         "recent_commits": list(ledger(name).order_by("-started_at")[:RECENT_COMMITS]),
+        "maintained": plugin is not None and plugin.maintained,
         "maintenance_runs": list(connector.maintenance_runs.order_by("-started_at", "-id")[:RECENT_MAINTENANCE_RUNS]),
         "source": _source(connector),
         "config_rows": [(key, shown[key]) for key in ordered_keys(shown)],

@@ -265,3 +265,17 @@ def test_maintenance_runs_show_with_what_they_did_and_why_they_failed(
     off = make_connector("quiet-sink", **{"sinkadmin.maintenance.enabled": "false"})
     page = alice.get(reverse("connector-detail", args=[off.name])).content.decode()
     assert "sinkadmin.maintenance.enabled=false" in page
+
+
+def test_a_files_connector_has_no_table_maintenance_section(alice: Client, db: None) -> None:
+    config = {
+        "connector.class": "files",
+        "topics": "clicks",
+        "store.url": "/data/lake",
+        "format.class": "parquet",
+        "flush.size": "1000",
+    }
+    actions.create_connector("clicks-files", config)
+    page = alice.get(reverse("connector-detail", args=["clicks-files"])).content.decode()
+    assert "→ <code>file:///data/lake/topics</code>" in page
+    assert "Table maintenance" not in page
