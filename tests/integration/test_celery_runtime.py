@@ -34,6 +34,7 @@ from tests.integration.helpers import (
     topic_ids,
     wait_until,
 )
+from tests.integration.test_files_sink import assert_files_hold_each_record_once, files_config
 from workers.supervisor import Supervisor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -112,15 +113,24 @@ def test_killing_a_worker_moves_its_tasks_and_every_record_lands_once(
     actions.create_connector("failover", sink_config(topic_name, "db.events", **{"tasks.max": "2"}))
     wait_until(caught_up("failover", ends), 180, "the first records on the first worker")
     cluster.add_worker("survivor")
+    produced = kill_while_producing(doomed, kafka_bootstrap, topic_name, ends, start=400)
+    wait_until(caught_up("failover", produced), 240, "the survivor to take over and catch up")
+    assert workers_of("failover") and all(w.startswith("survivor@") for w in workers_of("failover"))
+    assert_exactly_once("failover", kafka_bootstrap, produced)
 
+
+def kill_while_producing(
+    doomed: subprocess.Popen[bytes], bootstrap: str, topic: str, ends: dict[tuple[str, int], int], start: int
+) -> dict[tuple[str, int], int]:
+    """SIGKILL a worker while records keep coming (ids from ``start``); the topic's ends after."""
     stop = threading.Event()
     produced: dict[tuple[str, int], int] = dict(ends)
 
     def keep_producing() -> None:
-        start = 400
+        first = start
         while not stop.is_set():
-            produced.update(produce(kafka_bootstrap, topic_name, json_records(start, 100), 4))
-            start += 100
+            produced.update(produce(bootstrap, topic, json_records(first, 100), 4))
+            first += 100
             time.sleep(0.3)
 
     producer = threading.Thread(target=keep_producing)
@@ -131,9 +141,25 @@ def test_killing_a_worker_moves_its_tasks_and_every_record_lands_once(
     time.sleep(4)
     stop.set()
     producer.join()
-    wait_until(caught_up("failover", produced), 240, "the survivor to take over and catch up")
-    assert workers_of("failover") and all(w.startswith("survivor@") for w in workers_of("failover"))
-    assert_exactly_once("failover", kafka_bootstrap, produced)
+    return produced
+
+
+def test_a_files_connector_survives_its_worker_killed_with_every_record_in_one_file(
+    cluster: Cluster, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    # The files sink through the same Celery runtime as `make run`: created,
+    # started by the supervisor, its worker SIGKILLed under load (writes in
+    # flight, files under +tmp), taken over by another worker.
+    doomed = cluster.add_worker("doomed")
+    create_topic(kafka_bootstrap, topic_name, 4)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 400), 4)
+    actions.create_connector("files-failover", files_config(topic_name, tmp_path, **{"tasks.max": "2"}))
+    wait_until(caught_up("files-failover", ends), 180, "the first records on the first worker")
+    cluster.add_worker("survivor")
+    produced = kill_while_producing(doomed, kafka_bootstrap, topic_name, ends, start=400)
+    wait_until(caught_up("files-failover", produced), 240, "the survivor to take over and catch up")
+    assert all(w.startswith("survivor@") for w in workers_of("files-failover"))
+    assert_files_hold_each_record_once(tmp_path, topic_name, produced, kafka_bootstrap)
 
 
 def test_pause_resume_stop_restart_and_delete(cluster: Cluster, kafka_bootstrap: str, topic_name: str) -> None:
