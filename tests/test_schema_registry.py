@@ -172,3 +172,41 @@ def test_json_values_in_the_wire_format_are_checked_against_the_registry_and_unw
     )
     assert parsed.value_converter == "json" and parsed.schema_registry is not None
     assert parsed.schema_registry.schema_type == "JSON"
+
+
+def test_json_schemas_become_table_schemas_as_connect_types_them() -> None:
+    from workers.tables import schema_from_json_schema
+
+    schema = schema_from_json_schema(
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "small": {"type": ["null", "integer"], "connect.type": "int16"},
+                "ratio": {"type": "number"},
+                "at": {"type": "string", "format": "date-time"},
+                "attrs": {"type": "object", "additionalProperties": {"type": "boolean"}},
+                "address": {
+                    "anyOf": [{"type": "null"}, {"type": "object", "properties": {"city": {"type": "string"}}}]
+                },
+            },
+        }
+    )
+    assert schema is not None
+    assert [(f.name, str(f.field_type)) for f in schema.fields] == [
+        ("id", "long"),
+        ("small", "int"),
+        ("ratio", "double"),
+        ("at", "string"),
+        ("attrs", "map<string, boolean>"),
+        ("address", "struct<9: city: optional string>"),
+    ]
+    assert all(not f.required for f in schema.fields)
+    # No properties: nothing to type the columns with, the values do it.
+    assert schema_from_json_schema({"type": "object"}) is None
+    with pytest.raises(ValueError, match=r"\$.v: oneOf of several types"):
+        schema_from_json_schema(
+            {"type": "object", "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}
+        )
+    with pytest.raises(ValueError, match=r"\$.o: an object without properties"):
+        schema_from_json_schema({"type": "object", "properties": {"o": {"type": "object"}}})

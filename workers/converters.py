@@ -100,19 +100,23 @@ class RegistryJsonDecoder:
 
     def __init__(self, registry: SchemaRegistry) -> None:
         self.registry = registry
-        self._known: set[int] = set()
+        self._seen: dict[int, str] = {}
+        self._lock = threading.Lock()
 
     def to_json(self, payload: bytes) -> bytes:
         if len(payload) < 5 or payload[0] != _CONFLUENT_MAGIC:
             raise ValueError("not in the Confluent wire format (magic byte 0, then a 4-byte schema id)")
         schema_id = int.from_bytes(payload[1:5], "big")
-        if schema_id not in self._known:
-            self.registry.schema(schema_id)
-            self._known.add(schema_id)
+        if schema_id not in self._seen:
+            text = self.registry.schema(schema_id)
+            with self._lock:
+                self._seen[schema_id] = text
         return payload[5:]
 
     def schemas(self) -> list[str]:
-        return []  # (tables are typed from the values, as for plain JSON)
+        """The JSON Schemas values were decoded with so far, oldest id first (they type the columns)."""
+        with self._lock:
+            return [self._seen[i] for i in sorted(self._seen)]
 
 
 ValueDecoder = AvroValueDecoder | RegistryAvroDecoder | RegistryJsonDecoder

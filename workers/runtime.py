@@ -85,11 +85,14 @@ from workers.tables import (
     load_table,
     schema_from_avro,
     schema_from_connect,
+    schema_from_registered,
     with_metadata_columns,
 )
 from workers.writes import TargetTable, WritePlan, WriteResult
 
 log = logging.getLogger(__name__)
+# Registered JSON Schemas with no column types (warned about once).
+_UNTYPED_JSON_SCHEMAS: set[str] = set()
 
 TP = tuple[str, int]
 StopFlag = Callable[[], bool]
@@ -497,11 +500,7 @@ class TableWriter:
         With a Schema Registry the fields come from the registered schemas
         first, typed from them; ``additions`` (typed from the values) then
         only adds what no schema had."""
-        registered = (
-            self._avro_schemas()
-            if self.config.schema_registry is not None and self.config.value_converter == "avro"
-            else []
-        )
+        registered = self._value_schemas() if self.config.schema_registry is not None else []
         evolved = []
         for target in self.config.tables:
             table = None
@@ -553,23 +552,38 @@ class TableWriter:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
             table = create_table(self.catalog, target.name, schema, target.partition_by)
-        if self.config.evolve_schema and self.config.value_converter == "avro":
-            # The Avro schemas are the config's (fields added there, and the
-            # connector restarted, become columns) or the registry's (each
-            # new version's fields become columns before its records are
-            # decoded, typed from the schema): only missing fields are added.
-            for additions in self._avro_schemas():
+        if self.config.evolve_schema and (self.config.value_converter == "avro" or self.config.schema_registry):
+            # The schemas are the config's Avro schema (fields added there, and
+            # the connector restarted, become columns) or the registry's, Avro
+            # or JSON Schema (each new version's fields become columns before
+            # its records are decoded, typed from the schema): only missing
+            # fields are added.
+            for additions in self._value_schemas():
                 table = evolve_table(self.catalog, target.name, additions, table)
         return self._described(target, table)
 
-    def _avro_schemas(self) -> list[Schema]:
-        """The Avro schemas the tables follow, as Iceberg schemas: the config's, or with a registry
-        every schema values were decoded with, oldest id first."""
-        if self.config.schema_registry is None:
+    def _value_schemas(self) -> list[Schema]:
+        """The schemas the tables follow, as Iceberg schemas: the config's Avro schema, or with a
+        registry every schema values were decoded with, oldest id first. JSON Schemas without
+        properties, or with what has no column type, are left to the values to type."""
+        registry = self.config.schema_registry
+        if registry is None:
             return [schema_from_avro(json.loads(self.config.avro_schema or "{}"))]
         decoder = value_decoder(self.config)
-        schemas = [schema_from_avro(json.loads(text)) for text in (decoder.schemas() if decoder else [])]
-        if not schemas:
+        schemas = []
+        for text in decoder.schemas() if decoder else []:
+            try:
+                schema = schema_from_registered(text, registry.schema_type)
+            except ValueError as exc:
+                if registry.schema_type == "AVRO":
+                    raise
+                if text not in _UNTYPED_JSON_SCHEMAS:  # (once a process: this runs at every commit)
+                    _UNTYPED_JSON_SCHEMAS.add(text)
+                    log.warning("a registered JSON Schema is not used, its values type the columns: %s", exc)
+                continue
+            if schema is not None:
+                schemas.append(schema)
+        if not schemas and registry.schema_type == "AVRO":
             raise ValueError("no value has been decoded with a registered schema yet")
         return schemas
 
@@ -591,8 +605,10 @@ class TableWriter:
         from pyiceberg.types import BinaryType, NestedField, StringType
 
         cfg = self.config
-        if cfg.value_converter == "avro":
-            return self._avro_schemas()[0]
+        if cfg.value_converter == "avro" or cfg.schema_registry is not None:
+            registered = self._value_schemas()
+            if registered:
+                return registered[0]
         if cfg.value_converter in ("string", "bytearray"):
             value_type = StringType() if cfg.value_converter == "string" else BinaryType()
             return Schema(NestedField(1, "value", value_type, required=False))

@@ -389,6 +389,83 @@ def schema_from_avro(avro_schema: Mapping[str, Any]) -> Schema:
     return Schema(*struct.fields)
 
 
+# JSON Schema's numbers with the Kafka Connect type Confluent's JsonSchemaConverter annotates them with.
+_JSON_INTEGERS: dict[str | None, IcebergType] = {"int8": IntegerType(), "int16": IntegerType(), "int32": IntegerType()}
+_JSON_NUMBERS: dict[str | None, IcebergType] = {"float32": FloatType()}
+
+
+def _json_schema_type(node: Any, ids: _Ids, where: str) -> IcebergType:
+    if not isinstance(node, Mapping):
+        raise ValueError(f"{where}: not a JSON Schema")
+    for keyword in ("oneOf", "anyOf"):
+        if keyword in node:
+            # A nullable field ([null, T]): every column is optional anyway.
+            branches = [b for b in node[keyword] if not (isinstance(b, Mapping) and b.get("type") == "null")]
+            if len(branches) != 1:
+                raise ValueError(f"{where}: {keyword} of several types is not supported; only null and one type")
+            return _json_schema_type(branches[0], ids, where)
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        if len(kinds) != 1:
+            raise ValueError(f"{where}: a type of {kind} is not supported; only null and one type")
+        kind = kinds[0]
+    connect = node.get("connect.type")
+    if kind == "object":
+        properties = node.get("properties")
+        if isinstance(properties, Mapping) and properties:
+            return StructType(
+                *[
+                    NestedField(
+                        field_id=ids(),
+                        name=name,
+                        field_type=_json_schema_type(sub, ids, f"{where}.{name}"),
+                        required=False,
+                    )
+                    for name, sub in properties.items()
+                ]
+            )
+        values = node.get("additionalProperties")
+        if isinstance(values, Mapping):
+            key_id, value_id = ids(), ids()
+            value_type = _json_schema_type(values, ids, f"{where}.*")
+            return MapType(
+                key_id=key_id, key_type=StringType(), value_id=value_id, value_type=value_type, value_required=False
+            )
+        raise ValueError(f"{where}: an object without properties has no columns")
+    if kind == "array":
+        element_id = ids()
+        element = _json_schema_type(node.get("items", {}), ids, f"{where}[]")
+        return ListType(element_id=element_id, element_type=element, element_required=False)
+    if kind == "integer":
+        return _JSON_INTEGERS.get(connect, LongType())
+    if kind == "number":
+        return _JSON_NUMBERS.get(connect, DoubleType())
+    if kind == "boolean":
+        return BooleanType()
+    if kind == "string":
+        # Formats (date-time...) stay text: values are not parsed as times here.
+        return StringType()
+    raise ValueError(f"{where}: JSON Schema type {kind!r} is not supported")
+
+
+def schema_from_json_schema(json_schema: Mapping[str, Any]) -> Schema | None:
+    """The table schema for a JSON Schema of objects; None when it names no properties
+    (``{"type": "object"}``): the values' own fields then type the table, as for plain JSON."""
+    if json_schema.get("type") == "object" and not json_schema.get("properties"):
+        return None
+    struct = _json_schema_type(json_schema, _Ids(), "$")
+    if not isinstance(struct, StructType):
+        raise ValueError("the value schema must be a JSON Schema of objects")
+    return Schema(*struct.fields)
+
+
+def schema_from_registered(text: str, schema_type: str) -> Schema | None:
+    """The table schema for a schema a Schema Registry holds (AVRO or JSON); None if it has no columns."""
+    document = json.loads(text)
+    return schema_from_avro(document) if schema_type == "AVRO" else schema_from_json_schema(document)
+
+
 def with_metadata_columns(schema: Schema, columns: Iterable[str]) -> Schema:
     fields = list(schema.fields)
     next_id = schema.highest_field_id

@@ -37,7 +37,7 @@ from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.spark_writer import read_staged_chunks
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.tables import infer_schema_from_json, schema_from_avro, schema_from_connect
+from workers.tables import infer_schema_from_json, schema_from_avro, schema_from_connect, schema_from_registered
 from workers.writes import BadRecord, WriteResult, arrow_schema
 
 CHUNK_BYTES = 1 << 20
@@ -117,12 +117,23 @@ class PartitionFiles:
         self.decoder: JsonDecoder | None = None
         self.row_group_bytes = config.buffer_bytes
         self._made: set[str] = set()
-        # The registry's Avro schemas the values were decoded with, as one schema of
-        # every field they name: a field's column has the type its schema gives it.
+        # The registry's schemas (Avro, JSON Schema) the values were decoded with, as one
+        # schema of every field they name: a field's column has the type its schema gives it.
         self.registered: pa.Schema | None = None
+        schema_type = config.schema_registry.schema_type if config.schema_registry else "AVRO"
         for text in value_schemas:
-            schema = arrow_schema(schema_from_avro(json.loads(text)))
-            self.registered = schema if self.registered is None else widened(self.registered, schema)
+            try:
+                typed = schema_from_registered(text, schema_type)
+            except ValueError:
+                if schema_type == "AVRO":
+                    raise
+                typed = None  # (a JSON Schema with no column types: the values type its fields)
+            if typed is not None:
+                schema = arrow_schema(typed)
+                self.registered = schema if self.registered is None else widened(self.registered, schema)
+        # An Avro value decoded to JSON names every field of its schema version, null or
+        # not: its fields tell its version. A JSON value leaves optional fields out.
+        self.versions_by_fields = self.registered is not None and schema_type == "AVRO"
 
     # Decoding.
 
@@ -140,17 +151,23 @@ class PartitionFiles:
             schema = arrow_schema(schema_from_connect(found[0]["schema"])) if found else pa.schema([])
         else:
             objects = sample_json_objects(samples, envelope=False)
-            # With a registry each value has a schema version: the first one's
-            # fields, so that the first value of a later version starts a new
-            # file. Plain JSON has none: the fields of a sample, so that sparse
-            # fields do not end a file at every record that brings one.
-            schema = self._fields_of(objects[0]) if objects and self.registered else self._inferred(objects)
+            # Avro through a registry: the first value's version's fields, so
+            # that the first value of a later version starts a new file. JSON
+            # Schema through a registry: every registered field (values leave
+            # optional ones out). Plain JSON: the fields of a sample, so that
+            # sparse fields do not end a file at every record that brings one.
+            if objects and self.versions_by_fields:
+                schema = self._fields_of(objects[0])
+            elif self.registered is not None:
+                schema = widened(self.registered, self._inferred(objects))
+            else:
+                schema = self._inferred(objects)
         self._use(schema)
 
     def _fields_of(self, value: dict[str, Any]) -> pa.Schema:
         """The schema of one decoded value: with a registry, its schema version's fields (an
         Avro value decoded to JSON names every field of its schema, null or not)."""
-        if self.registered is None:
+        if self.registered is None or not self.versions_by_fields:
             return self._inferred([value])
         names = self.registered.names
         known = pa.schema([self.registered.field(k) for k in value if k in names])
@@ -207,7 +224,7 @@ class PartitionFiles:
                     after = _first_outside(widened(self.schema, fields), values[1:], errors[1:])
                     end = len(values) if after is None else after + 1
                     run = self.decoder.decode(values[:end], errors[:end])
-                    if self.registered is not None:
+                    if self.versions_by_fields:
                         candidate = widened(self.schema, fields)
                     elif run.records_schema is not None:
                         candidate = widened(self.schema, arrow_schema(run.records_schema))
@@ -666,7 +683,7 @@ class FilesWriter:
     def _registered_schemas(self) -> tuple[str, ...]:
         # Decoding to JSON happened in this (the task's) process, before staging:
         # its decoder knows every schema the staged values were written with.
-        if self.config.value_converter != "avro" or self.config.schema_registry is None:
+        if self.config.schema_registry is None:
             return ()
         decoder = value_decoder(self.config)
         return tuple(decoder.schemas()) if decoder is not None else ()

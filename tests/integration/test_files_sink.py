@@ -35,7 +35,7 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.integration.test_crashes import Processes
-from tests.integration.test_schema_registry import V1, V2
+from tests.integration.test_schema_registry import ORDER_JSON_SCHEMA, V1, V2
 from tests.schema_registry_server import SchemaRegistryServer, wire_format
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -435,3 +435,42 @@ def test_avro_files_follow_the_registrys_schema_versions(
     assert sorted(ids) == list(range(80))
     assert schemas == {("id", "item"), ("id", "item", "note", "quantity")}
     assert sum(c.dead_lettered for c in Commit.objects.filter(connector_name=name)) == 1
+
+
+def test_parquet_files_take_the_types_of_a_registered_json_schema(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-json-schema"
+    registry = SchemaRegistryServer()
+    try:
+        schema_id = registry.register(f"{topic_name}-value", json.dumps(ORDER_JSON_SCHEMA), schema_type="JSON")
+        header = bytes([0]) + schema_id.to_bytes(4, "big")
+        values: list[bytes | None] = [
+            header + json.dumps({"id": i, "item": f"i-{i}", **({"quantity": i} if i % 2 else {})}).encode()
+            for i in range(40)
+        ]
+        create_topic(kafka_bootstrap, topic_name, 2)
+        ends = produce(kafka_bootstrap, topic_name, values, 2)
+        config = files_config(
+            topic_name,
+            tmp_path,
+            **{
+                "value.converter": "io.confluent.connect.json.JsonSchemaConverter",
+                "value.converter.schema.registry.url": registry.url,
+            },
+        )
+        actions.create_connector(name, config)
+        with running_in_threads(name):
+            wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    finally:
+        registry.stop()
+    files = sorted((tmp_path / "topics" / topic_name).rglob("*.parquet"))
+    # Optional fields left out of half the values end no file: every file has every registered field.
+    assert len(files) == 2
+    for path in files:
+        schema = pq.read_schema(path)
+        assert schema.names == ["id", "item", "quantity", "weight", "tags"]
+        assert schema.field("quantity").type == pa.int32() and schema.field("weight").type == pa.float32()
+    rows = [r for path in files for r in pq.read_table(path).to_pylist()]
+    assert sorted(r["id"] for r in rows) == list(range(40))  # (what was produced: the values are wire format)
+    assert {r["id"]: r["quantity"] for r in rows}[5] == 5

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from pyiceberg.types import IntegerType, LongType, StringType
+from pyiceberg.types import FloatType, IntegerType, ListType, LongType, StringType
 from rest_framework.test import APIClient
 
 from connectors import actions
@@ -173,3 +173,52 @@ def test_json_schema_values_through_the_registry(
     assert [r["id"] for r in rows] == list(range(30)) and rows[7]["item"] == "i-7"
     commits = Commit.objects.filter(connector_name="json-schema", state=CommitState.COMMITTED)
     assert sum(c.dead_lettered for c in commits) == 1
+
+
+ORDER_JSON_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "item": {"type": "string"},
+        "quantity": {"oneOf": [{"type": "null"}, {"type": "integer", "connect.type": "int32"}]},
+        "weight": {"type": "number", "connect.type": "float32"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+@pytest.mark.parametrize("writer", ["spark", "arrow"])
+def test_a_json_schema_with_properties_types_the_table(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, registry: SchemaRegistryServer, writer: str
+) -> None:
+    schema_id = registry.register(f"{topic_name}-value", json.dumps(ORDER_JSON_SCHEMA), schema_type="JSON")
+    header = bytes([0]) + schema_id.to_bytes(4, "big")
+    # Optional fields left out of some values, as JSON Schema allows.
+    values: list[bytes | None] = [
+        header + json.dumps({"id": i, "item": f"i-{i}", **({"quantity": i, "weight": 1.5} if i % 2 else {})}).encode()
+        for i in range(30)
+    ]
+    create_topic(kafka_bootstrap, topic_name, 1)
+    ends = produce(kafka_bootstrap, topic_name, values, 1)
+    name = f"json-typed-{writer}"
+    config = registry_config(
+        topic_name,
+        registry,
+        **{"value.converter": "io.confluent.connect.json.JsonSchemaConverter", "sinkadmin.writer": writer},
+    )
+    actions.create_connector(name, config)
+    with running_in_threads(name):
+        wait_until(caught_up(name, ends), 120, "the JSON Schema records")
+    types = {f.name: f.field_type for f in table_of(name, "db.orders").schema().fields}
+    # From the registered schema, not from the values: int32 and float32 as Connect annotates them,
+    # and the array no value held.
+    assert types == {
+        "id": LongType(),
+        "item": StringType(),
+        "quantity": IntegerType(),
+        "weight": FloatType(),
+        "tags": ListType(element_id=6, element_type=StringType(), element_required=False),
+    }, types
+    rows = {r["id"]: r for r in table_rows(name, "db.orders")}
+    assert sorted(rows) == list(range(30))
+    assert rows[3]["quantity"] == 3 and rows[3]["weight"] == 1.5 and rows[4]["quantity"] is None
