@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from connectors.config import SinkConfig, resolve_plugin, validate_config
-from sinks.files.committer import FilesCommitter, move
+from sinks.files.committer import FilesCommitter, move, storage_outage
 from sinks.files.layout import (
     HOURLY_FORMAT,
     TimePartitioning,
@@ -365,3 +365,20 @@ def test_the_sweep_removes_only_old_temporary_directories_and_runs_again_hourly(
     monkeypatch.setattr(time, "monotonic", lambda: later)
     committer.commit(PreparedCommit(uuid.uuid4(), 1, [], {}, None))
     assert not in_flight.exists()
+
+
+def test_an_unreachable_store_is_an_outage_also_when_spark_relays_it(tmp_path: Path) -> None:
+    config = SinkConfig.parse(files_config(tmp_path, **{"store.url": "http://minio:9000", "s3.bucket.name": "lake"}))
+    refused = OSError("When reading information for key 'x' in bucket 'lake': AWS Error NETWORK_CONNECTION ...")
+    relayed = RuntimeError(
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent call last):\n"
+        '  File "/x/sinks/files/writer.py", line 1, in decode\n'
+        f"OSError: {refused}\n"
+        " SQLSTATE: 38000\n"
+    )
+    for error in (refused, relayed):
+        assert storage_outage(error, config.settings) == (
+            f"the store s3://lake at http://minio:9000 cannot be reached: {refused}"
+        )
+    assert storage_outage(OSError("[Errno 28] No space left on device"), config.settings) is None
+    assert storage_outage(RuntimeError("OSError: [Errno 13] Permission denied"), config.settings) is None

@@ -133,6 +133,7 @@ def test_a_spark_failure_shows_the_python_workers_error_first() -> None:
         '  File "/x/workers/spark_writer.py", line 1, in decode\n'
         "    raise OSError\n"
         "OSError: [Errno 28] No space left on device: '/lake/orders/data'\n"
+        " SQLSTATE: 38000\n"
         "JVM stacktrace:\n"
         "org.apache.spark.api.python.PythonException\n"
         "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"

@@ -250,7 +250,8 @@ def code_archive() -> Path:
 def spark_failure(exc: BaseException) -> str:
     """Spark's own cause first (the Python error in a worker, or the JVM's message), then the rest."""
     text = str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # (Spark 4 ends a relayed error with a line of its SQLSTATE: not the cause.)
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("SQLSTATE:")]
     cause = next(
         (line for line in reversed(lines) if not line.startswith(("File ", "at ", "^", "Traceback", "JVM stacktrace"))),
         text,

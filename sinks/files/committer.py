@@ -33,15 +33,22 @@ def storage_outage(exc: BaseException, settings: FilesSettings) -> str | None:
     """What to show when ``exc`` says the store cannot be reached (a passing condition), else None."""
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, OSError) and any(word in str(cause) for word in _UNREACHABLE):
+        # The OSError itself (the coordinator's moves, the arrow plane), or its
+        # line in the text of an error Spark relays from a Python worker.
+        lines = str(cause).splitlines() if isinstance(cause, OSError) else _relayed_os_errors(str(cause))
+        if lines and any(word in lines[0] for word in _UNREACHABLE):
             where = (
                 f"s3://{settings.storage.bucket} at {settings.storage.url or 'AWS'}"
                 if settings.storage.bucket
                 else settings.storage.url
             )
-            return f"the store {where} cannot be reached: {str(cause).splitlines()[0]}"
+            return f"the store {where} cannot be reached: {lines[0].removeprefix('OSError: ')}"
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+def _relayed_os_errors(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("OSError: ")]
 
 
 def move(fs: pafs.FileSystem, source: str | None, target: str) -> None:

@@ -23,9 +23,10 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from connectors import actions
-from connectors.models import Commit, CommitState
+from connectors.models import Commit, CommitState, Connector
 from sinks.files.layout import parse_file_name
 from tests.integration.helpers import (
+    TcpProxy,
     caught_up,
     create_topic,
     json_records,
@@ -474,3 +475,53 @@ def test_parquet_files_take_the_types_of_a_registered_json_schema(
     rows = [r for path in files for r in pq.read_table(path).to_pylist()]
     assert sorted(r["id"] for r in rows) == list(range(40))  # (what was produced: the values are wire format)
     assert {r["id"]: r["quantity"] for r in rows}[5] == 5
+
+
+def test_an_unreachable_store_is_a_warning_that_passes_with_every_record_in_one_file(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str
+) -> None:
+    # The S3-compatible server behind a TCP proxy the test cuts: the tasks' writes and the
+    # coordinator's moves meet the outage; the connector waits and says so, and never fails.
+    host, port = s3_endpoint.removeprefix("http://").split(":")
+    proxy = TcpProxy(host, int(port))
+    name, bucket = "files-s3-outage", f"outage-{topic_name}"
+    s3 = pafs.S3FileSystem(
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    s3.create_dir(bucket)
+    config = {
+        "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+        "s3.bucket.name": bucket,
+        "s3.region": "us-east-1",
+        "store.url": f"http://127.0.0.1:{proxy.port}",
+        "aws.access.key.id": "test",
+        "aws.secret.access.key": "test",
+        "format.class": "json",
+    }
+    create_topic(kafka_bootstrap, topic_name, 2)
+    produce(kafka_bootstrap, topic_name, json_records(0, 40), 2)
+    actions.create_connector(name, files_config(topic_name, None, **config))
+    try:
+        with running_in_threads(name, tasks=2):
+            wait_until(caught_up(name, {(topic_name, 0): 20, (topic_name, 1): 20}), 120, "the first records")
+            proxy.cut()
+            ends = produce(kafka_bootstrap, topic_name, json_records(40, 40), 2)
+            wait_until(
+                lambda: bool(Connector.objects.get(name=name).coordinator.sink_warning), 120, "the outage to be shown"
+            )
+            connector = Connector.objects.get(name=name)
+            assert connector.failed_at is None
+            assert f"the store s3://{bucket} at http://127.0.0.1:{proxy.port} cannot be reached" in (
+                connector.coordinator.sink_warning
+            )
+            proxy.restore()
+            wait_until(caught_up(name, ends), 180, "the records of the outage")
+            assert Connector.objects.get(name=name).coordinator.sink_warning == ""
+    finally:
+        proxy.cut()
+    assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
