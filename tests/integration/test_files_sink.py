@@ -112,6 +112,35 @@ def assert_files_hold_each_record_once(
     assert not {info.base_name for info in left} & committed, "a committed commit left temporary files"
 
 
+def run_until_committed(name: str, config: dict[str, str], ends: dict[tuple[str, int], int], tasks: int = 1) -> None:
+    """Create the connector and run it in this process's threads until it has committed ``ends``."""
+    actions.create_connector(name, config)
+    with running_in_threads(name, tasks=tasks):
+        wait_until(caught_up(name, ends), 180, f"{name} to commit")
+
+
+def s3_bucket(endpoint: str, bucket: str) -> tuple[pafs.S3FileSystem, dict[str, str]]:
+    """A new bucket on the S3-compatible server at ``endpoint``: a client of it, and the sink's keys for it."""
+    fs = pafs.S3FileSystem(
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        endpoint_override=endpoint.removeprefix("http://"),
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    fs.create_dir(bucket)
+    config = {
+        "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+        "s3.bucket.name": bucket,
+        "s3.region": "us-east-1",
+        "store.url": endpoint,
+        "aws.access.key.id": "test",
+        "aws.secret.access.key": "test",
+    }
+    return fs, config
+
+
 def start(bootstrap: str, topic: str, name: str, store: Path, **overrides: str) -> dict[tuple[str, int], int]:
     create_topic(bootstrap, topic, PARTITIONS)
     ends = produce(bootstrap, topic, json_records(0, COUNT), PARTITIONS)
@@ -253,9 +282,7 @@ def test_a_poison_record_goes_to_the_dead_letter_topic_and_the_rest_to_files(
             "errors.deadletterqueue.topic.replication.factor": "1",
         },
     )
-    actions.create_connector(name, config)
-    with running_in_threads(name):
-        wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    run_until_committed(name, config, ends)
     files = sorted((tmp_path / "topics" / topic_name / "partition=0").iterdir())
     spans = sorted(parse_file_name(p.name)[2:] for p in files)  # type: ignore[index]
     # The names' ranges still tile the partition: the dead letter's offset is inside one.
@@ -270,30 +297,11 @@ def test_files_land_once_in_an_s3_bucket(
 ) -> None:
     name = "files-s3"
     bucket = f"lake-{topic_name}"
-    s3 = pafs.S3FileSystem(
-        access_key="test",
-        secret_key="test",
-        region="us-east-1",
-        endpoint_override=s3_endpoint.split("//")[1],
-        scheme="http",
-        allow_bucket_creation=True,
-    )
-    s3.create_dir(bucket)
-    config = {
-        "connector.class": "io.confluent.connect.s3.S3SinkConnector",
-        "s3.bucket.name": bucket,
-        "s3.region": "us-east-1",
-        "store.url": s3_endpoint,
-        "aws.access.key.id": "test",
-        "aws.secret.access.key": "test",
-        "format.class": "io.confluent.connect.s3.format.json.JsonFormat",
-        "tasks.max": "2",
-    }
+    s3, store = s3_bucket(s3_endpoint, bucket)
+    config = {**store, "format.class": "io.confluent.connect.s3.format.json.JsonFormat", "tasks.max": "2"}
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
     ends = produce(kafka_bootstrap, topic_name, json_records(0, COUNT), PARTITIONS)
-    actions.create_connector(name, files_config(topic_name, None, **config))
-    with running_in_threads(name, tasks=2):
-        wait_until(caught_up(name, ends), 180, f"{name} to commit every record")
+    run_until_committed(name, files_config(topic_name, None, **config), ends, tasks=2)
     assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
     commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
     assert commit is not None and all(f["path"].startswith(f"s3://{bucket}/topics/") for f in commit.files)
@@ -343,9 +351,7 @@ def test_the_time_partitioner_puts_each_record_in_its_local_hour(
             "timestamp.field": "ts",
         },
     )
-    actions.create_connector(name, config)
-    with running_in_threads(name):
-        wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    run_until_committed(name, config, ends)
     placed = committed_records(tmp_path, topic_name)
     zone = ZoneInfo("America/New_York")
     for directory, records in placed.items():
@@ -375,9 +381,7 @@ def test_the_field_partitioner_puts_each_record_under_its_fields_values(
             "tasks.max": "2",
         },
     )
-    actions.create_connector(name, config)
-    with running_in_threads(name, tasks=2):
-        wait_until(caught_up(name, ends), 180, f"{name} to commit")
+    run_until_committed(name, config, ends, tasks=2)
     placed = committed_records(tmp_path, topic_name)
     for directory, records in placed.items():
         for record in records:
@@ -414,9 +418,7 @@ def test_avro_files_follow_the_registrys_schema_versions(
                 "errors.deadletterqueue.topic.replication.factor": "1",
             },
         )
-        actions.create_connector(name, config)
-        with running_in_threads(name):
-            wait_until(caught_up(name, ends), 180, f"{name} to commit")
+        run_until_committed(name, config, ends)
     finally:
         registry.stop()
     ids: list[int] = []
@@ -460,9 +462,7 @@ def test_parquet_files_take_the_types_of_a_registered_json_schema(
                 "value.converter.schema.registry.url": registry.url,
             },
         )
-        actions.create_connector(name, config)
-        with running_in_threads(name):
-            wait_until(caught_up(name, ends), 180, f"{name} to commit")
+        run_until_committed(name, config, ends)
     finally:
         registry.stop()
     files = sorted((tmp_path / "topics" / topic_name).rglob("*.parquet"))
@@ -485,24 +485,8 @@ def test_an_unreachable_store_is_a_warning_that_passes_with_every_record_in_one_
     host, port = s3_endpoint.removeprefix("http://").split(":")
     proxy = TcpProxy(host, int(port))
     name, bucket = "files-s3-outage", f"outage-{topic_name}"
-    s3 = pafs.S3FileSystem(
-        access_key="test",
-        secret_key="test",
-        region="us-east-1",
-        endpoint_override=f"{host}:{port}",
-        scheme="http",
-        allow_bucket_creation=True,
-    )
-    s3.create_dir(bucket)
-    config = {
-        "connector.class": "io.confluent.connect.s3.S3SinkConnector",
-        "s3.bucket.name": bucket,
-        "s3.region": "us-east-1",
-        "store.url": f"http://127.0.0.1:{proxy.port}",
-        "aws.access.key.id": "test",
-        "aws.secret.access.key": "test",
-        "format.class": "json",
-    }
+    s3, store = s3_bucket(s3_endpoint, bucket)
+    config = {**store, "store.url": f"http://127.0.0.1:{proxy.port}", "format.class": "json"}
     create_topic(kafka_bootstrap, topic_name, 2)
     produce(kafka_bootstrap, topic_name, json_records(0, 40), 2)
     actions.create_connector(name, files_config(topic_name, None, **config))
