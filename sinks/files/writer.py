@@ -38,7 +38,7 @@ from workers.failpoints import failpoint
 from workers.spark_writer import read_staged_chunks
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import infer_schema_from_json, schema_from_avro, schema_from_connect, schema_from_registered
-from workers.writes import BadRecord, WriteResult, arrow_schema
+from workers.writes import BadRecord, WriteResult, arrow_schema, avro_schema
 
 CHUNK_BYTES = 1 << 20
 TMP_DIR = "+tmp"
@@ -580,51 +580,6 @@ class _AvroFile:
     def close(self) -> None:
         self.writer.flush()
         self.stream.close()
-
-
-def avro_schema(schema: pa.Schema, name: str = "ConnectDefault") -> dict[str, Any]:
-    """The Avro record schema of Arrow columns (every field optional, as the records' may be missing)."""
-    counter = iter(range(1, 1 << 30))
-
-    def of(arrow: pa.DataType) -> Any:
-        if pa.types.is_boolean(arrow):
-            return "boolean"
-        if pa.types.is_int8(arrow) or pa.types.is_int16(arrow) or pa.types.is_int32(arrow):
-            return "int"
-        if pa.types.is_integer(arrow):
-            return "long"
-        if pa.types.is_float32(arrow):
-            return "float"
-        if pa.types.is_floating(arrow):
-            return "double"
-        if pa.types.is_string(arrow) or pa.types.is_large_string(arrow):
-            return "string"
-        if pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow):
-            return "bytes"
-        if pa.types.is_timestamp(arrow):
-            return {"type": "long", "logicalType": "timestamp-micros" if arrow.unit == "us" else "timestamp-millis"}
-        if pa.types.is_date(arrow):
-            return {"type": "int", "logicalType": "date"}
-        if pa.types.is_time(arrow):
-            return {"type": "long", "logicalType": "time-micros"}
-        if pa.types.is_decimal(arrow):
-            return {"type": "bytes", "logicalType": "decimal", "precision": arrow.precision, "scale": arrow.scale}
-        if pa.types.is_struct(arrow):
-            return record(list(arrow), f"{name}_{next(counter)}")
-        if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
-            return {"type": "array", "items": ["null", of(arrow.value_type)]}
-        if pa.types.is_map(arrow):
-            return {"type": "map", "values": ["null", of(arrow.item_type)]}
-        raise ValueError(f"no Avro type for {arrow}")
-
-    def record(fields: list[pa.Field], record_name: str) -> dict[str, Any]:
-        return {
-            "type": "record",
-            "name": record_name,
-            "fields": [{"name": f.name, "type": ["null", of(f.type)], "default": None} for f in fields],
-        }
-
-    return record(list(schema), name)
 
 
 @dataclass(frozen=True)
