@@ -173,8 +173,8 @@ class HudiTable:
             "extraMetadata": {"schema": json.dumps(avro_schema(pa.schema(data), f"{self.spec.name}_record"))},
             "operationType": "UPSERT",
         }
+        # (Its .requested and .inflight stay, as Hudi keeps them for every completed instant.)
         _write_atomically(self.fs, f"{self.base}/{HOODIE}/{instant}.commit", json.dumps(metadata).encode())
-        self.fs.delete_file(f"{self.base}/{HOODIE}/{instant}.inflight")
 
     def roll_back(self, keep: Sequence[str] = ()) -> list[str]:
         """Remove the base files and timeline entries of instants that never completed (a writer
