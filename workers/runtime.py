@@ -85,14 +85,12 @@ from workers.tables import (
     load_table,
     schema_from_avro,
     schema_from_connect,
-    schema_from_registered,
+    schemas_from_registered,
     with_metadata_columns,
 )
 from workers.writes import TargetTable, WritePlan, WriteResult
 
 log = logging.getLogger(__name__)
-# Registered JSON Schemas with no column types (warned about once).
-_UNTYPED_JSON_SCHEMAS: set[str] = set()
 
 TP = tuple[str, int]
 StopFlag = Callable[[], bool]
@@ -570,19 +568,7 @@ class TableWriter:
         if registry is None:
             return [schema_from_avro(json.loads(self.config.avro_schema or "{}"))]
         decoder = value_decoder(self.config)
-        schemas = []
-        for text in decoder.schemas() if decoder else []:
-            try:
-                schema = schema_from_registered(text, registry.schema_type)
-            except ValueError as exc:
-                if registry.schema_type == "AVRO":
-                    raise
-                if text not in _UNTYPED_JSON_SCHEMAS:  # (once a process: this runs at every commit)
-                    _UNTYPED_JSON_SCHEMAS.add(text)
-                    log.warning("a registered JSON Schema is not used, its values type the columns: %s", exc)
-                continue
-            if schema is not None:
-                schemas.append(schema)
+        schemas = schemas_from_registered(decoder.schemas() if decoder else [], registry.schema_type)
         if not schemas and registry.schema_type == "AVRO":
             raise ValueError("no value has been decoded with a registered schema yet")
         return schemas

@@ -460,10 +460,30 @@ def schema_from_json_schema(json_schema: Mapping[str, Any]) -> Schema | None:
     return Schema(*struct.fields)
 
 
-def schema_from_registered(text: str, schema_type: str) -> Schema | None:
-    """The table schema for a schema a Schema Registry holds (AVRO or JSON); None if it has no columns."""
-    document = json.loads(text)
-    return schema_from_avro(document) if schema_type == "AVRO" else schema_from_json_schema(document)
+# Registered JSON Schemas with no column types (warned about once a process).
+_UNTYPED_JSON_SCHEMAS: set[str] = set()
+
+
+def schemas_from_registered(texts: Iterable[str], schema_type: str) -> list[Schema]:
+    """Table schemas for the schemas (AVRO or JSON) a Schema Registry holds. An Avro schema
+    that has no table schema is an error; a JSON Schema without properties, or with what has
+    no column type, is left out (its values type the columns, as plain JSON's do)."""
+    schemas = []
+    for text in texts:
+        document = json.loads(text)
+        if schema_type == "AVRO":
+            schemas.append(schema_from_avro(document))
+            continue
+        try:
+            schema = schema_from_json_schema(document)
+        except ValueError as exc:
+            if text not in _UNTYPED_JSON_SCHEMAS:  # (once: callers ask at every commit)
+                _UNTYPED_JSON_SCHEMAS.add(text)
+                log.warning("a registered JSON Schema is not used, its values type the columns: %s", exc)
+            continue
+        if schema is not None:
+            schemas.append(schema)
+    return schemas
 
 
 def with_metadata_columns(schema: Schema, columns: Iterable[str]) -> Schema:

@@ -37,7 +37,7 @@ from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.spark_writer import read_staged_chunks
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.tables import infer_schema_from_json, schema_from_avro, schema_from_connect, schema_from_registered
+from workers.tables import infer_schema_from_json, schema_from_avro, schema_from_connect, schemas_from_registered
 from workers.writes import BadRecord, WriteResult, arrow_schema, avro_schema
 
 CHUNK_BYTES = 1 << 20
@@ -121,16 +121,9 @@ class PartitionFiles:
         # schema of every field they name: a field's column has the type its schema gives it.
         self.registered: pa.Schema | None = None
         schema_type = config.schema_registry.schema_type if config.schema_registry else "AVRO"
-        for text in value_schemas:
-            try:
-                typed = schema_from_registered(text, schema_type)
-            except ValueError:
-                if schema_type == "AVRO":
-                    raise
-                typed = None  # (a JSON Schema with no column types: the values type its fields)
-            if typed is not None:
-                schema = arrow_schema(typed)
-                self.registered = schema if self.registered is None else widened(self.registered, schema)
+        for typed in schemas_from_registered(value_schemas, schema_type):
+            schema = arrow_schema(typed)
+            self.registered = schema if self.registered is None else widened(self.registered, schema)
         # An Avro value decoded to JSON names every field of its schema version, null or
         # not: its fields tell its version. A JSON value leaves optional fields out.
         self.versions_by_fields = self.registered is not None and schema_type == "AVRO"
