@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from connectors.config.definitions import ICEBERG, Plugin
 from sinks.files.plugin import FILES
+from sinks.hudi.plugin import HUDI
 
-PLUGINS: tuple[Plugin, ...] = (ICEBERG, FILES)
+PLUGINS: tuple[Plugin, ...] = (ICEBERG, FILES, HUDI)

@@ -68,8 +68,8 @@ def test_missing_topics_and_tables_are_named() -> None:
 
 def test_unknown_class_and_unsupported_sinks_say_why() -> None:
     assert "Unknown connector class" in validate_config({**BASE, "connector.class": "x.Y"}).errors["connector.class"][0]
-    hudi = validate_config({**BASE, "connector.class": "org.apache.hudi.connect.HoodieSinkConnector"})
-    assert "Hudi sink is not supported yet" in hudi.errors["connector.class"][0]
+    mirror = validate_config({**BASE, "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector"})
+    assert "Kafka mirror is not supported yet" in mirror.errors["connector.class"][0]
 
 
 def test_partition_by_must_parse() -> None:

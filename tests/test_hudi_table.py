@@ -5,6 +5,7 @@ commits that never completed."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,17 @@ import pyarrow.fs as pafs
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
-from sinks.hudi.table import HudiTable, HudiTableSpec, instant_time, partition_path
+from sinks.hudi.table import (
+    DELETE,
+    SEQUENCE,
+    TOMBSTONE,
+    HudiTable,
+    HudiTableSpec,
+    WriteStat,
+    bucket_file_id,
+    instant_time,
+    partition_path,
+)
 
 SPEC = HudiTableSpec(
     name="orders",
@@ -34,17 +45,42 @@ def rows(*records: dict[str, Any]) -> pa.Table:
     )
 
 
+def incoming(upserts: pa.Table, deletes: Sequence[str] = ()) -> pa.Table:
+    """A file group's records as the participants hand them to the merge: keyed, in stream order."""
+    n = len(upserts)
+    keyed = upserts.append_column("_hoodie_record_key", upserts.column("id").cast(pa.string()))
+    keyed = keyed.append_column("_hoodie_partition_path", pa.array([""] * n, pa.string()))
+    keyed = keyed.append_column(DELETE, pa.array([False] * n)).append_column(TOMBSTONE, pa.array([False] * n))
+    if deletes:
+        gone = pa.table(
+            {
+                "_hoodie_record_key": pa.array(list(deletes), pa.string()),
+                "_hoodie_partition_path": pa.array([""] * len(deletes), pa.string()),
+                DELETE: pa.array([True] * len(deletes)),
+                TOMBSTONE: pa.array([True] * len(deletes)),
+            }
+        )
+        keyed = pa.concat_tables([keyed, gone], promote_options="permissive")
+    return keyed.append_column(SEQUENCE, pa.array(range(len(keyed)), pa.int64()))
+
+
+def write(table: HudiTable, instant: str, path: str, upserts: pa.Table, deletes: Sequence[str] = ()) -> WriteStat:
+    previous = next(iter(table.latest_slices(path, before=instant).values()), None)
+    file_id = previous.file_id if previous else bucket_file_id(0, path)
+    return table.write_slice(instant, path, file_id, previous, incoming(upserts, deletes), True, "0-0-0")
+
+
 def commit(table: HudiTable, at: datetime, upserts: pa.Table, deletes: dict[str, list[str]] | None = None) -> str:
     """One commit: each partition's upserts and deletes, then the commit made visible."""
     instant = instant_time(at)
-    table.start(instant)
+    table.start(instant, {})
     partitions = {partition_path(SPEC, [r]) for r in upserts.column("region").to_pylist()} | set(deletes or {})
     stats = []
     for path in sorted(partitions):
         region = path.split("=", 1)[1]
         mine = upserts.filter(pc.equal(upserts.column("region"), region))
-        stats.append(table.write_partition(instant, path, mine, (deletes or {}).get(path, [])))
-    table.complete(instant, stats, upserts.schema)
+        stats.append(write(table, instant, path, mine, (deletes or {}).get(path, [])))
+    table.complete(instant, stats, upserts.schema, {})
     return instant
 
 
@@ -113,8 +149,8 @@ def test_a_commit_that_never_completed_is_invisible_and_rolled_back(table: HudiT
     commit(table, T0, rows({"id": 1, "region": "eu", "ts": 1, "note": "committed"}))
     # A writer that died mid-commit: its files are written, its instant inflight.
     dead = instant_time(T0 + timedelta(seconds=1))
-    table.start(dead)
-    table.write_partition(dead, "region=eu", rows({"id": 1, "region": "eu", "ts": 9, "note": "never committed"}))
+    table.start(dead, {})
+    write(table, dead, "region=eu", rows({"id": 1, "region": "eu", "ts": 9, "note": "never committed"}))
     assert read(tmp_path / "orders")[1]["note"] == "committed"
     assert table.roll_back() == [dead]
     assert not [p for p in (tmp_path / "orders").rglob(f"*{dead}*")]

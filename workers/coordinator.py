@@ -111,6 +111,9 @@ class PreparedCommit:
     # {"topic": {"partition": [start, end]}}
     offsets: dict[str, dict[str, list[int]]]
     watermark_ms: int | None
+    # When the ledger prepared it (epoch ms): a sink that names its commits by
+    # time (a Hudi instant) names a rolled-forward commit as its first try did.
+    prepared_at_ms: int | None = None
 
 
 class LedgerPort(Protocol):

@@ -227,6 +227,7 @@ class DjangoLedger:
             list(commit.files),
             offsets_by_topic(ranges),
             int(commit.watermark.timestamp() * 1000) if commit.watermark else None,
+            int(commit.prepared_at.timestamp() * 1000) if commit.prepared_at else None,
         )
 
     def prepare(
@@ -241,7 +242,7 @@ class DjangoLedger:
     ) -> PreparedCommit:
         watermark = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC) if watermark_ms is not None else None
         try:
-            actions.prepare_commit(
+            commit = actions.prepare_commit(
                 self.connector.pk,
                 epoch=self.epoch,
                 commit_id=commit_id,
@@ -257,7 +258,8 @@ class DjangoLedger:
         except actions.LedgerConflict as exc:
             raise ValueError(str(exc)) from None
         ranges = [(s.topic, s.partition, s.start, s.end) for s in statuses]
-        return PreparedCommit(commit_id, self.epoch, files, offsets_by_topic(ranges), watermark_ms)
+        prepared_at_ms = int(commit.prepared_at.timestamp() * 1000) if commit.prepared_at else None
+        return PreparedCommit(commit_id, self.epoch, files, offsets_by_topic(ranges), watermark_ms, prepared_at_ms)
 
     def committed(self, commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> None:
         actions.mark_committed(commit_id, snapshot_ids)

@@ -360,6 +360,27 @@ class StagedDecode:
         }
 
 
+class UnitJob(Protocol):
+    """Work split in units, as Spark runs it: Spark task n runs ``run_unit(n)`` (pickled with the job)."""
+
+    @property
+    def count(self) -> int: ...
+
+    def run_unit(self, index: int) -> dict[str, Any]: ...
+
+
+UNIT_OUTCOME = pa.schema([("unit", pa.int64()), ("outcome", pa.string())])
+
+
+def run_job_units(job: UnitJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The function Spark's Python workers run for a UnitJob: one outcome row per unit."""
+    _freeze_imports()
+    for batch in batches:
+        for n in batch.column("id").to_pylist():
+            outcome = json.dumps(job.run_unit(n))
+            yield pa.RecordBatch.from_pylist([{"unit": n, "outcome": outcome}], schema=UNIT_OUTCOME)
+
+
 _frozen = False
 
 
@@ -497,9 +518,18 @@ class SparkWriter:
 
     def run(self, job: StagedJob) -> dict[tuple[str, int], dict[str, Any]]:
         """One Spark job over the staged partitions; each one's outcome, by (topic, partition)."""
+        collected = self._guarded(lambda: self._collect(job))
+        return {(r["topic"], r["partition"]): json.loads(r["outcome"]) for r in collected}
+
+    def run_units(self, job: UnitJob) -> list[dict[str, Any]]:
+        """One Spark job over a job's units (a Spark task each); their outcomes, in unit order."""
+        collected = self._guarded(lambda: self._collect_units(job))
+        return [json.loads(r["outcome"]) for r in sorted(collected, key=lambda r: r["unit"])]
+
+    def _guarded(self, collect: Callable[[], list[Any]]) -> list[Any]:
         try:
             try:
-                collected = self._collect(job)
+                return collect()
             except Exception as exc:
                 if not _session_closed(exc):
                     raise
@@ -509,7 +539,7 @@ class SparkWriter:
                 log.info("the Spark Connect session was closed (%s): joining the next one", _first_line(exc))
                 forget_session(self._session)
                 self._session = None
-                collected = self._collect(job)
+                return collect()
         except Exception as exc:
             if _unreachable(exc):
                 # The next commit connects again (a restarted Spark Connect
@@ -518,7 +548,6 @@ class SparkWriter:
                 self._session = None
                 raise SparkUnavailable(f"Spark at {spark_endpoint()} is unreachable: {_first_line(exc)}") from exc
             raise RuntimeError(spark_failure(exc)) from exc
-        return {(r["topic"], r["partition"]): json.loads(r["outcome"]) for r in collected}
 
     def _collect(self, job: StagedJob) -> list[Any]:
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -530,6 +559,12 @@ class SparkWriter:
         frame = self.spark.range(0, len(job.staged), 1, len(job.staged))
         decode = functools.partial(decode_staged_partitions, job)
         return list(frame.mapInArrow(decode, from_arrow_schema(OUTCOME_SCHEMA)).collect())
+
+    def _collect_units(self, job: UnitJob) -> list[Any]:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        frame = self.spark.range(0, job.count, 1, job.count)
+        return list(frame.mapInArrow(functools.partial(run_job_units, job), from_arrow_schema(UNIT_OUTCOME)).collect())
 
     def _write_with_sql(
         self, commit_id: uuid.UUID, with_data: Sequence[StagedPartition], tables: Sequence[TargetTable], reason: str

@@ -4,6 +4,7 @@ the tables of a commit, its results, and how data files are named."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,7 @@ from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
 
 from connectors.config.transforms import PartitionField
-from connectors.config.validation import TableTarget
+from connectors.config.validation import SinkConfig, TableTarget
 from workers.events import DataFile
 from workers.staging import StagedPartition
 from workers.tables import spec_fields
@@ -173,3 +174,29 @@ def avro_schema(schema: pa.Schema, name: str = "ConnectDefault") -> dict[str, An
         }
 
     return record(list(schema), name)
+
+
+def collect_outcomes(staged: Sequence[StagedPartition], outcomes: dict[tuple[str, int], dict[str, Any]]) -> WriteResult:
+    """A task's write result from each staged partition's outcome (``{"files", "bad", "skipped"}``, as the
+    sinks' decode functions return it from Spark's Python workers or the participant)."""
+    result = WriteResult()
+    for s in staged:
+        outcome = outcomes[(s.topic, s.partition)]
+        result.files.extend(DataFile(**f) for f in outcome["files"])
+        result.bad.extend(BadRecord(s.topic, s.partition, offset, reason) for offset, reason in outcome["bad"])
+        if outcome["skipped"]:
+            result.skipped[(s.topic, s.partition)] = outcome["skipped"]
+    result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))
+    return result
+
+
+def registered_schemas(config: SinkConfig) -> tuple[str, ...]:
+    """The Schema Registry schemas a task's staged values were decoded with (as text), for the decoders of
+    the sinks whose columns follow the records (files, Hudi). Decoding to JSON happened in the task's own
+    process, before staging: its decoder knows every schema it met."""
+    if config.schema_registry is None:
+        return ()
+    from workers.converters import value_decoder
+
+    decoder = value_decoder(config)
+    return tuple(decoder.schemas()) if decoder is not None else ()

@@ -85,6 +85,8 @@ class Plugin:
     # A key of the sink's family that, set above 0, is the commit interval
     # instead (the files sink's rotate.schedule.interval.ms).
     interval_override_key: str = ""
+    # The boolean key that makes the coordinator commit intervals with no records.
+    allow_empty_key: str = "sinkadmin.commit.allow-empty"
     # What the UI's plugin chooser says of it.
     title: str = ""
     description: str = ""
@@ -661,7 +663,7 @@ SHARED_PREFIX_KEYS = tuple(k for k in ICEBERG_PREFIX_KEYS if not k.prefix.starts
 # Class names of sinks we plan to replace but do not run yet, so a config
 # written for them gets a specific message instead of "unknown class".
 NOT_YET_SUPPORTED = {
-    "org.apache.hudi.connect.HoodieSinkConnector": "the Hudi sink is not supported yet",
+    "org.apache.kafka.connect.mirror.MirrorSinkConnector": "the exactly-once Kafka mirror is not supported yet",
 }
 
 # Keys whose values are secrets: never returned by the API or shown in the UI.

@@ -554,7 +554,7 @@ class SinkConfig:
             control_topic=get(plugin.control_topic_key),
             commit_interval_ms=commit_interval_ms,
             commit_timeout_ms=int(get(plugin.commit_timeout_key)),
-            allow_empty_commit=flag("sinkadmin.commit.allow-empty"),
+            allow_empty_commit=flag(plugin.allow_empty_key),
             commit_max_records=int(get("sinkadmin.commit.max-records")),
             errors_tolerance=get("errors.tolerance"),
             dlq_topic=raw.get("errors.deadletterqueue.topic.name") or None,

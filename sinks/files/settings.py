@@ -104,6 +104,13 @@ def _int(config: Mapping[str, str], name: str) -> bool:
 
 def _check_storage(result: ConfigValidation, config: dict[str, str]) -> None:
     url = _store_url(config)
+    try:
+        urlsplit(url)
+    except ValueError as exc:
+        result.add(
+            "hdfs.url" if config.get("hdfs.url") and not config.get("store.url") else "store.url", f"not a URL: {exc}"
+        )
+        return
     bucket = _get(config, "s3.bucket.name")
     if config.get("store.url") and config.get("hdfs.url"):
         result.add("hdfs.url", "set store.url or hdfs.url (its older name), not both")

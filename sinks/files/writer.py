@@ -32,13 +32,12 @@ from connectors.config import SinkConfig
 from sinks.files.layout import default_directory, field_directory, file_name
 from sinks.files.settings import FilesSettings
 from workers.arrow_writer import Decoded
-from workers.converters import value_decoder
 from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import BadRecord, WriteResult, avro_schema
+from workers.writes import BadRecord, WriteResult, avro_schema, collect_outcomes, registered_schemas
 
 CHUNK_BYTES = 1 << 20
 TMP_DIR = "+tmp"
@@ -485,14 +484,6 @@ class FilesWriter:
 
         return storage_outage(exc, self.config.settings)
 
-    def _registered_schemas(self) -> tuple[str, ...]:
-        # Decoding to JSON happened in this (the task's) process, before staging:
-        # its decoder knows every schema the staged values were written with.
-        if self.config.schema_registry is None:
-            return ()
-        decoder = value_decoder(self.config)
-        return tuple(decoder.schemas()) if decoder is not None else ()
-
     def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
         return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
 
@@ -501,7 +492,7 @@ class FilesWriter:
             self.config,
             commit_id,
             tuple(s for s in staged if s.path is not None and s.records > 0),
-            self._registered_schemas(),
+            registered_schemas(self.config),
         )
         if not job.staged:
             return WriteResult()
@@ -510,16 +501,4 @@ class FilesWriter:
             outcomes = self.spark.run(job)
         else:
             outcomes = {(s.topic, s.partition): job.decode(s) for s in job.staged}
-        return collect(job.staged, outcomes)
-
-
-def collect(staged: Sequence[StagedPartition], outcomes: dict[tuple[str, int], dict[str, Any]]) -> WriteResult:
-    result = WriteResult()
-    for s in staged:
-        outcome = outcomes[(s.topic, s.partition)]
-        result.files.extend(DataFile(**f) for f in outcome["files"])
-        result.bad.extend(BadRecord(s.topic, s.partition, offset, reason) for offset, reason in outcome["bad"])
-        if outcome["skipped"]:
-            result.skipped[(s.topic, s.partition)] = outcome["skipped"]
-    result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))
-    return result
+        return collect_outcomes(job.staged, outcomes)

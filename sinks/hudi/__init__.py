@@ -1,4 +1,6 @@
-"""Apache Hudi tables: the on-disk format (``table``), written from its specification (issue 19).
+"""The Hudi sink (issue 19): topics into Apache Hudi Copy-on-Write tables, written from the format.
 
-The sink plugin that streams topics into these tables comes on top of it.
+``plugin`` (its keys), ``settings`` (checks and typed settings), ``table``
+(the on-disk format), ``writer`` (the participants' side), ``commit`` (the
+coordinator's instant and Spark's merge), ``runtime`` (what the plugin names).
 """

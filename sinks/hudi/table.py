@@ -1,34 +1,41 @@
 """Apache Hudi Copy-on-Write tables on a pyarrow filesystem, written from the format itself.
 
 No Hudi writer runs in Python, so the on-disk format is written here as Hudi
-0.x lays it out and its readers (hudi-rs among them) read it: table version 6,
-timeline layout 1.
+0.x lays it out and its readers (hudi-rs, Spark's Hudi reader) read it: table
+version 6, timeline layout 1.
 
 - ``.hoodie/hoodie.properties`` names the table, its record key, partition
-  and precombine fields.
+  and precombine fields, and its checksum (CRC32 of ``<database>.<table>``, as
+  HoodieTableConfig.generateChecksum computes it).
 - A commit is an instant ``yyyyMMddHHmmssSSS`` (UTC) on the timeline:
   ``<instant>.commit.requested`` and ``<instant>.inflight`` when it starts,
   ``<instant>.commit`` (HoodieCommitMetadata as JSON) when it is complete.
-  Readers take base files of completed instants only.
+  Readers take base files of completed instants only (hudi-rs on table
+  version 6 does not filter the others: a failed instant's files must go,
+  ``roll_back``).
 - Data are base files ``<fileId>_<writeToken>_<instant>.parquet`` with the
-  five ``_hoodie_*`` meta columns. Copy-on-Write: a commit that touches a file
-  group writes a new version of its whole base file (old rows merged with the
-  new ones); the newest completed version is the file group's content.
+  five ``_hoodie_*`` meta columns first. Copy-on-Write: a commit that touches
+  a file group writes a new version (slice) of its whole base file, old rows
+  merged with the new ones; the newest completed slice is the file group's
+  content, older slices stay until cleaning.
+- Every partition directory holds a ``.hoodie_partition_metadata``.
 
-Here each partition path has one file group, rewritten by every commit that
-touches it: correct and simple, at the price of write amplification on large
-partitions (file sizing comes with the sink).
+Upserts place a record key in one of N file groups of its partition by
+Hudi's bucket index hash (``bucket``), so an update always finds the file
+group that holds its key without an index lookup.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -46,6 +53,18 @@ META_COLUMNS = (
     "_hoodie_file_name",
 )
 HOODIE = ".hoodie"
+PARTITION_METADATA = ".hoodie_partition_metadata"
+# Hudi's partition path for a null or missing partition field (0.14's KeyGenUtils).
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# Columns the participants add to the records they hand to the commit (never written to the table).
+DELETE = "_sinkadmin_delete"  # the record deletes its key (a tombstone or a delete marker)
+TOMBSTONE = "_sinkadmin_tombstone"  # a null value: deletes whatever came before it
+SEQUENCE = "_sinkadmin_sequence"  # the record's place in the commit's stream (topic, partition, offset order)
+WORK_COLUMNS = (DELETE, TOMBSTONE, SEQUENCE)
+# extraMetadata keys: the connector's commit id, and the offsets as Hudi's own tools read them.
+COMMIT_ID_KEY = "sinkadmin.commit.id"
+KAFKA_OFFSETS_KEY = "kafka.commit.offsets"
+CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
 
 
 @dataclass(frozen=True)
@@ -57,10 +76,17 @@ class HudiTableSpec:
     partition_fields: tuple[str, ...] = ()
     precombine_field: str | None = None
     hive_style_partitioning: bool = False
+    database: str = "default"
+
+    @property
+    def checksum(self) -> int:
+        """HoodieTableConfig.generateChecksum: CRC32 of ``<database>.<table>`` in UTF-8."""
+        return zlib.crc32(f"{self.database}.{self.name}".encode())
 
     def properties(self) -> dict[str, str]:
         found = {
             "hoodie.table.name": self.name,
+            "hoodie.database.name": self.database,
             "hoodie.table.type": "COPY_ON_WRITE",
             "hoodie.table.version": str(TABLE_VERSION),
             "hoodie.timeline.layout.version": str(TIMELINE_LAYOUT_VERSION),
@@ -71,13 +97,16 @@ class HudiTableSpec:
                 "org.apache.hudi.keygen.ComplexKeyGenerator"
                 if len(self.record_key_fields) > 1 or len(self.partition_fields) > 1
                 else "org.apache.hudi.keygen.SimpleKeyGenerator"
+                if self.partition_fields
+                else "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
             ),
             "hoodie.populate.meta.fields": "true",
             "hoodie.datasource.write.hive_style_partitioning": str(self.hive_style_partitioning).lower(),
             "hoodie.datasource.write.partitionpath.urlencode": "false",
             "hoodie.datasource.write.drop.partition.columns": "false",
             "hoodie.table.timeline.timezone": "UTC",
-            "hoodie.metadata.enable": "false",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.checksum": str(self.checksum),
         }
         if self.precombine_field:
             found["hoodie.table.precombine.field"] = self.precombine_field
@@ -88,6 +117,70 @@ def instant_time(moment: datetime | None = None) -> str:
     """A timeline instant: UTC, to the millisecond, as Hudi prints it."""
     moment = (moment or datetime.now(UTC)).astimezone(UTC)
     return moment.strftime("%Y%m%d%H%M%S") + f"{moment.microsecond // 1000:03d}"
+
+
+def instant_after(instant: str) -> str:
+    """The instant one millisecond after ``instant``."""
+    moment = datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+    return instant_time(moment + timedelta(milliseconds=int(instant[14:17]) + 1))
+
+
+def java_string_hashes(keys: pa.Array) -> np.ndarray:
+    """Java's ``String.hashCode`` of each key (int32 arithmetic over UTF-16 code units), vectorized."""
+    texts = keys.to_pylist()
+    if not texts:
+        return np.zeros(0, dtype=np.int64)
+    encoded = [t.encode("utf-16-le") for t in texts]
+    lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(encoded))
+    units = np.frombuffer(b"".join(encoded), dtype="<u2").astype(np.uint64)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    # Each code unit weighs 31^(units after it in its key); sums wrap modulo 2^64,
+    # whose low 32 bits are Java's int arithmetic.
+    ends = np.repeat(starts + lengths, lengths)
+    after = ends - 1 - np.arange(len(units), dtype=np.int64)
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.full(int(lengths.max()) if len(lengths) else 1, 31, dtype=np.uint64))
+        powers = np.concatenate(([np.uint64(1)], powers[:-1]))
+        weighted = units * powers[after] if len(units) else units
+        sums = np.zeros(len(texts), dtype=np.uint64)
+        nonempty = lengths > 0
+        if nonempty.any():
+            sums[nonempty] = np.add.reduceat(weighted, starts[nonempty])
+    low = (sums & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    return np.where(low >= 1 << 31, low - (1 << 32), low)
+
+
+def buckets(record_keys: pa.Array, num_buckets: int) -> np.ndarray:
+    """Each record key's bucket, as Hudi's bucket index computes it for a simple key
+    (BucketIdentifier.getBucketId: the hash of the one-element list of the key)."""
+    hashes = java_string_hashes(record_keys)
+    list_hash = (31 + hashes) & 0xFFFFFFFF  # List.hashCode, kept as an unsigned 32-bit pattern
+    return (list_hash & 0x7FFFFFFF) % num_buckets
+
+
+def bucket_file_id(bucket: int, seed: str) -> str:
+    """A new file group of a bucket: Hudi's bucket file ids begin with the bucket's number."""
+    return f"{bucket:08d}{str(uuid.uuid5(uuid.NAMESPACE_URL, seed))[8:]}-0"
+
+
+def new_file_id(seed: str) -> str:
+    """A new file group's id, the same for the same seed (a commit rolled forward twice names its files alike)."""
+    return f"{uuid.uuid5(uuid.NAMESPACE_URL, seed)}-0"
+
+
+def bucket_of(file_id: str) -> int | None:
+    head = file_id[:8]
+    return int(head) if head.isdigit() else None
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A file group's base file of one instant."""
+
+    file_id: str
+    path: str
+    instant: str
+    size: int
 
 
 @dataclass
@@ -118,6 +211,20 @@ class WriteStat:
             "partitionPath": self.partition_path,
         }
 
+    @classmethod
+    def from_json(cls, found: Mapping[str, Any]) -> WriteStat:
+        return cls(
+            file_id=found["fileId"],
+            path=found["path"],
+            partition_path=found["partitionPath"],
+            previous_commit=found["prevCommit"],
+            records=found["numWrites"],
+            inserts=found["numInserts"],
+            updates=found["numUpdateWrites"],
+            deletes=found["numDeletes"],
+            size=found["fileSizeInBytes"],
+        )
+
 
 @dataclass
 class HudiTable:
@@ -126,52 +233,107 @@ class HudiTable:
     fs: pafs.FileSystem
     base: str
     spec: HudiTableSpec
-    _timeline: list[pafs.FileInfo] = field(default_factory=list, repr=False)
+    _made: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def create_or_load(cls, fs: pafs.FileSystem, base: str, spec: HudiTableSpec) -> HudiTable:
         """The table at ``base``, created with ``spec`` if it is not there; an existing table must have
-        the same record key and partition fields (they cannot change under written data)."""
+        the same name, record key and partition fields (they cannot change under written data)."""
         table = cls(fs, base.rstrip("/"), spec)
-        path = f"{table.base}/{HOODIE}/hoodie.properties"
-        if fs.get_file_info(path).type == pafs.FileType.File:
-            with fs.open_input_stream(path) as stream:
-                found = _parse_properties(stream.read().decode())
-            for key in ("hoodie.table.recordkey.fields", "hoodie.table.partition.fields"):
+        found = table.stored_properties()
+        if found is not None:
+            for key in ("hoodie.table.name", "hoodie.table.recordkey.fields", "hoodie.table.partition.fields"):
                 if found.get(key, "") != spec.properties()[key]:
                     raise ValueError(
                         f"the Hudi table at {base} has {key}={found.get(key, '')!r}, not {spec.properties()[key]!r}"
                     )
+            if found.get("hoodie.table.type", "COPY_ON_WRITE") != "COPY_ON_WRITE":
+                raise ValueError(f"the Hudi table at {base} is {found['hoodie.table.type']}, not COPY_ON_WRITE")
             return table
         fs.create_dir(f"{table.base}/{HOODIE}", recursive=True)
-        text = "".join(f"{k}={v}\n" for k, v in sorted(spec.properties().items()))
-        _write_atomically(fs, path, text.encode())
+        text = "#Properties saved by sinkadmin\n" + "".join(f"{k}={v}\n" for k, v in sorted(spec.properties().items()))
+        _write_atomically(fs, f"{table.base}/{HOODIE}/hoodie.properties", text.encode())
         return table
+
+    def stored_properties(self) -> dict[str, str] | None:
+        path = f"{self.base}/{HOODIE}/hoodie.properties"
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        with self.fs.open_input_stream(path) as stream:
+            return parse_properties(stream.read().decode())
 
     # The timeline.
 
+    def _timeline_names(self) -> list[str]:
+        return [
+            i.base_name
+            for i in self._list(f"{self.base}/{HOODIE}")
+            if i.type == pafs.FileType.File and i.base_name[:1].isdigit()
+        ]
+
     def completed(self) -> list[str]:
         """Completed commit instants, oldest first."""
-        names = [i.base_name for i in self._list(f"{self.base}/{HOODIE}") if i.type == pafs.FileType.File]
-        return sorted(n.removesuffix(".commit") for n in names if n.endswith(".commit") and n[:1].isdigit())
+        return sorted(n.removesuffix(".commit") for n in self._timeline_names() if n.endswith(".commit"))
 
-    def start(self, instant: str) -> None:
-        """Put ``instant`` on the timeline as requested and inflight: its files are invisible until complete."""
-        for suffix in (".commit.requested", ".inflight"):
-            with self.fs.open_output_stream(f"{self.base}/{HOODIE}/{instant}{suffix}") as stream:
-                stream.write(b"")
+    def instants(self) -> list[str]:
+        """Every instant on the timeline, completed or not, oldest first."""
+        return sorted({n.split(".", 1)[0] for n in self._timeline_names()})
 
-    def complete(self, instant: str, stats: Sequence[WriteStat], schema: pa.Schema) -> None:
+    def commit_metadata(self, instant: str, completed: bool = True) -> dict[str, Any]:
+        """An instant's HoodieCommitMetadata: its ``.commit``, or (``completed=False``) its ``.inflight``."""
+        path = f"{self.base}/{HOODIE}/{instant}.{'commit' if completed else 'inflight'}"
+        with self.fs.open_input_stream(path) as stream:
+            text = stream.read().decode()
+        return json.loads(text) if text.strip() else {}
+
+    def find(self, commit_id: str, newest: int = 20) -> tuple[str, bool] | None:
+        """The instant (and whether it completed) that carries the connector's ``commit_id``, among the
+        ``newest`` instants: a commit is looked for right after the one before it."""
+        completed = set(self.completed())
+        names = set(self._timeline_names())
+        for instant in reversed(self.instants()[-newest:]):
+            done = instant in completed
+            if not done and f"{instant}.inflight" not in names:
+                continue
+            try:
+                extra = self.commit_metadata(instant, completed=done).get("extraMetadata") or {}
+            except (OSError, ValueError):
+                continue
+            if extra.get(COMMIT_ID_KEY) == commit_id:
+                return instant, done
+        return None
+
+    def start(self, instant: str, extra: Mapping[str, str]) -> None:
+        """Put ``instant`` on the timeline as requested and inflight (carrying ``extra``, so a successor
+        finds whose it is): its files are invisible until it is complete."""
+        requested = f"{self.base}/{HOODIE}/{instant}.commit.requested"
+        if self.fs.get_file_info(requested).type != pafs.FileType.File:
+            _write_atomically(self.fs, requested, b"")
+        inflight = {"partitionToWriteStats": {}, "compacted": False, "extraMetadata": dict(extra)}
+        inflight["operationType"] = "UPSERT"
+        _write_atomically(self.fs, f"{self.base}/{HOODIE}/{instant}.inflight", json.dumps(inflight).encode())
+
+    def complete(
+        self,
+        instant: str,
+        stats: Sequence[WriteStat],
+        schema: pa.Schema,
+        extra: Mapping[str, str],
+        operation: str = "UPSERT",
+    ) -> None:
         """Make ``instant``'s base files the table's content: one rename of its commit metadata."""
         by_partition: dict[str, list[dict[str, Any]]] = {}
         for stat in stats:
             by_partition.setdefault(stat.partition_path, []).append(stat.as_json())
-        data = [f for f in schema if f.name not in META_COLUMNS]
+        data = [f for f in schema if f.name not in META_COLUMNS and f.name not in WORK_COLUMNS]
         metadata = {
             "partitionToWriteStats": by_partition,
             "compacted": False,
-            "extraMetadata": {"schema": json.dumps(avro_schema(pa.schema(data), f"{self.spec.name}_record"))},
-            "operationType": "UPSERT",
+            "extraMetadata": {
+                "schema": json.dumps(avro_schema(pa.schema(data), f"{self.spec.name}_record")),
+                **extra,
+            },
+            "operationType": operation,
         }
         # (Its .requested and .inflight stay, as Hudi keeps them for every completed instant.)
         _write_atomically(self.fs, f"{self.base}/{HOODIE}/{instant}.commit", json.dumps(metadata).encode())
@@ -180,16 +342,14 @@ class HudiTable:
         """Remove the base files and timeline entries of instants that never completed (a writer
         died mid-commit), except ``keep`` (instants being written now). Returns the instants removed."""
         completed = set(self.completed())
-        started = {
-            i.base_name.split(".", 1)[0]
-            for i in self._list(f"{self.base}/{HOODIE}")
-            if i.base_name.endswith((".inflight", ".commit.requested"))
-        }
-        undone = sorted(started - completed - set(keep))
+        undone = sorted(set(self.instants()) - completed - set(keep))
+        if not undone:
+            return []
+        doomed = set(undone)
         for info in self._list(self.base, recursive=True):
-            if info.type == pafs.FileType.File and f"/{HOODIE}/" not in info.path + "/":
-                parsed = _parse_base_file(info.base_name)
-                if parsed is not None and parsed[2] not in completed and parsed[2] not in keep:
+            if info.type == pafs.FileType.File and f"/{HOODIE}/" not in info.path:
+                parsed = parse_base_file(info.base_name)
+                if parsed is not None and parsed[2] in doomed:
                     self.fs.delete_file(info.path)
         for instant in undone:
             for suffix in (".inflight", ".commit.requested"):
@@ -200,142 +360,184 @@ class HudiTable:
 
     # Data.
 
-    def latest_base_file(self, partition_path: str) -> tuple[str, str] | None:
-        """The partition's file group (its id) and newest completed base file, if any."""
+    def latest_slices(self, partition_path: str, before: str | None = None) -> dict[str, FileSlice]:
+        """Each file group of a partition: its newest completed slice (older than ``before``, if given)."""
         completed = set(self.completed())
-        newest: tuple[str, str, str] | None = None
-        for info in self._list(self._partition_dir(partition_path)):
-            parsed = _parse_base_file(info.base_name)
-            if parsed is not None and parsed[2] in completed and (newest is None or parsed[2] > newest[2]):
-                newest = (parsed[0], info.path, parsed[2])
-        return (newest[0], newest[1]) if newest else None
+        newest: dict[str, FileSlice] = {}
+        for info in self._list(self.partition_dir(partition_path)):
+            parsed = parse_base_file(info.base_name)
+            if parsed is None or parsed[2] not in completed or (before is not None and parsed[2] >= before):
+                continue
+            file_id, _, instant = parsed
+            if file_id not in newest or instant > newest[file_id].instant:
+                newest[file_id] = FileSlice(file_id, info.path, instant, info.size or 0)
+        return newest
 
-    def write_partition(
-        self, instant: str, partition_path: str, upserts: pa.Table, deletes: Sequence[str] = (), task: int = 0
+    def partition_dir(self, partition_path: str) -> str:
+        return f"{self.base}/{partition_path}" if partition_path else self.base
+
+    def ensure_partition(self, partition_path: str, instant: str) -> None:
+        """The partition's directory with its ``.hoodie_partition_metadata`` (HoodiePartitionMetadata)."""
+        folder = self.partition_dir(partition_path)
+        if folder in self._made:
+            return
+        path = f"{folder}/{PARTITION_METADATA}"
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            self.fs.create_dir(folder, recursive=True)
+            depth = len([p for p in partition_path.split("/") if p]) if partition_path else 0
+            text = f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n"
+            _write_atomically(self.fs, path, text.encode(), aside=f"{self.base}/{HOODIE}/.temp")
+        self._made.add(folder)
+
+    def write_slice(
+        self,
+        instant: str,
+        partition_path: str,
+        file_id: str,
+        previous: FileSlice | None,
+        incoming: pa.Table,
+        upsert: bool,
+        token: str,
     ) -> WriteStat:
-        """Write ``instant``'s version of a partition's file group: its last completed version with
-        ``upserts`` merged in by record key (the greater precombine value wins; on a tie the new
-        record) and the keys in ``deletes`` removed."""
-        keys = _record_keys(upserts, self.spec.record_key_fields)
-        rows = _latest_per_key(upserts.append_column("_key", keys), self.spec.precombine_field)
-        latest = self.latest_base_file(partition_path)
-        file_id, previous, old = f"{uuid.uuid4()}-0", "null", None
-        if latest is not None:
-            file_id, path = latest
-            previous = path.rsplit("_", 1)[-1].removesuffix(".parquet")
-            old = pq.read_table(path, filesystem=self.fs)
-        inserts = len(rows)
-        updates = 0
-        if old is not None:
-            old_keys = old.column("_hoodie_record_key")
-            new_keys = rows.column("_key")
-            replaced = pc.is_in(new_keys, value_set=old_keys)
-            if self.spec.precombine_field:
-                # An update older (by precombine) than the stored record loses to it.
-                stored = dict(
-                    zip(old_keys.to_pylist(), old.column(self.spec.precombine_field).to_pylist(), strict=True)
-                )
-                newer = [
-                    not r or stored[k] is None or (v is not None and v >= stored[k])
-                    for k, v, r in zip(
-                        new_keys.to_pylist(),
-                        rows.column(self.spec.precombine_field).to_pylist(),
-                        replaced.to_pylist(),
-                        strict=True,
-                    )
-                ]
-                rows = rows.filter(pa.array(newer))
-                replaced = pc.is_in(rows.column("_key"), value_set=old_keys)
-            updates = pc.sum(replaced.cast(pa.int64())).as_py() or 0
-            inserts = len(rows) - updates
-            gone = pa.concat_arrays([rows.column("_key").combine_chunks(), pa.array(list(deletes), pa.string())])
-            kept = old.filter(pc.invert(pc.is_in(old_keys, value_set=gone)))
-        name = f"{file_id}_{task}-0-0_{instant}.parquet"
-        fresh = self._with_meta(rows, instant, partition_path, name, task)
-        merged = fresh if old is None else pa.concat_tables([_renamed(kept, name), fresh], promote_options="default")
-        deleted = 0 if old is None else len(old) - len(kept) - updates
-        path = f"{self._partition_dir(partition_path)}/{name}"
-        self.fs.create_dir(self._partition_dir(partition_path), recursive=True)
-        pq.write_table(merged, path, filesystem=self.fs, compression="zstd")
+        """Write ``instant``'s slice of a file group: its previous slice with the commit's records for it
+        merged in (``upsert``: by record key, ``merge``), or appended (insert). Written aside and renamed,
+        so a reader or a second writer of the same commit never meets half a file."""
+        name = f"{file_id}_{token}_{instant}.parquet"
+        old = pq.read_table(previous.path, filesystem=self.fs) if previous is not None else None
+        if upsert:
+            kept, fresh, updates, deletes = merge(old, incoming, self.spec.precombine_field)
+        else:
+            kept, fresh, updates, deletes = (
+                old,
+                incoming.drop_columns([c for c in WORK_COLUMNS if c in incoming.column_names]),
+                0,
+                0,
+            )
+        parts = [self._with_meta(fresh, instant, partition_path, name, token)]
+        if kept is not None:
+            parts.insert(0, _renamed(kept, name))
+        merged = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+        self.ensure_partition(partition_path, instant)
+        path = f"{self.partition_dir(partition_path)}/{name}"
+        temporary = f"{self.base}/{HOODIE}/.temp/{name}.{uuid.uuid4().hex[:8]}"
+        self.fs.create_dir(f"{self.base}/{HOODIE}/.temp", recursive=True)
+        pq.write_table(merged, temporary, filesystem=self.fs, compression="zstd")
+        self.fs.move(temporary, path)
         return WriteStat(
             file_id=file_id,
             path=f"{partition_path}/{name}" if partition_path else name,
             partition_path=partition_path,
-            previous_commit=previous,
+            previous_commit=previous.instant if previous is not None else "null",
             records=len(merged),
-            inserts=inserts,
+            inserts=len(fresh) - updates,
             updates=updates,
-            deletes=deleted,
+            deletes=deletes,
             size=self.fs.get_file_info(path).size or 0,
         )
 
-    def _with_meta(self, rows: pa.Table, instant: str, partition_path: str, name: str, task: int) -> pa.Table:
+    def _with_meta(self, rows: pa.Table, instant: str, partition_path: str, name: str, token: str) -> pa.Table:
         n = len(rows)
+        task = token.split("-", 1)[0]
         meta = {
             "_hoodie_commit_time": pa.array([instant] * n, pa.string()),
             "_hoodie_commit_seqno": pa.array([f"{instant}_{task}_{i}" for i in range(n)], pa.string()),
-            "_hoodie_record_key": rows.column("_key").cast(pa.string()),
+            "_hoodie_record_key": rows.column("_hoodie_record_key").cast(pa.string()),
             "_hoodie_partition_path": pa.array([partition_path] * n, pa.string()),
             "_hoodie_file_name": pa.array([name] * n, pa.string()),
         }
-        data = rows.drop_columns(["_key"])
+        data = rows.drop_columns([c for c in (*META_COLUMNS, *WORK_COLUMNS) if c in rows.column_names])
         return pa.table(
             [*meta.values(), *data.columns],
-            schema=pa.schema(
-                [pa.field(k, pa.string(), nullable=False) for k in meta]
-                + [f for f in data.schema if f.name not in META_COLUMNS]
-            ),
+            schema=pa.schema([pa.field(k, pa.string(), nullable=False) for k in meta] + list(data.schema)),
         )
-
-    def _partition_dir(self, partition_path: str) -> str:
-        return f"{self.base}/{partition_path}" if partition_path else self.base
 
     def _list(self, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
         return list(self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=recursive)))
 
 
+def merge(
+    old: pa.Table | None, incoming: pa.Table, precombine: str | None
+) -> tuple[pa.Table | None, pa.Table, int, int]:
+    """Upsert the commit's records of one file group into its stored rows, by record key.
+
+    Records apply in stream order (``SEQUENCE``), as DefaultHoodieRecordPayload
+    orders them: a record replaces the stored one when its precombine value is
+    at least the stored one's (with no precombine field, always); a delete
+    marker removes it on the same terms; a tombstone removes it whatever its
+    order, and what follows it in the stream applies to no row.
+
+    Returns the stored rows that stay, the records that are written, how many of
+    those replace a stored row, and how many stored rows were deleted.
+    """
+    keys = incoming.column("_hoodie_record_key").to_pylist()
+    sequence = incoming.column(SEQUENCE).to_pylist()
+    deleting = incoming.column(DELETE).to_pylist()
+    tombstone = incoming.column(TOMBSTONE).to_pylist()
+    order = incoming.column(precombine).to_pylist() if precombine else [None] * len(keys)
+    stored: dict[str, Any] = {}
+    if old is not None:
+        old_keys = old.column("_hoodie_record_key").to_pylist()
+        old_order = old.column(precombine).to_pylist() if precombine and precombine in old.column_names else None
+        stored = {k: (old_order[i] if old_order is not None else None) for i, k in enumerate(old_keys)}
+    # Per key: (present, its precombine value, the incoming row that holds it or None for the stored row).
+    state: dict[str, tuple[bool, Any, int | None]] = {}
+    for i in sorted(range(len(keys)), key=sequence.__getitem__):
+        key = keys[i]
+        if key not in state:
+            state[key] = (True, stored[key], None) if key in stored else (False, None, None)
+        present, current, _ = state[key]
+        if tombstone[i]:
+            state[key] = (False, None, None)
+            continue
+        wins = not present or precombine is None or current is None or _at_least(order[i], current)
+        if wins:
+            state[key] = (False, None, None) if deleting[i] else (True, order[i], i)
+    written = sorted(i for present, _, i in state.values() if present and i is not None)
+    fresh = incoming.take(pa.array(written, pa.int64()))
+    fresh = fresh.drop_columns([c for c in WORK_COLUMNS if c in fresh.column_names])
+    if old is None:
+        return None, fresh, 0, 0
+    changed = {k for k, (present, _, i) in state.items() if k in stored and (not present or i is not None)}
+    updates = sum(1 for k, (present, _, i) in state.items() if k in stored and present and i is not None)
+    deletes = sum(1 for k, (present, _, _) in state.items() if k in stored and not present)
+    kept = old.filter(pc.invert(pc.is_in(old.column("_hoodie_record_key"), pa.array(sorted(changed), pa.string()))))
+    return kept, fresh, updates, deletes
+
+
+def _at_least(value: Any, current: Any) -> bool:
+    try:
+        return bool(value >= current)
+    except TypeError:
+        # Types that do not compare (a field retyped across commits): the newer record wins.
+        return True
+
+
 def partition_path(spec: HudiTableSpec, values: Sequence[Any]) -> str:
     """A record's partition path from its partition fields' values (hive-style ``f=v`` if configured)."""
-    parts = ["default" if v is None else str(v) for v in values]
+    parts = [DEFAULT_PARTITION if v is None or v == "" else str(v) for v in values]
     if spec.hive_style_partitioning:
         parts = [f"{name}={v}" for name, v in zip(spec.partition_fields, parts, strict=True)]
     return "/".join(parts)
 
 
-def _record_keys(rows: pa.Table, fields: tuple[str, ...]) -> pa.Array:
+def record_keys(rows: pa.Table, fields: Sequence[str]) -> pa.Array:
     """The record key column: the field's text (SimpleKeyGenerator), or ``f1:v1,f2:v2`` (ComplexKeyGenerator)."""
     if len(fields) == 1:
         return rows.column(fields[0]).cast(pa.string()).combine_chunks()
     columns = [rows.column(f).cast(pa.string()).to_pylist() for f in fields]
     return pa.array(
-        [",".join(f"{f}:{v}" for f, v in zip(fields, values, strict=True)) for values in zip(*columns, strict=True)]
+        [",".join(f"{f}:{v}" for f, v in zip(fields, values, strict=True)) for values in zip(*columns, strict=True)],
+        pa.string(),
     )
 
 
-def _latest_per_key(rows: pa.Table, precombine: str | None) -> pa.Table:
-    """One row per record key: the greatest precombine value, or the last one written."""
-    best: dict[Any, int] = {}
-    keys = rows.column("_key").to_pylist()
-    values: list[Any] = rows.column(precombine).to_pylist() if precombine else [None] * len(rows)
-    for i in range(len(rows)):
-        at = best.get(keys[i])
-        if (
-            at is None
-            or precombine is None
-            or values[at] is None
-            or (values[i] is not None and values[i] >= values[at])
-        ):
-            best[keys[i]] = i
-    return rows.take(pa.array(sorted(best.values()), pa.int64()))
-
-
 def _renamed(rows: pa.Table, name: str) -> pa.Table:
-    # Records carried into the new version keep their commit time and sequence number.
+    # Records carried into the new slice keep their commit time and sequence number.
     index = rows.schema.get_field_index("_hoodie_file_name")
     return rows.set_column(index, rows.schema.field(index), pa.array([name] * len(rows), pa.string()))
 
 
-def _parse_base_file(name: str) -> tuple[str, str, str] | None:
+def parse_base_file(name: str) -> tuple[str, str, str] | None:
     """``(fileId, writeToken, instant)`` of a base file's name."""
     if not name.endswith(".parquet"):
         return None
@@ -343,7 +545,7 @@ def _parse_base_file(name: str) -> tuple[str, str, str] | None:
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
 
 
-def _parse_properties(text: str) -> dict[str, str]:
+def parse_properties(text: str) -> dict[str, str]:
     found = {}
     for line in text.splitlines():
         if line.strip() and not line.startswith("#") and "=" in line:
@@ -352,12 +554,13 @@ def _parse_properties(text: str) -> dict[str, str]:
     return found
 
 
-def _write_atomically(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+def _write_atomically(fs: pafs.FileSystem, path: str, data: bytes, aside: str | None = None) -> None:
     # A reader never sees half a timeline entry: written aside (where Hudi keeps
     # its temporary files, which readers skip), then renamed.
     folder, _, name = path.rpartition("/")
-    temporary = f"{folder}/.temp/{name}.{uuid.uuid4().hex[:8]}"
-    fs.create_dir(f"{folder}/.temp", recursive=True)
+    aside = aside or f"{folder}/.temp"
+    temporary = f"{aside}/{name}.{uuid.uuid4().hex[:8]}"
+    fs.create_dir(aside, recursive=True)
     with fs.open_output_stream(temporary) as stream:
         stream.write(data)
     fs.move(temporary, path)

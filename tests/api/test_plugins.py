@@ -120,11 +120,13 @@ def test_validate_refuses_a_body_for_another_plugin(api: APIClient) -> None:
 
 
 def test_validate_for_a_sink_not_supported_yet_says_so_per_key(api: APIClient) -> None:
-    config = {**CONFIG, "connector.class": "org.apache.hudi.connect.HoodieSinkConnector"}
-    response = api.put(f"{PLUGINS}/HoodieSinkConnector/config/validate", config, format="json")
+    config = {**CONFIG, "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector"}
+    response = api.put(f"{PLUGINS}/MirrorSinkConnector/config/validate", config, format="json")
     assert response.status_code == 200
     assert _errors(response.json()) == {
-        "connector.class": ["org.apache.hudi.connect.HoodieSinkConnector: the Hudi sink is not supported yet"]
+        "connector.class": [
+            "org.apache.kafka.connect.mirror.MirrorSinkConnector: the exactly-once Kafka mirror is not supported yet"
+        ]
     }
 
 

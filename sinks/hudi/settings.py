@@ -1,0 +1,196 @@
+"""The Hudi sink's settings: checked per key for the form, API and admin, then typed for the runtime."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from sinks.hudi.plugin import HUDI, SYNONYMS
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from connectors.config.validation import ConfigValidation, SinkConfig
+    from sinks.hudi.table import HudiTableSpec
+
+# Keys of Hudi's write configs that this sink cannot honour, and why: refused, never ignored.
+REFUSED_KEYS = {
+    "hoodie.metadata.enable": "the metadata table is not written: readers list the partitions (set false or "
+    "remove the key)",
+    "hoodie.datasource.write.keygenerator.class": "keys are made as SimpleKeyGenerator (one field) or "
+    "ComplexKeyGenerator (several) make them; remove the key",
+    "hoodie.datasource.write.payload.class": "records merge as DefaultHoodieRecordPayload merges them (by "
+    "the precombine field); remove the key",
+    "hoodie.kafka.control.topic": "the coordinator's control topic is sinkadmin.control.topic",
+    "hoodie.kafka.commit.interval.secs": "the commit interval is sinkadmin.commit.interval-ms (milliseconds)",
+    "hoodie.kafka.coordinator.write.timeout.secs": "the write-status timeout is sinkadmin.commit.timeout-ms "
+    "(milliseconds)",
+}
+HARMLESS_VALUES = {
+    "hoodie.metadata.enable": ("false",),
+    "hoodie.datasource.write.keygenerator.class": (
+        "org.apache.hudi.keygen.SimpleKeyGenerator",
+        "org.apache.hudi.keygen.ComplexKeyGenerator",
+        "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+    ),
+    "hoodie.datasource.write.payload.class": (
+        "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+        "org.apache.hudi.common.model.EventTimeAvroPayload",
+    ),
+}
+
+
+def _get(config: Mapping[str, str], name: str) -> str:
+    value = config.get(name)
+    if value is None or value == "":
+        for synonym, target in SYNONYMS.items():
+            if target == name and config.get(synonym):
+                return config[synonym].strip()
+        key = HUDI.key(name)
+        return (key.default if key else None) or ""
+    return value.strip()
+
+
+def _fields(config: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(f.strip() for f in _get(config, name).split(",") if f.strip())
+
+
+def check(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Per-key errors of a Hudi sink config (beside the checks every plugin shares)."""
+    for key, reason in REFUSED_KEYS.items():
+        value = config.get(key, "").strip()
+        if value and value not in HARMLESS_VALUES.get(key, ()):
+            result.add(key, reason)
+    for synonym, target in SYNONYMS.items():
+        if config.get(synonym) and config.get(target) and config[synonym].strip() != config[target].strip():
+            result.add(synonym, f"set {target} or {synonym} (its Hudi name), not both with different values")
+        if not _get(config, target):
+            result.add(target, f'Missing required configuration "{target}" which has no default value.')
+    base = _get(config, "target.base.path")
+    try:
+        parts = urlsplit(base)
+    except ValueError as exc:
+        result.add("target.base.path", f"not a path or URL: {exc}")
+        base = ""
+    if base:
+        scheme = parts.scheme
+        if scheme not in ("", "file"):
+            result.add(
+                "target.base.path",
+                f"{scheme}:// base paths are not supported yet: use a path (or file:// URL) on storage every worker "
+                "and Spark executor sees",
+            )
+        elif not (parts.path if scheme else base).startswith("/"):
+            result.add("target.base.path", "must be an absolute path (every worker and executor reads it)")
+    if _get(config, "hoodie.table.type") == "MERGE_ON_READ":
+        result.add(
+            "hoodie.table.type",
+            "MERGE_ON_READ needs Hudi's log files, which this sink does not write: use COPY_ON_WRITE",
+        )
+    operation = _get(config, "hoodie.datasource.write.operation").lower()
+    keys = _fields(config, "hoodie.datasource.write.recordkey.field")
+    if operation == "upsert" and not keys:
+        result.add(
+            "hoodie.datasource.write.recordkey.field",
+            "upsert needs the record key field(s); or set hoodie.datasource.write.operation=insert",
+        )
+    if operation != "upsert":
+        for key in ("hoodie.datasource.write.precombine.field", "hoodie.payload.delete.field"):
+            if config.get(key):
+                result.add(key, f"only upserts merge records by key: remove it, or set operation=upsert ({operation})")
+    if bool(config.get("hoodie.payload.delete.field")) != bool(config.get("hoodie.payload.delete.marker")):
+        result.add("hoodie.payload.delete.marker", "set both hoodie.payload.delete.field and its marker, or neither")
+    converter = config.get("value.converter", "json")
+    if converter in ("string", "bytearray", "org.apache.kafka.connect.storage.StringConverter") and keys:
+        result.add(
+            "hoodie.datasource.write.recordkey.field",
+            f"values read with the {converter} converter have no fields: use a JSON or Avro converter",
+        )
+
+
+@dataclass(frozen=True)
+class HudiSettings:
+    base_path: str
+    table_name: str
+    database: str
+    operation: str
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    precombine_field: str | None
+    hive_style_partitioning: bool
+    delete_field: str | None
+    delete_marker: str | None
+    num_buckets: int
+    max_file_size: int
+    small_file_limit: int
+
+    @property
+    def upsert(self) -> bool:
+        return self.operation == "upsert"
+
+    def spec(self) -> HudiTableSpec:
+        from sinks.hudi.table import HudiTableSpec
+
+        return HudiTableSpec(
+            name=self.table_name,
+            database=self.database,
+            record_key_fields=self.record_key_fields,
+            partition_fields=self.partition_fields,
+            precombine_field=self.precombine_field,
+            hive_style_partitioning=self.hive_style_partitioning,
+        )
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem(), self.base_path
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> HudiSettings:
+        base = _get(raw, "target.base.path")
+        if "://" in base:
+            base = urlsplit(base).path
+        return cls(
+            base_path=os.path.normpath(base) if base else "",
+            table_name=_get(raw, "target.table.name"),
+            database=_get(raw, "target.database.name"),
+            operation=_get(raw, "hoodie.datasource.write.operation").lower(),
+            record_key_fields=_fields(raw, "hoodie.datasource.write.recordkey.field"),
+            partition_fields=_fields(raw, "hoodie.datasource.write.partitionpath.field"),
+            precombine_field=_get(raw, "hoodie.datasource.write.precombine.field") or None,
+            hive_style_partitioning=_get(raw, "hoodie.datasource.write.hive_style_partitioning").lower() == "true",
+            delete_field=_get(raw, "hoodie.payload.delete.field") or None,
+            delete_marker=_get(raw, "hoodie.payload.delete.marker") or None,
+            num_buckets=int(_get(raw, "hoodie.bucket.index.num.buckets")),
+            max_file_size=int(_get(raw, "hoodie.parquet.max.file.size")),
+            small_file_limit=int(_get(raw, "hoodie.parquet.small.file.limit")),
+        )
+
+
+def probe(config: SinkConfig) -> tuple[str, str]:
+    """Write and delete a file at the base path, and check a table already there is this one."""
+    from sinks.hudi.table import HudiTable
+
+    settings: HudiSettings = config.settings
+    fs, base = settings.filesystem()
+    fs.create_dir(base, recursive=True)
+    path = f"{base}/.sinkadmin-probe-{uuid.uuid4().hex[:8]}"
+    with fs.open_output_stream(path) as stream:
+        stream.write(b"probe")
+    fs.delete_file(path)
+    table = HudiTable(fs, base, settings.spec())
+    found = table.stored_properties()
+    if found is None:
+        return "Table", f"{base} is writable; the table is created by the first commit"
+    HudiTable.create_or_load(fs, base, settings.spec())  # raises if it is another table
+    return "Table", f"Hudi table {found.get('hoodie.table.name')} at {base}, {len(table.completed())} commits"
+
+
+def destinations(config: Mapping[str, Any]) -> list[str]:
+    """The table's base path (the list and detail pages' "writes to")."""
+    base = _get({k: str(v) for k, v in config.items()}, "target.base.path")
+    return [base] if base else []
