@@ -27,6 +27,7 @@ def test_it_lists_the_sink_plugins(api: APIClient) -> None:
     assert response.json() == [
         {"class": ICEBERG, "type": "sink", "version": "0.1.0"},
         {"class": FILES, "type": "sink", "version": "0.1.0"},
+        {"class": "org.apache.hudi.connect.HoodieSinkConnector", "type": "sink", "version": "0.1.0"},
     ]
 
 
