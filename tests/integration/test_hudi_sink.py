@@ -132,7 +132,7 @@ def assert_timeline_matches_ledger(name: str, base: Path) -> None:
     config = SinkConfig.parse(actions.get_connector(name).config)
     table = HudiTable(pafs.LocalFileSystem(), str(base), config.settings.spec())
     commits = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0)
-    ident = f"default.{config.settings.table_name}"
+    ident = f"{config.settings.database}.{config.settings.table_name}"
     by_instant = {str(c.snapshot_ids[ident]): str(c.commit_id) for c in commits}
     completed = table.completed()
     assert sorted(by_instant) == completed
