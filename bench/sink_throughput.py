@@ -5,8 +5,10 @@ Produces N JSON records (~1 KB) over P partitions, reads them once with a
 bare confluent-kafka batch consumer (the baseline) and once more with the
 same consumer decoding each batch as the tasks do (workers.arrow_writer's
 JsonDecoder: what decoding costs, in one process, with the allocator the
-tasks use), then runs the sink once per sink and data plane (``--sinks``: iceberg and
-files, Parquet files in the HDFS sink's layout; ``--writers``: spark and
+tasks use), then runs the sink once per sink and data plane (``--sinks``: iceberg,
+files (Parquet files in the HDFS sink's layout), hudi-insert (a Hudi table
+appended to) and hudi-upsert (a Hudi table upserted by a key that half the
+records update; its run reports the fraction); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
 ``run_connector`` processes, then in the product as ``make run`` starts it)
 until the ledger reaches the topic's end offsets,
@@ -26,7 +28,7 @@ bare consumer's runs from its first fetch: process start-up (Python
 imports, Django, connecting) is left out of both, and reported apart.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
-        [--sinks iceberg,files]
+        [--sinks iceberg,files,hudi-insert,hudi-upsert]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...]
 """
@@ -112,9 +114,18 @@ def produce(topic: str, records: int, partitions: int) -> dict[tuple[str, int], 
             ends[key] = max(ends.get(key, 0), msg.offset() + 1)
 
     padding = "x" * 900
+    # The Hudi upsert run's record key: the second half of the records update the first half's keys.
+    keys = max(1, records // 2)
     for i in range(records):
         value = json.dumps(
-            {"id": i, "user": f"user-{i % 1000}", "amount": i * 0.25, "ok": i % 2 == 0, "note": padding}
+            {
+                "id": i,
+                "key": i % keys,
+                "user": f"user-{i % 1000}",
+                "amount": i * 0.25,
+                "ok": i % 2 == 0,
+                "note": padding,
+            }
         ).encode()
         while True:
             try:
@@ -366,6 +377,22 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
         "sinkadmin.commit.max-records": str(args.max_records),
         "sinkadmin.writer": writer,
     }
+    if sink in ("hudi-insert", "hudi-upsert"):
+        upsert = sink == "hudi-upsert"
+        return {
+            "connector.class": "hudi",
+            **common,
+            "target.base.path": str(FILES_ROOT / run),
+            "target.table.name": f"events_{run}",
+            "hoodie.datasource.write.operation": "upsert" if upsert else "insert",
+            "hoodie.datasource.write.recordkey.field": "key" if upsert else "id",
+            "hoodie.datasource.write.precombine.field": "id" if upsert else "",
+            "hoodie.bucket.index.num.buckets": "16",
+            "sinkadmin.control.topic": f"control-{run}",
+            "sinkadmin.commit.interval-ms": str(args.interval_ms),
+            "sinkadmin.commit.timeout-ms": "120000",
+            **dict(item.split("=", 1) for item in args.set),
+        }
     if sink == "files":
         return {
             "connector.class": "files",
@@ -407,12 +434,17 @@ def run_sink(
     config = sink_config(args, sink, writer, topic, run)
     try:
         if product is not None:
-            return {
+            measured = {
                 "sink": sink,
                 "writer": writer,
                 **_measured(args, name, ends, {"worker": product.worker()}, broker, [], product, config),
             }
-        return {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
+        else:
+            measured = {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
+        if sink == "hudi-upsert":
+            # Records whose key an earlier record had (produce(): key = id % (records // 2)).
+            measured["rows_updated_fraction"] = round(1 - max(1, args.records // 2) / args.records, 3)
+        return measured
     finally:
         shutil.rmtree(FILES_ROOT / run, ignore_errors=True)
 
