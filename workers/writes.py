@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -17,7 +18,7 @@ from pyiceberg.schema import Schema
 from connectors.config.transforms import PartitionField
 from connectors.config.validation import SinkConfig, TableTarget
 from workers.events import DataFile
-from workers.staging import StagedPartition
+from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import spec_fields
 
 
@@ -200,3 +201,45 @@ def registered_schemas(config: SinkConfig) -> tuple[str, ...]:
 
     decoder = value_decoder(config)
     return tuple(decoder.schemas()) if decoder is not None else ()
+
+
+class RawStagedWriter:
+    """A participants' WritePort whose records are staged raw and decoded at the commit's end by one
+    function per staged partition (the files and Hudi sinks): Spark's Python workers run it (one Spark
+    job per task and commit), or, on the arrow plane, the participant itself. A sink gives ``job``."""
+
+    def __init__(self, config: SinkConfig, spark: Any = None) -> None:
+        self.config = config
+        self._spark = spark
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            from workers.spark_writer import SparkWriter
+
+            self._spark = SparkWriter(self.config)
+        return self._spark
+
+    def close(self) -> None:
+        pass
+
+    def unavailable(self, exc: BaseException) -> str | None:
+        return None
+
+    def job(self, commit_id: uuid.UUID, staged: tuple[StagedPartition, ...], value_schemas: tuple[str, ...]) -> Any:
+        """The commit's StagedJob (workers.spark_writer): ``staged`` and ``decode(staged)``."""
+        raise NotImplementedError
+
+    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
+        return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
+
+    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        with_data = tuple(s for s in staged if s.path is not None and s.records > 0)
+        if not with_data:
+            return WriteResult()
+        job = self.job(commit_id, with_data, registered_schemas(self.config))
+        if self.config.writer == "spark":
+            outcomes = self.spark.run(job)
+        else:
+            outcomes = {(s.topic, s.partition): job.decode(s) for s in with_data}
+        return collect_outcomes(with_data, outcomes)

@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,8 +35,8 @@ from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
-from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import BadRecord, WriteResult, avro_schema, collect_outcomes, registered_schemas
+from workers.staging import StagedPartition
+from workers.writes import BadRecord, RawStagedWriter, avro_schema
 
 CHUNK_BYTES = 1 << 20
 TMP_DIR = "+tmp"
@@ -461,44 +460,15 @@ class FilesJob:
         }
 
 
-class FilesWriter:
+class FilesWriter(RawStagedWriter):
     """The participants' WritePort for the files sink: records are staged raw, and written at the commit's end."""
-
-    def __init__(self, config: SinkConfig, spark: Any = None) -> None:
-        self.config = config
-        self._spark = spark
-
-    @property
-    def spark(self) -> Any:
-        if self._spark is None:
-            from workers.spark_writer import SparkWriter
-
-            self._spark = SparkWriter(self.config)
-        return self._spark
-
-    def close(self) -> None:
-        pass
 
     def unavailable(self, exc: BaseException) -> str | None:
         from sinks.files.committer import storage_outage
 
         return storage_outage(exc, self.config.settings)
 
-    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
-        return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
-
-    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
-        job = FilesJob(
-            self.config,
-            commit_id,
-            tuple(s for s in staged if s.path is not None and s.records > 0),
-            registered_schemas(self.config),
-        )
-        if not job.staged:
-            return WriteResult()
-        outcomes: dict[tuple[str, int], dict[str, Any]]
-        if self.config.writer == "spark":
-            outcomes = self.spark.run(job)
-        else:
-            outcomes = {(s.topic, s.partition): job.decode(s) for s in job.staged}
-        return collect_outcomes(job.staged, outcomes)
+    def job(
+        self, commit_id: uuid.UUID, staged: tuple[StagedPartition, ...], value_schemas: tuple[str, ...]
+    ) -> FilesJob:
+        return FilesJob(self.config, commit_id, staged, value_schemas)

@@ -56,9 +56,10 @@ from sinks.hudi.table import (
     new_file_id,
 )
 from sinks.hudi.writer import BUCKET, incoming_root
-from workers.coordinator import PreparedCommit
+from workers.coordinator import PreparedCommit, SinkUnavailable
 from workers.failpoints import failpoint
 from workers.record_runs import widened
+from workers.spark_writer import SparkUnavailable
 
 log = logging.getLogger(__name__)
 OFFSETS_KEY = "sinkadmin.offsets"
@@ -282,7 +283,11 @@ class HudiCommitter:
         extra = {COMMIT_ID_KEY: commit_id, OFFSETS_KEY: json.dumps(offsets, sort_keys=True), **kafka_offsets(offsets)}
         table.start(instant, extra)
         writes = plan(table, self.settings, prepared.files, instant, commit_id)
-        stats, schema = self._write(table, instant, writes)
+        try:
+            stats, schema = self._write(table, instant, writes)
+        except SparkUnavailable as exc:
+            # Prepared, so rolled forward once Spark answers (I4): an outage, shown and waited out.
+            raise SinkUnavailable(str(exc)) from exc
         if schema is None and previous:
             schema = self._schema(table, previous[-1])
         failpoint("hudi.before_complete")  # (a test's coordinator dies here: slices written, instant in flight)

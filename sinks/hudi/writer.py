@@ -45,8 +45,8 @@ from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
-from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import BadRecord, WriteResult, collect_outcomes, registered_schemas
+from workers.staging import StagedPartition
+from workers.writes import BadRecord, RawStagedWriter
 
 CHUNK_BYTES = 1 << 20
 BUCKET = "_sinkadmin_bucket"
@@ -275,41 +275,8 @@ class HudiJob:
         }
 
 
-class HudiWriter:
+class HudiWriter(RawStagedWriter):
     """The participants' WritePort for the Hudi sink: records are staged raw, and keyed at the commit's end."""
 
-    def __init__(self, config: SinkConfig, spark: Any = None) -> None:
-        self.config = config
-        self._spark = spark
-
-    @property
-    def spark(self) -> Any:
-        if self._spark is None:
-            from workers.spark_writer import SparkWriter
-
-            self._spark = SparkWriter(self.config)
-        return self._spark
-
-    def close(self) -> None:
-        pass
-
-    def unavailable(self, exc: BaseException) -> str | None:
-        return None
-
-    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
-        return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
-
-    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
-        job = HudiJob(
-            self.config,
-            commit_id,
-            tuple(s for s in staged if s.path is not None and s.records > 0),
-            registered_schemas(self.config),
-        )
-        if not job.staged:
-            return WriteResult()
-        if self.config.writer == "spark":
-            outcomes = self.spark.run(job)
-        else:
-            outcomes = {(s.topic, s.partition): job.decode(s) for s in job.staged}
-        return collect_outcomes(job.staged, outcomes)
+    def job(self, commit_id: uuid.UUID, staged: tuple[StagedPartition, ...], value_schemas: tuple[str, ...]) -> HudiJob:
+        return HudiJob(self.config, commit_id, staged, value_schemas)

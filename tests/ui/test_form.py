@@ -322,3 +322,27 @@ def test_the_files_sink_form_is_built_from_its_own_keys(alice: Client) -> None:
     created = create("1000")
     assert created.status_code == 302
     assert Connector.objects.get(name="files-sink").config["format.class"] == "json"
+
+
+def test_the_hudi_sink_form_is_built_from_its_own_keys(alice: Client) -> None:
+    html = alice.get(reverse("connector-create") + "?plugin=hudi").content.decode()
+    for key in ("target.base.path", "target.table.name", "hoodie.datasource.write.operation", "hoodie.table.type"):
+        assert f'name="cfg:{key}"' in html, key
+    assert 'name="cfg:iceberg.tables"' not in html and 'name="cfg:flush.size"' not in html
+
+    def create(table_type: str) -> HttpResponse:
+        form = {
+            "name": "hudi-sink",
+            "initial_state": "PAUSED",
+            "cfg:connector.class": "hudi",
+            "cfg:topics": "orders",
+            "cfg:target.base.path": "/data/lake/orders",
+            "cfg:target.table.name": "orders",
+            "cfg:hoodie.datasource.write.recordkey.field": "id",
+            "cfg:hoodie.table.type": table_type,
+        }
+        return alice.post(reverse("connector-create"), form)
+
+    assert "log files" in error_box(create("MERGE_ON_READ").content.decode(), "hoodie.table.type")
+    assert create("COPY_ON_WRITE").status_code == 302
+    assert Connector.objects.get(name="hudi-sink").config["target.base.path"] == "/data/lake/orders"
