@@ -126,9 +126,16 @@ def test_typos_in_our_own_namespace_are_errors() -> None:
     assert result.errors == {"sinkadmin.commit.max-recrods": ["unknown sinkadmin setting"]}
 
 
-def test_upsert_mode_is_refused_rather_than_silently_appending() -> None:
+def test_upserts_need_the_identifier_columns_of_every_table() -> None:
     result = validate_config({**BASE, "iceberg.tables.upsert-mode-enabled": "true"})
-    assert "not supported yet" in result.errors["iceberg.tables.upsert-mode-enabled"][0]
+    assert "need the identifier columns of db.orders" in result.errors["iceberg.tables.upsert-mode-enabled"][0]
+    cdc = validate_config({**BASE, "iceberg.tables.cdc-field": "op"})
+    assert "iceberg.tables.default-id-columns" in cdc.errors["iceberg.tables.cdc-field"][0]
+    keyed = {**BASE, "iceberg.tables.upsert-mode-enabled": "true"}
+    assert validate_config({**keyed, "iceberg.tables.default-id-columns": "id"}).ok
+    assert validate_config({**keyed, "iceberg.table.db.orders.id-columns": "id, region"}).ok
+    config = SinkConfig.parse({**keyed, "iceberg.tables.default-id-columns": "id", "iceberg.tables.cdc-field": "op"})
+    assert config.upsert_mode and config.cdc_field == "op" and config.tables[0].id_columns == ("id",)
 
 
 def test_non_string_values_are_coerced_or_rejected() -> None:
@@ -154,8 +161,8 @@ def test_connect_validate_shape_lists_definitions_and_hides_passwords() -> None:
         ("iceberg.table.db.orders.id-columns", "id"),
     ],
 )
-def test_settings_the_sink_cannot_honour_yet_are_refused_not_ignored(key: str, value: str) -> None:
-    assert "not supported yet" in validate_config({**BASE, key: value}).errors[key][0]
+def test_identifier_columns_without_upserts_are_refused_not_ignored(key: str, value: str) -> None:
+    assert "set iceberg.tables.upsert-mode-enabled=true" in validate_config({**BASE, key: value}).errors[key][0]
 
 
 def test_schema_evolution_is_accepted_where_records_carry_or_reveal_their_schema_and_refused_per_key_elsewhere() -> (

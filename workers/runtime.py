@@ -71,7 +71,7 @@ from workers.maintenance import Maintainer, SparkRewriter
 from workers.participant import TaskRunner
 from workers.participant import TaskState as ParticipantState
 from workers.schema_registry import RegistryUnavailable
-from workers.spark_writer import SparkWriter
+from workers.spark_writer import SparkUnavailable, SparkWriter
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import (
     CommitFile,
@@ -88,6 +88,7 @@ from workers.tables import (
     schemas_from_registered,
     with_metadata_columns,
 )
+from workers.upserts import commit_upserts
 from workers.writes import TargetTable, WritePlan, WriteResult
 
 log = logging.getLogger(__name__)
@@ -373,6 +374,7 @@ class IcebergCommitter:
         self.connector = connector
         self.config = config
         self._catalog: Any = None
+        self._spark: SparkWriter | None = None
 
     @property
     def catalog(self) -> Any:
@@ -400,26 +402,43 @@ class IcebergCommitter:
 
     def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
         by_table: dict[str, list[CommitFile]] = {}
-        for f in prepared.files:
+        # In stream order (topic, partition, then the files' names, which number a task's files in
+        # the order it wrote them): upserts take the last record of a key.
+        for f in sorted(prepared.files, key=lambda f: (f["topic"], f["partition"], f["path"])):
             by_table.setdefault(f["table"], []).append(CommitFile(f["path"], f.get("partition_values")))
         if self.config.allow_empty_commit:
             for target in self.config.tables:
                 by_table.setdefault(target.name, [])
         snapshot_ids = {}
+        targets = {t.name: t for t in self.config.tables}
         for table_name, files in sorted(by_table.items()):
-            snapshot_ids[table_name] = commit_to_table(
-                self.catalog,
-                table_name,
-                TableCommit(
-                    connector=self.connector,
-                    commit_id=str(prepared.commit_id),
-                    epoch=prepared.epoch,
-                    files=tuple(files),
-                    offsets=prepared.offsets,
-                    watermark_ms=prepared.watermark_ms,
-                ),
+            commit = TableCommit(
+                connector=self.connector,
+                commit_id=str(prepared.commit_id),
+                epoch=prepared.epoch,
+                files=tuple(files),
+                offsets=prepared.offsets,
+                watermark_ms=prepared.watermark_ms,
             )
+            keyed = targets.get(table_name)
+            if self.config.upsert_mode and keyed is not None and keyed.id_columns:
+                snapshot_ids[table_name] = commit_upserts(
+                    self.catalog, table_name, commit, files, keyed.id_columns, self.config.cdc_field, self._run_units
+                )
+            else:
+                snapshot_ids[table_name] = commit_to_table(self.catalog, table_name, commit)
         return snapshot_ids
+
+    def _run_units(self, job: Any) -> list[dict[str, Any]]:
+        """An upsert's rewrite: one Spark job (the spark plane), or in this process (arrow)."""
+        if self.config.writer != "spark":
+            return [job.run_unit(n) for n in range(job.count)]
+        if self._spark is None:
+            self._spark = SparkWriter(self.config)
+        try:
+            return self._spark.run_units(job)
+        except SparkUnavailable as exc:
+            raise SinkUnavailable(str(exc)) from exc
 
 
 class TableWriter:

@@ -468,7 +468,8 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "iceberg.tables.default-id-columns",
         KeyType.LIST,
-        "Identifier columns of auto-created tables.",
+        "Columns that identify a row (its key) in every table, for upserts: a record replaces the row of its "
+        "key. iceberg.table.<table>.id-columns overrides it per table.",
         _G_TABLES,
         importance=Importance.LOW,
         order=5,
@@ -476,11 +477,20 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "iceberg.tables.upsert-mode-enabled",
         KeyType.BOOLEAN,
-        "Upsert instead of append. Not supported yet: must be false.",
+        "Upsert instead of append: in each commit the last record of a key replaces the table's row of that key "
+        "(copy-on-write: the data files that hold the commit's keys are rewritten by Spark, and the commit "
+        "replaces them in one snapshot). Needs the identifier columns.",
         _G_TABLES,
         default="false",
-        importance=Importance.LOW,
         order=6,
+    ),
+    ConfigKey(
+        "iceberg.tables.cdc-field",
+        KeyType.STRING,
+        "Record field holding the change's operation, as the Iceberg sink reads it: a value starting with D "
+        "deletes the row of the record's key; U and I upsert it. Implies upserts (needs the identifier columns).",
+        _G_TABLES,
+        order=7,
     ),
     ConfigKey(
         "sinkadmin.metadata-columns",
@@ -489,7 +499,7 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_TABLES,
         default="",
         importance=Importance.LOW,
-        order=7,
+        order=8,
     ),
     ConfigKey(
         "iceberg.control.topic",

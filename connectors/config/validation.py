@@ -32,12 +32,9 @@ TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 IDENTIFIER_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
 TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
 UNSUPPORTED_SWITCHES = {
-    "iceberg.tables.upsert-mode-enabled": "upsert mode is not supported yet; records are appended",
     "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet; list tables in iceberg.tables",
 }
 UNSUPPORTED_KEYS = {
-    "iceberg.tables.cdc-field": "CDC (update/delete) records are not supported yet; records are appended",
-    "iceberg.tables.default-id-columns": "identifier columns are not supported yet (they go with upsert mode)",
     "consumer.override.auto.offset.reset": "offsets come from the commit ledger: where a new partition starts is "
     "consumer.auto.offset.reset, and what an offset out of range does is sinkadmin.offsets.out-of-range",
 }
@@ -339,7 +336,8 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
         if table not in tables:
             result.add(key, f"{table!r} is not one of iceberg.tables")
         if setting == "id-columns":
-            result.add(key, "identifier columns are not supported yet (they go with upsert mode)")
+            if not _split(value):
+                result.add(key, "name the table's identifier column(s)")
         elif setting == "partition-by":
             try:
                 parse_partition_by(value)
@@ -354,6 +352,32 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
                 result.add(key, "route-regex needs iceberg.tables.route-field")
     if route_field and tables and not any(f"iceberg.table.{t}.route-regex" in config for t in tables):
         result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
+    _check_upserts(result, config, tables)
+
+
+def _check_upserts(result: ConfigValidation, config: dict[str, str], tables: list[str]) -> None:
+    """Keyed writes (upsert mode, or a CDC field) need every table's identifier columns."""
+    keyed = config.get("iceberg.tables.upsert-mode-enabled", "false").strip().lower() == "true" or bool(
+        config.get("iceberg.tables.cdc-field", "").strip()
+    )
+    default = _split(config.get("iceberg.tables.default-id-columns"))
+    if not keyed:
+        for key in ["iceberg.tables.default-id-columns", *(f"iceberg.table.{t}.id-columns" for t in tables)]:
+            if config.get(key, "").strip():
+                result.add(key, "identifier columns key upserts: set iceberg.tables.upsert-mode-enabled=true")
+        return
+    missing = [t for t in tables if not default and not _split(config.get(f"iceberg.table.{t}.id-columns"))]
+    if missing:
+        key = (
+            "iceberg.tables.cdc-field"
+            if config.get("iceberg.tables.cdc-field")
+            else "iceberg.tables.upsert-mode-enabled"
+        )
+        result.add(
+            key,
+            f"upserts need the identifier columns of {', '.join(missing)}: set iceberg.tables.default-id-columns "
+            "or iceberg.table.<table>.id-columns",
+        )
 
 
 def _check_errors(result: ConfigValidation, config: dict[str, str]) -> None:
@@ -418,6 +442,8 @@ class TableTarget:
     name: str
     partition_by: tuple[PartitionField, ...]
     route_regex: re.Pattern[str] | None
+    # The columns that identify a row, for upserts (iceberg.table.<name>.id-columns or the default).
+    id_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -496,6 +522,9 @@ class SinkConfig:
     staging_max_bytes: int
     writer: str
     maintenance: MaintenanceConfig
+    # Keyed writes (workers.upserts): iceberg.tables.upsert-mode-enabled, or a CDC field.
+    upsert_mode: bool = False
+    cdc_field: str | None = None
     # The plugin's short name, and its own typed settings (Plugin.parse; None for iceberg,
     # whose settings are the fields above).
     plugin: str = "iceberg"
@@ -533,6 +562,9 @@ class SinkConfig:
                 route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
                 if f"iceberg.table.{name}.route-regex" in raw
                 else None,
+                id_columns=tuple(
+                    _split(raw.get(f"iceberg.table.{name}.id-columns") or raw.get("iceberg.tables.default-id-columns"))
+                ),
             )
             for name in _split(raw.get("iceberg.tables"))
         )
@@ -575,6 +607,8 @@ class SinkConfig:
                 min_snapshots_to_keep=int(get("sinkadmin.maintenance.expire.min-snapshots-to-keep", "0")),
                 orphan_older_than_ms=int(get("sinkadmin.maintenance.orphans.older-than-ms", "0")),
             ),
+            upsert_mode=flag("iceberg.tables.upsert-mode-enabled") or bool(raw.get("iceberg.tables.cdc-field")),
+            cdc_field=raw.get("iceberg.tables.cdc-field") or None,
             plugin=plugin.short_name,
             settings=settings,
         )

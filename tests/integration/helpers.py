@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import socket
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -247,3 +249,48 @@ class TcpProxy:
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+
+def changes(count: int, keys: int, partitions: int, seed: int) -> list[bytes | None]:
+    """Changes of ``keys`` keys (id, ts, amount, op u/d, region); record i is for a key of partition
+    i % partitions (produce() places record i there), so each key lives in one partition, as Kafka
+    places keyed records."""
+    rng = random.Random(seed)
+    by_partition = [
+        [k for k in range(keys) if zlib.crc32(str(k).encode()) % partitions == p] for p in range(partitions)
+    ]
+    values: list[bytes | None] = []
+    for i in range(count):
+        key = rng.choice(by_partition[i % partitions])
+        record = {
+            "id": key,
+            "ts": rng.randrange(40),
+            "amount": rng.randrange(10_000),
+            "op": "d" if rng.random() < 0.1 else "u",
+            "region": f"r{key % 3}",
+        }
+        values.append(json.dumps(record).encode())
+    return values
+
+
+def topic_records(bootstrap: str, ends: dict[tuple[str, int], int]) -> list[tuple[int, int, dict[str, Any]]]:
+    """Every JSON record of the topic up to ``ends`` as (partition, offset, record), in offset order per
+    partition, read with a bare consumer (the independent reader of what the sink was given)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-records", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
+    records: list[tuple[int, int, dict[str, Any]]] = []
+    remaining = {tp: end for tp, end in ends.items() if end > 0}
+    deadline = time.monotonic() + 60
+    while remaining and time.monotonic() < deadline:
+        for message in consumer.consume(1000, 1.0):
+            tp = (message.topic(), message.partition())
+            if message.error() or tp not in remaining or message.offset() >= remaining[tp]:
+                continue
+            records.append((message.partition(), message.offset(), json.loads(message.value())))
+            if message.offset() + 1 >= remaining[tp]:
+                del remaining[tp]
+    consumer.close()
+    assert not remaining, f"could not read back {remaining}"
+    return sorted(records, key=lambda r: (r[0], r[1]))

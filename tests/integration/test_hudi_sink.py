@@ -6,9 +6,7 @@ after clean runs and after a coordinator died before completing its instant or c
 from __future__ import annotations
 
 import json
-import random
 import signal
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from connectors import actions
@@ -25,10 +22,12 @@ from connectors.models import Commit, CommitState
 from sinks.hudi.table import COMMIT_ID_KEY, HudiTable, parse_properties
 from tests.integration.helpers import (
     caught_up,
+    changes,
     create_topic,
     produce,
     running_in_threads,
     topic_ids,
+    topic_records,
     wait_until,
 )
 from tests.integration.test_crashes import Processes
@@ -69,47 +68,11 @@ def read(base: Path) -> list[dict[str, Any]]:
     return pa.Table.from_batches(batches).to_pylist() if batches else []
 
 
-def changes(count: int, keys: int, seed: int) -> list[bytes | None]:
-    """Changes of ``keys`` keys; record i is for a key of partition i % PARTITIONS (produce() places record i
-    there), so each key lives in one partition, as Kafka places keyed records."""
-    rng = random.Random(seed)
-    by_partition = [
-        [k for k in range(keys) if zlib.crc32(str(k).encode()) % PARTITIONS == p] for p in range(PARTITIONS)
-    ]
-    values: list[bytes | None] = []
-    for i in range(count):
-        key = rng.choice(by_partition[i % PARTITIONS])
-        record = {
-            "id": key,
-            "ts": rng.randrange(40),
-            "amount": rng.randrange(10_000),
-            "op": "d" if rng.random() < 0.1 else "u",
-            "region": f"r{key % 3}",
-        }
-        values.append(json.dumps(record).encode())
-    return values
-
-
 def model_of_topic(bootstrap: str, ends: dict[tuple[str, int], int]) -> dict[int, dict[str, Any]]:
     """The latest row per key, from the topic as a bare consumer reads it: in each key's partition's
     offset order, a record wins over the row when its ts is at least the row's; op=d deletes."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hudi-model", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
-    records: list[tuple[int, int, dict[str, Any]]] = []
-    remaining = {tp: end for tp, end in ends.items() if end > 0}
-    deadline = time.monotonic() + 60
-    while remaining and time.monotonic() < deadline:
-        for message in consumer.consume(1000, 1.0):
-            tp = (message.topic(), message.partition())
-            if message.error() or tp not in remaining or message.offset() >= remaining[tp]:
-                continue
-            records.append((message.partition(), message.offset(), json.loads(message.value())))
-            if message.offset() + 1 >= remaining[tp]:
-                del remaining[tp]
-    consumer.close()
-    assert not remaining
     state: dict[int, dict[str, Any]] = {}
-    for _, _, record in sorted(records, key=lambda r: (r[0], r[1])):
+    for _, _, record in topic_records(bootstrap, ends):
         current = state.get(record["id"])
         if current is None or record["ts"] >= current["ts"]:
             if record["op"] == "d":
@@ -192,7 +155,7 @@ def test_upserts_equal_the_model_after_a_coordinator_died_before_completing_its_
     name = "hudi-upsert-kill"
     base = tmp_path / "orders"
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
-    ends = produce(kafka_bootstrap, topic_name, changes(3000, 200, seed=5), PARTITIONS)
+    ends = produce(kafka_bootstrap, topic_name, changes(3000, 200, PARTITIONS, seed=5), PARTITIONS)
     actions.create_connector(name, hudi_config(topic_name, base))
     procs.task(name)
     doomed = procs.coordinator(name, failpoints="hudi.before_complete=kill")
@@ -214,7 +177,7 @@ def test_a_zombie_coordinator_cannot_complete_a_commit_twice(
     name = "hudi-zombie"
     base = tmp_path / "orders"
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
-    ends = produce(kafka_bootstrap, topic_name, changes(2000, 150, seed=9), PARTITIONS)
+    ends = produce(kafka_bootstrap, topic_name, changes(2000, 150, PARTITIONS, seed=9), PARTITIONS)
     actions.create_connector(name, hudi_config(topic_name, base))
     procs.task(name)
     zombie = procs.coordinator(name, failpoints="coordinator.after_prepare=stop")
