@@ -316,3 +316,16 @@ def test_an_instant_that_never_completed_is_rolled_back_before_the_next(tmp_path
     sink.commit([(0, None, b'{"id": "c", "ts": 1, "amount": 3, "op": "u"}')])
     assert sorted(r["id"] for r in read(tmp_path / "orders")) == ["a", "c"]
     assert not any(instant in p.name for p in (tmp_path / "orders").rglob("*"))
+
+
+def test_the_timeline_holds_what_rebuilds_a_lost_ledger(tmp_path: Path) -> None:
+    from sinks.hudi.commit import recovered_commits
+
+    sink = Sink(tmp_path / "orders")
+    instants = [
+        sink.commit([(p, None, json.dumps({"id": f"{n}-{p}", "ts": 1}).encode()) for p in range(2)]) for n in range(3)
+    ]
+    found = sorted(recovered_commits("orders-sink", sink.config), key=lambda c: c.committed_at)
+    assert [c.snapshot_ids for c in found] == [{"default.orders": int(i)} for i in instants]
+    assert [c.ranges for c in found] == [{(TOPIC, 0): (n, n + 1), (TOPIC, 1): (n, n + 1)} for n in range(3)]
+    assert recovered_commits("another-connector", sink.config) == []

@@ -26,3 +26,11 @@ def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig
     if not config.maintenance.enabled:
         return None
     return start_maintainer(connector, connector_id, epoch, config, lambda: committer.catalog)
+
+
+def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
+    """Every commit of ``connector`` in its tables' snapshot summaries (for rebuilding a lost ledger)."""
+    from workers.tables import catalog_for
+    from workers.tables import recovered_commits as from_snapshots
+
+    return from_snapshots(catalog_for(config), [t.name for t in config.tables], connector)

@@ -63,6 +63,10 @@ from workers.spark_writer import SparkUnavailable
 
 log = logging.getLogger(__name__)
 OFFSETS_KEY = "sinkadmin.offsets"
+# What rebuilds a lost ledger from the timeline (as Iceberg snapshots' summaries do).
+CONNECTOR_KEY = "sinkadmin.connector"
+EPOCH_KEY = "sinkadmin.epoch"
+RANGES_KEY = "sinkadmin.ranges"
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,14 @@ class HudiCommitter:
         instant = found[0] if found else self._instant(table, prepared)
         previous = table.completed()
         offsets = self._offsets(table, previous, prepared)
-        extra = {COMMIT_ID_KEY: commit_id, OFFSETS_KEY: json.dumps(offsets, sort_keys=True), **kafka_offsets(offsets)}
+        extra = {
+            COMMIT_ID_KEY: commit_id,
+            CONNECTOR_KEY: self.connector,
+            EPOCH_KEY: str(prepared.epoch),
+            RANGES_KEY: json.dumps(prepared.offsets, sort_keys=True),
+            OFFSETS_KEY: json.dumps(offsets, sort_keys=True),
+            **kafka_offsets(offsets),
+        }
         table.start(instant, extra)
         writes = plan(table, self.settings, prepared.files, instant, commit_id)
         try:
@@ -376,3 +387,33 @@ class HudiCommitter:
             if now - newest > self.ORPHAN_AGE_S:
                 log.info("%s: removing %s, left by a commit that was never prepared", self.connector, info.path)
                 fs.delete_dir(info.path)
+
+
+def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
+    """Every commit of ``connector`` on the table's timeline (for rebuilding a lost ledger, DESIGN I2)."""
+    import uuid
+
+    from connectors.actions.ledger import RecoveredCommit
+
+    settings: HudiSettings = config.settings
+    fs, base = settings.filesystem()
+    table = HudiTable(fs, base, settings.spec())
+    if table.stored_properties() is None:
+        return []
+    found = []
+    for instant in table.completed():
+        extra = table.commit_metadata(instant).get("extraMetadata") or {}
+        if extra.get(CONNECTOR_KEY) != connector or COMMIT_ID_KEY not in extra:
+            continue
+        ranges = json.loads(extra.get(RANGES_KEY) or "{}")
+        found.append(
+            RecoveredCommit(
+                commit_id=uuid.UUID(extra[COMMIT_ID_KEY]),
+                epoch=int(extra.get(EPOCH_KEY, 0)),
+                committed_at=datetime.strptime(instant[:17] + "000", "%Y%m%d%H%M%S%f").replace(tzinfo=UTC),
+                snapshot_ids={f"{settings.database}.{settings.table_name}": int(instant)},
+                ranges={(topic, int(p)): (r[0], r[1]) for topic, parts in ranges.items() for p, r in parts.items()},
+                watermark=None,
+            )
+        )
+    return found

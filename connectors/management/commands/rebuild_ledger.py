@@ -1,9 +1,11 @@
-"""Rebuild a connector's ledger from its tables' snapshot summaries (DESIGN I2).
+"""Rebuild a connector's ledger from what its sink wrote (DESIGN I2).
 
-Every snapshot the sink writes carries the connector, commit id, epoch and
-offset ranges, so a lost or damaged ledger can be restored: missing commits
-are re-created as COMMITTED and each partition's next offset is set to the
-end of its last committed range. The connector must be STOPPED.
+Every Iceberg snapshot and every Hudi commit the sinks write carries the
+connector, commit id, epoch and offset ranges, so a lost or damaged ledger
+can be restored: missing commits are re-created as COMMITTED and each
+partition's next offset is set to the end of its last committed range. The
+connector must be STOPPED. (The files sink keeps no record of its commits
+outside the ledger.)
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from connectors import actions
 from connectors.config import SinkConfig
-from workers.tables import catalog_for, recovered_commits
+from workers.runtime import sink_runtime
 
 
 class Command(BaseCommand):
-    help = "Rebuild a connector's commit ledger and offsets from its Iceberg tables' snapshot summaries."
+    help = "Rebuild a connector's commit ledger and offsets from its Iceberg snapshots or Hudi timeline."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
@@ -30,8 +32,11 @@ class Command(BaseCommand):
         except actions.ConnectorNotFound as exc:
             raise CommandError(str(exc)) from None
         config = SinkConfig.parse(connector.config)
-        found = recovered_commits(catalog_for(config), [t.name for t in config.tables], connector.name)
-        self.stdout.write(f"{connector.name}: {len(found)} commit(s) found in the table snapshots")
+        runtime = sink_runtime(config)
+        if not hasattr(runtime, "recovered_commits"):
+            raise CommandError(f"the {config.plugin} sink keeps no record of its commits outside the ledger")
+        found = runtime.recovered_commits(connector.name, config)
+        self.stdout.write(f"{connector.name}: {len(found)} commit(s) found in what the sink wrote")
         if options["dry_run"]:
             return
         try:
