@@ -329,3 +329,35 @@ def test_the_timeline_holds_what_rebuilds_a_lost_ledger(tmp_path: Path) -> None:
     assert [c.snapshot_ids for c in found] == [{"default.orders": int(i)} for i in instants]
     assert [c.ranges for c in found] == [{(TOPIC, 0): (n, n + 1), (TOPIC, 1): (n, n + 1)} for n in range(3)]
     assert recovered_commits("another-connector", sink.config) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_upserts_without_deletes_merge_in_columns_as_record_by_record(seed: int) -> None:
+    from sinks.hudi.table import DELETE, SEQUENCE, TOMBSTONE, _merge_in_order, _merge_upserts
+
+    rng = random.Random(seed)
+
+    def records(n: int, start: int) -> pa.Table:
+        keys = [f"k{rng.randrange(30)}" for _ in range(n)]
+        return pa.table(
+            {
+                "_hoodie_record_key": pa.array(keys, pa.string()),
+                "ts": pa.array([rng.randrange(10) for _ in range(n)], pa.int64()),
+                "v": pa.array(range(start, start + n), pa.int64()),
+                DELETE: pa.array([False] * n),
+                TOMBSTONE: pa.array([False] * n),
+                SEQUENCE: pa.array(range(n), pa.int64()),
+            }
+        )
+
+    stored_input = records(40, 0)
+    _, stored, _, _ = _merge_in_order(None, stored_input, "ts")
+    incoming = records(120, 1000)
+    for precombine in ("ts", None):
+        fast = _merge_upserts(stored, incoming, precombine)
+        assert fast is not None
+        slow = _merge_in_order(stored, incoming, precombine)
+        assert fast[2:] == slow[2:]
+        assert fast[0] is not None and slow[0] is not None
+        assert sorted(fast[0].to_pylist(), key=str) == sorted(slow[0].to_pylist(), key=str)
+        assert sorted(fast[1].to_pylist(), key=str) == sorted(slow[1].to_pylist(), key=str)

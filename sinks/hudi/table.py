@@ -469,6 +469,17 @@ def merge(
     Returns the stored rows that stay, the records that are written, how many of
     those replace a stored row, and how many stored rows were deleted.
     """
+    if not pc.any(incoming.column(DELETE)).as_py():
+        found = _merge_upserts(old, incoming, precombine)
+        if found is not None:
+            return found
+    return _merge_in_order(old, incoming, precombine)
+
+
+def _merge_in_order(
+    old: pa.Table | None, incoming: pa.Table, precombine: str | None
+) -> tuple[pa.Table | None, pa.Table, int, int]:
+    """``merge`` record by record, in stream order: what deletes need."""
     keys = incoming.column("_hoodie_record_key").to_pylist()
     sequence = incoming.column(SEQUENCE).to_pylist()
     deleting = incoming.column(DELETE).to_pylist()
@@ -502,6 +513,56 @@ def merge(
     deletes = sum(1 for k, (present, _, _) in state.items() if k in stored and not present)
     kept = old.filter(pc.invert(pc.is_in(old.column("_hoodie_record_key"), pa.array(sorted(changed), pa.string()))))
     return kept, fresh, updates, deletes
+
+
+def _merge_upserts(
+    old: pa.Table | None, incoming: pa.Table, precombine: str | None
+) -> tuple[pa.Table | None, pa.Table, int, int] | None:
+    """``merge`` for records that delete nothing, in columns: without deletes the stream order reduces
+    to the greatest (precombine, sequence) per key, and the stored row loses to a greater or equal
+    precombine value. None when the precombine values of the stored rows and the records do not compare
+    as one type (``merge``'s row by row rule then decides)."""
+    n = len(incoming)
+    order = [("_hoodie_record_key", "ascending")]
+    if precombine:
+        order.append((precombine, "ascending"))
+    order.append((SEQUENCE, "ascending"))
+    ranked = pa.table(
+        {
+            "key": incoming.column("_hoodie_record_key"),
+            "row": pa.array(np.arange(n, dtype=np.int64)),
+            **({"order": incoming.column(precombine)} if precombine else {}),
+            "seq": incoming.column(SEQUENCE),
+        }
+    )
+    ranked = ranked.sort_by(
+        [("key", "ascending"), *([("order", "ascending")] if precombine else []), ("seq", "ascending")]
+    )
+    ranked = ranked.append_column("rank", pa.array(np.arange(n, dtype=np.int64)))
+    last = ranked.group_by("key", use_threads=False).aggregate([("rank", "max")])
+    winners = ranked.take(last.column("rank_max"))
+    if old is None or len(old) == 0:
+        fresh = incoming.take(pa.array(np.sort(winners.column("row").to_numpy()), pa.int64()))
+        return old, fresh.drop_columns([c for c in WORK_COLUMNS if c in fresh.column_names]), 0, 0
+    stored_keys = old.column("_hoodie_record_key")
+    if precombine and precombine in old.column_names:
+        stored = pa.table({"key": stored_keys, "stored": old.column(precombine)})
+        try:
+            joined = winners.join(stored, "key", join_type="left outer", use_threads=False)
+            beats = pc.or_kleene(
+                pc.is_null(joined.column("stored")), pc.greater_equal(joined.column("order"), joined.column("stored"))
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        joined = joined.filter(beats.fill_null(True))
+        rows = np.sort(joined.column("row").to_numpy())
+    else:
+        rows = np.sort(winners.column("row").to_numpy())
+    fresh = incoming.take(pa.array(rows, pa.int64()))
+    fresh = fresh.drop_columns([c for c in WORK_COLUMNS if c in fresh.column_names])
+    replaced = pc.is_in(stored_keys, value_set=fresh.column("_hoodie_record_key").combine_chunks())
+    updates = pc.sum(replaced.cast(pa.int64())).as_py() or 0
+    return old.filter(pc.invert(replaced)), fresh, updates, 0
 
 
 def _at_least(value: Any, current: Any) -> bool:
