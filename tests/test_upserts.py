@@ -20,7 +20,7 @@ def test_the_last_record_of_a_key_wins_and_a_delete_removes_it(tmp_path: Path) -
         tmp_path / "a.parquet",
         [{"id": 1, "op": "I", "v": "a1"}, {"id": 2, "op": "I", "v": "a2"}, {"id": 1, "op": "U", "v": "a1'"}],
     )
-    second = write(tmp_path / "b.parquet", [{"id": 2, "op": "D", "v": None}, {"id": 3, "op": "I", "v": "b3"}])
+    second = write(tmp_path / "b.parquet", [{"id": 2, "op": " d", "v": None}, {"id": 3, "op": "I", "v": "b3"}])
     found = winners([first, second], ["id"], "op")
     # a.parquet: row 0 is superseded by row 2; row 1 by b.parquet's delete; b.parquet's delete itself goes.
     assert found.dropped == ((0, 1), (0,))

@@ -58,10 +58,11 @@ def key_column(rows: pa.Table, id_columns: Sequence[str]) -> pa.Array:
 
 
 def deleting(rows: pa.Table, cdc_field: str | None) -> np.ndarray:
-    """Rows whose CDC operation deletes their key (it starts with D, as the Iceberg sink reads it)."""
+    """Rows whose CDC operation deletes their key (it starts with D or d, trimmed, as the Iceberg sink reads it)."""
     if not cdc_field or cdc_field not in rows.column_names:
         return np.zeros(len(rows), dtype=bool)
-    marked = pc.starts_with(rows.column(cdc_field).cast(pa.string()), "D").fill_null(False)
+    operations = pc.utf8_upper(pc.utf8_trim_whitespace(rows.column(cdc_field).cast(pa.string())))
+    marked = pc.starts_with(operations, "D").fill_null(False)
     return np.asarray(marked.to_numpy(zero_copy_only=False), dtype=bool)
 
 
@@ -179,16 +180,16 @@ def commit_upserts(
 ) -> int:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
     in one OVERWRITE snapshot, exactly once (as ``workers.tables.commit_to_table`` appends)."""
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue, In
     from pyiceberg.table import TableProperties
     from pyiceberg.table.snapshots import Operation
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
-    from workers.tables import data_files, describe_data_file, snapshot_of_commit
+    from workers.tables import data_files, describe_data_file, snapshot_of_commit, without_automatic_retries
 
     for attempt in range(attempts):
-        table = catalog.load_table(table_name)
+        table = without_automatic_retries(catalog.load_table(table_name))
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
             return existing
@@ -251,7 +252,8 @@ def commit_upserts(
                         overwrite.delete_data_file(data_file)
                     for data_file in added:
                         overwrite.append_data_file(data_file)
-        except CommitFailedException:
+        except (CommitFailedException, ValidationException):
+            # Another writer committed first (a zombie's successor, or the zombie): re-check.
             log.info(
                 "upsert %s on %s raced another writer (attempt %d); re-checking",
                 commit.commit_id,

@@ -153,6 +153,28 @@ def test_a_zombie_coordinator_cannot_commit_twice(procs: Processes, kafka_bootst
     assert_exactly_once("zombie", kafka_bootstrap, ends)
 
 
+def test_a_zombie_coordinator_with_the_table_loaded_cannot_append_twice(
+    procs: Processes, kafka_bootstrap: str, topic_name: str
+) -> None:
+    # The zombie freezes with the table loaded and its append built: its successor commits the
+    # same prepared commit meanwhile. pyiceberg's own retry would apply the zombie's append again
+    # on top of the successor's; the sink turns it off and re-checks the table instead.
+    ends = setup_connector(kafka_bootstrap, topic_name, "zombie-loaded")
+    procs.task("zombie-loaded")
+    zombie = procs.coordinator("zombie-loaded", failpoints="iceberg.before_snapshot=stop")
+    wait_until(
+        lambda: Commit.objects.filter(connector_name="zombie-loaded", state=CommitState.PREPARED).exists(),
+        120,
+        "the first coordinator to prepare",
+    )
+    time.sleep(2)  # (and to reach its append, where it freezes)
+    procs.coordinator("zombie-loaded")
+    wait_until(caught_up("zombie-loaded", ends), 180, "the new coordinator to take over")
+    zombie.send_signal(signal.SIGCONT)
+    assert zombie.wait(120) == 0
+    assert_exactly_once("zombie-loaded", kafka_bootstrap, ends)
+
+
 def test_a_silent_participant_does_not_block_the_others(
     procs: Processes, kafka_bootstrap: str, topic_name: str
 ) -> None:

@@ -16,17 +16,26 @@ from pathlib import Path
 import psutil
 import pytest
 
+from connectors import actions
 from connectors.models import Commit, CommitState
 from sinkadmin.services import ManagedProcess, start_spark_connect, start_spark_standalone
-from tests.integration.helpers import caught_up, wait_until
+from tests.integration.helpers import caught_up, changes, create_topic, produce, wait_until
 from tests.integration.test_crashes import Processes, assert_exactly_once, setup_connector, wait_for_phase
 from tests.integration.test_files_sink import assert_files_hold_each_record_once
 from tests.integration.test_files_sink import start as start_files_sink
+from tests.integration.test_hudi_sink import PARTITIONS as HUDI_PARTITIONS
+from tests.integration.test_hudi_sink import (
+    assert_table_equals_model,
+    assert_timeline_matches_ledger,
+    hudi_config,
+    model_of_topic,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-# Each of the cluster's Python workers stalls this long in its first decode:
-# a window in which the test kills an executor mid-write.
+# Each of the cluster's Python workers stalls this long in its first decode
+# (and its first Hudi merge): a window in which the test kills an executor
+# mid-write.
 DECODE_STALL_SECONDS = 4
 
 
@@ -74,7 +83,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         port=free_port(),
         env={
             "SPARK_WORKER_DIR": str(work_dir),
-            "SINKADMIN_FAILPOINTS": f"executor.decode=delay:{DECODE_STALL_SECONDS}",
+            "SINKADMIN_FAILPOINTS": (
+                f"executor.decode=delay:{DECODE_STALL_SECONDS},hudi.merge=delay:{DECODE_STALL_SECONDS}"
+            ),
         },
     )
     yield Cluster(url, processes, work_dir)
@@ -186,3 +197,41 @@ def test_a_files_sink_executor_killed_mid_write_leaves_each_record_in_one_file(
         processes.stop_all()
     # (Also: no committed commit left a temporary file, the dead attempt's included.)
     assert_files_hold_each_record_once(tmp_path, topic_name, ends, kafka_bootstrap)
+
+
+def test_hudi_executors_killed_mid_merge_leave_the_table_equal_to_the_model(
+    cluster: Cluster,
+    connect_on_cluster: str,
+    lake: dict[str, str],
+    kafka_bootstrap: str,
+    topic_name: str,
+    tmp_path: Path,
+) -> None:
+    # The coordinator's Spark job writes the file groups' new slices: every executor dies while
+    # its tasks stall in their first merge. Spark runs the merge again on new executors, under
+    # the same file names, and the instant completes once.
+    name = "hudi-executor-killed"
+    base = tmp_path / "orders"
+    processes = Processes(on_cluster(lake, SPARK_REMOTE=connect_on_cluster))
+    try:
+        create_topic(kafka_bootstrap, topic_name, HUDI_PARTITIONS)
+        ends = produce(kafka_bootstrap, topic_name, changes(2000, 150, HUDI_PARTITIONS, seed=21), HUDI_PARTITIONS)
+        actions.create_connector(
+            name,
+            hudi_config(
+                topic_name, base, **{"sinkadmin.commit.interval-ms": "3000", "sinkadmin.commit.timeout-ms": "90000"}
+            ),
+        )
+        processes.task(name)
+        processes.coordinator(name)
+        wait_for_phase(name, "committing", timeout=180)
+        time.sleep(1.5)  # the merge's tasks start, and stall in their first merge
+        killed = cluster.executors()
+        assert killed, "no executor was running"
+        for executor in killed:
+            executor.send_signal(signal.SIGKILL)
+        wait_until(caught_up(name, ends), 240, "every record committed after the executors died")
+    finally:
+        processes.stop_all()
+    assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
+    assert_timeline_matches_ledger(name, base)
