@@ -361,3 +361,34 @@ def test_upserts_without_deletes_merge_in_columns_as_record_by_record(seed: int)
         assert fast[0] is not None and slow[0] is not None
         assert sorted(fast[0].to_pylist(), key=str) == sorted(slow[0].to_pylist(), key=str)
         assert sorted(fast[1].to_pylist(), key=str) == sorted(slow[1].to_pylist(), key=str)
+
+
+def test_an_upsert_rewrites_only_the_buckets_it_touches(tmp_path: Path) -> None:
+    sink = Sink(tmp_path / "orders", **{"hoodie.bucket.index.num.buckets": "8"})
+    sink.commit([(0, None, json.dumps({"id": f"k{i}", "ts": 1}).encode()) for i in range(200)])
+    table = HudiTable(pafs.LocalFileSystem(), str(tmp_path / "orders"), sink.config.settings.spec())
+    assert len(table.latest_slices("")) == 8
+    instant = sink.commit([(0, None, b'{"id": "k7", "ts": 2}')])
+    (stats,) = table.commit_metadata(instant)["partitionToWriteStats"].values()
+    assert len(stats) == 1 and stats[0]["numUpdateWrites"] == 1 and stats[0]["prevCommit"] != "null"
+    assert len(read(tmp_path / "orders")) == 200
+
+
+def test_bulk_insert_opens_new_file_groups_only_and_an_empty_commit_is_an_instant(tmp_path: Path) -> None:
+    sink = Sink(
+        tmp_path / "events",
+        **{
+            "hoodie.datasource.write.operation": "bulk_insert",
+            "hoodie.datasource.write.precombine.field": "",
+            "hoodie.allow.empty.commit": "true",
+        },
+    )
+    assert sink.config.allow_empty_commit
+    for n in range(3):
+        sink.commit([(0, None, json.dumps({"id": n * 10 + i}).encode()) for i in range(10)])
+    table = HudiTable(pafs.LocalFileSystem(), str(tmp_path / "events"), sink.config.settings.spec())
+    assert len(table.latest_slices("")) == 3  # one new file group per commit, none rewritten
+    empty = str(sink.committer.commit(PreparedCommit(uuid.uuid4(), 1, [], {}, None, None))["default.orders"])
+    assert table.completed()[-1] == empty and table.commit_metadata(empty)["partitionToWriteStats"] == {}
+    assert table.commit_metadata(empty)["operationType"] == "BULK_INSERT"
+    assert sorted(r["id"] for r in read(tmp_path / "events")) == list(range(30))
