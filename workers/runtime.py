@@ -71,7 +71,7 @@ from workers.maintenance import Maintainer, SparkRewriter
 from workers.participant import TaskRunner
 from workers.participant import TaskState as ParticipantState
 from workers.schema_registry import RegistryUnavailable
-from workers.spark_writer import SparkUnavailable, SparkWriter
+from workers.spark_writer import SparkWriter, UnitRunner
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import (
     CommitFile,
@@ -374,7 +374,8 @@ class IcebergCommitter:
         self.connector = connector
         self.config = config
         self._catalog: Any = None
-        self._spark: SparkWriter | None = None
+        # Where an upsert's rewrite runs.
+        self._run_units = UnitRunner(config)
 
     @property
     def catalog(self) -> Any:
@@ -428,17 +429,6 @@ class IcebergCommitter:
             else:
                 snapshot_ids[table_name] = commit_to_table(self.catalog, table_name, commit)
         return snapshot_ids
-
-    def _run_units(self, job: Any) -> list[dict[str, Any]]:
-        """An upsert's rewrite: one Spark job (the spark plane), or in this process (arrow)."""
-        if self.config.writer != "spark":
-            return [job.run_unit(n) for n in range(job.count)]
-        if self._spark is None:
-            self._spark = SparkWriter(self.config)
-        try:
-            return self._spark.run_units(job)
-        except SparkUnavailable as exc:
-            raise SinkUnavailable(str(exc)) from exc
 
 
 class TableWriter:

@@ -369,6 +369,28 @@ class UnitJob(Protocol):
     def run_unit(self, index: int) -> dict[str, Any]: ...
 
 
+class UnitRunner:
+    """Runs a coordinator's UnitJob (a Hudi merge, an Iceberg upsert's rewrite) where the connector's data
+    plane runs: as one Spark job, or (the arrow plane) in this process. Spark out of reach is an outage
+    of the sink (SinkUnavailable): the prepared commit is rolled forward once it answers."""
+
+    def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
+        self.config = config
+        self._spark = spark
+
+    def __call__(self, job: UnitJob) -> list[dict[str, Any]]:
+        from workers.coordinator import SinkUnavailable
+
+        if self.config.writer != "spark":
+            return [job.run_unit(n) for n in range(job.count)]
+        if self._spark is None:
+            self._spark = SparkWriter(self.config)
+        try:
+            return self._spark.run_units(job)
+        except SparkUnavailable as exc:
+            raise SinkUnavailable(str(exc)) from exc
+
+
 UNIT_OUTCOME = pa.schema([("unit", pa.int64()), ("outcome", pa.string())])
 
 

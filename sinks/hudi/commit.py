@@ -56,10 +56,10 @@ from sinks.hudi.table import (
     new_file_id,
 )
 from sinks.hudi.writer import BUCKET, incoming_root
-from workers.coordinator import PreparedCommit, SinkUnavailable
+from workers.coordinator import PreparedCommit
 from workers.failpoints import failpoint
 from workers.record_runs import widened
-from workers.spark_writer import SparkUnavailable
+from workers.spark_writer import UnitRunner
 
 log = logging.getLogger(__name__)
 OFFSETS_KEY = "sinkadmin.offsets"
@@ -248,20 +248,12 @@ class HudiCommitter:
     # Incoming directories of commits that were never prepared go once this old.
     ORPHAN_AGE_S = 3600.0
 
-    def __init__(self, connector: str, config: SinkConfig, spark: Any = None) -> None:
+    def __init__(self, connector: str, config: SinkConfig) -> None:
         self.connector = connector
         self.config = config
         self.settings: HudiSettings = config.settings
-        self._spark = spark
+        self._run_units = UnitRunner(config)
         self._swept_at: float | None = None
-
-    @property
-    def spark(self) -> Any:
-        if self._spark is None:
-            from workers.spark_writer import SparkWriter
-
-            self._spark = SparkWriter(self.config)
-        return self._spark
 
     def close(self) -> None:
         pass
@@ -294,11 +286,7 @@ class HudiCommitter:
         }
         table.start(instant, extra)
         writes = plan(table, self.settings, prepared.files, instant, commit_id)
-        try:
-            stats, schema = self._write(table, instant, writes)
-        except SparkUnavailable as exc:
-            # Prepared, so rolled forward once Spark answers (I4): an outage, shown and waited out.
-            raise SinkUnavailable(str(exc)) from exc
+        stats, schema = self._write(table, instant, writes)
         if schema is None and previous:
             schema = self._schema(table, previous[-1])
         failpoint("hudi.before_complete")  # (a test's coordinator dies here: slices written, instant in flight)
@@ -340,10 +328,7 @@ class HudiCommitter:
         if not writes:
             return [], None
         job = HudiMergeJob(table.base, table.spec, instant, self.settings.upsert, balanced(writes, self.MAX_TASKS))
-        if self.config.writer == "spark":
-            outcomes = self.spark.run_units(job)
-        else:
-            outcomes = [job.run_unit(n) for n in range(job.count)]
+        outcomes = self._run_units(job)
         stats = [WriteStat.from_json(s) for o in outcomes for s in o["stats"]]
         schema: pa.Schema | None = None
         for outcome in outcomes:
