@@ -77,6 +77,19 @@ def noida_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def noida_target_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Another noida-db: the target cluster of the mirror's tests (noida_bootstrap is their source)."""
+    port = free_port()
+    data = tmp_path_factory.mktemp("noida-db-target")
+    with serving(
+        "noida-db-target",
+        ["noida-db", "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data)],
+        port,
+    ):
+        yield f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """An S3-compatible server (moto's standalone server) for the files sink's S3 store."""
     port = free_port()

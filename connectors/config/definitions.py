@@ -673,7 +673,8 @@ SHARED_PREFIX_KEYS = tuple(k for k in ICEBERG_PREFIX_KEYS if not k.prefix.starts
 # Class names of sinks we plan to replace but do not run yet, so a config
 # written for them gets a specific message instead of "unknown class".
 NOT_YET_SUPPORTED = {
-    "org.apache.kafka.connect.mirror.MirrorSinkConnector": "the exactly-once Kafka mirror is not supported yet",
+    "org.apache.kafka.connect.mirror.MirrorSinkConnector": "the exactly-once Kafka mirror is not supported yet as a "
+    "connector (its engine runs by hand: python -m sinks.mirror.engine, see docs/mirror.md)",
 }
 
 # Keys whose values are secrets: never returned by the API or shown in the UI.

@@ -126,7 +126,8 @@ def test_validate_for_a_sink_not_supported_yet_says_so_per_key(api: APIClient) -
     assert response.status_code == 200
     assert _errors(response.json()) == {
         "connector.class": [
-            "org.apache.kafka.connect.mirror.MirrorSinkConnector: the exactly-once Kafka mirror is not supported yet"
+            "org.apache.kafka.connect.mirror.MirrorSinkConnector: the exactly-once Kafka mirror is not supported yet "
+            "as a connector (its engine runs by hand: python -m sinks.mirror.engine, see docs/mirror.md)"
         ]
     }
 

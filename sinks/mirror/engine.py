@@ -1,0 +1,360 @@
+"""The Kafka mirror's engine: one task copies its source partitions to the target cluster in transactions.
+
+This is KIP-656's transactional sink: each task's producer has a stable
+``transactional.id`` (connector and task), so ``init_transactions`` fences
+any earlier incarnation of the task (a zombie) on the target cluster itself.
+One transaction holds a batch of records and the source offsets after them,
+sent to a consumer group on the **target** cluster (named from the
+connector) with ``send_offsets_to_transaction``: records and offsets commit
+together or not at all, and a task that starts (again, or elsewhere) reads
+its resume points from that group. The target cluster is the truth; no
+coordinator and no ledger are needed for exactly-once, unlike the table
+sinks, whose tables cannot take part in a Kafka transaction.
+
+With ``transaction.producer=false`` the records are produced idempotently
+and the offsets committed to the same group after the batch is acknowledged:
+at least once (a task killed between the two copies the batch again).
+
+Key, value, headers and timestamp are copied as they are; the source
+partition maps to the same target partition of the replica topic, created
+with the source's partition count (and its topic configs, with
+``sync.topic.configs.enabled``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from sinks.mirror.settings import MirrorSettings
+from workers.failpoints import failpoint
+
+log = logging.getLogger(__name__)
+
+
+class Fenced(Exception):
+    """A newer incarnation of this task took over its transactional id: this one must stop."""
+
+
+def group_id(connector: str) -> str:
+    """The target cluster's consumer group that holds the mirror's offsets."""
+    return f"sinkadmin-mirror-{connector}"
+
+
+def transactional_id(connector: str, task_index: int) -> str:
+    return f"sinkadmin-mirror-{connector}-{task_index}"
+
+
+def source_partitions(admin: AdminClient, settings: MirrorSettings) -> dict[str, int]:
+    """The source topics the mirror selects, with their partition counts."""
+    listed = admin.list_topics(timeout=10).topics
+    return {name: len(meta.partitions) for name, meta in sorted(listed.items()) if settings.selects(name)}
+
+
+def assigned(partitions: dict[str, int], task_index: int, tasks: int) -> list[tuple[str, int]]:
+    """This task's share of the source partitions: every ``tasks``-th of them in (topic, partition) order."""
+    every = [(t, p) for t, count in sorted(partitions.items()) for p in range(count)]
+    return [tp for n, tp in enumerate(every) if n % tasks == task_index]
+
+
+@dataclass
+class MirrorTask:
+    connector: str
+    task_index: int
+    tasks: int
+    settings: MirrorSettings
+    counts: dict[str, int] = field(default_factory=dict)  # source partitions per topic, as last listed
+    copied: int = 0
+    transactions: int = 0
+    # Called after each committed batch with (records, {(source topic, partition): next offset}).
+    on_commit: Callable[[int, dict[tuple[str, int], int]], None] | None = None
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.source_admin = AdminClient({"bootstrap.servers": s.source_bootstrap, **s.source_client})
+        self.target_admin = AdminClient({"bootstrap.servers": s.target_bootstrap, **s.target_client})
+        self.source = Consumer(
+            {
+                "bootstrap.servers": s.source_bootstrap,
+                **s.source_client,
+                "group.id": group_id(self.connector),
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": s.auto_offset_reset,
+            }
+        )
+        # The group on the target cluster: its committed offsets are where the task resumes.
+        self.offsets = Consumer(
+            {
+                "bootstrap.servers": s.target_bootstrap,
+                **s.target_client,
+                "group.id": group_id(self.connector),
+                "enable.auto.commit": False,
+            }
+        )
+        producer: dict[str, Any] = {
+            "bootstrap.servers": s.target_bootstrap,
+            **s.target_client,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+        if s.exactly_once:
+            producer["transactional.id"] = transactional_id(self.connector, self.task_index)
+        self.producer = Producer(producer)
+        self.partitions: list[tuple[str, int]] = []
+        self._listed_at = 0.0
+
+    # Starting.
+
+    def start(self) -> None:
+        if self.settings.exactly_once:
+            # Fences every earlier producer of this id: a zombie's open transaction is aborted.
+            self.producer.init_transactions(30)
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        """Pick up new source topics and partitions (every refresh.topics.interval.seconds)."""
+        if not force and time.monotonic() - self._listed_at < self.settings.refresh_topics_s:
+            return
+        self._listed_at = time.monotonic()
+        counts = source_partitions(self.source_admin, self.settings)
+        if counts != self.counts:
+            self._ensure_targets(counts)
+            self.counts = counts
+        mine = assigned(counts, self.task_index, self.tasks)
+        added = [tp for tp in mine if tp not in self.partitions]
+        if added:
+            self.source.incremental_assign(self._resume_points(added))
+            self.partitions.extend(added)
+            log.info("%s task %d: mirroring %d partitions", self.connector, self.task_index, len(self.partitions))
+
+    def _resume_points(self, partitions: list[tuple[str, int]]) -> list[TopicPartition]:
+        """Each partition's next source offset, from the target cluster's group (the truth)."""
+        target = [TopicPartition(self.settings.target_topic(t), p) for t, p in partitions]
+        committed = self.offsets.committed(target, timeout=30)
+        points = []
+        for (topic, partition), found in zip(partitions, committed, strict=True):
+            if found.error is not None:
+                raise KafkaException(found.error)
+            # No offset yet: the log's start or end, as consumer.auto.offset.reset says, asked for
+            # explicitly (never the source cluster's own committed offsets, which OFFSET_INVALID
+            # would make the consumer look up: they are not the truth).
+            start = found.offset
+            if start < 0:
+                low, high = self._watermarks(topic, partition)
+                start = high if self.settings.auto_offset_reset == "latest" else low
+            points.append(TopicPartition(topic, partition, start))
+        return points
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        try:
+            return self.source.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                raise
+            # A partition (or topic) newer than the consumer's metadata: refresh it, and ask again.
+            self.source.list_topics(topic, timeout=30)
+            return self.source.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+
+    def _ensure_targets(self, counts: dict[str, int]) -> None:
+        """Replica topics with the source's partition count (and configs): created, or grown to it."""
+        existing = self.target_admin.list_topics(timeout=10).topics
+        configs = self._source_configs([t for t in counts if self.settings.target_topic(t) not in existing])
+        new = [
+            NewTopic(self.settings.target_topic(t), num_partitions=n, replication_factor=-1, config=configs.get(t, {}))
+            for t, n in counts.items()
+            if self.settings.target_topic(t) not in existing
+        ]
+        grown = [
+            NewPartitions(self.settings.target_topic(t), n)
+            for t, n in counts.items()
+            if self.settings.target_topic(t) in existing and len(existing[self.settings.target_topic(t)].partitions) < n
+        ]
+        for futures in (
+            self.target_admin.create_topics(new) if new else {},
+            self.target_admin.create_partitions(grown) if grown else {},
+        ):
+            for name, future in futures.items():
+                try:
+                    future.result(30)
+                except KafkaException as exc:
+                    # Another task created (or grew) it first.
+                    if exc.args[0].code() not in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS):
+                        raise
+                    log.debug("%s: %s", name, exc)
+        for source_topic, count in counts.items():
+            if self.counts.get(source_topic) != count:
+                # The producer learns of new topics and partitions (whichever task made them)
+                # before it is asked to write to them.
+                self.producer.list_topics(self.settings.target_topic(source_topic), timeout=30)
+
+    def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """The source topics' own settings (not defaults), for their replicas."""
+        if not self.settings.sync_topic_configs or not topics:
+            return {}
+        found: dict[str, dict[str, str]] = {}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        for resource, future in self.source_admin.describe_configs(resources).items():
+            entries = future.result(30)
+            found[resource.name] = {
+                name: entry.value
+                for name, entry in entries.items()
+                if entry.value is not None
+                and not entry.is_default
+                and not entry.is_read_only
+                and not entry.is_sensitive
+            }
+        return found
+
+    # Copying.
+
+    def step(self) -> int:
+        """Copy one batch (up to the commit interval's worth, or max-records); how many records."""
+        self.refresh()
+        deadline = time.monotonic() + self.settings.commit_interval_ms / 1000
+        batch: list[Any] = []
+        while len(batch) < self.settings.max_records and time.monotonic() < deadline:
+            for message in self.source.consume(min(1000, self.settings.max_records - len(batch)), 0.2):
+                error = message.error()
+                if error is None:
+                    batch.append(message)
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+        if not batch:
+            return 0
+        ends: dict[tuple[str, int], int] = {}
+        for message in batch:
+            ends[(message.topic(), message.partition())] = message.offset() + 1
+        try:
+            self._send(batch, ends)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+                raise Fenced(f"{self.connector} task {self.task_index}: fenced by a newer incarnation") from exc
+            # Start again from what the target holds: nothing of this batch is there (or, at
+            # least once, the batch is copied again).
+            self.source.incremental_unassign([TopicPartition(t, p) for t, p in self.partitions])
+            self.source.incremental_assign(self._resume_points(self.partitions))
+            raise
+        self.copied += len(batch)
+        self.transactions += 1
+        if self.on_commit is not None:
+            self.on_commit(len(batch), ends)
+        return len(batch)
+
+    def _send(self, batch: list[Any], ends: dict[tuple[str, int], int]) -> None:
+        offsets = [TopicPartition(self.settings.target_topic(t), p, end) for (t, p), end in ends.items()]
+        if not self.settings.exactly_once:
+            self._produce(batch)
+            if self.producer.flush(30) > 0:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records not acknowledged in 30 s"))
+            failpoint("mirror.before_commit")  # (a test's task dies here: records sent, offsets not)
+            self.offsets.commit(offsets=offsets, asynchronous=False)
+            return
+        self.producer.begin_transaction()
+        try:
+            self._produce(batch)
+            failpoint("mirror.in_transaction")  # (a test's task dies here: records sent, the transaction open)
+            self.producer.send_offsets_to_transaction(offsets, self.offsets.consumer_group_metadata(), 30)
+            failpoint("mirror.before_commit")  # (a test's task freezes here: a zombie in the making)
+            self.producer.commit_transaction(30)
+        except KafkaException as exc:
+            if not exc.args[0].fatal():
+                # Nothing of the batch becomes visible; the task starts again from the target's offsets.
+                with contextlib.suppress(KafkaException):
+                    self.producer.abort_transaction(30)
+            raise
+
+    def _produce(self, batch: list[Any]) -> None:
+        failed: list[KafkaError] = []
+
+        def delivered(err: KafkaError | None, _: Any) -> None:
+            if err is not None:
+                failed.append(err)
+
+        for message in batch:
+            kind, stamp = message.timestamp()
+            while True:
+                try:
+                    self.producer.produce(
+                        self.settings.target_topic(message.topic()),
+                        value=message.value(),
+                        key=message.key(),
+                        partition=message.partition(),
+                        headers=message.headers(),
+                        timestamp=stamp if kind != 0 else 0,
+                        on_delivery=delivered,
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+        if not self.settings.exactly_once:
+            return
+        self.producer.flush(30)
+        if failed:
+            raise KafkaException(failed[0])
+
+    def run(self, stop: Callable[[], bool]) -> None:
+        self.start()
+        try:
+            while not stop():
+                try:
+                    self.step()
+                except KafkaException as exc:
+                    if exc.args[0].fatal():
+                        raise
+                    # The batch was aborted (or, at least once, will be copied again) and the
+                    # task rewound to the target's offsets: try again.
+                    log.warning("%s task %d: %s; retrying", self.connector, self.task_index, exc.args[0].str())
+                    time.sleep(1.0)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.source.close()
+        self.offsets.close()
+        if not self.settings.exactly_once:
+            # (A transactional producer has nothing to flush outside a transaction: what it sent is
+            # committed, or aborted by the broker; and fenced, flushing raises the fence again.)
+            self.producer.flush(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one mirror task in this process (``python -m sinks.mirror.engine``): the engine without the
+    product's lifecycle around it, for tests and for running a task by hand."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--connector", required=True)
+    parser.add_argument("--config", required=True, help="the mirror's config, as JSON")
+    parser.add_argument("--task-index", type=int, default=0)
+    parser.add_argument("--tasks", type=int, default=1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stopping = False
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    task = MirrorTask(args.connector, args.task_index, args.tasks, MirrorSettings.parse(json.loads(args.config)))
+    try:
+        task.run(lambda: stopping)
+    except Fenced as exc:
+        log.warning("%s", exc)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""The mirror's engine between two noida-db clusters (source and target), read back from the target by a
+read_committed consumer, an independent reader: every record once, in source order per partition, with
+its key, headers and timestamp; after a task killed mid-transaction, after a zombie, and, at least once
+(transaction.producer=false), after a kill that copies a batch twice, counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from sinks.mirror.engine import MirrorTask, group_id
+from sinks.mirror.settings import MirrorSettings, check
+from tests.integration.helpers import create_topic, produce, wait_until
+
+pytestmark = [pytest.mark.integration]
+
+PARTITIONS = 4
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def mirror_config(source: str, target: str, topics: str, **overrides: str) -> dict[str, str]:
+    return {
+        "source.cluster.alias": "east",
+        "source.cluster.bootstrap.servers": source,
+        "target.cluster.bootstrap.servers": target,
+        "topics.regex": topics,
+        "sinkadmin.commit.interval-ms": "300",
+        "sinkadmin.commit.max-records": "500",
+        "refresh.topics.interval.seconds": "1",
+        **overrides,
+    }
+
+
+def source_records(bootstrap: str, topic: str, count: int, start: int = 0) -> dict[tuple[str, int], int]:
+    values: list[bytes | None] = [json.dumps({"id": f"{topic}-{i}"}).encode() for i in range(start, start + count)]
+    keys = [f"key-{i}".encode() for i in range(start, start + count)]
+    headers = [[("trace", f"t{i}".encode()), ("empty", b"")] for i in range(start, start + count)]
+    # (Recent: a broker's retention would delete records stamped years ago before they are read.)
+    base = int(time.time() * 1000) - 3_600_000
+    stamps = [base + i for i in range(start, start + count)]
+    return produce(bootstrap, topic, values, PARTITIONS, keys=keys, headers=headers, timestamps=stamps)
+
+
+def read_partitions(bootstrap: str, topics: list[str], seconds: float = 4.0) -> dict[tuple[str, int], list[Any]]:
+    """Every committed record of ``topics`` as (key, value, headers, timestamp), per partition in offset order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    metadata = consumer.list_topics(timeout=10).topics
+    consumer.assign([TopicPartition(t, p, 0) for t in topics if t in metadata for p in metadata[t].partitions])
+    found: dict[tuple[str, int], list[Any]] = {}
+    quiet_until = time.monotonic() + seconds
+    while time.monotonic() < quiet_until:
+        for message in consumer.consume(500, 0.3):
+            if message.error() is None:
+                found.setdefault((message.topic(), message.partition()), []).append(
+                    (message.key(), message.value(), message.headers(), message.timestamp()[1])
+                )
+                quiet_until = time.monotonic() + 2.0
+    consumer.close()
+    return found
+
+
+def mirrored(source: str, target: str, topics: list[str], ends: dict[tuple[str, int], int]) -> bool:
+    """The target group's offsets reached the source's ends."""
+    group = Consumer({"bootstrap.servers": target, "group.id": group_id_of(topics), "enable.auto.commit": False})
+    try:
+        committed = group.committed([TopicPartition(f"east.{t}", p) for t, p in ends], timeout=10)
+    finally:
+        group.close()
+    return all(c.offset == ends[(t, p)] for c, (t, p) in zip(committed, ends, strict=True))
+
+
+def group_id_of(topics: list[str]) -> str:
+    return group_id(connector_of(topics))
+
+
+def connector_of(topics: list[str]) -> str:
+    return f"mirror-{topics[0]}"
+
+
+def assert_mirrored_exactly_once(source: str, target: str, topics: list[str]) -> None:
+    origin = read_partitions(source, topics)
+    copies = read_partitions(target, [f"east.{t}" for t in topics])
+    assert {(t, p) for t, p in origin} == {(t.removeprefix("east."), p) for t, p in copies}
+    for (topic, partition), records in origin.items():
+        # Once each, in source order, key, value, headers and timestamp as they were.
+        assert copies[(f"east.{topic}", partition)] == records
+
+
+@contextmanager
+def running(config: dict[str, str], connector: str, tasks: int = 2) -> Iterator[list[MirrorTask]]:
+    """``tasks`` mirror tasks in this process's threads, stopped on exit."""
+    stop = threading.Event()
+    settings = MirrorSettings.parse(config)
+    made = [MirrorTask(connector, n, tasks, settings) for n in range(tasks)]
+    threads = [threading.Thread(target=task.run, args=(stop.is_set,), daemon=True) for task in made]
+    for thread in threads:
+        thread.start()
+    try:
+        yield made
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+
+
+def task_process(config: dict[str, str], connector: str, failpoints: str = "") -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SINKADMIN_FAILPOINTS": failpoints}
+    return subprocess.Popen(
+        [sys.executable, "-m", "sinks.mirror.engine", "--connector", connector, "--config", json.dumps(config)],
+        cwd=ROOT,
+        env=env,
+    )
+
+
+@pytest.fixture
+def topics() -> list[str]:
+    run = uuid.uuid4().hex[:8]
+    return [f"orders-{run}", f"payments-{run}"]
+
+
+def setup(source: str, topics: list[str], count: int) -> dict[tuple[str, int], int]:
+    ends: dict[tuple[str, int], int] = {}
+    for topic in topics:
+        create_topic(source, topic, PARTITIONS)
+        ends.update(source_records(source, topic, count))
+    return ends
+
+
+def test_the_mirror_keys_are_checked_one_by_one() -> None:
+    errors = check(
+        {
+            "topics": "a",
+            "replication.policy.class": "x.Custom",
+            "transaction.producer": "maybe",
+            "emit.checkpoints.enabled": "true",
+            "topics.exclude": "(",
+        }
+    )
+    assert "source.cluster.bootstrap.servers" in errors and "target.cluster.bootstrap.servers" in errors
+    assert "DefaultReplicationPolicy" in errors["replication.policy.class"][0]
+    assert "true or false" in errors["transaction.producer"][0]
+    assert "not translated" in errors["emit.checkpoints.enabled"][0]
+    assert "not a valid regular expression" in errors["topics.exclude"][0]
+    settings = MirrorSettings.parse(mirror_config("s:9092", "t:9092", "orders.*"))
+    assert settings.target_topic("orders") == "east.orders" and settings.exactly_once
+    assert settings.selects("orders-1") and not settings.selects("__consumer_offsets")
+    identity = MirrorSettings.parse(
+        mirror_config("s:9092", "t:9092", "orders.*", **{"replication.policy.class": "identity"})
+    )
+    assert identity.target_topic("orders") == "orders"
+
+
+def test_records_are_mirrored_once_in_order_with_keys_headers_and_timestamps(
+    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+) -> None:
+    ends = setup(noida_bootstrap, topics, 1200)
+    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    with running(config, connector_of(topics)):
+        wait_until(
+            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the mirror to catch up"
+        )
+    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+    replicas = AdminClient({"bootstrap.servers": noida_target_bootstrap}).list_topics(timeout=10).topics
+    assert all(len(replicas[f"east.{t}"].partitions) == PARTITIONS for t in topics)
+
+
+def test_a_task_killed_mid_transaction_leaves_nothing_of_it_and_its_successor_resumes(
+    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+) -> None:
+    ends = setup(noida_bootstrap, topics, 1000)
+    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    connector = connector_of(topics)
+    doomed = task_process(config, connector, failpoints="mirror.in_transaction=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    successor = task_process(config, connector)
+    try:
+        wait_until(
+            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the successor to catch up"
+        )
+    finally:
+        successor.terminate()
+        successor.wait(60)
+    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+
+
+def test_a_zombie_task_is_fenced_and_commits_nothing(
+    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+) -> None:
+    ends = setup(noida_bootstrap, topics, 1000)
+    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    connector = connector_of(topics)
+    zombie = task_process(config, connector, failpoints="mirror.before_commit=stop")
+    wait_until(lambda: _stopped(zombie), 120, "the first task to freeze before its commit")
+    successor = task_process(config, connector)
+    try:
+        wait_until(
+            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the successor to catch up"
+        )
+        zombie.send_signal(signal.SIGCONT)
+        assert zombie.wait(60) == 3, "the zombie was not fenced"
+    finally:
+        successor.terminate()
+        successor.wait(60)
+    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+
+
+def test_at_least_once_loses_nothing_and_copies_a_cut_batch_twice(
+    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+) -> None:
+    ends = setup(noida_bootstrap, topics, 1000)
+    config = mirror_config(
+        noida_bootstrap, noida_target_bootstrap, "|".join(topics), **{"transaction.producer": "false"}
+    )
+    connector = connector_of(topics)
+    doomed = task_process(config, connector, failpoints="mirror.before_commit=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    successor = task_process(config, connector)
+    try:
+        wait_until(
+            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the successor to catch up"
+        )
+    finally:
+        successor.terminate()
+        successor.wait(60)
+    origin = read_partitions(noida_bootstrap, topics)
+    copies = read_partitions(noida_target_bootstrap, [f"east.{t}" for t in topics])
+    duplicates = 0
+    for (topic, partition), records in origin.items():
+        copied = copies[(f"east.{topic}", partition)]
+        assert set(map(repr, copied)) == set(map(repr, records)), "a record was lost"
+        duplicates += len(copied) - len(records)
+    # The killed task's batch had been produced, not its offsets committed: copied again.
+    assert duplicates > 0
+
+
+def test_new_topics_and_partitions_are_followed(
+    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+) -> None:
+    first, later = topics
+    create_topic(noida_bootstrap, first, PARTITIONS)
+    ends = source_records(noida_bootstrap, first, 400)
+    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    with running(config, connector_of(topics)):
+        wait_until(lambda: mirrored(noida_bootstrap, noida_target_bootstrap, [first], ends), 120, "the first topic")
+        create_topic(noida_bootstrap, later, PARTITIONS)
+        ends.update(source_records(noida_bootstrap, later, 400))
+        admin = AdminClient({"bootstrap.servers": noida_bootstrap})
+        admin.create_partitions([NewPartitions(first, PARTITIONS + 2)])[first].result(30)
+        grown = Producer({"bootstrap.servers": noida_bootstrap})
+        for partition in (PARTITIONS, PARTITIONS + 1):
+            for i in range(50):
+                grown.produce(first, json.dumps({"id": f"grown-{partition}-{i}"}).encode(), partition=partition)
+            ends[(first, partition)] = 50
+        grown.flush(30)
+        wait_until(
+            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the new topic and partitions"
+        )
+    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+
+
+def _stopped(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        with open(f"/proc/{process.pid}/stat") as stat:
+            return stat.read().split(")")[1].split()[0] == "T"
+    except FileNotFoundError:
+        return False
