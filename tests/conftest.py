@@ -5,6 +5,7 @@ environment does not point at running ones."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -48,8 +49,13 @@ def serving(name: str, argv: list[str], port: int) -> Iterator[None]:
     logs = settings.VAR_DIR / "log" / "tests"
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / f"{name}.log").open("ab") as log:
+        # In a session of its own: a launcher script (noida-db's) starts the server as its child,
+        # and the whole group is stopped at the end, not the launcher alone.
         server = subprocess.Popen(
-            [str(Path(sys.executable).parent / argv[0]), *argv[1:]], stdout=log, stderr=subprocess.STDOUT
+            [str(Path(sys.executable).parent / argv[0]), *argv[1:]],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 30
         while not port_open("127.0.0.1", port):
@@ -60,8 +66,12 @@ def serving(name: str, argv: list[str], port: int) -> Iterator[None]:
         try:
             yield
         finally:
-            server.terminate()
-            server.wait(30)
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(30)
 
 
 @pytest.fixture(scope="session")
