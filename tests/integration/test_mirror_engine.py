@@ -134,6 +134,21 @@ def task_process(config: dict[str, str], connector: str, failpoints: str = "") -
     )
 
 
+@contextmanager
+def successor_caught_up(
+    config: dict[str, str], connector: str, topics: list[str], ends: dict[tuple[str, int], int]
+) -> Iterator[None]:
+    """A task process that replaces a dead or frozen one, running until the mirror has caught up (and the block ran)."""
+    successor = task_process(config, connector)
+    source, target = config["source.cluster.bootstrap.servers"], config["target.cluster.bootstrap.servers"]
+    try:
+        wait_until(lambda: mirrored(source, target, topics, ends), 120, "the successor to catch up")
+        yield
+    finally:
+        successor.terminate()
+        successor.wait(60)
+
+
 @pytest.fixture
 def topics() -> list[str]:
     run = uuid.uuid4().hex[:8]
@@ -194,14 +209,8 @@ def test_a_task_killed_mid_transaction_leaves_nothing_of_it_and_its_successor_re
     connector = connector_of(topics)
     doomed = task_process(config, connector, failpoints="mirror.in_transaction=kill")
     assert doomed.wait(120) == -signal.SIGKILL
-    successor = task_process(config, connector)
-    try:
-        wait_until(
-            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the successor to catch up"
-        )
-    finally:
-        successor.terminate()
-        successor.wait(60)
+    with successor_caught_up(config, connector, topics, ends):
+        pass
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
 
 
@@ -213,16 +222,9 @@ def test_a_zombie_task_is_fenced_and_commits_nothing(
     connector = connector_of(topics)
     zombie = task_process(config, connector, failpoints="mirror.before_commit=stop")
     wait_until(lambda: _stopped(zombie), 120, "the first task to freeze before its commit")
-    successor = task_process(config, connector)
-    try:
-        wait_until(
-            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the successor to catch up"
-        )
+    with successor_caught_up(config, connector, topics, ends):
         zombie.send_signal(signal.SIGCONT)
         assert zombie.wait(60) == 3, "the zombie was not fenced"
-    finally:
-        successor.terminate()
-        successor.wait(60)
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
 
 
@@ -236,14 +238,8 @@ def test_at_least_once_loses_nothing_and_copies_a_cut_batch_twice(
     connector = connector_of(topics)
     doomed = task_process(config, connector, failpoints="mirror.before_commit=kill")
     assert doomed.wait(120) == -signal.SIGKILL
-    successor = task_process(config, connector)
-    try:
-        wait_until(
-            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the successor to catch up"
-        )
-    finally:
-        successor.terminate()
-        successor.wait(60)
+    with successor_caught_up(config, connector, topics, ends):
+        pass
     origin = read_partitions(noida_bootstrap, topics)
     copies = read_partitions(noida_target_bootstrap, [f"east.{t}" for t in topics])
     duplicates = 0
