@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -221,19 +221,19 @@ def commit_upserts(
         )
         job = UpsertRewrite(units, tuple(id_columns), found.keys, commit.commit_id)
         outcomes = run_units(job) if units else []
+        # The live files' units come first, then the commit's own files' in ``ordered``'s order.
         replaced, added = [], []
-        own_kept = []
-        for unit, outcome in zip(units, outcomes, strict=True):
-            if unit.own:
-                if outcome["path"] is None:
-                    own_kept.append(next(f for f in ordered if f.path == unit.path))
-                elif outcome["records"]:
-                    own = next(f for f in ordered if f.path == unit.path)
-                    own_kept.append(type(own)(outcome["path"], own.partition_values))
-            elif outcome["path"] is not None:
+        for unit, outcome in zip(units[: len(live)], outcomes[: len(live)], strict=True):
+            if outcome["path"] is not None:
                 replaced.append(live[unit.path])
                 if outcome["records"]:
                     added.append(describe_data_file(table, outcome["path"], live[unit.path].partition))
+        own_kept = []
+        for own, outcome in zip(ordered, outcomes[len(live) :], strict=True):
+            if outcome["path"] is None:
+                own_kept.append(own)
+            elif outcome["records"]:
+                own_kept.append(replace(own, path=outcome["path"]))
         failpoint("upsert.before_snapshot")  # (a test's coordinator dies here: files rewritten, no snapshot)
         added += data_files(table, own_kept)
         try:

@@ -309,8 +309,12 @@ class HudiTable:
         requested = f"{self.base}/{HOODIE}/{instant}.commit.requested"
         if self.fs.get_file_info(requested).type != pafs.FileType.File:
             _write_atomically(self.fs, requested, b"")
-        inflight = {"partitionToWriteStats": {}, "compacted": False, "extraMetadata": dict(extra)}
-        inflight["operationType"] = "UPSERT"
+        inflight = {
+            "partitionToWriteStats": {},
+            "compacted": False,
+            "extraMetadata": dict(extra),
+            "operationType": "UPSERT",
+        }
         _write_atomically(self.fs, f"{self.base}/{HOODIE}/{instant}.inflight", json.dumps(inflight).encode())
 
     def complete(

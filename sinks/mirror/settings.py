@@ -59,12 +59,11 @@ def check(config: Mapping[str, str]) -> dict[str, list[str]]:
             add(key, f'Missing required configuration "{key}" which has no default value.')
     if not _get(config, "topics") and not _get(config, "topics.regex"):
         add("topics", "Must configure one of topics or topics.regex")
-    for key in ("topics.regex",):
-        if _get(config, key):
-            try:
-                re.compile(_get(config, key))
-            except re.error as exc:
-                add(key, f"not a valid regular expression: {exc}")
+    if _get(config, "topics.regex"):
+        try:
+            re.compile(_get(config, "topics.regex"))
+        except re.error as exc:
+            add("topics.regex", f"not a valid regular expression: {exc}")
     for pattern in _split(_get(config, "topics.exclude")):
         try:
             re.compile(pattern)
