@@ -61,6 +61,11 @@ class Connector(models.Model):
     # that does not exist, a regex matching nothing): shown as a warning, so
     # a connector with nothing to read never reads as healthy.
     source_warnings = models.JSONField(default=list, blank=True)
+    # Indexes of tasks whose share of partitions changed (or that went away)
+    # while their runners may still be live, for a sink whose tasks commit on
+    # their own (the mirror): their producers are fenced before any task of
+    # the connector starts again, so a partition never has two writers.
+    fence_pending = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -5,5 +5,6 @@ from __future__ import annotations
 from connectors.config.definitions import ICEBERG, Plugin
 from sinks.files.plugin import FILES
 from sinks.hudi.plugin import HUDI
+from sinks.mirror.plugin import MIRROR
 
-PLUGINS: tuple[Plugin, ...] = (ICEBERG, FILES, HUDI)
+PLUGINS: tuple[Plugin, ...] = (ICEBERG, FILES, HUDI, MIRROR)

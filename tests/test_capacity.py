@@ -58,7 +58,8 @@ def step(workers: Workers) -> SupervisorReport:
     report = SupervisorReport()
     room = runtime_state.room()
     for connector in Connector.objects.all():
-        supervisor._reconcile(connector, metadata(*connector.config["topics"].split(",")), room, report)
+        listed = metadata(*connector.config["topics"].split(","))
+        supervisor._reconcile(connector, lambda listed=listed: listed, room, report)
     return report
 
 

@@ -797,9 +797,10 @@ def run_task(
     stop: StopFlag,
     *,
     task_epoch: int = 0,
-    heartbeat: Callable[[TaskRunner], str | None] | None = None,
+    heartbeat: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> None:
-    """Run one worker task hosting the participants of ``partitions`` until ``stop()`` or ``heartbeat`` says to stop."""
+    """Run one worker task hosting the participants of ``partitions`` until ``stop()`` or
+    ``heartbeat(partition status)`` says to stop (None)."""
     connector, config = connector_config(name)
     bootstrap = settings.KAFKA_BOOTSTRAP_SERVERS
     ensure_topic(admin_client(bootstrap, config.raw), config.control_topic, partitions=1)
@@ -852,7 +853,9 @@ def run_task(
         while not stop():
             if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                 last_beat = time.monotonic()
-                if heartbeat(runner) is None:
+                if runner.state is not ParticipantState.STAGING:
+                    runner.refresh_end_offsets()
+                if heartbeat(partition_status(runner)) is None:
                     break
             runner.step()
     finally:
@@ -895,18 +898,19 @@ def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
     partitions = [(str(t), int(p)) for t, p in task.assigned_partitions]
     ended_by: str | None = None
 
-    def beat(runner: TaskRunner) -> str | None:
+    def beat(status: dict[str, Any]) -> str | None:
         nonlocal ended_by
-        if runner.state is not ParticipantState.STAGING:
-            runner.refresh_end_offsets()
-        desired = runtime_state.task_alive(task.pk, task.epoch, partition_status=partition_status(runner))
+        desired = runtime_state.task_alive(task.pk, task.epoch, partition_status=status)
         if desired is None or desired == DesiredState.STOPPED:
             ended_by = desired or "superseded"
             return None
         return desired
 
+    plugin = resolve_plugin(str(task.connector.config.get("connector.class", "")))
+    # A sink without a coordinator runs its own tasks (the mirror's transactions); the others host participants.
+    run = run_task if plugin is None or plugin.coordinated else importlib.import_module(plugin.runtime).run_task
     try:
-        run_task(task.connector.name, task.task_index, partitions, shutting_down, task_epoch=task.epoch, heartbeat=beat)
+        run(task.connector.name, task.task_index, partitions, shutting_down, task_epoch=task.epoch, heartbeat=beat)
     except Exception as exc:
         log.exception("%s: task %d failed", task.connector.name, task.task_index)
         runtime_state.task_failed(task.pk, task.epoch, exc)

@@ -9,6 +9,7 @@ message, so several supervisors may run without starting anything twice.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -19,13 +20,14 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from connectors.actions import runtime as runtime_state
-from connectors.config import SinkConfig
+from connectors.config import Plugin, SinkConfig, resolve_plugin
+from connectors.config.definitions import SourceCluster, resolve
 from connectors.models import Connector, ConnectorTask, DesiredState
 from workers.kafka import admin_client, partitions_in, source_warnings
 
 log = logging.getLogger(__name__)
 
-_ADMIN: AdminClient | None = None
+_ADMINS: dict[tuple[str, tuple[tuple[str, str], ...]], AdminClient] = {}
 
 
 @dataclass
@@ -53,8 +55,15 @@ class Supervisor:
         for connector in Connector.objects.filter(desired_state=DesiredState.STOPPED):
             runtime_state.stop_tasks(connector)
         if connectors:
-            # One metadata request serves every connector on the default cluster.
-            metadata = self._admin().list_topics(timeout=10)
+            # One metadata request serves every connector on the default cluster; it is made only if one
+            # reads from it (a mirror reads its own source cluster).
+            listed: list[ClusterMetadata] = []
+
+            def metadata() -> ClusterMetadata:
+                if not listed:
+                    listed.append(self._admin().list_topics(timeout=10))
+                return listed[0]
+
             room = runtime_state.room()
             for connector in connectors:
                 self._reconcile(connector, metadata, room, report)
@@ -68,23 +77,39 @@ class Supervisor:
             )
         return report
 
-    def _admin(self) -> AdminClient:
-        # Kept for the process's life: a new client per step would pay a
-        # broker connection every few seconds.
-        global _ADMIN  # noqa: PLW0603
-        if _ADMIN is None:
-            _ADMIN = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, {})
-        return _ADMIN
+    def _admin(self, bootstrap: str | None = None, client: dict[str, str] | None = None) -> AdminClient:
+        """An admin client of the product's cluster, or of a sink's own source cluster (the mirror's).
+
+        Kept for the process's life: a new client per step would pay a
+        broker connection every few seconds.
+        """
+        key = (bootstrap or settings.KAFKA_BOOTSTRAP_SERVERS, tuple(sorted((client or {}).items())))
+        if key not in _ADMINS:
+            _ADMINS[key] = admin_client(key[0], dict(client or {}))
+        return _ADMINS[key]
 
     def _reconcile(
-        self, connector: Connector, metadata: ClusterMetadata, room: runtime_state.Room, report: SupervisorReport
+        self,
+        connector: Connector,
+        default_metadata: Callable[[], ClusterMetadata],
+        room: runtime_state.Room,
+        report: SupervisorReport,
     ) -> None:
         try:
             config = SinkConfig.parse(connector.config)
-            if _has_client_settings(config):
+            plugin = resolve_plugin(config.raw["connector.class"])
+            assert plugin is not None  # (the config was validated)
+            source: SourceCluster | None = resolve(plugin.source)(config) if plugin.source else None
+            if source is not None:
+                metadata = self._admin(source.bootstrap, source.client).list_topics(timeout=10)
+            elif _has_client_settings(config):
                 # Its own credentials may see other topics than ours.
                 metadata = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, config.raw).list_topics(timeout=10)
+            else:
+                metadata = default_metadata()
             partitions = partitions_in(metadata, config.topics, config.topics_regex)
+            if source is not None:
+                partitions = [tp for tp in partitions if source.selects(tp[0])]
         except Exception as exc:
             log.exception("supervisor: cannot resolve the partitions of %s", connector.name)
             runtime_state.report_source_warnings(connector.pk, [f"cannot list its topics: {exc}"])
@@ -92,8 +117,10 @@ class Supervisor:
         runtime_state.report_source_warnings(
             connector.pk, source_warnings(metadata, config.topics, config.topics_regex, partitions)
         )
-        tasks = runtime_state.assign_tasks(connector, partitions)
-        coordinator, waiting, held = runtime_state.runners_to_start(connector.pk, tasks)
+        tasks = runtime_state.assign_tasks(connector, partitions, coordinated=plugin.coordinated)
+        if not plugin.coordinated and not self._fence(connector, config, plugin):
+            return
+        coordinator, waiting, held = runtime_state.runners_to_start(connector.pk, tasks, coordinated=plugin.coordinated)
         needed = int(coordinator) + len(waiting)
         if needed > room.free and held == 0:
             # All of it or none: a coordinator without its tasks (or tasks
@@ -116,6 +143,25 @@ class Supervisor:
                 room.take()
                 self.start_task(task.pk, epoch)
                 report.tasks_started.append(f"{connector.name}-{task.task_index}")
+
+    @staticmethod
+    def _fence(connector: Connector, config: SinkConfig, plugin: Plugin) -> bool:
+        """Fence the producers of tasks that lost partitions (``assign_tasks``); False while that fails:
+        no task of the connector may start until it is done."""
+        pending = runtime_state.fence_pending(connector.pk)
+        if not pending:
+            return True
+        try:
+            importlib.import_module(plugin.runtime).fence(connector.name, config, pending)
+        except Exception as exc:
+            log.exception("supervisor: cannot fence the old tasks %s of %s", pending, connector.name)
+            runtime_state.report_source_warnings(
+                connector.pk, [f"its tasks wait: the old producers of tasks {pending} cannot be fenced: {exc}"]
+            )
+            return False
+        runtime_state.fenced(connector.pk, pending)
+        log.info("supervisor: fenced the old producers of %s tasks %s", connector.name, pending)
+        return True
 
 
 def _has_client_settings(config: SinkConfig) -> bool:

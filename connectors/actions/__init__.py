@@ -40,6 +40,7 @@ from connectors.actions.lifecycle import (
     restart_task,
     resume_connector,
     stop_connector,
+    stored_offsets,
     update_config,
 )
 
@@ -74,6 +75,7 @@ __all__ = [
     "seed_offsets",
     "skip_offsets",
     "stop_connector",
+    "stored_offsets",
     "take_coordinator_lease",
     "update_config",
 ]

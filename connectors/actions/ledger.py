@@ -372,3 +372,62 @@ def restore_commits(connector_id: int, recovered: Iterable[RecoveredCommit]) -> 
                 connector=connector, topic=topic, partition=partition, defaults={"next_offset": end}
             )
     return added, committed_offsets(connector_id)
+
+
+def record_transaction(
+    connector_id: int, *, epoch: int, started_at: datetime, ranges: Iterable[PartitionRange], size: int
+) -> Commit:
+    """Enter a transaction a mirror task committed on the target cluster: a COMMITTED entry, and each
+    partition's offset moved up to its end.
+
+    For this sink the ledger is a record, not the truth: the transaction
+    committed before it is entered, so no epoch is checked (a fenced
+    runner's last transaction did commit), and an offset never moves back
+    (entries of two runners may arrive out of order).
+    """
+    ranges = list(ranges)
+    now = timezone.now()
+    with transaction.atomic():
+        connector = Connector.objects.only("name").get(pk=connector_id)
+        commit = Commit.objects.create(
+            connector_id=connector_id,
+            connector_name=connector.name,
+            epoch=epoch,
+            state=CommitState.COMMITTED,
+            started_at=started_at,
+            prepared_at=now,
+            committed_at=now,
+            records=sum(r.records for r in ranges),
+            bytes=size,
+        )
+        _add_partitions(commit, ranges)
+        rows = {
+            (row.topic, row.partition): row
+            for row in PartitionOffset.objects.select_for_update().filter(connector_id=connector_id)
+        }
+        for r in ranges:
+            row = rows.get(r.key)
+            if row is None:
+                PartitionOffset.objects.create(
+                    connector_id=connector_id,
+                    topic=r.topic,
+                    partition=r.partition,
+                    next_offset=r.end,
+                    last_commit=commit,
+                )
+            elif r.end >= row.next_offset:
+                row.next_offset = r.end
+                row.last_commit = commit
+                row.save(update_fields=["next_offset", "last_commit", "updated_at"])
+    return commit
+
+
+def set_offsets(connector_id: int, offsets: Mapping[TopicPartition, int]) -> None:
+    """Set partitions' offsets to what a sink that keeps its own offsets holds (the mirror's target group,
+    read when a task starts or changed through the offsets API): the ledger shows the truth's position,
+    so lag is measured from it."""
+    with transaction.atomic():
+        for (topic, partition), offset in offsets.items():
+            PartitionOffset.objects.update_or_create(
+                connector_id=connector_id, topic=topic, partition=partition, defaults={"next_offset": offset}
+            )

@@ -3,6 +3,7 @@ resume, stop, restart, delete, and offset changes (KIP-875)."""
 
 from __future__ import annotations
 
+import importlib
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -12,8 +13,9 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from connectors.actions import ledger
 from connectors.actions.errors import ConnectorExists, ConnectorNotFound, InvalidConfig, InvalidName, NotStopped
-from connectors.config import validate_config
+from connectors.config import SinkConfig, resolve_plugin, validate_config
 from connectors.config.secrets import keep_hidden_secrets, redact
 from connectors.models import Commit, Connector, ConnectorTask, DesiredState, PartitionOffset, TaskState
 
@@ -192,10 +194,30 @@ def _require_stopped(connector: Connector) -> None:
         )
 
 
+def _own_offsets(connector: Connector) -> Any:
+    """The module that keeps the connector's offsets outside the ledger (``Plugin.offsets``), if any."""
+    plugin = resolve_plugin(connector.connector_class)
+    return importlib.import_module(plugin.offsets) if plugin is not None and plugin.offsets else None
+
+
+def stored_offsets(connector: Connector) -> dict[tuple[str, int], int]:
+    """The next offset to read per partition: the ledger's, or those of a sink that keeps its own (the
+    mirror's target group, where its tasks resume)."""
+    own = _own_offsets(connector)
+    if own is None:
+        return ledger.committed_offsets(connector.pk)
+    return dict(sorted(own.read_offsets(connector.name, SinkConfig.parse(connector.config)).items()))
+
+
 def alter_offsets(name: str, offsets: Iterable[tuple[str, int, int | None]]) -> Connector:
     """Set (or, with None, forget) the next offset of partitions; the next commit starts there."""
     connector = get_connector(name)
     _require_stopped(connector)
+    offsets = list(offsets)
+    own = _own_offsets(connector)
+    if own is not None:
+        # Where the sink's tasks resume; the ledger below follows it.
+        own.alter_offsets(name, SinkConfig.parse(connector.config), offsets)
     with transaction.atomic():
         for topic, partition, offset in offsets:
             if offset is None:
@@ -213,5 +235,8 @@ def alter_offsets(name: str, offsets: Iterable[tuple[str, int, int | None]]) -> 
 def reset_offsets(name: str) -> Connector:
     connector = get_connector(name)
     _require_stopped(connector)
+    own = _own_offsets(connector)
+    if own is not None:
+        own.alter_offsets(name, SinkConfig.parse(connector.config), None)
     PartitionOffset.objects.filter(connector=connector).delete()
     return connector

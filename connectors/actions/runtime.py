@@ -134,15 +134,19 @@ def room(now: datetime | None = None) -> Room:
     return Room(live, held)
 
 
-def runners_to_start(connector_id: int, tasks: Sequence[ConnectorTask]) -> tuple[bool, list[ConnectorTask], int]:
-    """Whether the connector's coordinator, and which of its tasks, nobody runs or was asked to run;
-    and how many of its runners are running or asked to."""
+def runners_to_start(
+    connector_id: int, tasks: Sequence[ConnectorTask], *, coordinated: bool = True
+) -> tuple[bool, list[ConnectorTask], int]:
+    """Whether the connector's coordinator (if its sink has one), and which of its tasks, nobody runs or
+    was asked to run; and how many of its runners are running or asked to."""
     now = timezone.now()
-    CoordinatorStatus.objects.get_or_create(connector_id=connector_id)
-    coordinator = CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id).exists()
+    coordinator = False
+    if coordinated:
+        CoordinatorStatus.objects.get_or_create(connector_id=connector_id)
+        coordinator = CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id).exists()
     silent = set(ConnectorTask.objects.filter(_silent(now), pk__in=[t.pk for t in tasks]).values_list("pk", flat=True))
     waiting = [t for t in tasks if t.pk in silent and not _in_backoff(t, now)]
-    held = (0 if coordinator else 1) + len(tasks) - len(silent)
+    held = int(coordinated and not coordinator) + len(tasks) - len(silent)
     return coordinator, waiting, held
 
 
@@ -187,7 +191,9 @@ def coordinator_stopped(connector_id: int, epoch: int) -> None:
     )
 
 
-def assign_tasks(connector: Connector, partitions: Sequence[TopicPartition]) -> list[ConnectorTask]:
+def assign_tasks(
+    connector: Connector, partitions: Sequence[TopicPartition], *, coordinated: bool = True
+) -> list[ConnectorTask]:
     """Spread partitions round-robin over the connector's tasks; restart tasks whose share changed.
 
     A changed share, or a new config generation, bumps the task's epoch: the
@@ -195,11 +201,20 @@ def assign_tasks(connector: Connector, partitions: Sequence[TopicPartition]) -> 
     partition is written by one live participant at a time (its old owner's
     unreported writes are never committed: the coordinator takes the first
     status per partition, with the ledger's start offset).
+
+    Without a coordinator (``coordinated=False``: the mirror, whose tasks
+    commit on their own) nothing refuses an old owner's last writes, so the
+    tasks that lose partitions are recorded in ``fence_pending``, in the
+    same transaction: no task of the connector starts before they are fenced.
     """
     count = max(1, min(connector.tasks_max, len(partitions)))
     shares = [[list(tp) for tp in sorted(partitions)[i::count]] for i in range(count)]
     with transaction.atomic():
         existing = {t.task_index: t for t in ConnectorTask.objects.select_for_update().filter(connector=connector)}
+        changed = {i for i, t in existing.items() if i >= count or t.assigned_partitions != shares[i]}
+        if changed and not coordinated:
+            pending = Connector.objects.select_for_update().values_list("fence_pending", flat=True).get(pk=connector.pk)
+            Connector.objects.filter(pk=connector.pk).update(fence_pending=sorted(changed | set(pending)))
         for index, task in existing.items():
             if index >= count:
                 task.delete()
@@ -220,6 +235,18 @@ def assign_tasks(connector: Connector, partitions: Sequence[TopicPartition]) -> 
                 task.refresh_from_db()
             tasks.append(task)
     return tasks
+
+
+def fence_pending(connector_id: int) -> list[int]:
+    """The task indexes to fence before the connector's tasks may start (see ``assign_tasks``)."""
+    return list(Connector.objects.values_list("fence_pending", flat=True).get(pk=connector_id))
+
+
+def fenced(connector_id: int, indexes: Sequence[int]) -> None:
+    """These tasks' producers were fenced: their old runners can write nothing more."""
+    with transaction.atomic():
+        pending = Connector.objects.select_for_update().values_list("fence_pending", flat=True).get(pk=connector_id)
+        Connector.objects.filter(pk=connector_id).update(fence_pending=[i for i in pending if i not in indexes])
 
 
 def backoff_seconds(failures: int) -> float:

@@ -6,14 +6,14 @@ values are never returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from connectors.api.status import visible_tasks
 from connectors.config import ConfigValidation, Plugin
 from connectors.config.definitions import CONVERTERS
 from connectors.config.secrets import hidden_config, hidden_value
-from connectors.models import Commit, Connector, MaintenanceRun, PartitionOffset
+from connectors.models import Commit, Connector, MaintenanceRun
 
 CONNECTOR_TYPE = "sink"
 
@@ -47,14 +47,11 @@ def task_infos(connector: Connector) -> list[dict[str, Any]]:
     ]
 
 
-def connector_offsets(rows: Iterable[PartitionOffset]) -> dict[str, Any]:
+def connector_offsets(offsets: Mapping[tuple[str, int], int]) -> dict[str, Any]:
     return {
         "offsets": [
-            {
-                "partition": {KAFKA_TOPIC: row.topic, KAFKA_PARTITION: row.partition},
-                "offset": {KAFKA_OFFSET: row.next_offset},
-            }
-            for row in rows
+            {"partition": {KAFKA_TOPIC: topic, KAFKA_PARTITION: partition}, "offset": {KAFKA_OFFSET: offset}}
+            for (topic, partition), offset in offsets.items()
         ]
     }
 

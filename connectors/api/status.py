@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from connectors.config.plugins import coordinated
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState
 
 
@@ -106,6 +107,10 @@ def connector_component_status(connector: Connector, *, now: datetime | None = N
         return ComponentStatus(State.FAILED, worker_id, _trace(connector.failure_message, connector.failure_trace))
     if connector.desired_state == DesiredState.PAUSED:
         return ComponentStatus(State.PAUSED, worker_id)
+    if not coordinated(connector.connector_class):
+        # No coordinator (the mirror): the connector runs where its tasks do, and they carry the state.
+        worker_id = next((t.worker_id for t in visible_tasks(connector) if t.worker_id), None)
+        return ComponentStatus(State.RUNNING, worker_id, "\n".join(connector.source_warnings))
     if coordinator is None or not _alive(coordinator.heartbeat_at, now):
         return ComponentStatus(State.UNASSIGNED, worker_id, coordinator.unassigned_reason if coordinator else "")
     # A restart, a config change or a stop/resume bumps the connector's epoch;

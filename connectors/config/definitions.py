@@ -8,7 +8,7 @@ counterpart there live under ``sinkadmin.``.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -53,6 +53,16 @@ class ConfigKey:
 
 
 @dataclass(frozen=True)
+class SourceCluster:
+    """Where a sink's topics are read, when it is not the product's own cluster (``Plugin.source``)."""
+
+    bootstrap: str
+    client: dict[str, str]
+    # Whether a topic the config names or matches is read after all (the mirror's topics.exclude).
+    selects: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
 class PrefixKey:
     """A family of keys sharing a prefix, e.g. ``iceberg.catalog.*``."""
 
@@ -87,6 +97,9 @@ class Plugin:
     interval_override_key: str = ""
     # The boolean key that makes the coordinator commit intervals with no records.
     allow_empty_key: str = "sinkadmin.commit.allow-empty"
+    # False for a sink that needs no coordinator: its tasks commit on their own (the Kafka
+    # mirror's transactions), so the supervisor starts tasks only.
+    coordinated: bool = True
     # What the UI's plugin chooser says of it.
     title: str = ""
     description: str = ""
@@ -103,6 +116,13 @@ class Plugin:
     # Whether its runtime maintains what it writes (the Iceberg sink's compaction,
     # expiry and orphan removal): the detail page shows the runs only then.
     maintained: bool = False
+    # ``source(config) -> SourceCluster``: the cluster the sink's topics are read from, when it
+    # is not the product's own (the mirror's source cluster).
+    source: str = ""
+    # A module with ``read_offsets(name, config)`` and ``alter_offsets(name, config, changes)``, for a
+    # sink that keeps its own offsets (the mirror's group on its target cluster): the offsets API reads
+    # and moves those, and the ledger follows. Empty: the ledger's offsets are the truth.
+    offsets: str = ""
     # A module with ``writer(config)`` (the participants' WritePort) and
     # ``committer(connector, config)`` (the coordinator's CommitterPort), and
     # optionally ``maintainer(...)``.
@@ -184,6 +204,9 @@ GROUP_ORDER = (
     _G_STAGING,
     _G_MAINTENANCE,
     _G_KAFKA,
+    "Clusters",
+    "Topics",
+    "Delivery",
 )
 
 
@@ -669,13 +692,6 @@ ICEBERG = Plugin(
 
 # Prefix keys every plugin passes to its Kafka clients and converters.
 SHARED_PREFIX_KEYS = tuple(k for k in ICEBERG_PREFIX_KEYS if not k.prefix.startswith("iceberg."))
-
-# Class names of sinks we plan to replace but do not run yet, so a config
-# written for them gets a specific message instead of "unknown class".
-NOT_YET_SUPPORTED = {
-    "org.apache.kafka.connect.mirror.MirrorSinkConnector": "the exactly-once Kafka mirror is not supported yet as a "
-    "connector (its engine runs by hand: python -m sinks.mirror.engine, see docs/mirror.md)",
-}
 
 # Keys whose values are secrets: never returned by the API or shown in the UI.
 SECRET_SUFFIXES = (".password", ".secret", ".key", "jaas.config", "secret.access.key", "credential")

@@ -17,8 +17,8 @@ from urllib.parse import unquote, urlsplit
 from connectors.config.definitions import (
     CONVERTERS,
     METADATA_COLUMNS,
-    NOT_YET_SUPPORTED,
     REGISTRY_CONVERTERS,
+    SHARED_KEYS,
     ConfigKey,
     KeyType,
     Plugin,
@@ -28,6 +28,7 @@ from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 from connectors.config.transforms import PartitionField, parse_partition_by
 
+SHARED_DEFAULTS = {key.name: key.default for key in SHARED_KEYS if key.default is not None}
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 IDENTIFIER_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
 TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
@@ -145,12 +146,8 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
         result.add("connector.class", 'Missing required configuration "connector.class" which has no default value.')
         return result
     if plugin is None:
-        reason = NOT_YET_SUPPORTED.get(connector_class)
-        if reason:
-            result.add("connector.class", f"{connector_class}: {reason}")
-        else:
-            known = ", ".join(repr(p.short_name) for p in PLUGINS)
-            result.add("connector.class", f"Unknown connector class {connector_class!r}; use one of {known}")
+        known = ", ".join(repr(p.short_name) for p in PLUGINS)
+        result.add("connector.class", f"Unknown connector class {connector_class!r}; use one of {known}")
         return result
 
     for definition in plugin.keys:
@@ -227,6 +224,8 @@ def _check_topics(result: ConfigValidation, plugin: Plugin, config: dict[str, st
             re.compile(regex)
         except re.error as exc:
             result.add("topics.regex", f"not a valid regular expression: {exc}")
+    if not plugin.coordinated:
+        return
     control_key = plugin.key(plugin.control_topic_key)
     control = config.get(plugin.control_topic_key) or (control_key.default if control_key else "") or ""
     if not TOPIC_NAME.match(control):
@@ -541,11 +540,13 @@ class SinkConfig:
 
         def get(name: str, absent: str = "") -> str:
             # ``absent``: the value of a key this plugin does not have (the
-            # Iceberg fields of another sink's config).
+            # Iceberg fields of another sink's config); a key every table sink
+            # shares that this one lacks (the mirror's converters) keeps its
+            # shared default, so the typed fields below stay well-formed.
             key = plugin.key(name)
             value = raw.get(name)
             if value is None or value == "":
-                return (key.default if key else absent) or ""
+                return (key.default if key else absent or SHARED_DEFAULTS.get(name)) or ""
             return value
 
         def flag(name: str) -> bool:
@@ -585,7 +586,7 @@ class SinkConfig:
             metadata_columns=tuple(_split(get("sinkadmin.metadata-columns"))),
             control_topic=get(plugin.control_topic_key),
             commit_interval_ms=commit_interval_ms,
-            commit_timeout_ms=int(get(plugin.commit_timeout_key)),
+            commit_timeout_ms=int(get(plugin.commit_timeout_key, "0")),
             allow_empty_commit=flag(plugin.allow_empty_key),
             commit_max_records=int(get("sinkadmin.commit.max-records")),
             errors_tolerance=get("errors.tolerance"),

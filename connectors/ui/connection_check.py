@@ -37,10 +37,16 @@ class CheckResult:
 def check_connection(config: Mapping[str, str], bootstrap: str | None = None) -> list[CheckResult]:
     """Brokers, topics and catalog of a valid config; each check says what it found."""
     sink = SinkConfig.parse(config)
+    plugin = resolve_plugin(sink.raw.get("connector.class", ""))
     bootstrap = bootstrap or settings.KAFKA_BOOTSTRAP_SERVERS
+    client = sink.raw
+    if plugin is not None and plugin.source:
+        # The sink reads another cluster than the product's (the mirror's source cluster).
+        source = resolve(plugin.source)(sink)
+        bootstrap, client = source.bootstrap, source.client
     results: list[CheckResult] = []
 
-    metadata, error = _bounded(lambda: _list_topics(bootstrap, sink.raw), KAFKA_TIMEOUT_S + 2)
+    metadata, error = _bounded(lambda: _list_topics(bootstrap, client), KAFKA_TIMEOUT_S + 2)
     if metadata is None:
         results.append(CheckResult("Kafka brokers", ERROR, f"{bootstrap}: {error}"))
         results.append(CheckResult("Topics", SKIPPED, "needs the brokers"))
@@ -48,7 +54,6 @@ def check_connection(config: Mapping[str, str], bootstrap: str | None = None) ->
         results.append(CheckResult("Kafka brokers", OK, f"{len(metadata.brokers)} broker(s) answered at {bootstrap}"))
         results.append(_check_topics(sink, metadata.topics))
 
-    plugin = resolve_plugin(sink.raw.get("connector.class", ""))
     if plugin is not None and plugin.probe:
         probe = resolve(plugin.probe)
         found, error = _bounded(lambda: probe(sink), CATALOG_TIMEOUT_S)

@@ -80,6 +80,7 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
         "failed_tasks": [t for t in tasks if t.error_message or t.error_trace],
         "recent_commits": list(ledger(name).order_by("-started_at")[:RECENT_COMMITS]),
         "maintained": plugin is not None and plugin.maintained,
+        "coordinated": plugin is None or plugin.coordinated,
         "maintenance_runs": list(connector.maintenance_runs.order_by("-started_at", "-id")[:RECENT_MAINTENANCE_RUNS]),
         "source": _source(connector),
         "config_rows": [(key, shown[key]) for key in ordered_keys(shown)],

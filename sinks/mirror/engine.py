@@ -47,6 +47,20 @@ class Fenced(Exception):
     """A newer incarnation of this task took over its transactional id: this one must stop."""
 
 
+FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The Kafka error behind ``exc``: confluent-kafka raises a producer's fatal error (a fence) from
+    whichever call meets it first, a delivery callback's included, where it surfaces as a SystemError."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KafkaException) and isinstance(seen.args[0], KafkaError):
+            return seen.args[0]
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def group_id(connector: str) -> str:
     """The target cluster's consumer group that holds the mirror's offsets."""
     return f"sinkadmin-mirror-{connector}"
@@ -68,17 +82,31 @@ def assigned(partitions: dict[str, int], task_index: int, tasks: int) -> list[tu
     return [tp for n, tp in enumerate(every) if n % tasks == task_index]
 
 
+@dataclass(frozen=True)
+class Transaction:
+    """What one committed transaction (or batch, at least once) copied: per source partition the offsets
+    [start, end) it moved over and how many records those held."""
+
+    ranges: dict[tuple[str, int], tuple[int, int, int]]
+    records: int
+    bytes: int
+    started_at: float  # time.time()
+
+
 @dataclass
 class MirrorTask:
     connector: str
     task_index: int
     tasks: int
     settings: MirrorSettings
+    # A fixed share of the source partitions (the product's supervisor assigns them, and restarts the task
+    # when they change); None: every ``tasks``-th of the selected partitions, followed as they change.
+    assignment: list[tuple[str, int]] | None = None
     counts: dict[str, int] = field(default_factory=dict)  # source partitions per topic, as last listed
     copied: int = 0
     transactions: int = 0
-    # Called after each committed batch with (records, {(source topic, partition): next offset}).
-    on_commit: Callable[[int, dict[tuple[str, int], int]], None] | None = None
+    # Called after each committed transaction.
+    on_commit: Callable[[Transaction], None] | None = None
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -113,6 +141,8 @@ class MirrorTask:
             producer["transactional.id"] = transactional_id(self.connector, self.task_index)
         self.producer = Producer(producer)
         self.partitions: list[tuple[str, int]] = []
+        # The next source offset of each partition, as the target holds it: where the next transaction starts.
+        self.positions: dict[tuple[str, int], int] = {}
         self._listed_at = 0.0
 
     # Starting.
@@ -125,19 +155,26 @@ class MirrorTask:
 
     def refresh(self, force: bool = False) -> None:
         """Pick up new source topics and partitions (every refresh.topics.interval.seconds)."""
-        if not force and time.monotonic() - self._listed_at < self.settings.refresh_topics_s:
+        if not force and (
+            self.assignment is not None or time.monotonic() - self._listed_at < self.settings.refresh_topics_s
+        ):
             return
         self._listed_at = time.monotonic()
         counts = source_partitions(self.source_admin, self.settings)
         if counts != self.counts:
             self._ensure_targets(counts)
             self.counts = counts
-        mine = assigned(counts, self.task_index, self.tasks)
+        mine = self.assignment if self.assignment is not None else assigned(counts, self.task_index, self.tasks)
         added = [tp for tp in mine if tp not in self.partitions]
         if added:
-            self.source.incremental_assign(self._resume_points(added))
+            self._assign(added)
             self.partitions.extend(added)
             log.info("%s task %d: mirroring %d partitions", self.connector, self.task_index, len(self.partitions))
+
+    def _assign(self, partitions: list[tuple[str, int]]) -> None:
+        points = self._resume_points(partitions)
+        self.source.incremental_assign(points)
+        self.positions.update({(p.topic, p.partition): p.offset for p in points})
 
     def _resume_points(self, partitions: list[tuple[str, int]]) -> list[TopicPartition]:
         """Each partition's next source offset, from the target cluster's group (the truth)."""
@@ -233,25 +270,45 @@ class MirrorTask:
                     raise KafkaException(error)
         if not batch:
             return 0
+        started_at = time.time()
         ends: dict[tuple[str, int], int] = {}
+        counts: dict[tuple[str, int], int] = {}
+        size = 0
         for message in batch:
-            ends[(message.topic(), message.partition())] = message.offset() + 1
+            tp = (message.topic(), message.partition())
+            ends[tp] = message.offset() + 1
+            counts[tp] = counts.get(tp, 0) + 1
+            size += len(message.value() or b"") + len(message.key() or b"")
         try:
             self._send(batch, ends)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+        except (KafkaException, SystemError) as exc:
+            error = kafka_error(exc)
+            if error is None:
+                raise
+            if error.code() in FENCED_CODES:
                 raise Fenced(f"{self.connector} task {self.task_index}: fenced by a newer incarnation") from exc
             # Start again from what the target holds: nothing of this batch is there (or, at
             # least once, the batch is copied again).
             self.source.incremental_unassign([TopicPartition(t, p) for t, p in self.partitions])
-            self.source.incremental_assign(self._resume_points(self.partitions))
+            self._assign(self.partitions)
             raise
         self.copied += len(batch)
         self.transactions += 1
+        ranges = {tp: (self.positions.get(tp, end - counts[tp]), end, counts[tp]) for tp, end in ends.items()}
+        self.positions.update(ends)
         if self.on_commit is not None:
-            self.on_commit(len(batch), ends)
+            self.on_commit(Transaction(ranges, len(batch), size, started_at))
         return len(batch)
+
+    def end_offsets(self) -> dict[tuple[str, int], int]:
+        """Each partition's end as the consumer last saw it in fetch responses (the last stable offset: it
+        reads committed records only); no request is made."""
+        ends = {}
+        for topic, partition in self.partitions:
+            _, high = self.source.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            if high >= 0:
+                ends[(topic, partition)] = high
+        return ends
 
     def _send(self, batch: list[Any], ends: dict[tuple[str, int], int]) -> None:
         offsets = [TopicPartition(self.settings.target_topic(t), p, end) for (t, p), end in ends.items()]
@@ -305,10 +362,23 @@ class MirrorTask:
         if failed:
             raise KafkaException(failed[0])
 
-    def run(self, stop: Callable[[], bool]) -> None:
-        self.start()
+    def run(
+        self,
+        stop: Callable[[], bool],
+        *,
+        paused: Callable[[], bool] | None = None,
+        on_start: Callable[[MirrorTask], None] | None = None,
+    ) -> None:
+        """Copy until ``stop()``; nothing while ``paused()``. ``on_start`` runs once the task knows its
+        partitions and their resume points."""
         try:
+            self.start()
+            if on_start is not None:
+                on_start(self)
             while not stop():
+                if paused is not None and paused():
+                    time.sleep(0.5)
+                    continue
                 try:
                     self.step()
                 except KafkaException as exc:
@@ -347,7 +417,10 @@ def main(argv: list[str] | None = None) -> int:
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
-    task = MirrorTask(args.connector, args.task_index, args.tasks, MirrorSettings.parse(json.loads(args.config)))
+    from connectors.config import SinkConfig
+
+    config = SinkConfig.parse({"connector.class": "mirror", **json.loads(args.config)})  # (checked per key)
+    task = MirrorTask(args.connector, args.task_index, args.tasks, config.settings)
     try:
         task.run(lambda: stopping)
     except Fenced as exc:

@@ -6,98 +6,58 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-POLICIES = {"default": DEFAULT_POLICY, "identity": IDENTITY_POLICY}
-# MirrorMaker 2's default of topics.exclude: internal and replica topics are never mirrored.
-DEFAULT_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
+from connectors.config.definitions import SourceCluster
+from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR, REFUSED
+
+if TYPE_CHECKING:
+    from connectors.config.validation import ConfigValidation, SinkConfig
+
+POLICIES = {
+    "DefaultReplicationPolicy": DEFAULT_POLICY,
+    "IdentityReplicationPolicy": IDENTITY_POLICY,
+    DEFAULT_POLICY: DEFAULT_POLICY,
+    IDENTITY_POLICY: IDENTITY_POLICY,
+}
 # Client settings each cluster's clients take, under source.cluster. / target.cluster. (as MM2 names them).
 CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.")
-
-DEFAULTS = {
-    "source.cluster.alias": "source",
-    "target.cluster.alias": "target",
-    "replication.policy.class": DEFAULT_POLICY,
-    "replication.policy.separator": ".",
-    "topics.exclude": DEFAULT_EXCLUDE,
-    "transaction.producer": "true",
-    "sync.topic.configs.enabled": "true",
-    "refresh.topics.interval.seconds": "600",
-    "consumer.auto.offset.reset": "earliest",
-    "sinkadmin.commit.interval-ms": "1000",
-    "sinkadmin.commit.max-records": "10000",
-}
-# MirrorMaker 2 keys the mirror cannot honour, and why.
-REFUSED = {
-    "emit.checkpoints.enabled": "consumer offsets are not translated: the mirror's own offsets are committed to "
-    "the target cluster with its records (set false)",
-    "sync.group.offsets.enabled": "consumer group offsets are not synced (set false)",
-    "emit.heartbeats.enabled": "heartbeats are not emitted (set false)",
-}
 
 
 def _get(config: Mapping[str, str], name: str) -> str:
     value = config.get(name)
-    return value.strip() if value is not None and str(value).strip() else DEFAULTS.get(name, "")
+    if value is not None and str(value).strip():
+        return str(value).strip()
+    key = MIRROR.key(name)
+    return (key.default if key else None) or ""
 
 
 def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def check(config: Mapping[str, str]) -> dict[str, list[str]]:
-    """Per-key errors of a mirror config."""
-    errors: dict[str, list[str]] = {}
-
-    def add(key: str, message: str) -> None:
-        errors.setdefault(key, []).append(message)
-
-    for side in ("source", "target"):
-        key = f"{side}.cluster.bootstrap.servers"
-        if not _get(config, key):
-            add(key, f'Missing required configuration "{key}" which has no default value.')
-    if not _get(config, "topics") and not _get(config, "topics.regex"):
-        add("topics", "Must configure one of topics or topics.regex")
-    if _get(config, "topics.regex"):
-        try:
-            re.compile(_get(config, "topics.regex"))
-        except re.error as exc:
-            add("topics.regex", f"not a valid regular expression: {exc}")
+def check(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Per-key errors of a mirror config, beside the checks every plugin shares (required keys, types, topics)."""
     for pattern in _split(_get(config, "topics.exclude")):
         try:
             re.compile(pattern)
         except re.error as exc:
-            add("topics.exclude", f"{pattern!r} is not a valid regular expression: {exc}")
-    policy = _get(config, "replication.policy.class")
-    if policy not in POLICIES and policy not in POLICIES.values():
-        add(
-            "replication.policy.class",
-            "use DefaultReplicationPolicy (prefix with the source alias) or IdentityReplicationPolicy",
-        )
-    for key in ("transaction.producer", "sync.topic.configs.enabled"):
-        if _get(config, key).lower() not in ("true", "false"):
-            add(
-                key,
-                f"Invalid value {_get(config, key)} for configuration {key}: Expected value to be either true or false",
-            )
-    for key in ("refresh.topics.interval.seconds", "sinkadmin.commit.interval-ms", "sinkadmin.commit.max-records"):
-        try:
-            if int(_get(config, key)) < 1:
-                add(key, f"Invalid value {_get(config, key)} for configuration {key}: Value must be at least 1")
-        except ValueError:
-            add(key, f"Invalid value {_get(config, key)} for configuration {key}: Not a number")
+            result.add("topics.exclude", f"{pattern!r} is not a valid regular expression: {exc}")
     for key, why in REFUSED.items():
         if _get(config, key).lower() == "true":
-            add(key, why)
-    if POLICIES.get(policy, policy) == IDENTITY_POLICY and _get(config, "source.cluster.bootstrap.servers") == _get(
-        config, "target.cluster.bootstrap.servers"
-    ):
-        add(
+            result.add(key, why)
+    for side in ("source", "target"):
+        prefix = f"{side}.cluster."
+        for key in config:
+            setting = key[len(prefix) :] if key.startswith(prefix) else None
+            if setting not in (None, "alias", "bootstrap.servers") and not setting.startswith(CLIENT_PREFIXES):
+                result.add(key, "not a client setting the mirror passes on (security.protocol, sasl.*, ssl.*)")
+    same_cluster = _get(config, "source.cluster.bootstrap.servers") == _get(config, "target.cluster.bootstrap.servers")
+    if POLICIES.get(_get(config, "replication.policy.class")) == IDENTITY_POLICY and same_cluster:
+        result.add(
             "replication.policy.class",
             "IdentityReplicationPolicy into the same cluster would write each topic into itself",
         )
-    return errors
 
 
 @dataclass(frozen=True)
@@ -122,9 +82,7 @@ class MirrorSettings:
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> MirrorSettings:
-        errors = check(raw)
-        if errors:
-            raise ValueError("; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(errors.items())))
+        """The typed settings of a config that passed validation (``SinkConfig.parse`` checks it first)."""
 
         def client(side: str) -> dict[str, str]:
             prefix = f"{side}.cluster."
@@ -144,8 +102,7 @@ class MirrorSettings:
             topics=tuple(_split(_get(raw, "topics"))),
             topics_regex=_get(raw, "topics.regex") or None,
             topics_exclude=tuple(_split(_get(raw, "topics.exclude"))),
-            identity=POLICIES.get(_get(raw, "replication.policy.class"), _get(raw, "replication.policy.class"))
-            == IDENTITY_POLICY,
+            identity=POLICIES.get(_get(raw, "replication.policy.class")) == IDENTITY_POLICY,
             separator=_get(raw, "replication.policy.separator"),
             exactly_once=_get(raw, "transaction.producer").lower() == "true",
             sync_topic_configs=_get(raw, "sync.topic.configs.enabled").lower() == "true",
@@ -163,4 +120,24 @@ class MirrorSettings:
     def selects(self, topic: str) -> bool:
         """Whether a source topic is mirrored: named in topics or matching topics.regex, and not excluded."""
         chosen = topic in self.topics or bool(self.topics_regex and re.fullmatch(self.topics_regex, topic))
-        return chosen and not any(re.fullmatch(p, topic) for p in self.topics_exclude)
+        # Into the same cluster, this mirror's own replicas are never mirrored again (east.east.orders...).
+        own_replica = self.source_bootstrap == self.target_bootstrap and topic.startswith(self.target_topic(""))
+        return chosen and not own_replica and not any(re.fullmatch(p, topic) for p in self.topics_exclude)
+
+
+def source(config: SinkConfig) -> SourceCluster:
+    """The source cluster: where the supervisor lists the mirrored topics and their partitions."""
+    settings: MirrorSettings = config.settings
+    return SourceCluster(settings.source_bootstrap, settings.source_client, settings.selects)
+
+
+def probe(config: SinkConfig) -> tuple[str, str]:
+    """Reach the target cluster and say which replicas are there already."""
+    from confluent_kafka.admin import AdminClient
+
+    settings: MirrorSettings = config.settings
+    admin = AdminClient({"bootstrap.servers": settings.target_bootstrap, **settings.target_client})
+    metadata = admin.list_topics(timeout=5)
+    replicas = sorted(t for t in metadata.topics if not settings.identity and t.startswith(settings.target_topic("")))
+    found = f"{len(replicas)} replica topic(s) there already" if replicas else "replicas are created by the tasks"
+    return "Target cluster", f"{len(metadata.brokers)} broker(s) answered at {settings.target_bootstrap}; {found}"

@@ -28,6 +28,7 @@ def test_it_lists_the_sink_plugins(api: APIClient) -> None:
         {"class": ICEBERG, "type": "sink", "version": "0.1.0"},
         {"class": FILES, "type": "sink", "version": "0.1.0"},
         {"class": "org.apache.hudi.connect.HoodieSinkConnector", "type": "sink", "version": "0.1.0"},
+        {"class": "org.apache.kafka.connect.mirror.MirrorSinkConnector", "type": "sink", "version": "0.1.0"},
     ]
 
 
@@ -120,15 +121,27 @@ def test_validate_refuses_a_body_for_another_plugin(api: APIClient) -> None:
     }
 
 
-def test_validate_for_a_sink_not_supported_yet_says_so_per_key(api: APIClient) -> None:
-    config = {**CONFIG, "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector"}
+def test_validate_a_mirror_config_per_key(api: APIClient) -> None:
+    config = {
+        "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector",
+        "topics": "orders",
+        "source.cluster.bootstrap.servers": "east:9092",
+        "emit.checkpoints.enabled": "true",
+        "transaction.producer": "maybe",
+    }
     response = api.put(f"{PLUGINS}/MirrorSinkConnector/config/validate", config, format="json")
     assert response.status_code == 200
     assert _errors(response.json()) == {
-        "connector.class": [
-            "org.apache.kafka.connect.mirror.MirrorSinkConnector: the exactly-once Kafka mirror is not supported yet "
-            "as a connector (its engine runs by hand: python -m sinks.mirror.engine, see docs/mirror.md)"
-        ]
+        "target.cluster.bootstrap.servers": [
+            'Missing required configuration "target.cluster.bootstrap.servers" which has no default value.'
+        ],
+        "emit.checkpoints.enabled": [
+            "consumer offsets are not translated: the mirror's own offsets are committed to the target cluster "
+            "with its records (set false)"
+        ],
+        "transaction.producer": [
+            "Invalid value maybe for configuration transaction.producer: Expected value to be either true or false"
+        ],
     }
 
 

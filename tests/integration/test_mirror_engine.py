@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from sinks.mirror.engine import MirrorTask, group_id
-from sinks.mirror.settings import MirrorSettings, check
+from sinks.mirror.settings import MirrorSettings
 from tests.integration.helpers import create_topic, produce, wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -161,30 +161,6 @@ def setup(source: str, topics: list[str], count: int) -> dict[tuple[str, int], i
         create_topic(source, topic, PARTITIONS)
         ends.update(source_records(source, topic, count))
     return ends
-
-
-def test_the_mirror_keys_are_checked_one_by_one() -> None:
-    errors = check(
-        {
-            "topics": "a",
-            "replication.policy.class": "x.Custom",
-            "transaction.producer": "maybe",
-            "emit.checkpoints.enabled": "true",
-            "topics.exclude": "(",
-        }
-    )
-    assert "source.cluster.bootstrap.servers" in errors and "target.cluster.bootstrap.servers" in errors
-    assert "DefaultReplicationPolicy" in errors["replication.policy.class"][0]
-    assert "true or false" in errors["transaction.producer"][0]
-    assert "not translated" in errors["emit.checkpoints.enabled"][0]
-    assert "not a valid regular expression" in errors["topics.exclude"][0]
-    settings = MirrorSettings.parse(mirror_config("s:9092", "t:9092", "orders.*"))
-    assert settings.target_topic("orders") == "east.orders" and settings.exactly_once
-    assert settings.selects("orders-1") and not settings.selects("__consumer_offsets")
-    identity = MirrorSettings.parse(
-        mirror_config("s:9092", "t:9092", "orders.*", **{"replication.policy.class": "identity"})
-    )
-    assert identity.target_topic("orders") == "orders"
 
 
 def test_records_are_mirrored_once_in_order_with_keys_headers_and_timestamps(

@@ -21,7 +21,6 @@ from connectors.api.serializers import ConnectorOffsetsSerializer, MessageSerial
 from connectors.api.views.base import ConnectView, json_object
 from connectors.api.views.schema import NAME, error, errors
 from connectors.config.validation import TOPIC_NAME
-from connectors.models import PartitionOffset
 
 TAG = ["offsets"]
 MAX_PARTITION = 2**31 - 1
@@ -107,14 +106,14 @@ class OffsetsView(ConnectView):
     @extend_schema(
         operation_id="getOffsets",
         summary="Get the connector's offsets",
-        description="The next offset to read per partition, from the commit ledger.",
+        description="The next offset to read per partition, from the commit ledger (the Kafka mirror: from its "
+        "consumer group on the target cluster, where its tasks resume).",
         tags=TAG,
         parameters=[NAME],
         responses={200: ConnectorOffsetsSerializer, **errors(404)},
     )
     def get(self, request: Request, name: str) -> Response:
-        connector = actions.get_connector(name)
-        return Response(connector_offsets(PartitionOffset.objects.filter(connector=connector)))
+        return Response(connector_offsets(actions.stored_offsets(actions.get_connector(name))))
 
     @extend_schema(
         operation_id="alterOffsets",

@@ -1,0 +1,191 @@
+"""The Kafka mirror's config definitions: MirrorMaker 2's keys where the meaning is the same.
+
+Kept free of the engine's imports: the web process reads it for forms, the API and validation.
+"""
+
+from __future__ import annotations
+
+from connectors.config.definitions import (
+    SHARED_KEYS,
+    ConfigKey,
+    Importance,
+    KeyType,
+    Plugin,
+    PrefixKey,
+    in_group_order,
+)
+
+_G_CLUSTERS = "Clusters"
+_G_TOPICS = "Topics"
+_G_DELIVERY = "Delivery"
+
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+# MirrorMaker 2's default of topics.exclude: internal and replica topics are never mirrored.
+DEFAULT_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
+
+# MirrorMaker 2 keys the mirror cannot honour, and why: they must stay false.
+REFUSED = {
+    "emit.checkpoints.enabled": "consumer offsets are not translated: the mirror's own offsets are committed to "
+    "the target cluster with its records (set false)",
+    "sync.group.offsets.enabled": "consumer group offsets are not synced (set false)",
+    "emit.heartbeats.enabled": "heartbeats are not emitted (set false)",
+}
+
+# The shared keys that mean the same for a mirror; converters, dead letters and staging do not apply (records
+# are copied as bytes).
+_SHARED = ("connector.class", "tasks.max", "topics", "topics.regex", "consumer.auto.offset.reset")
+
+MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "source.cluster.bootstrap.servers",
+        KeyType.LIST,
+        "The source cluster's brokers (host:port, comma-separated): where the mirrored topics are read.",
+        _G_CLUSTERS,
+        importance=Importance.HIGH,
+        required=True,
+        order=1,
+    ),
+    ConfigKey(
+        "target.cluster.bootstrap.servers",
+        KeyType.LIST,
+        "The target cluster's brokers: where the replicas are written and the mirror's offsets kept.",
+        _G_CLUSTERS,
+        importance=Importance.HIGH,
+        required=True,
+        order=2,
+    ),
+    ConfigKey(
+        "source.cluster.alias",
+        KeyType.STRING,
+        "The source cluster's name: DefaultReplicationPolicy puts it before each replica's name.",
+        _G_CLUSTERS,
+        default="source",
+        order=3,
+    ),
+    ConfigKey(
+        "target.cluster.alias",
+        KeyType.STRING,
+        "The target cluster's name.",
+        _G_CLUSTERS,
+        default="target",
+        order=4,
+    ),
+    ConfigKey(
+        "topics.exclude",
+        KeyType.LIST,
+        "Regular expressions (comma-separated) of source topics never mirrored, even when selected.",
+        _G_TOPICS,
+        default=DEFAULT_EXCLUDE,
+        order=1,
+    ),
+    ConfigKey(
+        "replication.policy.class",
+        KeyType.STRING,
+        "How replicas are named: DefaultReplicationPolicy (<source alias><separator><topic>) or "
+        "IdentityReplicationPolicy (the source topic's name).",
+        _G_TOPICS,
+        default=DEFAULT_POLICY,
+        choices=(DEFAULT_POLICY, IDENTITY_POLICY, "DefaultReplicationPolicy", "IdentityReplicationPolicy"),
+        order=2,
+    ),
+    ConfigKey(
+        "replication.policy.separator",
+        KeyType.STRING,
+        "Between the source alias and the topic in a replica's name (DefaultReplicationPolicy).",
+        _G_TOPICS,
+        default=".",
+        order=3,
+    ),
+    ConfigKey(
+        "sync.topic.configs.enabled",
+        KeyType.BOOLEAN,
+        "Create replicas with their source topic's own configs (retention, cleanup policy...).",
+        _G_TOPICS,
+        default="true",
+        order=4,
+    ),
+    ConfigKey(
+        "refresh.topics.interval.seconds",
+        KeyType.LONG,
+        "How often new source topics and partitions are looked for, at most: the supervisor lists the source "
+        "topics at each of its steps (every few seconds), a task run by hand at this interval.",
+        _G_TOPICS,
+        default="600",
+        minimum=1,
+        order=5,
+    ),
+    ConfigKey(
+        "transaction.producer",
+        KeyType.BOOLEAN,
+        "true: exactly once (KIP-656): records and their source offsets commit in one transaction on the target "
+        "cluster. false: at least once: records are produced, then their offsets committed; a task that dies "
+        "between the two copies its last batch again.",
+        _G_DELIVERY,
+        default="true",
+        importance=Importance.HIGH,
+        order=1,
+    ),
+    ConfigKey(
+        "sinkadmin.commit.interval-ms",
+        KeyType.LONG,
+        "How long a task gathers records into one transaction (or one batch, at least once).",
+        _G_DELIVERY,
+        default="1000",
+        minimum=1,
+        order=2,
+    ),
+    ConfigKey(
+        "sinkadmin.commit.max-records",
+        KeyType.LONG,
+        "End a transaction early once it holds this many records.",
+        _G_DELIVERY,
+        default="10000",
+        minimum=1,
+        order=3,
+    ),
+    *(
+        ConfigKey(name, KeyType.BOOLEAN, f"MirrorMaker 2's {name}; must be false: {why}.", _G_DELIVERY, "false")
+        for name, why in REFUSED.items()
+    ),
+)
+
+MIRROR_PREFIX_KEYS: tuple[PrefixKey, ...] = (
+    PrefixKey(
+        "source.cluster.",
+        "The source cluster's client settings: security.protocol, sasl.*, ssl.* (e.g. "
+        "source.cluster.security.protocol=SASL_SSL).",
+        _G_CLUSTERS,
+    ),
+    PrefixKey("target.cluster.", "The target cluster's client settings, as for the source.", _G_CLUSTERS),
+)
+
+
+def destinations(config: dict[str, str]) -> list[str]:
+    """The target cluster (the list and detail pages' "writes to")."""
+    target = str(config.get("target.cluster.bootstrap.servers", "")).strip()
+    alias = str(config.get("target.cluster.alias", "") or "target").strip()
+    return [f"{alias} ({target})"] if target else []
+
+
+MIRROR = Plugin(
+    short_name="mirror",
+    class_name="org.apache.kafka.connect.mirror.MirrorSinkConnector",
+    aliases=("mirror",),
+    version="0.1.0",
+    keys=in_group_order(tuple(k for k in SHARED_KEYS if k.name in _SHARED) + MIRROR_OWN_KEYS),
+    prefix_keys=MIRROR_PREFIX_KEYS,
+    title="Kafka mirror",
+    description="Topics into another Kafka cluster, exactly once (KIP-656): each task's transactions carry its "
+    "records and their source offsets to the target cluster; replicas keep keys, headers, timestamps and "
+    "partitions.",
+    commit_interval_key="sinkadmin.commit.interval-ms",
+    coordinated=False,
+    check="sinks.mirror.settings:check",
+    parse="sinks.mirror.settings:MirrorSettings.parse",
+    probe="sinks.mirror.settings:probe",
+    source="sinks.mirror.settings:source",
+    destinations="sinks.mirror.plugin:destinations",
+    offsets="sinks.mirror.offsets",
+    runtime="sinks.mirror.runtime",
+)

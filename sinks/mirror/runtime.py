@@ -1,0 +1,119 @@
+"""The Kafka mirror under the product's lifecycle: a task the supervisor started on a Celery worker runs the
+engine on the share of source partitions it was given, heartbeats with its lag, and enters each committed
+transaction in the ledger. No coordinator: each task's transactions commit on their own (docs/mirror.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import Producer
+from django.db import close_old_connections
+
+from connectors.actions import ledger
+from connectors.config import SinkConfig
+from sinks.mirror.engine import Fenced, MirrorTask, Transaction, transactional_id
+from sinks.mirror.settings import MirrorSettings
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 1.0
+
+
+def fence(connector: str, config: SinkConfig, task_indexes: Sequence[int]) -> None:
+    """Fence the transactional producers of these tasks on the target cluster: whatever transaction a runner
+    of theirs has open is aborted, and it can commit nothing more (as KIP-618 fences a source connector's
+    tasks before their successors start)."""
+    settings: MirrorSettings = config.settings
+    if not settings.exactly_once:
+        return  # (at least once: no transactions to fence; a batch copied twice is the documented cost)
+    for index in task_indexes:
+        producer = Producer(
+            {
+                "bootstrap.servers": settings.target_bootstrap,
+                **settings.target_client,
+                "transactional.id": transactional_id(connector, index),
+            }
+        )
+        producer.init_transactions(30)
+        producer.flush(0)
+
+
+def run_task(
+    name: str,
+    task_index: int,
+    partitions: Sequence[tuple[str, int]],
+    stop: Callable[[], bool],
+    *,
+    task_epoch: int = 0,
+    heartbeat: Callable[[dict[str, Any]], str | None] | None = None,
+) -> None:
+    """Mirror ``partitions`` until ``stop()``, or until ``heartbeat(status)`` says to stop (None)."""
+    from connectors.models import Connector  # (Django's apps are ready by the time a task runs)
+
+    connector = Connector.objects.get(name=name)
+    config = SinkConfig.parse(connector.config)
+
+    def entered(done: Transaction) -> None:
+        ledger.record_transaction(
+            connector.pk,
+            epoch=task_epoch,
+            started_at=datetime.fromtimestamp(done.started_at, tz=UTC),
+            ranges=[
+                ledger.PartitionRange(topic, partition, start, end, records)
+                for (topic, partition), (start, end, records) in sorted(done.ranges.items())
+            ],
+            size=done.bytes,
+        )
+
+    task = MirrorTask(
+        name,
+        task_index,
+        config.tasks_max,
+        config.settings,
+        assignment=[(str(t), int(p)) for t, p in partitions],
+        on_commit=entered,
+    )
+    last_beat = 0.0
+    desired: list[str | None] = ["RUNNING"]
+
+    def stopping() -> bool:
+        nonlocal last_beat
+        if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+            last_beat = time.monotonic()
+            desired[0] = heartbeat(partition_status(task))
+        return stop() or desired[0] is None
+
+    def started(task: MirrorTask) -> None:
+        # The target's offsets are the truth: the ledger shows them from the start, so lag is measured from
+        # them even where a transaction committed without its ledger entry (its task killed in between).
+        ledger.set_offsets(connector.pk, task.positions)
+        log.info("%s: mirror task %d started with %d partitions", name, task_index, len(task.partitions))
+
+    try:
+        task.run(stopping, paused=lambda: desired[0] == "PAUSED", on_start=started)
+    except Fenced as exc:
+        # A newer runner of this task (or the supervisor, moving its partitions) took over: nothing of this
+        # runner's open transaction commits, and the newer one resumes from the target's offsets.
+        log.warning("%s", exc)
+    finally:
+        close_old_connections()
+
+
+def partition_status(task: MirrorTask) -> dict[str, Any]:
+    """Live figures per partition for the UI and API: where the target's offsets are, and the source's end."""
+    ends = task.end_offsets()
+    return {
+        f"{topic}/{partition}": {
+            "state": "MIRRORING",
+            "staged": 0,
+            "position": task.positions.get((topic, partition)),
+            "end_offset": ends.get((topic, partition)),
+            "paused": False,
+        }
+        for topic, partition in sorted(task.partitions)
+    }

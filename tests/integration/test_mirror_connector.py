@@ -1,0 +1,206 @@
+"""The Kafka mirror as a connector: created with the REST API, run by the product's runtime (the supervisor
+and the bodies of the Celery tasks, in threads of this process), between two noida-db clusters. The target
+is read back by a read_committed consumer, an independent reader: every record once, in source order per
+partition, with its key, headers and timestamp; while tasks are restarted and their partitions move (a new
+topic, a config change), and after the offsets API moves the target group's offsets."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from django.db.models import Sum
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from connectors.api.status import State, connector_status
+from connectors.models import Commit, CommitPartition, CommitState, Connector, CoordinatorStatus, PartitionOffset
+from connectors.ui.figures import connectors_for_summary, summarize
+from connectors.ui.health import Health
+from sinks.mirror.engine import group_id
+from tests.integration.helpers import create_topic, wait_until
+from tests.integration.test_mirror_engine import (
+    PARTITIONS,
+    assert_mirrored_exactly_once,
+    read_partitions,
+    source_records,
+)
+from tests.ui.conftest import runtime_in_threads
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+CONNECTORS = "/api/connect/connectors"
+
+
+@pytest.fixture
+def topics() -> list[str]:
+    run = uuid.uuid4().hex[:8]
+    return [f"orders-{run}", f"payments-{run}"]
+
+
+def create_mirror(api: APIClient, name: str, source: str, target: str, regex: str, **overrides: str) -> None:
+    config = {
+        "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector",
+        "tasks.max": "2",
+        "source.cluster.alias": "east",
+        "source.cluster.bootstrap.servers": source,
+        "target.cluster.bootstrap.servers": target,
+        "topics.regex": regex,
+        "sinkadmin.commit.interval-ms": "300",
+        "sinkadmin.commit.max-records": "400",
+        **overrides,
+    }
+    response = api.post(CONNECTORS, {"name": name, "config": config}, format="json")
+    assert response.status_code == 201, response.json()
+
+
+def seed(source: str, topics: list[str], count: int) -> dict[tuple[str, int], int]:
+    ends: dict[tuple[str, int], int] = {}
+    for topic in topics:
+        create_topic(source, topic, PARTITIONS)
+        ends.update(source_records(source, topic, count))
+    return ends
+
+
+def ledger_matches(name: str, ends: dict[tuple[str, int], int]) -> None:
+    """The ledger holds each committed transaction: per partition its ranges run on from where the target
+    group started it, never overlap, and end at the target's offset; their records add up to the source's."""
+    commits = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED)
+    assert commits.exists()
+    for (topic, partition), end in ends.items():
+        ranges = list(
+            CommitPartition.objects.filter(commit__in=commits, topic=topic, partition=partition)
+            .order_by("start_offset")
+            .values_list("start_offset", "end_offset", "records")
+        )
+        assert ranges, f"no transaction of {topic}/{partition} in the ledger"
+        for (_, previous_end, _), (start, _, _) in itertools.pairwise(ranges):
+            assert start == previous_end, f"{topic}/{partition}: ranges {ranges} do not run on"
+        assert ranges[-1][1] == end
+        assert sum(r for _, _, r in ranges) == end  # (the source topics hold no transactions: offsets are records)
+        offset = PartitionOffset.objects.get(connector__name=name, topic=topic, partition=partition)
+        assert offset.next_offset == end
+
+
+def target_offsets(target: str, name: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    group = Consumer({"bootstrap.servers": target, "group.id": group_id(name), "enable.auto.commit": False})
+    try:
+        found = group.committed([TopicPartition(f"east.{t}", p) for t, p in partitions], timeout=10)
+    finally:
+        group.close()
+    return {(t, p): c.offset for (t, p), c in zip(partitions, found, strict=True)}
+
+
+def caught_up(target: str, name: str, ends: dict[tuple[str, int], int]) -> bool:
+    return target_offsets(target, name, sorted(ends)) == ends
+
+
+def test_a_mirror_connector_copies_once_under_the_runtime_and_follows_new_topics_and_config_changes(
+    noida_bootstrap: str,
+    noida_target_bootstrap: str,
+    topics: list[str],
+    operator_api: APIClient,
+    signed_in: Client,
+) -> None:
+    name = f"mirror-{topics[0]}"
+    ends = seed(noida_bootstrap, topics, 1000)
+    create_mirror(operator_api, name, noida_bootstrap, noida_target_bootstrap, f".*-{topics[0].split('-')[1]}")
+    with runtime_in_threads() as crashes:
+        wait_until(lambda: caught_up(noida_target_bootstrap, name, ends), 120, "the mirror")
+        status = connector_status(Connector.objects.get(name=name))
+        assert status.connector.state is State.RUNNING
+        assert [t.state for t in status.tasks] == [State.RUNNING, State.RUNNING]
+        # No coordinator is started for it: its tasks commit on their own.
+        assert not CoordinatorStatus.objects.filter(connector__name=name).exists()
+
+        # A new topic sorted first moves every partition to another task: the tasks' old producers are
+        # fenced before the new shares start, so nothing is copied twice meanwhile.
+        newcomer = f"early-{topics[0].split('-')[1]}"
+        create_topic(noida_bootstrap, newcomer, PARTITIONS)
+        ends.update(source_records(noida_bootstrap, newcomer, 500))
+        for topic in topics:
+            ends.update(source_records(noida_bootstrap, topic, 300, start=1000))
+        everything = [newcomer, *topics]
+        wait_until(lambda: caught_up(noida_target_bootstrap, name, ends), 120, "the new topic")
+
+        # A config change (three tasks) restarts every task on new shares, while records keep coming.
+        config = operator_api.get(f"{CONNECTORS}/{name}/config").json()
+        response = operator_api.put(f"{CONNECTORS}/{name}/config", {**config, "tasks.max": "3"}, format="json")
+        assert response.status_code == 200
+        for topic in everything:
+            ends.update(source_records(noida_bootstrap, topic, 200, start=2000))
+        wait_until(lambda: caught_up(noida_target_bootstrap, name, ends), 120, "after the change")
+        wait_until(
+            lambda: (
+                len([t for t in connector_status(Connector.objects.get(name=name)).tasks if t.state is State.RUNNING])
+                == 3
+            ),
+            60,
+            "three running tasks",
+        )
+
+        # Lag comes from the target's offsets and the source's ends the tasks see: none once caught up.
+        def summary_lag() -> int | None:
+            summary = summarize(connectors_for_summary(Connector.objects.filter(name=name)), timezone.now())[0]
+            return summary.lag if summary.health is Health.HEALTHY else None
+
+        wait_until(lambda: summary_lag() == 0, 60, "no lag on a healthy connector")
+        page = signed_in.get(reverse("connector-detail", args=[name])).content.decode()
+        assert "Transactions" in page and group_id(name) in page
+        assert crashes == []
+
+    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, everything)
+    ledger_matches(name, ends)
+    total = Commit.objects.filter(connector_name=name).aggregate(records=Sum("records"))["records"]
+    assert total == sum(ends.values())
+
+    # The offsets API reads the target group, where the tasks resume.
+    body = operator_api.get(f"{CONNECTORS}/{name}/offsets").json()
+    listed = {
+        (o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]): o["offset"]["kafka_offset"]
+        for o in body["offsets"]
+    }
+    assert listed == ends
+
+
+def test_the_offsets_api_moves_the_target_group_of_a_stopped_mirror(
+    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str], operator_api: APIClient
+) -> None:
+    name = f"mirror-{topics[0]}"
+    ends = seed(noida_bootstrap, topics[:1], 300)
+    create_mirror(operator_api, name, noida_bootstrap, noida_target_bootstrap, topics[0], **{"tasks.max": "1"})
+    with runtime_in_threads():
+        wait_until(lambda: caught_up(noida_target_bootstrap, name, ends), 120, "the mirror")
+    partitions = sorted(ends)
+    assert operator_api.patch(f"{CONNECTORS}/{name}/offsets", {"offsets": []}, format="json").status_code == 400
+
+    assert operator_api.put(f"{CONNECTORS}/{name}/stop").status_code == 204
+    first, second = partitions[0], partitions[1]
+    body = {
+        "offsets": [
+            {"partition": {"kafka_topic": first[0], "kafka_partition": first[1]}, "offset": {"kafka_offset": 10}},
+            {"partition": {"kafka_topic": second[0], "kafka_partition": second[1]}, "offset": None},
+        ]
+    }
+    response = operator_api.patch(f"{CONNECTORS}/{name}/offsets", body, format="json")
+    assert response.status_code == 200, response.json()
+    expected = {**ends, first: 10, second: -1001}  # (-1001: no offset committed)
+    assert target_offsets(noida_target_bootstrap, name, partitions) == expected
+    assert PartitionOffset.objects.get(connector__name=name, topic=first[0], partition=first[1]).next_offset == 10
+
+    assert operator_api.delete(f"{CONNECTORS}/{name}/offsets").status_code == 200
+    assert set(target_offsets(noida_target_bootstrap, name, partitions).values()) == {-1001}
+    assert operator_api.get(f"{CONNECTORS}/{name}/offsets").json() == {"offsets": []}
+
+    # Resumed, it copies the source again from the start (consumer.auto.offset.reset=earliest), as asked.
+    assert operator_api.put(f"{CONNECTORS}/{name}/resume").status_code == 202
+    with runtime_in_threads():
+        wait_until(lambda: caught_up(noida_target_bootstrap, name, ends), 120, "the second copy")
+    copies = read_partitions(noida_target_bootstrap, [f"east.{topics[0]}"])
+    origin = read_partitions(noida_bootstrap, topics[:1])
+    for (topic, partition), records in origin.items():
+        assert copies[(f"east.{topic}", partition)] == records + records
