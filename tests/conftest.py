@@ -4,6 +4,7 @@ environment does not point at running ones."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -44,8 +45,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(name: str, argv: list[str], port: int) -> Iterator[None]:
-    """A server from this venv's bin/ (``argv[0]``) listening on ``port`` for the block's length."""
+def serving(name: str, argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A server from this venv's bin/ (``argv[0]``) listening on ``port`` for the block's length; yields its
+    process, the leader of its process group."""
     logs = settings.VAR_DIR / "log" / "tests"
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / f"{name}.log").open("ab") as log:
@@ -64,9 +66,10 @@ def serving(name: str, argv: list[str], port: int) -> Iterator[None]:
                 pytest.fail(f"{name} did not start (see {log.name})")
             time.sleep(0.1)
         try:
-            yield
+            yield server
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # (a test may have stopped the group itself)
+                os.killpg(server.pid, signal.SIGTERM)
             try:
                 server.wait(30)
             except subprocess.TimeoutExpired:

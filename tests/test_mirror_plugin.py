@@ -4,10 +4,12 @@ that keeps two runners of a partition apart when its tasks' shares change."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
+from connectors.actions import ledger
 from connectors.actions import runtime as runtime_state
 from connectors.config import SinkConfig, validate_config
-from connectors.models import Connector
+from connectors.models import CommitState, Connector
 from sinks.mirror.settings import MirrorSettings
 
 BASE = {
@@ -99,3 +101,27 @@ def test_tasks_that_lose_partitions_are_fenced_before_any_task_starts() -> None:
     assert runtime_state.fence_pending(connector.pk) == []
     runtime_state.assign_tasks(connector, partitions, coordinated=True)
     assert runtime_state.fence_pending(connector.pk) == []
+
+
+@pytest.mark.django_db
+def test_transactions_are_entered_as_committed_and_offsets_never_move_back() -> None:
+    connector = Connector.objects.create(name="m", config={**BASE})
+    now = timezone.now()
+    later = ledger.record_transaction(
+        connector.pk, epoch=3, started_at=now, ranges=[ledger.PartitionRange("orders", 0, 10, 20, 10)], size=1000
+    )
+    # A fenced runner's last transaction, entered late: it did commit, so it is in the ledger, but the
+    # partition's offset stays where the later one left it.
+    earlier = ledger.record_transaction(
+        connector.pk,
+        epoch=2,
+        started_at=now,
+        ranges=[ledger.PartitionRange("orders", 0, 0, 10, 10), ledger.PartitionRange("orders", 1, 0, 5, 5)],
+        size=1500,
+    )
+    assert later.state == earlier.state == CommitState.COMMITTED
+    assert (earlier.records, earlier.bytes, earlier.offsets()) == (15, 1500, {"orders/0": [0, 10], "orders/1": [0, 5]})
+    assert ledger.committed_offsets(connector.pk) == {("orders", 0): 20, ("orders", 1): 5}
+    # A task's start (or the offsets API) sets them from the target group, the truth: back as well as forth.
+    ledger.set_offsets(connector.pk, {("orders", 0): 0, ("orders", 2): 7})
+    assert ledger.committed_offsets(connector.pk) == {("orders", 0): 0, ("orders", 1): 5, ("orders", 2): 7}

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from connectors.actions.errors import LedgerConflict, NotStopped, StaleEpoch
@@ -401,9 +401,13 @@ def record_transaction(
             bytes=size,
         )
         _add_partitions(commit, ranges)
+        # Only this transaction's partitions are locked: the connector's other tasks enter theirs meanwhile.
+        mine = Q()
+        for r in ranges:
+            mine |= Q(topic=r.topic, partition=r.partition)
         rows = {
             (row.topic, row.partition): row
-            for row in PartitionOffset.objects.select_for_update().filter(connector_id=connector_id)
+            for row in PartitionOffset.objects.select_for_update().filter(mine, connector_id=connector_id)
         }
         for r in ranges:
             row = rows.get(r.key)

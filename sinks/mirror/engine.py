@@ -24,7 +24,6 @@ with the source's partition count (and its topic configs, with
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import signal
@@ -45,6 +44,21 @@ log = logging.getLogger(__name__)
 
 class Fenced(Exception):
     """A newer incarnation of this task took over its transactional id: this one must stop."""
+
+
+class OutcomeUnknown(Exception):
+    """A transaction could be neither confirmed nor aborted (the target cluster stalled through every retry).
+
+    Rewinding to the target's offsets now could copy its records again if it
+    commits later, so this runner ends instead: the next runner of the task
+    calls ``init_transactions``, which completes or aborts it before the
+    resume points are read.
+    """
+
+
+# How many times a transaction's offsets or commit are retried in place on a retriable error (each waits
+# up to 30 s) before the runner gives up (OutcomeUnknown).
+TRANSACTION_RETRIES = 5
 
 
 FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
@@ -144,6 +158,7 @@ class MirrorTask:
         # The next source offset of each partition, as the target holds it: where the next transaction starts.
         self.positions: dict[tuple[str, int], int] = {}
         self._listed_at = 0.0
+        self._stale = False  # the consumer's positions are past a batch that did not commit
 
     # Starting.
 
@@ -170,6 +185,14 @@ class MirrorTask:
             self._assign(added)
             self.partitions.extend(added)
             log.info("%s task %d: mirroring %d partitions", self.connector, self.task_index, len(self.partitions))
+
+    def _rewind(self) -> None:
+        """Seek every partition back to the target's offsets (after a batch that did not commit)."""
+        points = self._resume_points(self.partitions)
+        self.source.incremental_unassign([TopicPartition(t, p) for t, p in self.partitions])
+        self.source.incremental_assign(points)
+        self.positions.update({(p.topic, p.partition): p.offset for p in points})
+        self._stale = False
 
     def _assign(self, partitions: list[tuple[str, int]]) -> None:
         points = self._resume_points(partitions)
@@ -258,6 +281,8 @@ class MirrorTask:
 
     def step(self) -> int:
         """Copy one batch (up to the commit interval's worth, or max-records); how many records."""
+        if self._stale:
+            self._rewind()
         self.refresh()
         deadline = time.monotonic() + self.settings.commit_interval_ms / 1000
         batch: list[Any] = []
@@ -288,9 +313,9 @@ class MirrorTask:
             if error.code() in FENCED_CODES:
                 raise Fenced(f"{self.connector} task {self.task_index}: fenced by a newer incarnation") from exc
             # Start again from what the target holds: nothing of this batch is there (or, at
-            # least once, the batch is copied again).
-            self.source.incremental_unassign([TopicPartition(t, p) for t, p in self.partitions])
-            self._assign(self.partitions)
+            # least once, the batch is copied again). At the next step, so that a target that
+            # cannot be asked now leaves the task to retry, not without partitions.
+            self._stale = True
             raise
         self.copied += len(batch)
         self.transactions += 1
@@ -323,15 +348,44 @@ class MirrorTask:
         try:
             self._produce(batch)
             failpoint("mirror.in_transaction")  # (a test's task dies here: records sent, the transaction open)
-            self.producer.send_offsets_to_transaction(offsets, self.offsets.consumer_group_metadata(), 30)
+            group = self.offsets.consumer_group_metadata()
+            self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, group, 30))
             failpoint("mirror.before_commit")  # (a test's task freezes here: a zombie in the making)
-            self.producer.commit_transaction(30)
         except KafkaException as exc:
-            if not exc.args[0].fatal():
-                # Nothing of the batch becomes visible; the task starts again from the target's offsets.
-                with contextlib.suppress(KafkaException):
-                    self.producer.abort_transaction(30)
+            self._abort(exc)
             raise
+        self._retrying(lambda: self.producer.commit_transaction(30))
+
+    def _retrying(self, call: Callable[[], None]) -> None:
+        """Call a transactional step, again on a retriable error (librdkafka's contract: the same call is
+        repeated, never an abort in its place, since a commit that timed out may still complete)."""
+        for _ in range(TRANSACTION_RETRIES):
+            try:
+                call()
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() or error.txn_requires_abort() or not error.retriable():
+                    self._abort(exc)
+                    raise
+                log.warning("%s task %d: %s; retrying", self.connector, self.task_index, error.str())
+        raise OutcomeUnknown(
+            f"{self.connector} task {self.task_index}: the target cluster did not confirm a transaction in "
+            f"{TRANSACTION_RETRIES} tries; the task's next runner settles it before resuming"
+        )
+
+    def _abort(self, cause: KafkaException) -> None:
+        """Abort the open transaction after ``cause``: nothing of the batch becomes visible, and the task
+        starts again from the target's offsets. (A fatal error, a fence, leaves nothing to abort.)"""
+        if cause.args[0].fatal():
+            return
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as exc:
+            raise OutcomeUnknown(
+                f"{self.connector} task {self.task_index}: a failed transaction could not be aborted ({cause}); "
+                "the task's next runner settles it before resuming"
+            ) from exc
 
     def _produce(self, batch: list[Any]) -> None:
         failed: list[KafkaError] = []
@@ -426,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     except Fenced as exc:
         log.warning("%s", exc)
         return 3
+    except OutcomeUnknown as exc:
+        log.error("%s", exc)
+        return 4
     return 0
 
 

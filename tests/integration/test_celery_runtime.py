@@ -35,6 +35,10 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.integration.test_files_sink import assert_files_hold_each_record_once, files_config
+from tests.integration.test_mirror_connector import caught_up as mirror_caught_up
+from tests.integration.test_mirror_connector import seed as mirror_seed
+from tests.integration.test_mirror_engine import assert_mirrored_exactly_once
+from tests.integration.test_mirror_engine import source_records as mirror_records
 from workers.supervisor import Supervisor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -160,6 +164,52 @@ def test_a_files_connector_survives_its_worker_killed_with_every_record_in_one_f
     wait_until(caught_up("files-failover", produced), 240, "the survivor to take over and catch up")
     assert all(w.startswith("survivor@") for w in workers_of("files-failover"))
     assert_files_hold_each_record_once(tmp_path, topic_name, produced, kafka_bootstrap)
+
+
+def test_a_mirror_survives_its_worker_killed_with_every_record_copied_once(
+    cluster: Cluster, noida_bootstrap: str, noida_target_bootstrap: str, topic_name: str
+) -> None:
+    # The Kafka mirror on real Celery workers: its worker SIGKILLed while records keep coming (transactions
+    # open), its tasks taken over by another worker, which fences the dead runners' transactional ids and
+    # resumes from the target group's offsets.
+    doomed = cluster.add_worker("doomed")
+    topics = [topic_name]
+    ends = mirror_seed(noida_bootstrap, topics, 600)
+    actions.create_connector(
+        "mirror-failover",
+        {
+            "connector.class": "mirror",
+            "tasks.max": "2",
+            "source.cluster.alias": "east",
+            "source.cluster.bootstrap.servers": noida_bootstrap,
+            "target.cluster.bootstrap.servers": noida_target_bootstrap,
+            "topics": topic_name,
+            "sinkadmin.commit.interval-ms": "200",
+            "sinkadmin.commit.max-records": "100",
+        },
+    )
+    wait_until(lambda: mirror_caught_up(noida_target_bootstrap, "mirror-failover", ends), 180, "the first worker")
+    cluster.add_worker("survivor")
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        first = 600
+        while not stop.is_set():
+            ends.update(mirror_records(noida_bootstrap, topic_name, 100, start=first))
+            first += 100
+            time.sleep(0.3)
+
+    producer = threading.Thread(target=keep_producing)
+    producer.start()
+    time.sleep(3)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(10)
+    time.sleep(4)
+    stop.set()
+    producer.join()
+    wait_until(lambda: mirror_caught_up(noida_target_bootstrap, "mirror-failover", ends), 240, "the survivor")
+    assert workers_of("mirror-failover") and all(w.startswith("survivor@") for w in workers_of("mirror-failover"))
+    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
 
 
 def test_pause_resume_stop_restart_and_delete(cluster: Cluster, kafka_bootstrap: str, topic_name: str) -> None:

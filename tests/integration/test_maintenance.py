@@ -222,8 +222,11 @@ def test_a_thousand_small_files_are_compacted_while_the_connector_commits(
     assert_exact("compacting", kafka_bootstrap, ends, seeded)
 
     shown = operator_api.get("/api/connect/connectors/compacting/maintenance").json()["runs"]
-    assert shown[0]["table"] == TABLE and shown[0]["outcome"] == "SUCCEEDED"
-    assert any(r["rewritten_files"] >= SEEDED_FILES for r in shown)
+    compaction = next(r for r in shown if r["rewritten_files"] >= SEEDED_FILES)
+    assert compaction["table"] == TABLE and compaction["outcome"] == "SUCCEEDED"
+    # A later run may have been cut by the connector's stop at the end of the block (CI met one): it is
+    # recorded as interrupted, never left as running.
+    assert {r["outcome"] for r in shown} <= {"SUCCEEDED", "INTERRUPTED"}
     page = signed_in.get(reverse("connector-detail", args=["compacting"])).content.decode()
     assert "Table maintenance" in page and f"{run.rewritten_files:,}" in page
 

@@ -7,7 +7,11 @@ topic, a config change), and after the offsets API moves the target group's offs
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -19,9 +23,11 @@ from rest_framework.test import APIClient
 
 from connectors.api.status import State, connector_status
 from connectors.models import Commit, CommitPartition, CommitState, Connector, CoordinatorStatus, PartitionOffset
+from connectors.ui.connection_check import check_connection
 from connectors.ui.figures import connectors_for_summary, summarize
 from connectors.ui.health import Health
 from sinks.mirror.engine import group_id
+from tests.conftest import free_port, serving
 from tests.integration.helpers import create_topic, wait_until
 from tests.integration.test_mirror_engine import (
     PARTITIONS,
@@ -204,3 +210,54 @@ def test_the_offsets_api_moves_the_target_group_of_a_stopped_mirror(
     origin = read_partitions(noida_bootstrap, topics[:1])
     for (topic, partition), records in origin.items():
         assert copies[(f"east.{topic}", partition)] == records + records
+
+
+def test_a_target_cluster_that_stalls_and_restarts_mid_run_loses_and_duplicates_nothing(
+    noida_bootstrap: str, topics: list[str], operator_api: APIClient, tmp_path: Path
+) -> None:
+    """The target broker frozen (SIGSTOP) for several commit intervals, then killed and started again on its
+    data, while records keep coming: the tasks' failed transactions are aborted or fenced, the tasks are
+    retried (or restarted by the supervisor) from the target group's offsets, and every record is there once."""
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    argv = ["noida-db", "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(tmp_path / "target")]
+    name = f"mirror-{topics[0]}"
+    ends = seed(noida_bootstrap, topics, 1000)
+    create_mirror(operator_api, name, noida_bootstrap, target, "|".join(topics))
+    with serving("noida-db-stalled", argv, port) as first, runtime_in_threads():
+        wait_until(lambda: any(v > 0 for v in target_offsets(target, name, sorted(ends)).values()), 120, "a start")
+        os.killpg(first.pid, signal.SIGSTOP)
+        for topic in topics:
+            ends.update(source_records(noida_bootstrap, topic, 300, start=1000))
+        time.sleep(8)
+        os.killpg(first.pid, signal.SIGCONT)
+        wait_until(lambda: caught_up(target, name, ends), 120, "the mirror after the stall")
+
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(30)
+        for topic in topics:
+            ends.update(source_records(noida_bootstrap, topic, 300, start=1300))
+        time.sleep(3)
+        with serving("noida-db-restarted", argv, port):
+            wait_until(lambda: caught_up(target, name, ends), 180, "the mirror after the restart")
+            assert_mirrored_exactly_once(noida_bootstrap, target, topics)
+
+
+def test_test_connection_reaches_the_source_topics_and_the_target_cluster(
+    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+) -> None:
+    seed(noida_bootstrap, topics[:1], 10)
+    config = {
+        "connector.class": "mirror",
+        "source.cluster.bootstrap.servers": noida_bootstrap,
+        "target.cluster.bootstrap.servers": noida_target_bootstrap,
+        "topics": f"{topics[0]},{topics[1]}",
+    }
+    results = {r.name: (r.status, r.detail) for r in check_connection(config)}
+    assert results["Kafka brokers"] == ("ok", f"1 broker(s) answered at {noida_bootstrap}")
+    assert results["Topics"] == ("error", f"missing: {topics[1]}")
+    assert results["Target cluster"][0] == "ok"
+    assert noida_target_bootstrap in results["Target cluster"][1]
+
+    unreachable = {**config, "target.cluster.bootstrap.servers": f"127.0.0.1:{free_port()}"}
+    assert {r.name: r.status for r in check_connection(unreachable)}["Store"] == "error"

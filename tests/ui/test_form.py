@@ -346,3 +346,29 @@ def test_the_hudi_sink_form_is_built_from_its_own_keys(alice: Client) -> None:
     assert "log files" in error_box(create("MERGE_ON_READ").content.decode(), "hoodie.table.type")
     assert create("COPY_ON_WRITE").status_code == 302
     assert Connector.objects.get(name="hudi-sink").config["target.base.path"] == "/data/lake/orders"
+
+
+def test_the_mirror_form_is_built_from_its_own_keys_and_its_page_has_no_coordinator(alice: Client) -> None:
+    html = alice.get(reverse("connector-create") + "?plugin=mirror").content.decode()
+    for key in ("source.cluster.bootstrap.servers", "target.cluster.bootstrap.servers", "transaction.producer"):
+        assert f'name="cfg:{key}"' in html, key
+    assert 'name="cfg:value.converter"' not in html and 'name="cfg:iceberg.control.topic"' not in html
+
+    def create(policy: str) -> HttpResponse:
+        form = {
+            "name": "east-to-west",
+            "initial_state": "PAUSED",
+            "cfg:connector.class": "mirror",
+            "cfg:topics": "orders",
+            "cfg:source.cluster.bootstrap.servers": "east:9092",
+            "cfg:target.cluster.bootstrap.servers": "east:9092",
+            "cfg:replication.policy.class": policy,
+        }
+        return alice.post(reverse("connector-create"), form)
+
+    refused = error_box(create("IdentityReplicationPolicy").content.decode(), "replication.policy.class")
+    assert "would write each topic into itself" in refused
+    assert create("DefaultReplicationPolicy").status_code == 302
+    page = alice.get(reverse("connector-detail", args=["east-to-west"])).content.decode()
+    assert "Transactions" in page and "sinkadmin-mirror-east-to-west" in page and "No coordinator" in page
+    assert "target (east:9092)" in page  # where it writes

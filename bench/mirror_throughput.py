@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""The Kafka mirror's throughput against a bare consume-and-produce loop on the same two brokers, same run.
+
+Starts two noida-db brokers (source and target: the brokers the mirror's tests use, since they hide
+aborted transactions), produces N records (~1 KB, a key and two headers each) over P partitions on the
+source, and copies them to the target:
+
+- bare loop: one confluent-kafka consumer and one producer in this process, no transactions and no
+  offsets, flushed at the end: the ceiling of copying with these clients;
+- the mirror as users run it: the product as ``make run`` starts it (``manage.py runstack``), the connector
+  created through its REST API and hosted by its Celery worker; once with ``transaction.producer=true``
+  (exactly once) and once with ``false`` (at least once).
+
+The mirror's clock runs from its first transaction's start (the ledger's started_at) to the moment the
+target group holds the source's end offsets; the bare loop's from its first fetch to its flush. Prints and
+writes to bench/results/mirror_throughput.json: records/s, the ratio to the bare loop, transactions and
+records per transaction, and the worker's CPU seconds per million records.
+
+    .venv/bin/python bench/mirror_throughput.py [--records 200000] [--partitions 8] [--tasks 2]
+        [--interval-ms 1000] [--max-records 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sinkadmin.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+from bench.sink_throughput import Product, ensure_services, usage, write_result  # noqa: E402
+from connectors.models import Commit  # noqa: E402
+from sinkadmin.services import port_open  # noqa: E402
+from sinks.mirror.engine import group_id  # noqa: E402
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def noida(data: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "noida-db"),
+            "start",
+            "--only",
+            "kafka",
+            "--kafka-port",
+            str(port),
+            "--data-dir",
+            str(data),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not port_open("127.0.0.1", port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("noida-db did not start")
+        time.sleep(0.1)
+    return process, f"127.0.0.1:{port}"
+
+
+def produce(bootstrap: str, topic: str, records: int, partitions: int) -> dict[tuple[str, int], int]:
+    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    ends: dict[tuple[str, int], int] = {}
+
+    def delivered(err, msg):
+        if err is None:
+            key = (msg.topic(), msg.partition())
+            ends[key] = max(ends.get(key, 0), msg.offset() + 1)
+
+    value = b"x" * 1000
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value=value,
+                    key=str(i).encode(),
+                    headers=[("trace", str(i).encode()), ("origin", b"bench")],
+                    partition=i % partitions,
+                    on_delivery=delivered,
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(120)
+    return ends
+
+
+def bare_loop(source: str, target: str, topic: str, ends: dict[tuple[str, int], int]) -> float:
+    """Consume every record and produce it to the target, no transactions; records/s."""
+    consumer = Consumer(
+        {"bootstrap.servers": source, "group.id": f"bare-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
+    producer = Producer({"bootstrap.servers": target, "linger.ms": 5, "enable.idempotence": True})
+    copy = f"bare-{topic}"
+    partitions = max(p for _, p in ends) + 1
+    AdminClient({"bootstrap.servers": target}).create_topics([NewTopic(copy, partitions, 1)])[copy].result(30)
+    total, copied, started = sum(ends.values()), 0, None
+    while copied < total:
+        for message in consumer.consume(1000, 1.0):
+            if message.error() is not None:
+                continue
+            started = started or time.perf_counter()
+            while True:
+                try:
+                    producer.produce(
+                        copy,
+                        value=message.value(),
+                        key=message.key(),
+                        headers=message.headers(),
+                        partition=message.partition(),
+                        timestamp=message.timestamp()[1],
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            copied += 1
+    producer.flush(120)
+    seconds = time.perf_counter() - (started or time.perf_counter())
+    consumer.close()
+    return total / seconds
+
+
+def target_offsets(target: str, name: str, ends: dict[tuple[str, int], int]) -> int:
+    group = Consumer({"bootstrap.servers": target, "group.id": group_id(name), "enable.auto.commit": False})
+    try:
+        found = group.committed([TopicPartition(f"east.{t}", p) for t, p in ends], timeout=10)
+    finally:
+        group.close()
+    return sum(max(0, c.offset) for c in found)
+
+
+def run_mirror(
+    product: Product, args: argparse.Namespace, source: str, target: str, topic: str, ends: dict, exactly_once: bool
+) -> dict:
+    name = f"bench-mirror-{'eos' if exactly_once else 'alo'}-{uuid.uuid4().hex[:6]}"
+    config = {
+        "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector",
+        "tasks.max": str(args.tasks),
+        "source.cluster.alias": "east",
+        "source.cluster.bootstrap.servers": source,
+        "target.cluster.bootstrap.servers": target,
+        "topics": topic,
+        "transaction.producer": "true" if exactly_once else "false",
+        "sinkadmin.commit.interval-ms": str(args.interval_ms),
+        "sinkadmin.commit.max-records": str(args.max_records),
+    }
+    worker = product.worker()
+    cpu_before = usage(worker).cpu_seconds
+    product.api("POST", "connectors", {"name": name, "config": config})
+    total = sum(ends.values())
+    deadline = time.monotonic() + 1800
+    while target_offsets(target, name, ends) < total:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name} did not catch up in 30 minutes")
+        time.sleep(0.5)
+    done_at = time.time()
+    cpu = usage(worker).cpu_seconds - cpu_before
+    product.api("DELETE", f"connectors/{name}")
+    transactions = list(Commit.objects.filter(connector_name=name).values_list("started_at", "records"))
+    first = min(started for started, _ in transactions).timestamp()
+    seconds = done_at - first
+    return {
+        "mode": "exactly once (transaction.producer=true)" if exactly_once else "at least once (false)",
+        "records_per_s": round(total / seconds),
+        "seconds": round(seconds, 2),
+        "transactions": len(transactions),
+        "mean_records_per_transaction": round(sum(r for _, r in transactions) / max(1, len(transactions))),
+        "worker_cpu_seconds_per_million_records": round(cpu * 1e6 / total, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--interval-ms", type=int, default=1_000)
+    parser.add_argument("--max-records", type=int, default=10_000)
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "mirror_throughput.json"))
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    services = ensure_services()
+    data = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
+    (source_broker, source), (target_broker, target) = noida(data / "source"), noida(data / "target")
+    product = None
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        print(f"producing {args.records} records over {args.partitions} partitions...", flush=True)
+        ends = produce(source, topic, args.records, args.partitions)
+        bare = bare_loop(source, target, topic, ends)
+        print(f"bare consume-and-produce loop: {bare:,.0f} records/s", flush=True)
+        product = Product()
+        runs = []
+        for exactly_once in (True, False):
+            run = run_mirror(product, args, source, target, topic, ends, exactly_once)
+            run["ratio_to_bare_loop"] = round(run["records_per_s"] / bare, 3)
+            print(json.dumps(run), flush=True)
+            runs.append(run)
+        write_result(
+            args.output,
+            {
+                "records": args.records,
+                "partitions": args.partitions,
+                "tasks": args.tasks,
+                "interval_ms": args.interval_ms,
+                "max_records": args.max_records,
+                "bare_loop_records_per_s": round(bare),
+                "mirror_through_make_run": runs,
+            },
+        )
+    finally:
+        if product is not None:
+            product.stop()
+        for broker in (source_broker, target_broker):
+            os.killpg(broker.pid, 15)
+            broker.wait(30)
+        for service in services:
+            service.stop()
+
+
+if __name__ == "__main__":
+    main()
