@@ -43,6 +43,7 @@ bench: services
 	$(PY) bench/spark_decoding.py
 	$(PY) bench/sink_throughput.py
 	$(PY) bench/maintenance.py
+	$(PY) bench/mirror_throughput.py
 
 clean:
 	rm -rf $(VENV) var staticfiles
