@@ -36,6 +36,7 @@ from tests.integration.test_mirror_engine import (
     source_records,
 )
 from tests.ui.conftest import runtime_in_threads
+from tests.ui.test_metrics import basic, scrape, value
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -157,6 +158,16 @@ def test_a_mirror_connector_copies_once_under_the_runtime_and_follows_new_topics
         wait_until(lambda: summary_lag() == 0, 60, "no lag on a healthy connector")
         page = signed_in.get(reverse("connector-detail", args=[name])).content.decode()
         assert "Transactions" in page and group_id(name) in page
+        # Prometheus sees the mirror as the table sinks: lag per partition, records committed, tasks running.
+        families = scrape(Client(), basic("operator", "pw-operator-1234"))
+        lags = [s for s in families["sinkadmin_partition_lag_records"] if s.labels["connector"] == name]
+        assert len(lags) == len(ends) and all(s.value == 0 for s in lags)
+        records = value(
+            families["sinkadmin_connector_committed_records"],
+            "sinkadmin_connector_committed_records_total",
+            connector=name,
+        )
+        assert records == sum(ends.values())
         assert crashes == []
 
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, everything)
