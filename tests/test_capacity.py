@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, PartitionMetadata, TopicMetadata
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
@@ -171,3 +171,29 @@ def test_the_api_and_the_list_page_show_each_worker_with_its_used_and_free_slots
     Worker.objects.all().delete()
     assert api.get("/api/connect/workers").json() == {"workers": [], "slots": 0, "held": 0, "free": 0}
     assert "No connectors worker is running" in client.get(reverse("connector-list")).content.decode()
+
+
+def test_a_broker_that_cannot_be_listed_is_asked_once_per_step_and_every_connector_says_so(settings: object) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.KAFKA_BOOTSTRAP_SERVERS = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
+    advertise(8)
+    for name in ("a", "b"):
+        connector(name)
+    workers = Workers()
+    asked: list[str] = []
+
+    class Counting(Supervisor):
+        def _admin(self, bootstrap: str | None = None, client: dict[str, str] | None = None) -> AdminClient:
+            asked.append(bootstrap or "default")
+            return super()._admin(bootstrap, client)
+
+    report = Counting(start_coordinator=workers.coordinator, start_task=workers.task).step()
+    assert report.coordinators_started == [] and workers.started == []
+    assert asked == ["default"]  # one listing for both connectors, not one each
+    for name in ("a", "b"):
+        (warning,) = Connector.objects.get(name=name).source_warnings
+        assert warning.startswith("cannot list its topics:")

@@ -57,11 +57,17 @@ class Supervisor:
         if connectors:
             # One metadata request serves every connector on the default cluster; it is made only if one
             # reads from it (a mirror reads its own source cluster).
-            listed: list[ClusterMetadata] = []
+            # A failure is kept too: each connector then says it, without waiting for the broker again.
+            listed: list[ClusterMetadata | Exception] = []
 
             def metadata() -> ClusterMetadata:
                 if not listed:
-                    listed.append(self._admin().list_topics(timeout=10))
+                    try:
+                        listed.append(self._admin().list_topics(timeout=10))
+                    except Exception as exc:
+                        listed.append(exc)
+                if isinstance(listed[0], Exception):
+                    raise listed[0]
                 return listed[0]
 
             room = runtime_state.room()
