@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -124,16 +124,23 @@ def test_killing_a_worker_moves_its_tasks_and_every_record_lands_once(
 
 
 def kill_while_producing(
-    doomed: subprocess.Popen[bytes], bootstrap: str, topic: str, ends: dict[tuple[str, int], int], start: int
+    doomed: subprocess.Popen[bytes],
+    bootstrap: str,
+    topic: str,
+    ends: dict[tuple[str, int], int],
+    start: int,
+    batch: Callable[[int], dict[tuple[str, int], int]] | None = None,
 ) -> dict[tuple[str, int], int]:
-    """SIGKILL a worker while records keep coming (ids from ``start``); the topic's ends after."""
+    """SIGKILL a worker while records keep coming (ids from ``start``, 100 at a time: JSON records, or
+    what ``batch(first id)`` produces); the topic's ends after."""
     stop = threading.Event()
     produced: dict[tuple[str, int], int] = dict(ends)
+    more = batch or (lambda first: produce(bootstrap, topic, json_records(first, 100), 4))
 
     def keep_producing() -> None:
         first = start
         while not stop.is_set():
-            produced.update(produce(bootstrap, topic, json_records(first, 100), 4))
+            produced.update(more(first))
             first += 100
             time.sleep(0.3)
 
@@ -190,23 +197,14 @@ def test_a_mirror_survives_its_worker_killed_with_every_record_copied_once(
     )
     wait_until(lambda: mirror_caught_up(noida_target_bootstrap, "mirror-failover", ends), 180, "the first worker")
     cluster.add_worker("survivor")
-    stop = threading.Event()
-
-    def keep_producing() -> None:
-        first = 600
-        while not stop.is_set():
-            ends.update(mirror_records(noida_bootstrap, topic_name, 100, start=first))
-            first += 100
-            time.sleep(0.3)
-
-    producer = threading.Thread(target=keep_producing)
-    producer.start()
-    time.sleep(3)
-    doomed.send_signal(signal.SIGKILL)
-    doomed.wait(10)
-    time.sleep(4)
-    stop.set()
-    producer.join()
+    ends = kill_while_producing(
+        doomed,
+        noida_bootstrap,
+        topic_name,
+        ends,
+        start=600,
+        batch=lambda first: mirror_records(noida_bootstrap, topic_name, 100, start=first),
+    )
     wait_until(lambda: mirror_caught_up(noida_target_bootstrap, "mirror-failover", ends), 240, "the survivor")
     assert workers_of("mirror-failover") and all(w.startswith("survivor@") for w in workers_of("mirror-failover"))
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
