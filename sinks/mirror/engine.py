@@ -80,6 +80,36 @@ def group_id(connector: str) -> str:
     return f"sinkadmin-mirror-{connector}"
 
 
+def target_group(connector: str, settings: MirrorSettings) -> Consumer:
+    """A client of the mirror's group on the target cluster (it never joins the group: it reads and
+    commits its offsets)."""
+    return Consumer(
+        {
+            "bootstrap.servers": settings.target_bootstrap,
+            **settings.target_client,
+            "group.id": group_id(connector),
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def committed_offsets(
+    group: Consumer, settings: MirrorSettings, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """The next source offset of each partition that the target group holds one for (keyed by the replica
+    topic's partitions there)."""
+    if not partitions:
+        return {}
+    found = group.committed([TopicPartition(settings.target_topic(t), p) for t, p in partitions], timeout=30)
+    offsets = {}
+    for (topic, partition), committed in zip(partitions, found, strict=True):
+        if committed.error is not None:
+            raise KafkaException(committed.error)
+        if committed.offset >= 0:
+            offsets[(topic, partition)] = committed.offset
+    return offsets
+
+
 def transactional_id(connector: str, task_index: int) -> str:
     return f"sinkadmin-mirror-{connector}-{task_index}"
 
@@ -137,14 +167,7 @@ class MirrorTask:
             }
         )
         # The group on the target cluster: its committed offsets are where the task resumes.
-        self.offsets = Consumer(
-            {
-                "bootstrap.servers": s.target_bootstrap,
-                **s.target_client,
-                "group.id": group_id(self.connector),
-                "enable.auto.commit": False,
-            }
-        )
+        self.offsets = target_group(self.connector, s)
         producer: dict[str, Any] = {
             "bootstrap.servers": s.target_bootstrap,
             **s.target_client,
@@ -182,36 +205,31 @@ class MirrorTask:
         mine = self.assignment if self.assignment is not None else assigned(counts, self.task_index, self.tasks)
         added = [tp for tp in mine if tp not in self.partitions]
         if added:
-            self._assign(added)
+            self._assign(self._resume_points(added))
             self.partitions.extend(added)
             log.info("%s task %d: mirroring %d partitions", self.connector, self.task_index, len(self.partitions))
 
     def _rewind(self) -> None:
         """Seek every partition back to the target's offsets (after a batch that did not commit)."""
-        points = self._resume_points(self.partitions)
+        points = self._resume_points(self.partitions)  # (first: a target that cannot be asked changes nothing)
         self.source.incremental_unassign([TopicPartition(t, p) for t, p in self.partitions])
-        self.source.incremental_assign(points)
-        self.positions.update({(p.topic, p.partition): p.offset for p in points})
+        self._assign(points)
         self._stale = False
 
-    def _assign(self, partitions: list[tuple[str, int]]) -> None:
-        points = self._resume_points(partitions)
+    def _assign(self, points: list[TopicPartition]) -> None:
         self.source.incremental_assign(points)
         self.positions.update({(p.topic, p.partition): p.offset for p in points})
 
     def _resume_points(self, partitions: list[tuple[str, int]]) -> list[TopicPartition]:
         """Each partition's next source offset, from the target cluster's group (the truth)."""
-        target = [TopicPartition(self.settings.target_topic(t), p) for t, p in partitions]
-        committed = self.offsets.committed(target, timeout=30)
+        committed = committed_offsets(self.offsets, self.settings, partitions)
         points = []
-        for (topic, partition), found in zip(partitions, committed, strict=True):
-            if found.error is not None:
-                raise KafkaException(found.error)
+        for topic, partition in partitions:
             # No offset yet: the log's start or end, as consumer.auto.offset.reset says, asked for
             # explicitly (never the source cluster's own committed offsets, which OFFSET_INVALID
             # would make the consumer look up: they are not the truth).
-            start = found.offset
-            if start < 0:
+            start = committed.get((topic, partition))
+            if start is None:
                 low, high = self._watermarks(topic, partition)
                 start = high if self.settings.auto_offset_reset == "latest" else low
             points.append(TopicPartition(topic, partition, start))

@@ -8,25 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from connectors.config import SinkConfig
-from sinks.mirror.engine import group_id, source_partitions
+from sinks.mirror.engine import committed_offsets, group_id, source_partitions, target_group
 from sinks.mirror.settings import MirrorSettings
 
 TP = tuple[str, int]
-
-
-def _group(name: str, settings: MirrorSettings) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": settings.target_bootstrap,
-            **settings.target_client,
-            "group.id": group_id(name),
-            "enable.auto.commit": False,
-        }
-    )
 
 
 def read_offsets(name: str, config: SinkConfig) -> dict[TP, int]:
@@ -34,24 +23,11 @@ def read_offsets(name: str, config: SinkConfig) -> dict[TP, int]:
     settings: MirrorSettings = config.settings
     source = AdminClient({"bootstrap.servers": settings.source_bootstrap, **settings.source_client})
     wanted = [(t, p) for t, count in source_partitions(source, settings).items() for p in range(count)]
-    return _committed(name, settings, wanted)
-
-
-def _committed(name: str, settings: MirrorSettings, partitions: list[TP]) -> dict[TP, int]:
-    if not partitions:
-        return {}
-    group = _group(name, settings)
+    group = target_group(name, settings)
     try:
-        found = group.committed([TopicPartition(settings.target_topic(t), p) for t, p in partitions], timeout=30)
+        return committed_offsets(group, settings, wanted)
     finally:
         group.close()
-    offsets = {}
-    for (topic, partition), committed in zip(partitions, found, strict=True):
-        if committed.error is not None:
-            raise KafkaException(committed.error)
-        if committed.offset >= 0:
-            offsets[(topic, partition)] = committed.offset
-    return offsets
 
 
 def alter_offsets(name: str, config: SinkConfig, changes: Iterable[tuple[str, int, int | None]] | None) -> None:
@@ -80,7 +56,7 @@ def alter_offsets(name: str, config: SinkConfig, changes: Iterable[tuple[str, in
                 if "GROUP_ID_NOT_FOUND" not in str(exc):
                     raise
     if kept:
-        group = _group(name, settings)
+        group = target_group(name, settings)
         try:
             group.commit(
                 offsets=[TopicPartition(settings.target_topic(t), p, o) for (t, p), o in kept.items()],

@@ -53,7 +53,7 @@ def run_task(
     heartbeat: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> None:
     """Mirror ``partitions`` until ``stop()``, or until ``heartbeat(status)`` says to stop (None)."""
-    from connectors.models import Connector  # (Django's apps are ready by the time a task runs)
+    from connectors.models import Connector, DesiredState  # (Django's apps are ready by the time a task runs)
 
     connector = Connector.objects.get(name=name)
     config = SinkConfig.parse(connector.config)
@@ -79,14 +79,14 @@ def run_task(
         on_commit=entered,
     )
     last_beat = 0.0
-    desired: list[str | None] = ["RUNNING"]
+    desired: str | None = DesiredState.RUNNING
 
     def stopping() -> bool:
-        nonlocal last_beat
+        nonlocal last_beat, desired
         if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
             last_beat = time.monotonic()
-            desired[0] = heartbeat(partition_status(task))
-        return stop() or desired[0] is None
+            desired = heartbeat(partition_status(task))
+        return stop() or desired is None
 
     def started(task: MirrorTask) -> None:
         # The target's offsets are the truth: the ledger shows them from the start, so lag is measured from
@@ -95,7 +95,7 @@ def run_task(
         log.info("%s: mirror task %d started with %d partitions", name, task_index, len(task.partitions))
 
     try:
-        task.run(stopping, paused=lambda: desired[0] == "PAUSED", on_start=started)
+        task.run(stopping, paused=lambda: desired == DesiredState.PAUSED, on_start=started)
     except Fenced as exc:
         # A newer runner of this task (or the supervisor, moving its partitions) took over: nothing of this
         # runner's open transaction commits, and the newer one resumes from the target's offsets.

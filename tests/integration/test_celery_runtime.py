@@ -35,9 +35,9 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.integration.test_files_sink import assert_files_hold_each_record_once, files_config
-from tests.integration.test_mirror_connector import caught_up as mirror_caught_up
-from tests.integration.test_mirror_connector import seed as mirror_seed
 from tests.integration.test_mirror_engine import assert_mirrored_exactly_once
+from tests.integration.test_mirror_engine import caught_up as mirror_caught_up
+from tests.integration.test_mirror_engine import setup as mirror_seed
 from tests.integration.test_mirror_engine import source_records as mirror_records
 from workers.supervisor import Supervisor
 

@@ -10,11 +10,9 @@ import itertools
 import os
 import signal
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
@@ -32,8 +30,11 @@ from tests.integration.helpers import create_topic, wait_until
 from tests.integration.test_mirror_engine import (
     PARTITIONS,
     assert_mirrored_exactly_once,
+    caught_up,
     read_partitions,
+    setup,
     source_records,
+    target_offsets,
 )
 from tests.ui.conftest import runtime_in_threads
 from tests.ui.test_metrics import basic, scrape, value
@@ -41,12 +42,6 @@ from tests.ui.test_metrics import basic, scrape, value
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 CONNECTORS = "/api/connect/connectors"
-
-
-@pytest.fixture
-def topics() -> list[str]:
-    run = uuid.uuid4().hex[:8]
-    return [f"orders-{run}", f"payments-{run}"]
 
 
 def create_mirror(api: APIClient, name: str, source: str, target: str, regex: str, **overrides: str) -> None:
@@ -63,14 +58,6 @@ def create_mirror(api: APIClient, name: str, source: str, target: str, regex: st
     }
     response = api.post(CONNECTORS, {"name": name, "config": config}, format="json")
     assert response.status_code == 201, response.json()
-
-
-def seed(source: str, topics: list[str], count: int) -> dict[tuple[str, int], int]:
-    ends: dict[tuple[str, int], int] = {}
-    for topic in topics:
-        create_topic(source, topic, PARTITIONS)
-        ends.update(source_records(source, topic, count))
-    return ends
 
 
 def ledger_matches(name: str, ends: dict[tuple[str, int], int]) -> None:
@@ -93,19 +80,6 @@ def ledger_matches(name: str, ends: dict[tuple[str, int], int]) -> None:
         assert offset.next_offset == end
 
 
-def target_offsets(target: str, name: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    group = Consumer({"bootstrap.servers": target, "group.id": group_id(name), "enable.auto.commit": False})
-    try:
-        found = group.committed([TopicPartition(f"east.{t}", p) for t, p in partitions], timeout=10)
-    finally:
-        group.close()
-    return {(t, p): c.offset for (t, p), c in zip(partitions, found, strict=True)}
-
-
-def caught_up(target: str, name: str, ends: dict[tuple[str, int], int]) -> bool:
-    return target_offsets(target, name, sorted(ends)) == ends
-
-
 def test_a_mirror_connector_copies_once_under_the_runtime_and_follows_new_topics_and_config_changes(
     noida_bootstrap: str,
     noida_target_bootstrap: str,
@@ -114,7 +88,7 @@ def test_a_mirror_connector_copies_once_under_the_runtime_and_follows_new_topics
     signed_in: Client,
 ) -> None:
     name = f"mirror-{topics[0]}"
-    ends = seed(noida_bootstrap, topics, 1000)
+    ends = setup(noida_bootstrap, topics, 1000)
     create_mirror(operator_api, name, noida_bootstrap, noida_target_bootstrap, f".*-{topics[0].split('-')[1]}")
     with runtime_in_threads() as crashes:
         wait_until(lambda: caught_up(noida_target_bootstrap, name, ends), 120, "the mirror")
@@ -188,7 +162,7 @@ def test_the_offsets_api_moves_the_target_group_of_a_stopped_mirror(
     noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str], operator_api: APIClient
 ) -> None:
     name = f"mirror-{topics[0]}"
-    ends = seed(noida_bootstrap, topics[:1], 300)
+    ends = setup(noida_bootstrap, topics[:1], 300)
     create_mirror(operator_api, name, noida_bootstrap, noida_target_bootstrap, topics[0], **{"tasks.max": "1"})
     with runtime_in_threads():
         wait_until(lambda: caught_up(noida_target_bootstrap, name, ends), 120, "the mirror")
@@ -233,7 +207,7 @@ def test_a_target_cluster_that_stalls_and_restarts_mid_run_loses_and_duplicates_
     target = f"127.0.0.1:{port}"
     argv = ["noida-db", "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(tmp_path / "target")]
     name = f"mirror-{topics[0]}"
-    ends = seed(noida_bootstrap, topics, 1000)
+    ends = setup(noida_bootstrap, topics, 1000)
     create_mirror(operator_api, name, noida_bootstrap, target, "|".join(topics))
     with serving("noida-db-stalled", argv, port) as first, runtime_in_threads():
         wait_until(lambda: any(v > 0 for v in target_offsets(target, name, sorted(ends)).values()), 120, "a start")
@@ -257,7 +231,7 @@ def test_a_target_cluster_that_stalls_and_restarts_mid_run_loses_and_duplicates_
 def test_test_connection_reaches_the_source_topics_and_the_target_cluster(
     noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
 ) -> None:
-    seed(noida_bootstrap, topics[:1], 10)
+    setup(noida_bootstrap, topics[:1], 10)
     config = {
         "connector.class": "mirror",
         "source.cluster.bootstrap.servers": noida_bootstrap,

@@ -81,18 +81,19 @@ def read_partitions(bootstrap: str, topics: list[str], seconds: float = 4.0) -> 
     return found
 
 
-def mirrored(source: str, target: str, topics: list[str], ends: dict[tuple[str, int], int]) -> bool:
-    """The target group's offsets reached the source's ends."""
-    group = Consumer({"bootstrap.servers": target, "group.id": group_id_of(topics), "enable.auto.commit": False})
+def target_offsets(target: str, connector: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The mirror's group's offsets on the target, by source partition (-1001: none committed)."""
+    group = Consumer({"bootstrap.servers": target, "group.id": group_id(connector), "enable.auto.commit": False})
     try:
-        committed = group.committed([TopicPartition(f"east.{t}", p) for t, p in ends], timeout=10)
+        found = group.committed([TopicPartition(f"east.{t}", p) for t, p in partitions], timeout=10)
     finally:
         group.close()
-    return all(c.offset == ends[(t, p)] for c, (t, p) in zip(committed, ends, strict=True))
+    return {(t, p): c.offset for (t, p), c in zip(partitions, found, strict=True)}
 
 
-def group_id_of(topics: list[str]) -> str:
-    return group_id(connector_of(topics))
+def caught_up(target: str, connector: str, ends: dict[tuple[str, int], int]) -> bool:
+    """The target group's offsets reached the source's ends."""
+    return target_offsets(target, connector, sorted(ends)) == ends
 
 
 def connector_of(topics: list[str]) -> str:
@@ -135,24 +136,16 @@ def task_process(config: dict[str, str], connector: str, failpoints: str = "") -
 
 
 @contextmanager
-def successor_caught_up(
-    config: dict[str, str], connector: str, topics: list[str], ends: dict[tuple[str, int], int]
-) -> Iterator[None]:
+def successor_caught_up(config: dict[str, str], connector: str, ends: dict[tuple[str, int], int]) -> Iterator[None]:
     """A task process that replaces a dead or frozen one, running until the mirror has caught up (and the block ran)."""
     successor = task_process(config, connector)
-    source, target = config["source.cluster.bootstrap.servers"], config["target.cluster.bootstrap.servers"]
+    target = config["target.cluster.bootstrap.servers"]
     try:
-        wait_until(lambda: mirrored(source, target, topics, ends), 120, "the successor to catch up")
+        wait_until(lambda: caught_up(target, connector, ends), 120, "the successor to catch up")
         yield
     finally:
         successor.terminate()
         successor.wait(60)
-
-
-@pytest.fixture
-def topics() -> list[str]:
-    run = uuid.uuid4().hex[:8]
-    return [f"orders-{run}", f"payments-{run}"]
 
 
 def setup(source: str, topics: list[str], count: int) -> dict[tuple[str, int], int]:
@@ -169,9 +162,7 @@ def test_records_are_mirrored_once_in_order_with_keys_headers_and_timestamps(
     ends = setup(noida_bootstrap, topics, 1200)
     config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
     with running(config, connector_of(topics)):
-        wait_until(
-            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the mirror to catch up"
-        )
+        wait_until(lambda: caught_up(noida_target_bootstrap, connector_of(topics), ends), 120, "the mirror to catch up")
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
     replicas = AdminClient({"bootstrap.servers": noida_target_bootstrap}).list_topics(timeout=10).topics
     assert all(len(replicas[f"east.{t}"].partitions) == PARTITIONS for t in topics)
@@ -185,7 +176,7 @@ def test_a_task_killed_mid_transaction_leaves_nothing_of_it_and_its_successor_re
     connector = connector_of(topics)
     doomed = task_process(config, connector, failpoints="mirror.in_transaction=kill")
     assert doomed.wait(120) == -signal.SIGKILL
-    with successor_caught_up(config, connector, topics, ends):
+    with successor_caught_up(config, connector, ends):
         pass
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
 
@@ -198,7 +189,7 @@ def test_a_zombie_task_is_fenced_and_commits_nothing(
     connector = connector_of(topics)
     zombie = task_process(config, connector, failpoints="mirror.before_commit=stop")
     wait_until(lambda: _stopped(zombie), 120, "the first task to freeze before its commit")
-    with successor_caught_up(config, connector, topics, ends):
+    with successor_caught_up(config, connector, ends):
         zombie.send_signal(signal.SIGCONT)
         assert zombie.wait(60) == 3, "the zombie was not fenced"
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
@@ -214,7 +205,7 @@ def test_at_least_once_loses_nothing_and_copies_a_cut_batch_twice(
     connector = connector_of(topics)
     doomed = task_process(config, connector, failpoints="mirror.before_commit=kill")
     assert doomed.wait(120) == -signal.SIGKILL
-    with successor_caught_up(config, connector, topics, ends):
+    with successor_caught_up(config, connector, ends):
         pass
     origin = read_partitions(noida_bootstrap, topics)
     copies = read_partitions(noida_target_bootstrap, [f"east.{t}" for t in topics])
@@ -235,7 +226,7 @@ def test_new_topics_and_partitions_are_followed(
     ends = source_records(noida_bootstrap, first, 400)
     config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
     with running(config, connector_of(topics)):
-        wait_until(lambda: mirrored(noida_bootstrap, noida_target_bootstrap, [first], ends), 120, "the first topic")
+        wait_until(lambda: caught_up(noida_target_bootstrap, connector_of(topics), ends), 120, "the first topic")
         create_topic(noida_bootstrap, later, PARTITIONS)
         ends.update(source_records(noida_bootstrap, later, 400))
         admin = AdminClient({"bootstrap.servers": noida_bootstrap})
@@ -247,7 +238,7 @@ def test_new_topics_and_partitions_are_followed(
             ends[(first, partition)] = 50
         grown.flush(30)
         wait_until(
-            lambda: mirrored(noida_bootstrap, noida_target_bootstrap, topics, ends), 120, "the new topic and partitions"
+            lambda: caught_up(noida_target_bootstrap, connector_of(topics), ends), 120, "the new topic and partitions"
         )
     assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
 
