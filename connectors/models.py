@@ -332,7 +332,7 @@ class MaintenanceRun(models.Model):
     added_files = models.IntegerField(default=0)
     added_bytes = models.BigIntegerField(default=0)
     replace_snapshot_id = models.BigIntegerField(null=True, blank=True)
-    # Expiry: snapshots removed, and the files that only they referenced.
+    # Expiry: snapshots removed, and the files that only they referenced (Hudi: old file slices cleaned).
     expired_snapshots = models.IntegerField(default=0)
     expired_files = models.IntegerField(default=0)
     # Orphans: unreferenced files older than the window.

@@ -21,11 +21,24 @@ def committer(connector: str, config: SinkConfig) -> Any:
 
 def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig, committer: Any) -> Any:
     """Table maintenance beside the sink, when the config asks for it."""
+    from workers.maintenance import IcebergTables, SparkRewriter
     from workers.runtime import start_maintainer
 
     if not config.maintenance.enabled:
         return None
-    return start_maintainer(connector, connector_id, epoch, config, lambda: committer.catalog)
+    return start_maintainer(
+        connector,
+        connector_id,
+        epoch,
+        config,
+        lambda ledger: IcebergTables(
+            config.maintenance,
+            lambda: [t.name for t in config.tables],
+            lambda: committer.catalog,
+            SparkRewriter(),
+            ledger,
+        ),
+    )
 
 
 def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:

@@ -695,6 +695,48 @@ class TableMaintenance:
 # --- the connector's maintenance thread ---------------------------------------------------
 
 
+class MaintainedTables(Protocol):
+    """What a sink's maintenance does to its tables, run by the connector's ``Maintainer``."""
+
+    def existing(self) -> list[str]:
+        """The connector's tables that exist now (one not yet created has nothing to maintain)."""
+        ...
+
+    def maintain(self, table: str, run_id: int, turns: BetweenCommits) -> None:
+        """One run on one table, its figures recorded under ``run_id``; timeline or snapshot commits go
+        through ``turns``. Raises when a step failed (``Stopped`` when the coordinator stops)."""
+        ...
+
+
+class IcebergTables:
+    """The Iceberg sink's tables: compaction, snapshot expiry, orphan removal (``TableMaintenance``)."""
+
+    def __init__(
+        self,
+        config: MaintenanceConfig,
+        tables: Callable[[], list[str]],
+        catalog: Callable[[], Catalog],
+        rewriter: Rewriter,
+        ledger: MaintenanceLedger,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.tables = tables
+        self.catalog = catalog
+        self.rewriter = rewriter
+        self.ledger = ledger
+        self.clock = clock
+
+    def existing(self) -> list[str]:
+        catalog = self.catalog()
+        return [name for name in self.tables() if catalog.table_exists(name)]
+
+    def maintain(self, table: str, run_id: int, turns: BetweenCommits) -> None:
+        TableMaintenance(
+            self.config, self.catalog(), table, self.rewriter, turns, self.ledger, run_id, self.clock
+        ).run()
+
+
 class Maintainer:
     """Maintains a connector's tables every interval, in a thread beside its coordinator.
 
@@ -706,19 +748,14 @@ class Maintainer:
         self,
         connector: str,
         config: MaintenanceConfig,
-        tables: Callable[[], list[str]],
-        catalog: Callable[[], Catalog],
-        rewriter: Rewriter,
+        tables: MaintainedTables,
         ledger: MaintenanceLedger,
         last_run: float | None,
         release: Callable[[], None] = lambda: None,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self.connector = connector
         self.config = config
         self.tables = tables
-        self.catalog = catalog
-        self.rewriter = rewriter
         self.ledger = ledger
         self.queue = BetweenCommits()
         interval = config.interval_ms / 1000
@@ -733,7 +770,6 @@ class Maintainer:
         # through the hour between runs (Postgres's connections are the
         # limit to watch with many runners).
         self.release = release
-        self.clock = clock
         self.runs = 0
         self._thread = threading.Thread(target=self._loop, name=f"maintenance-{connector}", daemon=True)
 
@@ -767,17 +803,12 @@ class Maintainer:
 
     def run_once(self) -> None:
         """Maintain each table once; a table's failure is recorded and the next one goes on."""
-        catalog = self.catalog()
-        for name in self.tables():
+        for name in self.tables.existing():
             if self.queue.stopped.is_set():
                 return
-            if not catalog.table_exists(name):
-                continue  # (not created yet: nothing to maintain)
             run_id = self.ledger.start(name)
             try:
-                TableMaintenance(
-                    self.config, catalog, name, self.rewriter, self.queue, self.ledger, run_id, self.clock
-                ).run()
+                self.tables.maintain(name, run_id, self.queue)
             except Stopped:
                 self.ledger.interrupted(run_id)
                 return

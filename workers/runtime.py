@@ -67,7 +67,7 @@ from workers.kafka import (
     resolve_partitions,
     source_consumer_config,
 )
-from workers.maintenance import Maintainer, SparkRewriter
+from workers.maintenance import MaintainedTables, Maintainer, MaintenanceLedger
 from workers.participant import TaskRunner
 from workers.participant import TaskState as ParticipantState
 from workers.schema_registry import RegistryUnavailable
@@ -350,18 +350,22 @@ def _connection_released() -> Iterator[None]:
 
 
 def start_maintainer(
-    name: str, connector_id: int, epoch: int, config: SinkConfig, catalog: Callable[[], Any]
+    name: str,
+    connector_id: int,
+    epoch: int,
+    config: SinkConfig,
+    tables: Callable[[MaintenanceLedger], MaintainedTables],
 ) -> Maintainer:
-    """The connector's maintenance thread (workers.maintenance), started; runs a predecessor left are marked interrupted."""
+    """The connector's maintenance thread (workers.maintenance) over the sink's ``tables(ledger)``,
+    started; runs a predecessor left are marked interrupted."""
     maintenance_actions.interrupt_maintenance(connector_id, epoch)
     last = maintenance_actions.last_maintenance(connector_id)
+    ledger = DjangoMaintenanceLedger(connector_id, epoch)
     maintainer = Maintainer(
         name,
         config.maintenance,
-        tables=lambda: [t.name for t in config.tables],
-        catalog=catalog,
-        rewriter=SparkRewriter(),
-        ledger=DjangoMaintenanceLedger(connector_id, epoch),
+        tables(ledger),
+        ledger=ledger,
         last_run=last.timestamp() if last is not None else None,
         release=connections.close_all,  # (the maintenance thread's own connections)
     )

@@ -337,7 +337,10 @@ class MaintenanceRunSerializer(serializers.Serializer):  # type: ignore[type-arg
     added_bytes = serializers.IntegerField()
     replace_snapshot_id = serializers.IntegerField(allow_null=True, help_text="The compaction's REPLACE snapshot.")
     expired_snapshots = serializers.IntegerField()
-    expired_files = serializers.IntegerField(help_text="Files only the expired snapshots referenced, deleted.")
+    expired_files = serializers.IntegerField(
+        help_text="Files no retained snapshot reads, deleted: of expired snapshots (Iceberg), old file slices "
+        "cleaned (Hudi).",
+    )
     orphan_files = serializers.IntegerField(help_text="Unreferenced files older than the window, deleted.")
     removed_bytes = serializers.IntegerField(help_text="Bytes of the deleted files.")
     error = serializers.CharField(allow_blank=True)

@@ -113,9 +113,9 @@ class Plugin:
     # ``destinations(config) -> [str]``: where the sink writes (tables, a directory), as
     # the list and detail pages show and search it. Read from the stored config alone.
     destinations: str = ""
-    # Whether its runtime maintains what it writes (the Iceberg sink's compaction,
-    # expiry and orphan removal): the detail page shows the runs only then.
-    maintained: bool = False
+    # What its runtime's table maintenance does (the Iceberg sink's compaction, expiry
+    # and orphan removal), as the detail page says above the runs; empty: none, no runs shown.
+    maintenance: str = ""
     # ``source(config) -> SourceCluster``: the cluster the sink's topics are read from, when it
     # is not the product's own (the mirror's source cluster).
     source: str = ""
@@ -686,7 +686,7 @@ ICEBERG = Plugin(
     "table and commit, with schema evolution, partitioning, routing and table maintenance.",
     check="connectors.config.validation:check_iceberg",
     destinations="connectors.config.definitions:iceberg_tables",
-    maintained=True,
+    maintenance="Compaction by Spark, snapshot expiry and orphan removal, between the sink's commits.",
     runtime="workers.iceberg_sink",
 )
 

@@ -79,7 +79,7 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
         "task_rows": [(task, statuses.get(task.task_index)) for task in tasks],
         "failed_tasks": [t for t in tasks if t.error_message or t.error_trace],
         "recent_commits": list(ledger(name).order_by("-started_at")[:RECENT_COMMITS]),
-        "maintained": plugin is not None and plugin.maintained,
+        "maintenance": plugin.maintenance if plugin is not None else "",
         "coordinated": plugin is None or plugin.coordinated,
         "maintenance_runs": list(connector.maintenance_runs.order_by("-started_at", "-id")[:RECENT_MAINTENANCE_RUNS]),
         "source": _source(connector),

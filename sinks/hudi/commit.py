@@ -51,8 +51,6 @@ from sinks.hudi.table import (
     WriteStat,
     bucket_file_id,
     bucket_of,
-    instant_after,
-    instant_time,
     new_file_id,
 )
 from sinks.hudi.writer import BUCKET, incoming_root
@@ -306,10 +304,7 @@ class HudiCommitter:
             if prepared.prepared_at_ms is not None
             else datetime.now(UTC)
         )
-        instant = instant_time(moment)
-        on_timeline = table.instants()
-        # (A clock behind the timeline's: the next instant after it, as the timeline must grow.)
-        return instant if not on_timeline or instant > on_timeline[-1] else instant_after(on_timeline[-1])
+        return table.next_instant(moment)
 
     def _offsets(self, table: HudiTable, completed: list[str], prepared: PreparedCommit) -> dict[str, dict[str, int]]:
         """Every partition's next offset after this commit: the last commit's, moved on by this one's."""

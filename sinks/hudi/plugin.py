@@ -20,7 +20,13 @@ from connectors.config.definitions import (
 _G_TABLES = "Tables"
 _G_STORAGE = "Storage"
 _G_COMMIT = "Commit control"
+_G_SERVICES = "Table maintenance"
 OPERATIONS = ("upsert", "insert", "bulk_insert")
+# Hudi's cleaning policies (HoodieCleaningPolicy), as sinks/hudi/cleaning.py plans them.
+KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
+CLEANER_POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS)
 
 HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
@@ -203,6 +209,73 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
         minimum=100,
         order=3,
     ),
+    ConfigKey(
+        "sinkadmin.maintenance.enabled",
+        KeyType.BOOLEAN,
+        "Run Hudi's table services beside the sink, in the coordinator (sinks/hudi/cleaning.py): cleaning of old "
+        "file slices by hoodie.cleaner.policy. Each run is recorded and shown with the connector.",
+        _G_SERVICES,
+        default="true",
+        order=1,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.interval-ms",
+        KeyType.LONG,
+        "Time between table service runs, from the end of one to the start of the next. (Hudi cleans after "
+        "every commit: here the old slices of at most one interval wait for the next run.)",
+        _G_SERVICES,
+        default="3600000",
+        minimum=1000,
+        order=2,
+    ),
+    ConfigKey(
+        "hoodie.clean.automatic",
+        KeyType.BOOLEAN,
+        "Clean old file slices at each table service run: each commit that rewrites a file group leaves its "
+        "previous slice behind until cleaning deletes it.",
+        _G_SERVICES,
+        default="true",
+        order=3,
+    ),
+    ConfigKey(
+        "hoodie.cleaner.policy",
+        KeyType.STRING,
+        "Which slices cleaning keeps. KEEP_LATEST_COMMITS: every slice the latest "
+        "hoodie.cleaner.commits.retained commits read (queries and time travel within them). "
+        "KEEP_LATEST_BY_HOURS: the same over hoodie.cleaner.hours.retained hours. KEEP_LATEST_FILE_VERSIONS: "
+        "the hoodie.cleaner.fileversions.retained newest slices of each file group.",
+        _G_SERVICES,
+        default=KEEP_LATEST_COMMITS,
+        choices=CLEANER_POLICIES,
+        order=4,
+    ),
+    ConfigKey(
+        "hoodie.cleaner.commits.retained",
+        KeyType.INT,
+        "KEEP_LATEST_COMMITS: the commits whose view of the table stays readable.",
+        _G_SERVICES,
+        default="10",
+        minimum=1,
+        order=5,
+    ),
+    ConfigKey(
+        "hoodie.cleaner.hours.retained",
+        KeyType.INT,
+        "KEEP_LATEST_BY_HOURS: the hours of commits whose view of the table stays readable.",
+        _G_SERVICES,
+        default="24",
+        minimum=1,
+        order=6,
+    ),
+    ConfigKey(
+        "hoodie.cleaner.fileversions.retained",
+        KeyType.INT,
+        "KEEP_LATEST_FILE_VERSIONS: slices kept per file group, the newest first.",
+        _G_SERVICES,
+        default="3",
+        minimum=1,
+        order=7,
+    ),
 )
 
 # Hudi's own names of two keys (its write configs), accepted as the same keys.
@@ -235,5 +308,6 @@ HUDI = Plugin(
     parse="sinks.hudi.settings:HudiSettings.parse",
     probe="sinks.hudi.settings:probe",
     destinations="sinks.hudi.settings:destinations",
+    maintenance="Cleaning of old file slices (hoodie.cleaner.policy), its instants on the table's timeline.",
     runtime="sinks.hudi.runtime",
 )

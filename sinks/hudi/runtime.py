@@ -3,6 +3,8 @@ the commits its timeline holds (for rebuilding a lost ledger)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from connectors.config import SinkConfig
 from sinks.hudi.commit import HudiCommitter, recovered_commits
 from sinks.hudi.writer import HudiWriter
@@ -16,4 +18,14 @@ def committer(connector: str, config: SinkConfig) -> HudiCommitter:
     return HudiCommitter(connector, config)
 
 
-__all__ = ["committer", "recovered_commits", "writer"]
+def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig, committer: HudiCommitter) -> Any:
+    """Hudi's table services beside the sink (cleaning), when the config asks for them."""
+    from sinks.hudi.cleaning import HudiTables
+    from workers.runtime import start_maintainer
+
+    if not config.maintenance.enabled or not config.settings.cleaner.automatic:
+        return None
+    return start_maintainer(connector, connector_id, epoch, config, lambda ledger: HudiTables(config.settings, ledger))
+
+
+__all__ = ["committer", "maintainer", "recovered_commits", "writer"]

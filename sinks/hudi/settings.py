@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from sinks.hudi.plugin import HUDI, SYNONYMS
+from sinks.hudi.plugin import HUDI, KEEP_LATEST_COMMITS, SYNONYMS
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -113,6 +113,17 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
 
 
 @dataclass(frozen=True)
+class CleanerConfig:
+    """``hoodie.clean.automatic`` and the cleaner's policy keys (Hudi's names and defaults)."""
+
+    automatic: bool = True
+    policy: str = KEEP_LATEST_COMMITS
+    commits_retained: int = 10
+    file_versions_retained: int = 3
+    hours_retained: int = 24
+
+
+@dataclass(frozen=True)
 class HudiSettings:
     base_path: str
     table_name: str
@@ -127,6 +138,7 @@ class HudiSettings:
     num_buckets: int
     max_file_size: int
     small_file_limit: int
+    cleaner: CleanerConfig
 
     @property
     def upsert(self) -> bool:
@@ -168,6 +180,13 @@ class HudiSettings:
             num_buckets=int(_get(raw, "hoodie.bucket.index.num.buckets")),
             max_file_size=int(_get(raw, "hoodie.parquet.max.file.size")),
             small_file_limit=int(_get(raw, "hoodie.parquet.small.file.limit")),
+            cleaner=CleanerConfig(
+                automatic=_get(raw, "hoodie.clean.automatic").lower() == "true",
+                policy=_get(raw, "hoodie.cleaner.policy").upper(),
+                commits_retained=int(_get(raw, "hoodie.cleaner.commits.retained")),
+                file_versions_retained=int(_get(raw, "hoodie.cleaner.fileversions.retained")),
+                hours_retained=int(_get(raw, "hoodie.cleaner.hours.retained")),
+            ),
         )
 
 

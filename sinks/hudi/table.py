@@ -67,6 +67,47 @@ KAFKA_OFFSETS_KEY = "kafka.commit.offsets"
 CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
 
 
+# Timeline actions and states (HoodieTimeline's names).
+COMMIT = "commit"
+CLEAN = "clean"
+REPLACE_COMMIT = "replacecommit"
+REQUESTED = "requested"
+INFLIGHT = "inflight"
+COMPLETED = "completed"
+
+
+@dataclass(frozen=True, order=True)
+class TimelineEntry:
+    """One file of the timeline: ``<instant>.<action>[.requested|.inflight]`` (a commit in flight is
+    ``<instant>.inflight``, timeline layout 1)."""
+
+    instant: str
+    action: str
+    state: str
+
+    @property
+    def file_name(self) -> str:
+        if self.state == COMPLETED:
+            return f"{self.instant}.{self.action}"
+        if self.action == COMMIT and self.state == INFLIGHT:
+            return f"{self.instant}.inflight"
+        return f"{self.instant}.{self.action}.{self.state}"
+
+
+def parse_timeline_name(name: str) -> TimelineEntry | None:
+    instant, _, rest = name.partition(".")
+    if not instant.isdigit() or not rest:
+        return None
+    parts = rest.split(".")
+    if parts == [INFLIGHT]:
+        return TimelineEntry(instant, COMMIT, INFLIGHT)
+    if len(parts) == 1:
+        return TimelineEntry(instant, parts[0], COMPLETED)
+    if len(parts) == 2 and parts[1] in (REQUESTED, INFLIGHT):
+        return TimelineEntry(instant, parts[0], parts[1])
+    return None  # (a checksum, a temporary file: not an entry)
+
+
 @dataclass(frozen=True)
 class HudiTableSpec:
     """What ``hoodie.properties`` says of a table, in the Hudi Kafka Connect sink's terms."""
@@ -264,20 +305,41 @@ class HudiTable:
 
     # The timeline.
 
-    def _timeline_names(self) -> list[str]:
-        return [
-            i.base_name
+    def timeline(self) -> list[TimelineEntry]:
+        """Every entry of the active timeline, oldest instant first."""
+        found = [
+            parse_timeline_name(i.base_name)
             for i in self._list(f"{self.base}/{HOODIE}")
-            if i.type == pafs.FileType.File and i.base_name[:1].isdigit()
+            if i.type == pafs.FileType.File
         ]
+        return sorted(e for e in found if e is not None)
 
-    def completed(self) -> list[str]:
-        """Completed commit instants, oldest first."""
-        return sorted(n.removesuffix(".commit") for n in self._timeline_names() if n.endswith(".commit"))
+    def _timeline_names(self) -> list[str]:
+        return [e.file_name for e in self.timeline()]
 
-    def instants(self) -> list[str]:
-        """Every instant on the timeline, completed or not, oldest first."""
-        return sorted({n.split(".", 1)[0] for n in self._timeline_names()})
+    def completed(self, action: str = COMMIT) -> list[str]:
+        """Completed instants of ``action`` (the sink's commits, unless told), oldest first."""
+        return [e.instant for e in self.timeline() if e.action == action and e.state == COMPLETED]
+
+    def instants(self, action: str | None = None) -> list[str]:
+        """Instants on the timeline, completed or not, of ``action`` (None: of every action), oldest first."""
+        return sorted({e.instant for e in self.timeline() if action is None or e.action == action})
+
+    def write_entry(self, instant: str, action: str, state: str, data: bytes) -> None:
+        """A timeline entry, written aside and renamed: a reader never meets half of one."""
+        _write_atomically(self.fs, f"{self.base}/{HOODIE}/{TimelineEntry(instant, action, state).file_name}", data)
+
+    def read_entry(self, instant: str, action: str, state: str) -> bytes:
+        with self.fs.open_input_stream(f"{self.base}/{HOODIE}/{TimelineEntry(instant, action, state).file_name}") as f:
+            data: bytes = f.read()
+        return data
+
+    def next_instant(self, moment: datetime | None = None) -> str:
+        """The instant of ``moment`` (now), or the millisecond after the newest instant on the timeline
+        if the clock is behind it: the timeline only grows, whatever the action."""
+        instant = instant_time(moment)
+        on_timeline = self.instants()
+        return instant if not on_timeline or instant > on_timeline[-1] else instant_after(on_timeline[-1])
 
     def commit_metadata(self, instant: str, completed: bool = True) -> dict[str, Any]:
         """An instant's HoodieCommitMetadata: its ``.commit``, or (``completed=False``) its ``.inflight``."""
@@ -291,7 +353,7 @@ class HudiTable:
         ``newest`` instants: a commit is looked for right after the one before it."""
         completed = set(self.completed())
         names = set(self._timeline_names())
-        for instant in reversed(self.instants()[-newest:]):
+        for instant in reversed(self.instants(COMMIT)[-newest:]):
             done = instant in completed
             if not done and f"{instant}.inflight" not in names:
                 continue
@@ -346,7 +408,8 @@ class HudiTable:
         """Remove the base files and timeline entries of instants that never completed (a writer
         died mid-commit), except ``keep`` (instants being written now). Returns the instants removed."""
         completed = set(self.completed())
-        undone = sorted(set(self.instants()) - completed - set(keep))
+        # (Only the sink's commits: a clean in flight is the cleaner's to finish.)
+        undone = sorted(set(self.instants(COMMIT)) - completed - set(keep))
         if not undone:
             return []
         doomed = set(undone)

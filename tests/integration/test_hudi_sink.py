@@ -18,8 +18,9 @@ from hudi import HudiReadOptions, HudiTableBuilder
 
 from connectors import actions
 from connectors.config import SinkConfig
-from connectors.models import Commit, CommitState
-from sinks.hudi.table import COMMIT_ID_KEY, HudiTable, parse_properties
+from connectors.models import Commit, CommitState, MaintenanceOutcome, MaintenanceRun
+from sinks.hudi.cleaning import HudiCleaner
+from sinks.hudi.table import CLEAN, COMMIT, COMMIT_ID_KEY, HudiTable, parse_base_file, parse_properties
 from tests.integration.helpers import (
     caught_up,
     changes,
@@ -101,7 +102,7 @@ def assert_timeline_matches_ledger(name: str, base: Path) -> None:
     assert sorted(by_instant) == completed
     for instant in completed:
         assert table.commit_metadata(instant)["extraMetadata"][COMMIT_ID_KEY] == by_instant[instant]
-    assert table.instants() == completed, "an instant is left in flight"
+    assert table.instants(COMMIT) == completed, "an instant is left in flight"
     names = {p.name for p in base.rglob("*.parquet") if ".hoodie" not in p.parts}
     assert all(n.removesuffix(".parquet").split("_")[2] in completed for n in names)
 
@@ -193,3 +194,81 @@ def test_a_zombie_coordinator_cannot_complete_a_commit_twice(
     assert zombie.wait(120) == 0
     assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
     assert_timeline_matches_ledger(name, base)
+
+
+def test_cleaning_beside_the_sink_deletes_old_slices_and_a_clean_killed_half_way_is_finished(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """Upserts rewrite each file group every commit; the coordinator cleans every second, keeping two
+    commits, and is SIGKILLed in the middle of its first clean's deletions. Its successor finishes that
+    clean from the plan on the timeline and goes on cleaning while the sink commits: the table equals
+    the model of the topic, every instant the ledger's, and no file group keeps slices the policy drops."""
+    name = "hudi-clean"
+    base = tmp_path / "orders"
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    config = hudi_config(
+        topic_name,
+        base,
+        **{
+            "sinkadmin.commit.interval-ms": "1000",
+            "sinkadmin.maintenance.interval-ms": "1000",
+            "hoodie.cleaner.commits.retained": "2",
+            "hoodie.bucket.index.num.buckets": "1",
+        },
+    )
+    actions.create_connector(name, config)
+    procs.task(name)
+    doomed = procs.coordinator(name, failpoints="hudi.cleaning=kill")
+    ends: dict[tuple[str, int], int] = {}
+    for wave in range(12):
+        ends = produce(kafka_bootstrap, topic_name, changes(400, 100, PARTITIONS, seed=wave), PARTITIONS)
+        committed = caught_up(name, ends)
+        wait_until(lambda c=committed: doomed.poll() is not None or c(), 120, "a commit of the wave")
+        if doomed.poll() is not None:
+            break
+    assert doomed.wait(60) == -signal.SIGKILL, "the coordinator never reached a clean's deletions"
+    table = HudiTable(pafs.LocalFileSystem(), str(base), SinkConfig.parse(config).settings.spec())
+    (pending,) = table.instants(CLEAN)
+    assert table.completed(CLEAN) == [], "the clean was killed before it completed"
+    keys = [r["id"] for r in read(base)]
+    assert len(keys) == len(set(keys)), "a reader saw a key twice in the middle of a clean"
+
+    procs.coordinator(name)
+    for wave in range(12, 16):
+        ends = produce(kafka_bootstrap, topic_name, changes(400, 100, PARTITIONS, seed=wave), PARTITIONS)
+        wait_until(caught_up(name, ends), 120, "the new coordinator to commit the wave")
+    wait_until(
+        lambda: (
+            MaintenanceRun.objects.filter(
+                connector_name=name, outcome=MaintenanceOutcome.SUCCEEDED, expired_files__gt=0
+            ).exists()
+            and len(table.completed(CLEAN)) >= 2
+        ),
+        60,
+        "the killed clean to be finished and another to run",
+    )
+    procs.stop_all()
+
+    assert pending in table.completed(CLEAN)
+    assert MaintenanceRun.objects.filter(connector_name=name, outcome=MaintenanceOutcome.INTERRUPTED).exists()
+    assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
+    assert_timeline_matches_ledger(name, base)
+    # What the policy keeps, and no more: a last clean of the stopped table (which first finishes one
+    # the stop may have cut) leaves each file group its slices of the two retained commits and the last
+    # one before them.
+    HudiCleaner(table, SinkConfig.parse(config).settings.cleaner, _Immediately()).run()
+    assert table.instants(CLEAN) == table.completed(CLEAN), "a clean is left pending"
+    slices: dict[str, int] = {}
+    for path in base.rglob("*.parquet"):
+        parsed = parse_base_file(path.name)
+        if ".hoodie" not in path.parts and parsed is not None:
+            slices[f"{path.parent.name}/{parsed[0]}"] = slices.get(f"{path.parent.name}/{parsed[0]}", 0) + 1
+    assert slices and max(slices.values()) <= 3
+    assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
+
+
+class _Immediately:
+    """Turns of a coordinator that is not running (the connector is stopped): work runs at once."""
+
+    def run(self, work: Any) -> Any:
+        return work()

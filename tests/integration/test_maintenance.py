@@ -45,7 +45,7 @@ from tests.integration.helpers import (
     topic_ids,
     wait_until,
 )
-from workers.maintenance import PROP_MAINTENANCE_RUN, BetweenCommits, Maintainer, SparkRewriter
+from workers.maintenance import PROP_MAINTENANCE_RUN, BetweenCommits, IcebergTables, Maintainer, SparkRewriter
 from workers.runtime import DjangoMaintenanceLedger
 from workers.tables import (
     PROP_CONNECTOR,
@@ -312,16 +312,11 @@ def maintain(name: str, clock: float, rewriter: Any = None, **keys: str) -> Main
     connector = Connector.objects.get(name=name)
     config = SinkConfig.parse({**connector.config, **keys})
     with catalog_for(config) as catalog:
-        maintainer = Maintainer(
-            name,
-            config.maintenance,
-            tables=lambda: [TABLE],
-            catalog=lambda: catalog,
-            rewriter=rewriter or SparkRewriter(),
-            ledger=DjangoMaintenanceLedger(connector.pk, connector.coordinator_epoch),
-            last_run=None,
-            clock=lambda: clock,
+        ledger = DjangoMaintenanceLedger(connector.pk, connector.coordinator_epoch)
+        tables = IcebergTables(
+            config.maintenance, lambda: [TABLE], lambda: catalog, rewriter or SparkRewriter(), ledger, lambda: clock
         )
+        maintainer = Maintainer(name, config.maintenance, tables, ledger=ledger, last_run=None)
         stop = threading.Event()
         thread = pump(maintainer.queue, stop)
         try:
