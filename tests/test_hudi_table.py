@@ -152,11 +152,17 @@ def test_a_commit_that_never_completed_is_invisible_and_rolled_back(table: HudiT
     table.start(dead, {})
     write(table, dead, "region=eu", rows({"id": 1, "region": "eu", "ts": 9, "note": "never committed"}))
     assert read(tmp_path / "orders")[1]["note"] == "committed"
+    # Still unread once a later commit completed: hudi-rs takes base files of completed instants,
+    # not every file up to the newest one.
+    later = commit(
+        table, T0 + timedelta(seconds=1, milliseconds=500), rows({"id": 3, "region": "us", "ts": 1, "note": "later"})
+    )
+    assert later > dead and read(tmp_path / "orders")[1]["note"] == "committed"
     assert table.roll_back() == [dead]
     assert not [p for p in (tmp_path / "orders").rglob(f"*{dead}*")]
     # The next commit builds on the last completed version, not on the dead one's.
     commit(table, T0 + timedelta(seconds=2), rows({"id": 2, "region": "eu", "ts": 1, "note": "next"}))
-    assert {k: r["note"] for k, r in read(tmp_path / "orders").items()} == {1: "committed", 2: "next"}
+    assert {k: r["note"] for k, r in read(tmp_path / "orders").items()} == {1: "committed", 2: "next", 3: "later"}
 
 
 def test_a_table_reopened_with_another_record_key_is_refused(table: HudiTable, tmp_path: Path) -> None:

@@ -382,6 +382,10 @@ class MaintenanceLedger(Protocol):
 
     def interrupted(self, run_id: int) -> None: ...
 
+    def current(self) -> bool:
+        """Whether the coordinator whose runs these are still holds the connector (not superseded)."""
+        ...
+
     def protected_files(self, tables: Iterable[str]) -> set[str]:
         """Files prepared commits will add to ``tables``: never orphans, however old."""
         ...

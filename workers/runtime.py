@@ -336,6 +336,10 @@ class DjangoMaintenanceLedger:
                 run_id, MaintenanceOutcome.INTERRUPTED, "the coordinator stopped before the run ended"
             )
 
+    def current(self) -> bool:
+        with _connection_released():
+            return Connector.objects.filter(pk=self.connector_id, coordinator_epoch=self.epoch).exists()
+
     def protected_files(self, tables: Iterable[str]) -> set[str]:
         with _connection_released():
             return maintenance_actions.prepared_files(tables)

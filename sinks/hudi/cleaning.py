@@ -44,10 +44,11 @@ import pyarrow.fs as pafs
 
 from sinks.hudi.plugin import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS
 from sinks.hudi.settings import CleanerConfig
-from sinks.hudi.table import CLEAN, COMMIT, COMPLETED, INFLIGHT, REQUESTED, HudiTable, parse_base_file
+from sinks.hudi.table import CLEAN, COMMIT, COMPLETED, DATA_ACTIONS, INFLIGHT, REQUESTED, HudiTable, parse_base_file
 from workers.failpoints import failpoint
 
 if TYPE_CHECKING:
+    from connectors.config import SinkConfig
     from sinks.hudi.settings import HudiSettings
     from workers.maintenance import BetweenCommits, MaintenanceLedger
 
@@ -203,20 +204,30 @@ def plan_clean(
     pending: Sequence[str],
     config: CleanerConfig,
     now: datetime,
+    replaced: Mapping[tuple[str, str], str] | None = None,
 ) -> CleanPlan:
     """The slices to delete (CleanPlanner's policies; see the module's docstring).
 
     ``files``: base files of completed instants; ``completed`` and ``pending``:
-    the data instants (commits), oldest first.
+    the data instants (commits and replacecommits), oldest first; ``replaced``:
+    file groups a clustering replaced, with its instant. A replaced file group
+    goes whole once its replacement is older than the earliest commit to
+    retain (with KEEP_LATEST_FILE_VERSIONS, at once), as Hudi's
+    ``getReplacedFilesEligibleToClean``.
     """
+    replaced = replaced or {}
     earliest = earliest_to_retain(completed, pending, config, now)
     plan = CleanPlan(config.policy, earliest, completed[-1] if completed else "")
     groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
     for f in files:
         groups[(f.partition, f.file_id)].append(f)
-    for (partition, _), slices in sorted(groups.items()):
+    for (partition, file_id), slices in sorted(groups.items()):
         newest_first = sorted(slices, key=lambda s: s.instant, reverse=True)
-        if config.policy == KEEP_LATEST_FILE_VERSIONS:
+        replaced_at = replaced.get((partition, file_id))
+        if replaced_at is not None:
+            gone = config.policy == KEEP_LATEST_FILE_VERSIONS or (earliest is not None and replaced_at < earliest)
+            doomed = newest_first if gone else []
+        elif config.policy == KEEP_LATEST_FILE_VERSIONS:
             doomed = newest_first[max(1, config.file_versions_retained) :]
         elif earliest is None:
             doomed = []
@@ -323,11 +334,12 @@ class HudiCleaner:
         return sorted({e.instant for e in entries} - complete)
 
     def plan(self) -> CleanPlan:
-        timeline = [e for e in self.table.timeline() if e.action == COMMIT]
+        timeline = [e for e in self.table.timeline() if e.action in DATA_ACTIONS]
         completed = sorted({e.instant for e in timeline if e.state == COMPLETED})
         pending = sorted({e.instant for e in timeline} - set(completed))
         now = datetime.fromtimestamp(self.clock(), tz=UTC)
-        return plan_clean(self.base_files(set(completed)), completed, pending, self.config, now)
+        files = self.base_files(set(completed))
+        return plan_clean(files, completed, pending, self.config, now, self.table.replaced_groups())
 
     def base_files(self, completed: set[str]) -> list[BaseFile]:
         """Base files of completed instants, in every partition."""
@@ -410,10 +422,11 @@ class HudiCleaner:
 
 
 class HudiTables:
-    """The Hudi sink's table as its connector's ``Maintainer`` maintains it: cleaning."""
+    """The Hudi sink's table as its connector's ``Maintainer`` maintains it: clustering, then cleaning."""
 
-    def __init__(self, settings: HudiSettings, ledger: MaintenanceLedger) -> None:
-        self.settings = settings
+    def __init__(self, config: SinkConfig, ledger: MaintenanceLedger) -> None:
+        self.config = config
+        self.settings: HudiSettings = config.settings
         self.ledger = ledger
 
     @property
@@ -428,13 +441,41 @@ class HudiTables:
         return [self.name] if self._table().stored_properties() is not None else []
 
     def maintain(self, table: str, run_id: int, turns: BetweenCommits) -> None:
-        outcomes = HudiCleaner(self._table(), self.settings.cleaner, turns).run()
-        self.ledger.record(
-            run_id,
-            expired_files=sum(o.deleted for o in outcomes),
-            removed_bytes=sum(o.removed_bytes for o in outcomes),
-        )
-        failed = sum(o.failed for o in outcomes)
-        if failed:
-            # (Recorded in the clean's failedDeleteFiles; still old slices, so the next run plans them again.)
-            raise RuntimeError(f"cleaning could not delete {failed} files; the next run tries them again")
+        from sinks.hudi.clustering import HudiClusterer
+        from workers.maintenance import MaintenanceFailed, Stopped
+        from workers.spark_writer import UnitRunner
+
+        failures = []
+        hudi = self._table()
+        if self.settings.clustering.enabled and not self.settings.upsert:
+            try:
+                clustered = HudiClusterer(
+                    hudi, self.settings.clustering, turns, UnitRunner(self.config), self.ledger.current
+                ).run()
+                if clustered is not None:
+                    self.ledger.record(
+                        run_id,
+                        rewritten_files=clustered.replaced_files,
+                        rewritten_bytes=clustered.replaced_bytes,
+                        added_files=clustered.added_files,
+                        added_bytes=clustered.added_bytes,
+                        replace_snapshot_id=int(clustered.instant),
+                    )
+            except Stopped:
+                raise
+            except Exception as exc:
+                # (Cleaning still runs: a Spark outage must not let old slices pile up.)
+                failures.append(f"clustering: {type(exc).__name__}: {exc}")
+        if self.settings.cleaner.automatic:
+            outcomes = HudiCleaner(hudi, self.settings.cleaner, turns).run()
+            self.ledger.record(
+                run_id,
+                expired_files=sum(o.deleted for o in outcomes),
+                removed_bytes=sum(o.removed_bytes for o in outcomes),
+            )
+            failed = sum(o.failed for o in outcomes)
+            if failed:
+                # (Recorded in the clean's failedDeleteFiles; still old slices, so the next run plans them again.)
+                failures.append(f"cleaning: could not delete {failed} files; the next run tries them again")
+        if failures:
+            raise MaintenanceFailed("; ".join(failures))

@@ -39,10 +39,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
+from sinks.hudi.clustering import groups_in_clustering
 from sinks.hudi.settings import HudiSettings
 from sinks.hudi.table import (
     CHECKPOINT_KEY,
     COMMIT_ID_KEY,
+    COMPLETED,
+    DATA_ACTIONS,
     KAFKA_OFFSETS_KEY,
     SEQUENCE,
     FileSlice,
@@ -149,9 +152,12 @@ def plan(
     ordered = sorted(files, key=lambda f: (f["topic"], f["partition"], f["path"]))
     counts = [(f, json.loads(f["partition_values"] or "{}")) for f in ordered]
     partitions = sorted({p for _, c in counts for p in c})
+    # (File groups a clustering has planned to replace take no inserts: Hudi's UpsertPartitioner skips them.)
+    reserved = set() if settings.upsert else groups_in_clustering(table)
     writes: list[FileGroupWrite] = []
     for partition in partitions:
         slices = table.latest_slices(partition, before=instant)
+        slices = {f: s for f, s in slices.items() if (partition, f) not in reserved}
         if settings.upsert:
             by_bucket = {bucket_of(s.file_id): s for s in slices.values()}
             touched = sorted({int(b) for _, c in counts for b in c.get(partition, {})})
@@ -286,7 +292,7 @@ class HudiCommitter:
         writes = plan(table, self.settings, prepared.files, instant, commit_id)
         stats, schema = self._write(table, instant, writes)
         if schema is None and previous:
-            schema = self._schema(table, previous[-1])
+            schema = self._schema(table)
         failpoint("hudi.before_complete")  # (a test's coordinator dies here: slices written, instant in flight)
         table.complete(
             instant,
@@ -333,12 +339,17 @@ class HudiCommitter:
         return stats, schema
 
     @staticmethod
-    def _schema(table: HudiTable, instant: str) -> pa.Schema | None:
-        # An empty commit names the schema of the commit before it.
-        stats = table.commit_metadata(instant).get("partitionToWriteStats") or {}
-        for entries in stats.values():
-            for entry in entries:
-                return pq.read_schema(f"{table.base}/{entry['path']}")
+    def _schema(table: HudiTable) -> pa.Schema | None:
+        # An empty commit names the schema of the newest base file written before it (and not
+        # cleaned since: a clustering may have replaced the last commit's files).
+        for entry in reversed(table.timeline()):
+            if entry.action not in DATA_ACTIONS or entry.state != COMPLETED:
+                continue
+            stats = table.commit_metadata(entry.instant, action=entry.action).get("partitionToWriteStats") or {}
+            for stat in (s for written in stats.values() for s in written):
+                path = f"{table.base}/{stat['path']}"
+                if table.fs.get_file_info(path).type == pafs.FileType.File:
+                    return pq.read_schema(path, filesystem=table.fs)
         return None
 
     def _cleanup(self, fs: pafs.FileSystem, prepared: PreparedCommit) -> None:

@@ -212,8 +212,9 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.maintenance.enabled",
         KeyType.BOOLEAN,
-        "Run Hudi's table services beside the sink, in the coordinator (sinks/hudi/cleaning.py): cleaning of old "
-        "file slices by hoodie.cleaner.policy. Each run is recorded and shown with the connector.",
+        "Run Hudi's table services beside the sink, in the coordinator: clustering of small files "
+        "(hoodie.clustering.*) and cleaning of old file slices (hoodie.clean.*). Each run is recorded and shown "
+        "with the connector.",
         _G_SERVICES,
         default="true",
         order=1,
@@ -227,6 +228,54 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
         default="3600000",
         minimum=1000,
         order=2,
+    ),
+    ConfigKey(
+        "hoodie.clustering.async.enabled",
+        KeyType.BOOLEAN,
+        "Cluster small file groups of insert and bulk_insert tables at each table service run: one Spark job "
+        "rewrites them into files of hoodie.clustering.plan.strategy.target.file.max.bytes, and one "
+        "replacecommit swaps them in (sinks/hudi/clustering.py). Hudi's own default is false; here true, as "
+        "bulk_insert opens new files every commit. Upsert tables keep their bucket index's file groups and "
+        "are not clustered.",
+        _G_SERVICES,
+        default="true",
+        order=8,
+    ),
+    ConfigKey(
+        "hoodie.clustering.plan.strategy.small.file.limit",
+        KeyType.LONG,
+        "Base files smaller than this are clustered.",
+        _G_SERVICES,
+        default="314572800",
+        minimum=1,
+        order=9,
+    ),
+    ConfigKey(
+        "hoodie.clustering.plan.strategy.target.file.max.bytes",
+        KeyType.LONG,
+        "Size of the files clustering writes.",
+        _G_SERVICES,
+        default="1073741824",
+        minimum=1024,
+        order=10,
+    ),
+    ConfigKey(
+        "hoodie.clustering.plan.strategy.max.bytes.per.group",
+        KeyType.LONG,
+        "Bytes of small files one clustering group (one Spark task) reads at most.",
+        _G_SERVICES,
+        default="2147483648",
+        minimum=1024,
+        order=11,
+    ),
+    ConfigKey(
+        "hoodie.clustering.plan.strategy.max.num.groups",
+        KeyType.INT,
+        "Clustering groups one run plans at most; the rest wait for the next run.",
+        _G_SERVICES,
+        default="30",
+        minimum=1,
+        order=12,
     ),
     ConfigKey(
         "hoodie.clean.automatic",
@@ -308,6 +357,7 @@ HUDI = Plugin(
     parse="sinks.hudi.settings:HudiSettings.parse",
     probe="sinks.hudi.settings:probe",
     destinations="sinks.hudi.settings:destinations",
-    maintenance="Cleaning of old file slices (hoodie.cleaner.policy), its instants on the table's timeline.",
+    maintenance="Clustering of small files by Spark and cleaning of old file slices, each an instant on the "
+    "table's timeline.",
     runtime="sinks.hudi.runtime",
 )

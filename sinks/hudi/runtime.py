@@ -19,13 +19,14 @@ def committer(connector: str, config: SinkConfig) -> HudiCommitter:
 
 
 def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig, committer: HudiCommitter) -> Any:
-    """Hudi's table services beside the sink (cleaning), when the config asks for them."""
+    """Hudi's table services beside the sink (clustering, cleaning), when the config asks for them."""
     from sinks.hudi.cleaning import HudiTables
     from workers.runtime import start_maintainer
 
-    if not config.maintenance.enabled or not config.settings.cleaner.automatic:
+    settings = config.settings
+    if not config.maintenance.enabled or not (settings.cleaner.automatic or settings.clustering.enabled):
         return None
-    return start_maintainer(connector, connector_id, epoch, config, lambda ledger: HudiTables(config.settings, ledger))
+    return start_maintainer(connector, connector_id, epoch, config, lambda ledger: HudiTables(config, ledger))
 
 
 __all__ = ["committer", "maintainer", "recovered_commits", "writer"]

@@ -124,6 +124,17 @@ class CleanerConfig:
 
 
 @dataclass(frozen=True)
+class ClusteringConfig:
+    """``hoodie.clustering.async.enabled`` and the size-based plan strategy's keys (Hudi's names)."""
+
+    enabled: bool = True
+    small_file_limit: int = 314572800
+    target_file_max_bytes: int = 1073741824
+    max_bytes_per_group: int = 2147483648
+    max_num_groups: int = 30
+
+
+@dataclass(frozen=True)
 class HudiSettings:
     base_path: str
     table_name: str
@@ -139,6 +150,7 @@ class HudiSettings:
     max_file_size: int
     small_file_limit: int
     cleaner: CleanerConfig
+    clustering: ClusteringConfig
 
     @property
     def upsert(self) -> bool:
@@ -186,6 +198,13 @@ class HudiSettings:
                 commits_retained=int(_get(raw, "hoodie.cleaner.commits.retained")),
                 file_versions_retained=int(_get(raw, "hoodie.cleaner.fileversions.retained")),
                 hours_retained=int(_get(raw, "hoodie.cleaner.hours.retained")),
+            ),
+            clustering=ClusteringConfig(
+                enabled=_get(raw, "hoodie.clustering.async.enabled").lower() == "true",
+                small_file_limit=int(_get(raw, "hoodie.clustering.plan.strategy.small.file.limit")),
+                target_file_max_bytes=int(_get(raw, "hoodie.clustering.plan.strategy.target.file.max.bytes")),
+                max_bytes_per_group=int(_get(raw, "hoodie.clustering.plan.strategy.max.bytes.per.group")),
+                max_num_groups=int(_get(raw, "hoodie.clustering.plan.strategy.max.num.groups")),
             ),
         )
 

@@ -10,9 +10,8 @@ version 6, timeline layout 1.
 - A commit is an instant ``yyyyMMddHHmmssSSS`` (UTC) on the timeline:
   ``<instant>.commit.requested`` and ``<instant>.inflight`` when it starts,
   ``<instant>.commit`` (HoodieCommitMetadata as JSON) when it is complete.
-  Readers take base files of completed instants only (hudi-rs on table
-  version 6 does not filter the others: a failed instant's files must go,
-  ``roll_back``).
+  Readers take base files of completed instants only; a failed instant's
+  files are removed all the same (``roll_back``), as Hudi's writers do.
 - Data are base files ``<fileId>_<writeToken>_<instant>.parquet`` with the
   five ``_hoodie_*`` meta columns first. Copy-on-Write: a commit that touches
   a file group writes a new version (slice) of its whole base file, old rows
@@ -74,6 +73,8 @@ REPLACE_COMMIT = "replacecommit"
 REQUESTED = "requested"
 INFLIGHT = "inflight"
 COMPLETED = "completed"
+# Actions whose completed instants add base files.
+DATA_ACTIONS = (COMMIT, REPLACE_COMMIT)
 
 
 @dataclass(frozen=True, order=True)
@@ -321,6 +322,19 @@ class HudiTable:
         """Completed instants of ``action`` (the sink's commits, unless told), oldest first."""
         return [e.instant for e in self.timeline() if e.action == action and e.state == COMPLETED]
 
+    def data_instants(self) -> list[str]:
+        """Completed instants that wrote base files: the sink's commits and clusterings' replacecommits."""
+        return sorted(e.instant for e in self.timeline() if e.action in DATA_ACTIONS and e.state == COMPLETED)
+
+    def replaced_groups(self) -> dict[tuple[str, str], str]:
+        """(partition path, file id) of each file group a completed replacecommit replaced, and its instant."""
+        found = {}
+        for instant in self.completed(REPLACE_COMMIT):
+            replaced = self.commit_metadata(instant, action=REPLACE_COMMIT).get("partitionToReplaceFileIds") or {}
+            for partition, file_ids in replaced.items():
+                found.update({(partition, file_id): instant for file_id in file_ids})
+        return found
+
     def instants(self, action: str | None = None) -> list[str]:
         """Instants on the timeline, completed or not, of ``action`` (None: of every action), oldest first."""
         return sorted({e.instant for e in self.timeline() if action is None or e.action == action})
@@ -341,11 +355,10 @@ class HudiTable:
         on_timeline = self.instants()
         return instant if not on_timeline or instant > on_timeline[-1] else instant_after(on_timeline[-1])
 
-    def commit_metadata(self, instant: str, completed: bool = True) -> dict[str, Any]:
-        """An instant's HoodieCommitMetadata: its ``.commit``, or (``completed=False``) its ``.inflight``."""
-        path = f"{self.base}/{HOODIE}/{instant}.{'commit' if completed else 'inflight'}"
-        with self.fs.open_input_stream(path) as stream:
-            text = stream.read().decode()
+    def commit_metadata(self, instant: str, completed: bool = True, action: str = COMMIT) -> dict[str, Any]:
+        """An instant's HoodieCommitMetadata (JSON): its ``.commit`` (or ``.replacecommit``), or
+        (``completed=False``) its ``.inflight``."""
+        text = self.read_entry(instant, action, COMPLETED if completed else INFLIGHT).decode()
         return json.loads(text) if text.strip() else {}
 
     def find(self, commit_id: str, newest: int = 20) -> tuple[str, bool] | None:
@@ -386,8 +399,10 @@ class HudiTable:
         schema: pa.Schema,
         extra: Mapping[str, str],
         operation: str = "UPSERT",
+        replaced: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        """Make ``instant``'s base files the table's content: one rename of its commit metadata."""
+        """Make ``instant``'s base files the table's content: one rename of its commit metadata (a
+        ``.replacecommit`` naming the file groups it ``replaced`` per partition, if given)."""
         by_partition: dict[str, list[dict[str, Any]]] = {}
         for stat in stats:
             by_partition.setdefault(stat.partition_path, []).append(stat.as_json())
@@ -401,15 +416,31 @@ class HudiTable:
             },
             "operationType": operation,
         }
+        if replaced is not None:
+            # HoodieReplaceCommitMetadata: readers drop these file groups as of this instant.
+            metadata["partitionToReplaceFileIds"] = {p: list(ids) for p, ids in replaced.items()}
         # (Its .requested and .inflight stay, as Hudi keeps them for every completed instant.)
-        _write_atomically(self.fs, f"{self.base}/{HOODIE}/{instant}.commit", json.dumps(metadata).encode())
+        action = REPLACE_COMMIT if replaced is not None else COMMIT
+        self.write_entry(instant, action, COMPLETED, json.dumps(metadata).encode())
 
     def roll_back(self, keep: Sequence[str] = ()) -> list[str]:
         """Remove the base files and timeline entries of instants that never completed (a writer
-        died mid-commit), except ``keep`` (instants being written now). Returns the instants removed."""
-        completed = set(self.completed())
-        # (Only the sink's commits: a clean in flight is the cleaner's to finish.)
-        undone = sorted(set(self.instants(COMMIT)) - completed - set(keep))
+        died mid-commit), except ``keep`` (instants being written now). Returns the instants removed.
+
+        Those are the sink's commits, and clusterings that were being completed (inflight): their
+        files may be in the partitions already. A clean in flight is the cleaner's to finish, and a
+        clustering only requested has its files aside, for the maintenance that planned it."""
+        entries = self.timeline()
+        completed = {e.instant for e in entries if e.state == COMPLETED}
+        undone = sorted(
+            {
+                e.instant
+                for e in entries
+                if (e.action == COMMIT or (e.action == REPLACE_COMMIT and e.state == INFLIGHT))
+                and e.instant not in completed
+            }
+            - set(keep)
+        )
         if not undone:
             return []
         doomed = set(undone)
@@ -418,22 +449,24 @@ class HudiTable:
                 parsed = parse_base_file(info.base_name)
                 if parsed is not None and parsed[2] in doomed:
                     self.fs.delete_file(info.path)
-        for instant in undone:
-            for suffix in (".inflight", ".commit.requested"):
-                path = f"{self.base}/{HOODIE}/{instant}{suffix}"
-                if self.fs.get_file_info(path).type == pafs.FileType.File:
-                    self.fs.delete_file(path)
+        for entry in entries:
+            if entry.instant in doomed:
+                self.fs.delete_file(f"{self.base}/{HOODIE}/{entry.file_name}")
         return undone
 
     # Data.
 
     def latest_slices(self, partition_path: str, before: str | None = None) -> dict[str, FileSlice]:
-        """Each file group of a partition: its newest completed slice (older than ``before``, if given)."""
-        completed = set(self.completed())
+        """Each live file group of a partition (none a clustering replaced): its newest completed slice
+        (older than ``before``, if given)."""
+        completed = set(self.data_instants())
+        replaced = {file_id for (partition, file_id) in self.replaced_groups() if partition == partition_path}
         newest: dict[str, FileSlice] = {}
         for info in self._list(self.partition_dir(partition_path)):
             parsed = parse_base_file(info.base_name)
             if parsed is None or parsed[2] not in completed or (before is not None and parsed[2] >= before):
+                continue
+            if parsed[0] in replaced:
                 continue
             file_id, _, instant = parsed
             if file_id not in newest or instant > newest[file_id].instant:
