@@ -61,12 +61,30 @@ def test_keep_latest_commits_keeps_the_retained_commits_slices_and_the_last_one_
     assert plan.last_completed == c[-1]
 
 
-def test_a_pending_commit_older_than_the_retention_holds_the_cleaner_back() -> None:
+def test_a_pending_commit_older_than_the_retention_holds_the_cleaner_back_to_the_commit_before_it() -> None:
     c = instants(6)
-    earliest = earliest_to_retain(c, [c[1]], CleanerConfig(commits_retained=2), NOW)
-    assert earliest == c[1]
-    plan = plan_clean(slices("a", c), c, [c[1]], CleanerConfig(commits_retained=2), NOW)
+    pending = instant_time(datetime.strptime(c[1], "%Y%m%d%H%M%S%f") + timedelta(seconds=1))
+    # (Between c1 and c2: a query as of c1 must still read what it read, once the pending one completes.)
+    assert earliest_to_retain(c, [pending], CleanerConfig(commits_retained=2), NOW) == c[1]
+    plan = plan_clean(slices("a", c), c, [pending], CleanerConfig(commits_retained=2), NOW)
     assert doomed(plan) == set()  # (c0 is the last slice before c1)
+    # Pending before every completed commit: nothing can be cleaned.
+    early = instant_time(datetime.strptime(c[0], "%Y%m%d%H%M%S%f") - timedelta(seconds=1))
+    assert earliest_to_retain(c, [early], CleanerConfig(commits_retained=2), NOW) is None
+
+
+def test_a_replaced_file_group_goes_whole_once_its_replacement_is_older_than_the_retention() -> None:
+    c = instants(6)
+    # Group a was replaced by the clustering c2 (group z holds its rows since), b by the clustering c4.
+    files = slices("a", c[:2]) + slices("z", [c[2]]) + slices("b", [c[0]]) + slices("y", [c[4]])
+    replaced = {("p", "a"): c[2], ("p", "b"): c[4]}
+    plan = plan_clean(files, c, [], CleanerConfig(commits_retained=3), NOW, replaced)
+    # The earliest commit to retain is c3: a query as of c3 reads z, not a; as of c4, b is gone
+    # but a query as of c3 still reads it.
+    assert plan.earliest_to_retain == c[3]
+    assert doomed(plan) == {("a", c[0]), ("a", c[1])}
+    files_only = plan_clean(files, c, [], CleanerConfig(policy=KEEP_LATEST_FILE_VERSIONS), NOW, replaced)
+    assert doomed(files_only) == {("a", c[0]), ("a", c[1]), ("b", c[0])}
 
 
 def test_nothing_is_cleaned_before_there_are_more_commits_than_retained() -> None:

@@ -23,10 +23,13 @@ from sinks.hudi.clustering import (
     ClusteringAborted,
     HudiClusterer,
     HudiClusterJob,
+    finish,
     groups_in_clustering,
     pending_clusterings,
     plan_clustering,
+    settle,
     staging_root,
+    written,
 )
 from sinks.hudi.plugin import KEEP_LATEST_FILE_VERSIONS
 from sinks.hudi.settings import CleanerConfig, ClusteringConfig
@@ -36,7 +39,6 @@ from sinks.hudi.table import (
     FileSlice,
     HudiTable,
     HudiTableSpec,
-    WriteStat,
     instant_time,
     new_file_id,
 )
@@ -166,7 +168,7 @@ def test_a_clustering_rewrites_small_file_groups_and_readers_see_the_same_rows(
     assert metadata["operationType"] == "CLUSTER"
     assert {p: set(ids) for p, ids in metadata["partitionToReplaceFileIds"].items()} == groups_before
     requested = next(iter(fastavro.reader(io.BytesIO(events.read_entry(clustering, REPLACE_COMMIT, REQUESTED)))))
-    assert isinstance(requested, dict) and requested["operationType"] == "cluster"
+    assert isinstance(requested, dict) and requested["operationType"] == "CLUSTER"
     assert sum(len(g["slices"]) for g in requested["clusteringPlan"]["inputGroups"]) == 6
     assert not Path(staging_root(events.base, clustering)).exists()
     # Nothing small left to cluster; cleaning then deletes the replaced file groups whole.
@@ -183,8 +185,7 @@ def test_a_sink_commit_into_a_planned_file_group_makes_the_clustering_roll_back(
     base = tmp_path / "events"
     small_files(events)
     clusterer = HudiClusterer(events, CONFIG, turns, in_process)
-    groups = clusterer.plan()
-    instant = turns.run(lambda: clusterer._request(groups))
+    instant, groups = turns.run(lambda: clusterer._request(clusterer.plan()))
     assert groups_in_clustering(events) == {(g.partition, s.file_id) for g in groups for s in g.inputs}
     in_process(HudiClusterJob(events.base, SPEC, instant, tuple(groups)))  # (its files aside)
     # Another writer adds rows to a planned file group meanwhile (the sink never does: its inserts
@@ -231,7 +232,11 @@ def test_commits_during_the_rewrite_go_on_and_readers_see_the_clustering_only_on
     )
 
 
-def test_a_clustering_cut_while_completing_is_never_read_and_is_rolled_back_by_the_sinks_next_commit(
+class Died(Exception):
+    """The coordinator's death at a failpoint: nothing after it runs."""
+
+
+def test_a_clustering_cut_while_completing_is_never_read_and_is_finished_by_the_sinks_next_commit(
     events: HudiTable, tmp_path: Path, turns: BetweenCommits, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = tmp_path / "events"
@@ -243,12 +248,9 @@ def test_a_clustering_cut_while_completing_is_never_read_and_is_rolled_back_by_t
         insert(events, moment, range(700, 705), "us")
         return outcomes
 
-    class Died(Exception):
-        pass
-
     def die(name: str) -> None:
         if name == "hudi.cluster_complete":
-            raise Died(name)  # (the coordinator's death there: nothing after it runs)
+            raise Died(name)
 
     monkeypatch.setattr("sinks.hudi.clustering.failpoint", die)
     with pytest.raises(Died):
@@ -261,17 +263,110 @@ def test_a_clustering_cut_while_completing_is_never_read_and_is_rolled_back_by_t
     # (readers take base files of completed instants only).
     assert len(expected) == 65 and len(read(base)) == 65
 
-    assert events.roll_back() == [cut]  # (the sink's next commit does this first)
+    assert settle(events, requested=False) == ([cut], [])  # (the sink's next commit does this first)
 
-    assert pending_clusterings(events) == []
-    assert not [p for p in base.rglob(f"*_{cut}.parquet") if ".hoodie" not in p.parts]
+    assert events.completed(REPLACE_COMMIT) == [cut] and pending_clusterings(events) == []
+    assert content(base) == {k: (v[0], v[1], v[2]) for k, v in expected.items()}
+    assert not Path(staging_root(events.base, cut)).exists()
+    assert all(r["_hoodie_file_name"].endswith(f"_{cut}.parquet") for r in read(base).values() if r["id"] < 700)
+
+
+def test_a_stale_coordinator_and_its_successor_completing_one_clustering_complete_it_once(
+    events: HudiTable, tmp_path: Path, turns: BetweenCommits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one that began completing it stopped after one rename (SIGSTOP, a long GC); the successor
+    finishes it; the first wakes up and goes on: nothing is lost, nothing done twice."""
+    base = tmp_path / "events"
+    small_files(events)
+    expected = content(base)
+    stale = HudiClusterer(events, CONFIG, turns, in_process)
+    instant, groups = turns.run(lambda: stale._request(stale.plan()))
+    stats, schema = written(in_process(HudiClusterJob(events.base, SPEC, instant, tuple(groups))))
+    moves = 0
+
+    def stop_after_one_rename(source: str, target: str) -> None:
+        nonlocal moves
+        moves += 1
+        if moves == 2:
+            raise Died("frozen")
+        pafs.LocalFileSystem().move(source, target)
+
+    class OneRename(pafs.LocalFileSystem):  # type: ignore[misc]
+        move = staticmethod(stop_after_one_rename)
+
+    events.fs = OneRename()
+    with pytest.raises(Died):
+        turns.run(lambda: stale._complete(instant, groups, stats, schema))
+    events.fs = pafs.LocalFileSystem()
+
+    successor = HudiTable(pafs.LocalFileSystem(), events.base, SPEC)
+    assert settle(successor, requested=False) == ([instant], [])
+    assert content(base) == expected
+    # The stale one wakes up: the plan is complete already, it changes nothing.
+    assert finish(events, instant)
+    assert events.completed(REPLACE_COMMIT) == [instant] and content(base) == expected
+
+
+def test_a_plan_rolled_back_under_a_stale_coordinator_leaves_it_nothing_to_complete(
+    events: HudiTable, tmp_path: Path, turns: BetweenCommits
+) -> None:
+    base = tmp_path / "events"
+    small_files(events)
+    expected = content(base)
+    stale = HudiClusterer(events, CONFIG, turns, in_process)
+    instant, groups = turns.run(lambda: stale._request(stale.plan()))
+    stats, schema = written(in_process(HudiClusterJob(events.base, SPEC, instant, tuple(groups))))
+    # The successor's maintenance rolls the plan back while the stale one waits for its turn.
+    assert settle(events, requested=True) == ([], [instant])
+    with pytest.raises(ClusteringAborted, match="no longer on the timeline"):
+        turns.run(lambda: stale._complete(instant, groups, stats, schema))
+    assert events.instants(REPLACE_COMMIT) == [] and content(base) == expected
+    assert not [p for p in base.rglob(f"*_{instant}.parquet")]
+
+
+def test_slices_the_sink_rewrote_between_planning_and_the_request_are_left_out(
+    events: HudiTable, tmp_path: Path, turns: BetweenCommits
+) -> None:
+    """Inserts fill the smallest files first, the very ones a plan picks: a commit between the plan
+    (on the maintenance thread) and the request (between two commits) must not doom the clustering."""
+    base = tmp_path / "events"
+    small_files(events)
+    clusterer = HudiClusterer(events, CONFIG, turns, in_process)
+    planned = clusterer.plan()
+    rewritten = planned[0].inputs[0]
     moment = datetime.strptime(events.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
-    insert(events, moment, range(500, 510))
-    assert len(content(base)) == 75
-    # The next run removes what the dead one left aside, and clusters afresh.
-    assert HudiClusterer(events, CONFIG, turns, in_process).run() is not None
-    assert not any(Path(staging_root(events.base)).iterdir())
-    assert {k: v for k, v in content(base).items() if k not in range(500, 510)} == expected
+    insert(events, moment, range(800, 803), rewritten.path.split("region=")[1].split("/")[0], rewritten.file_id)
+    expected = content(base)
+
+    instant, groups = turns.run(lambda: clusterer._request(planned))
+
+    assert rewritten.file_id not in {s.file_id for g in groups for s in g.inputs}
+    assert sum(len(g.inputs) for g in groups) == 5
+    stats, schema = written(in_process(HudiClusterJob(events.base, SPEC, instant, tuple(groups))))
+    turns.run(lambda: clusterer._complete(instant, groups, stats, schema))
+    assert events.completed(REPLACE_COMMIT) == [instant] and content(base).keys() == expected.keys()
+
+
+def test_a_plan_left_requested_is_rolled_back_by_the_next_maintenance_so_cleaning_is_not_held_back(
+    events: HudiTable, tmp_path: Path, turns: BetweenCommits
+) -> None:
+    base = tmp_path / "events"
+    done = small_files(events)
+    clusterer = HudiClusterer(events, CONFIG, turns, in_process)
+    instant, groups = turns.run(lambda: clusterer._request(clusterer.plan()))
+    in_process(HudiClusterJob(events.base, SPEC, instant, tuple(groups)))
+    # (The coordinator died during the job.) Later commits rewrite file groups, as inserts do.
+    for n in range(4):
+        moment = datetime.strptime(events.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
+        insert(events, moment, range(900 + n, 901 + n), "eu", groups[0].inputs[0].file_id)
+    held = HudiCleaner(events, CleanerConfig(commits_retained=2), turns).plan()
+    assert held.earliest_to_retain == done[-1]  # (the last commit before the pending plan)
+
+    assert settle(events, requested=True) == ([], [instant])
+
+    assert not Path(staging_root(events.base, instant)).exists() and groups_in_clustering(events) == set()
+    assert HudiCleaner(events, CleanerConfig(commits_retained=2), turns).plan().earliest_to_retain > instant
+    assert len(content(base)) == 64
 
 
 def test_the_sinks_inserts_leave_file_groups_a_clustering_planned_alone(tmp_path: Path, turns: BetweenCommits) -> None:
@@ -287,15 +382,15 @@ def test_the_sinks_inserts_leave_file_groups_a_clustering_planned_alone(tmp_path
     groups = clusterer.plan()
     planned = {s.file_id for g in groups for s in g.inputs}
     assert len(planned) == 3
-    instant = turns.run(lambda: clusterer._request(groups))
+    instant, groups = turns.run(lambda: clusterer._request(groups))
     outcomes = in_process(HudiClusterJob(table.base, table.spec, instant, tuple(groups)))
 
     inserts = Sink(base, **keys, **{"hoodie.datasource.write.operation": "insert"})
     inserts.next_offset = dict(bulk.next_offset)
-    written = inserts.commit([(0, None, json.dumps({"id": 100 + i}).encode()) for i in range(5)])
+    inserted = inserts.commit([(0, None, json.dumps({"id": 100 + i}).encode()) for i in range(5)])
 
-    (stats,) = table.commit_metadata(written)["partitionToWriteStats"].values()
+    (stats,) = table.commit_metadata(inserted)["partitionToWriteStats"].values()
     assert {s["fileId"] for s in stats}.isdisjoint(planned) and all(s["prevCommit"] == "null" for s in stats)
-    stats_of_job = [WriteStat.from_json(s) for o in outcomes for s in o["stats"]]
-    turns.run(lambda: clusterer._complete(instant, groups, stats_of_job, pa.schema([])))
+    stats_of_job, schema = written(outcomes)
+    turns.run(lambda: clusterer._complete(instant, groups, stats_of_job, schema))
     assert sorted(r["id"] for r in read_rows(base)) == [*range(30), *range(100, 105)]

@@ -166,6 +166,8 @@ class CleanPlan:
     policy: str
     earliest_to_retain: str | None
     last_completed: str
+    # The action of the earliest commit to retain (a clustering's replacecommit, or a commit).
+    earliest_action: str = COMMIT
     # Partition path -> base files to delete.
     files: dict[str, list[BaseFile]] = field(default_factory=dict)
 
@@ -194,8 +196,12 @@ def earliest_to_retain(
         found = recent[0]
     else:
         return None
-    # A commit still pending may be completed later and be read as of its instant.
-    return min([found, *pending[:1]])
+    if pending and pending[0] < found:
+        # A commit still pending may complete later and be read as of the commit before it: that
+        # one is the earliest to retain then (CleanerUtils: the last completed instant before it).
+        earlier = [i for i in completed if i < pending[0]]
+        return earlier[-1] if earlier else None
+    return found
 
 
 def plan_clean(
@@ -267,7 +273,7 @@ def plan_record(plan: CleanPlan, base: str) -> dict[str, Any]:
     """HoodieCleanerPlan, version 2: full paths per partition."""
     return {
         "earliestInstantToRetain": (
-            {"timestamp": plan.earliest_to_retain, "action": COMMIT, "state": "COMPLETED"}
+            {"timestamp": plan.earliest_to_retain, "action": plan.earliest_action, "state": "COMPLETED"}
             if plan.earliest_to_retain
             else None
         ),
@@ -339,7 +345,9 @@ class HudiCleaner:
         pending = sorted({e.instant for e in timeline} - set(completed))
         now = datetime.fromtimestamp(self.clock(), tz=UTC)
         files = self.base_files(set(completed))
-        return plan_clean(files, completed, pending, self.config, now, self.table.replaced_groups())
+        plan = plan_clean(files, completed, pending, self.config, now, self.table.replaced_groups())
+        plan.earliest_action = next((e.action for e in timeline if e.instant == plan.earliest_to_retain), COMMIT)
+        return plan
 
     def base_files(self, completed: set[str]) -> list[BaseFile]:
         """Base files of completed instants, in every partition."""
@@ -441,12 +449,15 @@ class HudiTables:
         return [self.name] if self._table().stored_properties() is not None else []
 
     def maintain(self, table: str, run_id: int, turns: BetweenCommits) -> None:
-        from sinks.hudi.clustering import HudiClusterer
+        from sinks.hudi.clustering import HudiClusterer, settle
         from workers.maintenance import MaintenanceFailed, Stopped
         from workers.spark_writer import UnitRunner
 
         failures = []
         hudi = self._table()
+        # Whatever the settings: a clustering left requested would hold back cleaning and keep its
+        # file groups from the sink's inserts for good.
+        turns.run(lambda: settle(hudi, requested=True))
         if self.settings.clustering.enabled and not self.settings.upsert:
             try:
                 clustered = HudiClusterer(

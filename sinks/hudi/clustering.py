@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import logging
 import math
 import uuid
@@ -73,7 +74,6 @@ from sinks.hudi.table import (
     HudiTable,
     HudiTableSpec,
     WriteStat,
-    parse_base_file,
 )
 from workers.failpoints import failpoint
 from workers.record_runs import widened
@@ -84,7 +84,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CLUSTER = "cluster"  # WriteOperationType.CLUSTER, as the requested metadata names it
+CLUSTER = "CLUSTER"  # WriteOperationType.CLUSTER.name(), as Hudi's requested metadata and replacecommit name it
 # Hudi's classes whose behaviour this clustering has: the size-based plan, rewritten with no sort.
 PLAN_STRATEGY = "org.apache.hudi.client.clustering.plan.strategy.SparkSizeBasedClusteringPlanStrategy"
 EXECUTION_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
@@ -251,7 +251,7 @@ def plan_clustering(slices: Mapping[str, Iterable[FileSlice]], config: Clusterin
     return groups[: config.max_num_groups]
 
 
-def requested_record(groups: Sequence[ClusteringGroup], base: str, config: ClusteringConfig) -> dict[str, Any]:
+def requested_record(groups: Sequence[ClusteringGroup], config: ClusteringConfig) -> dict[str, Any]:
     """HoodieRequestedReplaceMetadata of a clustering: its plan."""
     return {
         "operationType": CLUSTER,
@@ -260,7 +260,7 @@ def requested_record(groups: Sequence[ClusteringGroup], base: str, config: Clust
                 {
                     "slices": [
                         {
-                            "dataFilePath": s.path.removeprefix(base.rstrip("/") + "/"),
+                            "dataFilePath": s.path,
                             "deltaFilePaths": [],
                             "fileId": s.file_id,
                             "partitionPath": g.partition,
@@ -391,6 +391,100 @@ class HudiClusterJob:
         return {"stats": stats, "schema": base64.b64encode(rows.schema.serialize().to_pybytes()).decode()}
 
 
+def written(outcomes: Sequence[dict[str, Any]]) -> tuple[list[WriteStat], pa.Schema]:
+    """What a clustering's Spark job wrote: its files, and their schema (the widest of its tasks')."""
+    stats = [WriteStat.from_json(s) for o in outcomes for s in o["stats"]]
+    schema: pa.Schema | None = None
+    for outcome in outcomes:
+        found = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(outcome["schema"])))
+        schema = found if schema is None else widened(schema, found)
+    return stats, schema if schema is not None else pa.schema([])
+
+
+# --- settling clusterings left unfinished -------------------------------------------------
+
+
+def finish(table: HudiTable, instant: str) -> bool:
+    """Complete a clustering whose completion began (its inflight holds the replacecommit's metadata):
+    the files still aside are renamed into place and the metadata written. False, having changed
+    nothing, if a file is neither in place nor aside (its completion cannot have finished either).
+
+    The coordinator that began it and a successor may both run this: each file is in one place at any
+    moment (a rename), each completes with the same metadata, so whichever is second changes nothing.
+    """
+    if instant in table.completed(REPLACE_COMMIT):
+        return True
+    metadata = table.commit_metadata(instant, completed=False, action=REPLACE_COMMIT)
+    stats = [
+        WriteStat.from_json(s) for written in (metadata.get("partitionToWriteStats") or {}).values() for s in written
+    ]
+    if not metadata.get("partitionToReplaceFileIds"):
+        return False
+    staged = staging_root(table.base, instant)
+    fs = table.fs
+    moves = []
+    for stat in stats:
+        name = stat.path.rsplit("/", 1)[-1]
+        final = f"{table.partition_dir(stat.partition_path)}/{name}"
+        if fs.get_file_info(final).type != pafs.FileType.File:
+            if fs.get_file_info(f"{staged}/{name}").type != pafs.FileType.File:
+                return False
+            moves.append((stat.partition_path, f"{staged}/{name}", final))
+    for partition, source, final in moves:
+        table.ensure_partition(partition, instant)
+        try:
+            fs.move(source, final)
+        except OSError:
+            if fs.get_file_info(final).type != pafs.FileType.File:
+                raise  # (not moved by the other finisher either)
+    failpoint("hudi.cluster_complete")  # (a test's coordinator dies here: files in place, instant inflight)
+    table.write_entry(instant, REPLACE_COMMIT, COMPLETED, json.dumps(metadata).encode())
+    if fs.get_file_info(staged).type == pafs.FileType.Directory:
+        fs.delete_dir(staged)
+    return True
+
+
+def settle(table: HudiTable, requested: bool) -> tuple[list[str], list[str]]:
+    """Settle clusterings left unfinished by a coordinator that died or lost the connector; returns
+    (finished, rolled back).
+
+    One being completed (inflight) is finished (``finish``), or rolled back with its files if a file
+    is lost. One only requested (with ``requested``: a run of the maintenance, which has none of its
+    own under way then) is rolled back: its plan and the files aside. Files in the partitions are left
+    alone then: the coordinator that requested it may be completing it still, and one completed is
+    whole (``finish``).
+    """
+    finished, rolled_back = [], []
+    entries = [e for e in table.timeline() if e.action == REPLACE_COMMIT]
+    done = {e.instant for e in entries if e.state == COMPLETED}
+    inflight = {e.instant for e in entries if e.state == INFLIGHT} - done
+    for instant in sorted({e.instant for e in entries} - done):
+        if instant in inflight:
+            if finish(table, instant):
+                finished.append(instant)
+                continue
+            table.remove_instants([instant])
+        elif not requested:
+            continue
+        else:
+            requested_entry = f"{table.base}/{HOODIE}/{instant}.{REPLACE_COMMIT}.{REQUESTED}"
+            if table.fs.get_file_info(requested_entry).type == pafs.FileType.File:
+                table.fs.delete_file(requested_entry)
+        staged = staging_root(table.base, instant)
+        if table.fs.get_file_info(staged).type == pafs.FileType.Directory:
+            table.fs.delete_dir(staged)
+        rolled_back.append(instant)
+    if requested:
+        # Files a clustering's Spark tasks wrote aside after it was rolled back (a stale coordinator's).
+        pending = set(pending_clusterings(table))
+        for info in table.fs.get_file_info(pafs.FileSelector(staging_root(table.base), allow_not_found=True)):
+            if info.type == pafs.FileType.Directory and info.base_name not in pending:
+                table.fs.delete_dir(info.path)
+    if finished or rolled_back:
+        log.info("%s: clusterings left unfinished: finished %s, rolled back %s", table.base, finished, rolled_back)
+    return finished, rolled_back
+
+
 # --- running a clustering -----------------------------------------------------------------
 
 
@@ -425,25 +519,29 @@ class HudiClusterer:
         self.still_mine = still_mine
 
     def run(self) -> ClusterOutcome | None:
-        self.turns.run(self.roll_back_left)
-        groups = self.plan()
-        if not groups:
+        planned = self.plan()
+        if not planned:
             return None
-        instant = self.turns.run(lambda: self._request(groups))
+        requested = self.turns.run(lambda: self._request(planned))
+        if requested is None:
+            return None
+        instant, groups = requested
         try:
             outcomes = self.run_units(HudiClusterJob(self.table.base, self.table.spec, instant, tuple(groups)))
         except BaseException:
             # (Its files are aside; the plan is rolled back with them, so the sink may write those file
             # groups again. A stopped coordinator leaves it to the next run.)
-            self.turns.run(lambda: self.roll_back(instant))
+            self.turns.run(lambda: self._abandon(instant))
             raise
-        stats = [WriteStat.from_json(s) for o in outcomes for s in o["stats"]]
-        schema: pa.Schema | None = None
-        for outcome in outcomes:
-            found = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(outcome["schema"])))
-            schema = found if schema is None else widened(schema, found)
+        stats, schema = written(outcomes)
         failpoint("hudi.clustered")  # (a test's coordinator dies here: files written aside, plan requested)
-        self.turns.run(lambda: self._complete(instant, groups, stats, schema or pa.schema([])))
+        if not self.still_mine():
+            # (Checked here, on the maintenance thread: the database is its to ask. A successor rolls
+            # the plan back.)
+            raise ClusteringAborted(
+                f"clustering {instant} left to the successor: another coordinator holds the connector"
+            )
+        self.turns.run(lambda: self._complete(instant, groups, stats, schema))
         return ClusterOutcome(
             instant,
             replaced_files=sum(len(g.inputs) for g in groups),
@@ -472,67 +570,56 @@ class HudiClusterer:
                 found.append(relative.rpartition("/")[0])
         return sorted(found)
 
-    def roll_back_left(self) -> list[str]:
-        """Roll back clusterings a predecessor requested and never completed, and remove files any
-        clustering left aside. Runs on the coordinator's thread: no clustering of its own is under way."""
-        left = pending_clusterings(self.table)
-        for instant in left:
-            log.info("%s: rolling back the clustering %s, which never completed", self.table.base, instant)
-            self.roll_back(instant)
-        root = staging_root(self.table.base)
-        for info in self.table.fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
-            if info.type == pafs.FileType.Directory:
-                self.table.fs.delete_dir(info.path)
-        return left
-
-    def roll_back(self, instant: str) -> None:
-        """Remove a clustering that did not complete: its files (aside, or already in place) and its
-        timeline entries."""
-        fs = self.table.fs
-        staged = staging_root(self.table.base, instant)
-        if fs.get_file_info(staged).type == pafs.FileType.Directory:
-            fs.delete_dir(staged)
-        for info in fs.get_file_info(pafs.FileSelector(self.table.base, allow_not_found=True, recursive=True)):
-            parsed = parse_base_file(info.base_name)
-            if parsed is not None and parsed[2] == instant and f"/{HOODIE}/" not in info.path:
-                fs.delete_file(info.path)
-        for entry in self.table.timeline():
-            if entry.instant == instant and entry.action == REPLACE_COMMIT and entry.state != COMPLETED:
-                fs.delete_file(f"{self.table.base}/{HOODIE}/{entry.file_name}")
-
-    def _request(self, groups: Sequence[ClusteringGroup]) -> str:
-        """On the coordinator's thread, between two commits: the clustering's instant and plan."""
+    def _request(self, planned: Sequence[ClusteringGroup]) -> tuple[str, list[ClusteringGroup]] | None:
+        """On the coordinator's thread, between two commits: the clustering's instant and plan, with the
+        slices the sink rewrote since planning left out (its inserts fill small files first, the very
+        ones planned). From here on the sink's inserts leave the planned file groups alone."""
+        groups = []
+        for group in planned:
+            current = self.table.latest_slices(group.partition)
+            kept = tuple(s for s in group.inputs if current.get(s.file_id) == s)
+            if len(kept) > 1:
+                size = sum(s.size for s in kept)
+                groups.append(
+                    ClusteringGroup(group.partition, kept, max(1, math.ceil(size / self.config.target_file_max_bytes)))
+                )
+        if not groups:
+            return None
         instant = self.table.next_instant()
-        record = requested_record(groups, self.table.base, self.config)
         out = io.BytesIO()
-        fastavro.writer(out, REQUESTED_REPLACE_SCHEMA, [record])
+        fastavro.writer(out, REQUESTED_REPLACE_SCHEMA, [requested_record(groups, self.config)])
         self.table.write_entry(instant, REPLACE_COMMIT, REQUESTED, out.getvalue())
-        return instant
+        return instant, groups
+
+    def _abandon(self, instant: str) -> None:
+        """A clustering whose rewrite failed: its plan and its files aside, gone."""
+        requested_entry = f"{self.table.base}/{HOODIE}/{instant}.{REPLACE_COMMIT}.{REQUESTED}"
+        if self.table.fs.get_file_info(requested_entry).type == pafs.FileType.File:
+            self.table.fs.delete_file(requested_entry)
+        staged = staging_root(self.table.base, instant)
+        if self.table.fs.get_file_info(staged).type == pafs.FileType.Directory:
+            self.table.fs.delete_dir(staged)
 
     def _complete(
         self, instant: str, groups: Sequence[ClusteringGroup], stats: Sequence[WriteStat], schema: pa.Schema
     ) -> None:
-        """On the coordinator's thread, between two commits: swap the new file groups in, or roll back."""
+        """On the coordinator's thread, between two commits: swap the new file groups in, or roll back.
+
+        The replacecommit's metadata goes into its inflight first: from then on the clustering is
+        finished by whoever meets it (``finish``), never rolled back while its files are all there."""
         why = self._conflict(instant, groups)
         if why is not None:
-            self.roll_back(instant)
+            self._abandon(instant)
             raise ClusteringAborted(f"clustering {instant} rolled back: {why}")
-        self.table.write_entry(instant, REPLACE_COMMIT, INFLIGHT, b"")
-        staged = staging_root(self.table.base, instant)
-        for stat in stats:
-            self.table.ensure_partition(stat.partition_path, instant)
-            name = stat.path.rsplit("/", 1)[-1]
-            self.table.fs.move(f"{staged}/{name}", f"{self.table.partition_dir(stat.partition_path)}/{name}")
-        failpoint("hudi.cluster_complete")  # (a test's coordinator dies here: files in place, instant inflight)
         replaced: dict[str, list[str]] = defaultdict(list)
         for group in groups:
             replaced[group.partition].extend(s.file_id for s in group.inputs)
-        self.table.complete(instant, stats, schema, {}, operation=CLUSTER.upper(), replaced=replaced)
-        self.table.fs.delete_dir(staged)
+        metadata = self.table.metadata(stats, schema, {}, CLUSTER, replaced)
+        self.table.write_entry(instant, REPLACE_COMMIT, INFLIGHT, json.dumps(metadata).encode())
+        if not finish(self.table, instant):
+            raise ClusteringAborted(f"clustering {instant}: its files are gone (a successor rolled it back)")
 
     def _conflict(self, instant: str, groups: Sequence[ClusteringGroup]) -> str | None:
-        if not self.still_mine():
-            return "another coordinator holds the connector now"
         if instant not in pending_clusterings(self.table):
             return "its plan is no longer on the timeline (a successor rolled it back)"
         for group in groups:

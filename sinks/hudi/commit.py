@@ -39,7 +39,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
-from sinks.hudi.clustering import groups_in_clustering
+from sinks.hudi.clustering import groups_in_clustering, settle
 from sinks.hudi.settings import HudiSettings
 from sinks.hudi.table import (
     CHECKPOINT_KEY,
@@ -274,6 +274,8 @@ class HudiCommitter:
         if found is not None and found[1]:
             self._cleanup(fs, prepared)
             return {self.ident: int(found[0])}
+        # A clustering a predecessor was completing is finished first (its files may be in place).
+        settle(table, requested=False)
         removed = table.roll_back(keep=[found[0]] if found else [])
         if removed:
             log.info("%s: rolled back instants that never completed: %s", self.connector, ", ".join(removed))

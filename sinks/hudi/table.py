@@ -322,17 +322,19 @@ class HudiTable:
         """Completed instants of ``action`` (the sink's commits, unless told), oldest first."""
         return [e.instant for e in self.timeline() if e.action == action and e.state == COMPLETED]
 
-    def data_instants(self) -> list[str]:
+    def data_instants(self, entries: Sequence[TimelineEntry] | None = None) -> list[str]:
         """Completed instants that wrote base files: the sink's commits and clusterings' replacecommits."""
-        return sorted(e.instant for e in self.timeline() if e.action in DATA_ACTIONS and e.state == COMPLETED)
+        entries = self.timeline() if entries is None else entries
+        return sorted(e.instant for e in entries if e.action in DATA_ACTIONS and e.state == COMPLETED)
 
-    def replaced_groups(self) -> dict[tuple[str, str], str]:
+    def replaced_groups(self, entries: Sequence[TimelineEntry] | None = None) -> dict[tuple[str, str], str]:
         """(partition path, file id) of each file group a completed replacecommit replaced, and its instant."""
+        entries = self.timeline() if entries is None else entries
         found = {}
-        for instant in self.completed(REPLACE_COMMIT):
-            replaced = self.commit_metadata(instant, action=REPLACE_COMMIT).get("partitionToReplaceFileIds") or {}
-            for partition, file_ids in replaced.items():
-                found.update({(partition, file_id): instant for file_id in file_ids})
+        for e in entries:
+            if e.action == REPLACE_COMMIT and e.state == COMPLETED:
+                for partition, file_id in _replaced_by(self.fs, self.base, e.instant):
+                    found[(partition, file_id)] = e.instant
         return found
 
     def instants(self, action: str | None = None) -> list[str]:
@@ -392,22 +394,21 @@ class HudiTable:
         }
         _write_atomically(self.fs, f"{self.base}/{HOODIE}/{instant}.inflight", json.dumps(inflight).encode())
 
-    def complete(
+    def metadata(
         self,
-        instant: str,
         stats: Sequence[WriteStat],
         schema: pa.Schema,
         extra: Mapping[str, str],
         operation: str = "UPSERT",
         replaced: Mapping[str, Sequence[str]] | None = None,
-    ) -> None:
-        """Make ``instant``'s base files the table's content: one rename of its commit metadata (a
-        ``.replacecommit`` naming the file groups it ``replaced`` per partition, if given)."""
+    ) -> dict[str, Any]:
+        """HoodieCommitMetadata of an instant that wrote ``stats`` (HoodieReplaceCommitMetadata, naming the
+        file groups it ``replaced`` per partition, if given)."""
         by_partition: dict[str, list[dict[str, Any]]] = {}
         for stat in stats:
             by_partition.setdefault(stat.partition_path, []).append(stat.as_json())
         data = [f for f in schema if f.name not in META_COLUMNS and f.name not in WORK_COLUMNS]
-        metadata = {
+        metadata: dict[str, Any] = {
             "partitionToWriteStats": by_partition,
             "compacted": False,
             "extraMetadata": {
@@ -417,50 +418,55 @@ class HudiTable:
             "operationType": operation,
         }
         if replaced is not None:
-            # HoodieReplaceCommitMetadata: readers drop these file groups as of this instant.
+            # Readers drop these file groups as of the instant.
             metadata["partitionToReplaceFileIds"] = {p: list(ids) for p, ids in replaced.items()}
+        return metadata
+
+    def complete(
+        self,
+        instant: str,
+        stats: Sequence[WriteStat],
+        schema: pa.Schema,
+        extra: Mapping[str, str],
+        operation: str = "UPSERT",
+    ) -> None:
+        """Make ``instant``'s base files the table's content: one rename of its commit metadata."""
+        metadata = self.metadata(stats, schema, extra, operation)
         # (Its .requested and .inflight stay, as Hudi keeps them for every completed instant.)
-        action = REPLACE_COMMIT if replaced is not None else COMMIT
-        self.write_entry(instant, action, COMPLETED, json.dumps(metadata).encode())
+        self.write_entry(instant, COMMIT, COMPLETED, json.dumps(metadata).encode())
 
     def roll_back(self, keep: Sequence[str] = ()) -> list[str]:
-        """Remove the base files and timeline entries of instants that never completed (a writer
-        died mid-commit), except ``keep`` (instants being written now). Returns the instants removed.
-
-        Those are the sink's commits, and clusterings that were being completed (inflight): their
-        files may be in the partitions already. A clean in flight is the cleaner's to finish, and a
-        clustering only requested has its files aside, for the maintenance that planned it."""
+        """Remove the base files and timeline entries of the sink's commits that never completed (a
+        writer died mid-commit), except ``keep`` (instants being written now). Returns the instants
+        removed. (Cleans and clusterings left unfinished are settled by their own code.)"""
         entries = self.timeline()
-        completed = {e.instant for e in entries if e.state == COMPLETED}
-        undone = sorted(
-            {
-                e.instant
-                for e in entries
-                if (e.action == COMMIT or (e.action == REPLACE_COMMIT and e.state == INFLIGHT))
-                and e.instant not in completed
-            }
-            - set(keep)
-        )
+        completed = {e.instant for e in entries if e.action == COMMIT and e.state == COMPLETED}
+        undone = sorted({e.instant for e in entries if e.action == COMMIT} - completed - set(keep))
         if not undone:
             return []
-        doomed = set(undone)
+        self.remove_instants(undone, entries)
+        return undone
+
+    def remove_instants(self, instants: Sequence[str], entries: Sequence[TimelineEntry] | None = None) -> None:
+        """Base files and timeline entries of instants that never completed, gone."""
+        doomed = set(instants)
         for info in self._list(self.base, recursive=True):
             if info.type == pafs.FileType.File and f"/{HOODIE}/" not in info.path:
                 parsed = parse_base_file(info.base_name)
                 if parsed is not None and parsed[2] in doomed:
                     self.fs.delete_file(info.path)
-        for entry in entries:
-            if entry.instant in doomed:
+        for entry in self.timeline() if entries is None else entries:
+            if entry.instant in doomed and entry.state != COMPLETED:
                 self.fs.delete_file(f"{self.base}/{HOODIE}/{entry.file_name}")
-        return undone
 
     # Data.
 
     def latest_slices(self, partition_path: str, before: str | None = None) -> dict[str, FileSlice]:
         """Each live file group of a partition (none a clustering replaced): its newest completed slice
         (older than ``before``, if given)."""
-        completed = set(self.data_instants())
-        replaced = {file_id for (partition, file_id) in self.replaced_groups() if partition == partition_path}
+        entries = self.timeline()
+        completed = set(self.data_instants(entries))
+        replaced = {file_id for (partition, file_id) in self.replaced_groups(entries) if partition == partition_path}
         newest: dict[str, FileSlice] = {}
         for info in self._list(self.partition_dir(partition_path)):
             parsed = parse_base_file(info.base_name)
@@ -553,6 +559,27 @@ class HudiTable:
 
     def _list(self, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
         return list(self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=recursive)))
+
+
+# (base path, instant) -> the file groups a completed replacecommit replaced.
+_REPLACED: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+_REPLACED_KEPT = 4096
+
+
+def _replaced_by(fs: pafs.FileSystem, base: str, instant: str) -> tuple[tuple[str, str], ...]:
+    """The file groups a completed replacecommit replaced. Read once per process: a completed instant's
+    metadata never changes, and every commit's planning asks for every replacecommit's."""
+    found = _REPLACED.get((base, instant))
+    if found is None:
+        path = f"{base}/{HOODIE}/{TimelineEntry(instant, REPLACE_COMMIT, COMPLETED).file_name}"
+        with fs.open_input_stream(path) as stream:
+            text = stream.read().decode()
+        replaced = (json.loads(text) if text.strip() else {}).get("partitionToReplaceFileIds") or {}
+        found = tuple((partition, file_id) for partition, ids in replaced.items() for file_id in ids)
+        if len(_REPLACED) >= _REPLACED_KEPT:
+            _REPLACED.clear()
+        _REPLACED[(base, instant)] = found
+    return found
 
 
 def merge(
