@@ -563,6 +563,86 @@ def test_after_a_commit_that_timed_out_the_next_waits_twice_as_long_up_to_a_limi
     collecting_for(coordinator, clock, channel, 30)
 
 
+def still_writing(commit: ControlEvent, tp: tuple[str, int], start: int, end: int) -> ControlEvent:
+    """What a task whose write of ``commit`` is under way says every few seconds (participant._still_writing)."""
+    return ControlEvent(
+        EventType.STAGING_PROGRESS,
+        "c",
+        commit.commit_id,
+        commit.epoch,
+        partitions=(PartitionStatus(tp[0], tp[1], start, end, end - start),),
+    )
+
+
+def test_a_task_that_says_it_is_still_writing_is_waited_for_past_the_timeout_and_committed_whole(
+    world: Any,
+) -> None:
+    # Forty tasks warming Spark up at once took 22-28 s, and a first commit outlasted the 30 s
+    # timeout; given up on, its records were written again by the next commit.
+    coordinator, clock, channel, ledger, committer = world
+    coordinator.step(0)
+    clock.now += 10
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [status(start, TP0, 0, 10)]
+    coordinator.step(0)
+    for _ in range(10):  # 50 s of a write under way, past the 30 s timeout
+        clock.now += 5
+        channel.inbox = [still_writing(start, TP1, 0, 7)]
+        coordinator.step(0)
+        assert coordinator.phase is Phase.COLLECTING
+    channel.inbox = [status(start, TP1, 0, 7)]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.IDLE and ledger.next_offsets == {TP0: 10, TP1: 7}
+    # Answered in time: the next commit waits the configured timeout, not twice as long.
+    assert len(committer.commits) == 1 and coordinator.commit_timeout_s == 30
+
+
+def test_a_task_that_stops_saying_so_is_given_up_on_at_the_timeout_and_no_wait_outlasts_the_limit(
+    world: Any,
+) -> None:
+    coordinator, clock, channel, ledger, _ = world
+    coordinator.step(0)
+    clock.now += 10
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [status(start, TP0, 0, 10), still_writing(start, TP1, 0, 7)]
+    clock.now += 20
+    coordinator.step(0)
+    # Silent since: 29.9 s later it is still waited for, at 30 s it is not.
+    clock.now += 29.9
+    coordinator.step(0)
+    assert coordinator.phase is Phase.COLLECTING
+    clock.now += 0.1
+    coordinator.step(0)
+    assert coordinator.phase is Phase.IDLE and ledger.next_offsets == {TP0: 10, TP1: 0}
+    # A task that says it is writing forever (a hung job) is waited for 8 timeouts at most.
+    coordinator.step(0)
+    clock.now += 10
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [status(start, TP0, 10, 20)]
+    coordinator.step(0)
+    waited = 0.0
+    while coordinator.phase is Phase.COLLECTING:
+        channel.inbox = [still_writing(start, TP1, 0, 7)]
+        clock.now += 5
+        waited += 5
+        coordinator.step(0)
+    assert waited == 240 and ledger.next_offsets == {TP0: 20, TP1: 0}
+    # A progress event with a start that is not the one sent (a zombie's) keeps nobody waiting.
+    clock.now += 10
+    coordinator.step(0)
+    clock.now += 10
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [still_writing(start, TP1, 5, 7), status(start, TP0, 20, 30)]
+    coordinator.step(0)
+    clock.now += coordinator.commit_timeout_s
+    coordinator.step(0)
+    assert coordinator.phase is Phase.IDLE and ledger.next_offsets == {TP0: 30, TP1: 0}
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
     # Events are written without their schema; fields added at the end

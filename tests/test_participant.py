@@ -438,6 +438,32 @@ def test_consuming_goes_on_while_a_commit_is_written(tmp_path: Path) -> None:
     task.close()
 
 
+def test_a_task_whose_write_is_under_way_says_so_every_period_for_that_commit(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=40), Channel(), SlowWriter()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    task._write_executor = None  # the runner's own writing thread
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.WRITING_PROGRESS_SECONDS = 3600
+    task.step()  # END: the write starts
+    for _ in range(3):
+        task.step(timeout=0.01)
+    assert progress_sent(channel) == []  # (not within the period)
+    task.WRITING_PROGRESS_SECONDS = 0
+    task.step(timeout=0.01)
+    task.step(timeout=0.01)
+    said = progress_sent(channel)
+    assert len(said) == 2 and {e.commit_id for e in said} == {first}
+    assert [(p.start, p.end, p.records) for p in said[0].partitions] == [(0, 10, 10)]
+    writer.release.set()
+    step_until(task, lambda: bool(statuses(channel)))
+    count = len(progress_sent(channel))
+    task.step(timeout=0.01)
+    assert len(progress_sent(channel)) == count  # (the write is over: nothing more to say)
+    task.close()
+
+
 def test_a_write_that_fails_drops_what_was_read_ahead_and_reports_a_retriable_error(tmp_path: Path) -> None:
     log, channel, writer = PartitionLog(end=40), Channel(), SlowWriter(fail=True)
     task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)

@@ -206,6 +206,8 @@ class _OpenCommit:
     # one of them asked for the END (it cannot stage more): either ends the
     # commit early.
     staged_records: dict[TopicPartition, int] = field(default_factory=dict)
+    # When each partition's task last said it is still writing (STAGING_PROGRESS after END).
+    heard: dict[TopicPartition, float] = field(default_factory=dict)
     end_requested: str | None = None
     ended_mono: float | None = None
     ended_by: str = "interval"
@@ -312,7 +314,7 @@ class Coordinator:
                 self.commit_timeout_s = self.settings.commit_timeout_s
                 self._commit(complete=True)
                 return True
-            if now - self.current.ended_mono >= self.commit_timeout_s:
+            if self._gave_up_waiting(self.current, now):
                 self._timed_out(self.current)
                 self._commit(complete=False)
                 return True
@@ -340,6 +342,25 @@ class Coordinator:
     # The wait for write statuses grows, after commits that timed out, up to
     # this many times iceberg.control.commit.timeout-ms.
     MAX_TIMEOUT_FACTOR = 8
+
+    def _gave_up_waiting(self, current: _OpenCommit, now: float) -> bool:
+        """The wait for write statuses is over: a partition that has not answered has been silent for
+        the timeout, or the wait reached its limit (MAX_TIMEOUT_FACTOR times the setting).
+
+        A task whose write is still under way says so every few seconds
+        (``STAGING_PROGRESS`` after END), so a slow write (Spark starting up,
+        busy with other connectors' jobs) is waited for; a task that died, or
+        hangs with its control loop, is silent and the others are committed at
+        the timeout, as before.
+        """
+        assert current.ended_mono is not None
+        if now - current.ended_mono >= self.settings.commit_timeout_s * self.MAX_TIMEOUT_FACTOR:
+            return True
+        missing = set(current.offsets) - set(current.statuses)
+        return any(
+            now - max(current.ended_mono, current.heard.get(key, current.ended_mono)) >= self.commit_timeout_s
+            for key in missing
+        )
 
     def _timed_out(self, current: _OpenCommit) -> None:
         """Some task did not answer in time: the next commit waits twice as long, up to MAX_TIMEOUT_FACTOR.
@@ -444,6 +465,8 @@ class Coordinator:
             key = (staged.topic, staged.partition)
             if current.offsets.get(key) == staged.start:  # (else a zombie's)
                 current.staged_records[key] = staged.records
+                if self.phase is Phase.COLLECTING:
+                    current.heard[key] = self.clock()  # (its write is under way)
         if event.end_requested and current.end_requested is None:
             current.end_requested = f"task {event.task_index} paused a partition whose staging is full"
 

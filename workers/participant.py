@@ -89,6 +89,8 @@ class _Write:
     # The read-ahead started at this commit's END (dropped if the write fails).
     ahead_id: uuid.UUID | None
     result: Future[WriteResult] | None = None
+    # When the coordinator was last told that this write is still under way.
+    said_at: float = 0.0
 
 
 class TaskRunner:
@@ -159,8 +161,11 @@ class TaskRunner:
         for _, event in events:
             self._handle(event)
         writing = self.writing
-        if writing is not None and writing.result is not None and writing.result.done():
-            self._report(writing)
+        if writing is not None and writing.result is not None:
+            if writing.result.done():
+                self._report(writing)
+            else:
+                self._still_writing(writing)
         if self.superseded:
             self._forget_superseded()
         current = self.current
@@ -372,6 +377,28 @@ class TaskRunner:
         )
         current.reported_records, current.reported_at = records, now
         current.reported_full = current.reported_full or full
+
+    # While a commit's write runs, the coordinator hears this often that it does.
+    WRITING_PROGRESS_SECONDS = 5.0
+
+    def _still_writing(self, write: _Write) -> None:
+        """Tell the coordinator, every WRITING_PROGRESS_SECONDS, that this commit's write is under way.
+
+        Its wait for write statuses then lasts as long as the write does
+        (up to its limit), instead of giving up on a task that is alive and
+        busy: a first commit whose Spark was still starting (forty tasks
+        warming up at once took 22-28 s) outlasted the 30 s timeout, was
+        given up on, and was written again by the next commit.
+        """
+        now = time.monotonic()
+        if now - max(write.began, write.said_at) < self.WRITING_PROGRESS_SECONDS:
+            return
+        write.said_at = now
+        self._send(
+            EventType.STAGING_PROGRESS,
+            write.commit,
+            partitions=tuple(PartitionStatus(s.topic, s.partition, s.start, s.end, s.records) for s in write.staged),
+        )
 
     END_OFFSET_REFRESH_SECONDS = 5.0
 
