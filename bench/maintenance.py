@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Table maintenance: compaction throughput, and the sink's throughput while a compaction runs beside it.
+"""Table maintenance: compaction and clustering throughput, and the sink's throughput while a compaction runs
+beside it.
 
 1. A table of ``--files`` small files (``--rows-per-file`` records of ~1 KB,
    their text random so that the codec cannot make the bytes vanish) is
@@ -8,7 +9,12 @@
    same files: a plain pyarrow copy in this process (read every file, write
    them as one), the least work a rewrite does. Reported: MB/s of input for
    both and their ratio; the row count is checked equal before and after.
-2. The product as ``make run`` starts it (``manage.py runstack``: Celery
+2. The same records as a Hudi table of ``--files`` small file groups (as
+   bulk_insert leaves them), clustered by the product's own code
+   (``sinks.hudi.clustering``: one Spark job, one replacecommit), against the
+   same pyarrow copy of its files; the rows are counted with hudi-rs before
+   and after.
+3. The product as ``make run`` starts it (``manage.py runstack``: Celery
    worker, REST API), the connector created through the REST API: the sink
    over ``--records`` records with maintenance off (the baseline), then the
    same topic into a table seeded with as many small files, whose
@@ -38,14 +44,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import pyarrow as pa  # noqa: E402
+import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import sink_throughput as sink  # noqa: E402  (sets Django up)
 from django.core.management import call_command  # noqa: E402
+from hudi import HudiReadOptions, HudiTableBuilder  # noqa: E402
 from pyiceberg.table import TableProperties  # noqa: E402
 
 from connectors.config import SinkConfig  # noqa: E402
 from connectors.models import Commit, CommitState, MaintenanceRun  # noqa: E402
+from sinks.hudi.clustering import ClusterOutcome, HudiClusterer  # noqa: E402
+from sinks.hudi.table import HudiTable, HudiTableSpec, new_file_id  # noqa: E402
 from workers.maintenance import BetweenCommits, SparkRewriter, TableMaintenance  # noqa: E402
+from workers.spark_writer import UnitRunner  # noqa: E402
 from workers.tables import catalog_for, create_table, describe_data_file, infer_schema_from_json  # noqa: E402
 
 MB = 1e6
@@ -68,6 +79,9 @@ class NoLedger:
 
     def protected_files(self, tables: object) -> set[str]:
         return set()
+
+    def current(self) -> bool:
+        return True
 
 
 def record(i: int) -> dict:
@@ -140,6 +154,59 @@ def compact(table_name: str) -> tuple[float, dict]:
     return seconds, vars(maintenance.figures)
 
 
+def seed_hudi(base: Path, files: int, rows_per_file: int) -> tuple[HudiTable, list[str], int]:
+    """A Hudi table of ``files`` bulk_insert commits of one small file group each; their paths and bytes."""
+    table = HudiTable.create_or_load(pafs.LocalFileSystem(), str(base), HudiTableSpec("bench", ("id",)))
+    paths, size = [], 0
+    for n in range(files):
+        frame = pa.Table.from_pylist([record(n * rows_per_file + r) for r in range(rows_per_file)])
+        frame = frame.append_column("_hoodie_record_key", frame.column("id").cast(pa.string()))
+        instant = table.next_instant()
+        table.start(instant, {})
+        stat = table.write_slice(instant, "", new_file_id(f"seed/{n}"), None, frame, False, "0-0-0")
+        table.complete(instant, [stat], frame.schema, {}, "BULK_INSERT")
+        paths.append(f"{base}/{stat.path}")
+        size += stat.size
+    return table, paths, size
+
+
+def hudi_rows(base: Path) -> int:
+    batches = HudiTableBuilder.from_base_uri(str(base)).build().read(HudiReadOptions())
+    return sum(b.num_rows for b in batches)
+
+
+def cluster(table: HudiTable) -> tuple[float, ClusterOutcome | None]:
+    """Seconds of the product's clustering of the table on Spark (the coordinator's turns played by a thread)."""
+    config = SinkConfig.parse(
+        {
+            "connector.class": "hudi",
+            "topics": "bench",
+            "target.base.path": table.base,
+            "target.table.name": "bench",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.operation": "bulk_insert",
+        }
+    )
+    between, stop = BetweenCommits(), threading.Event()
+
+    def coordinator() -> None:
+        while not stop.is_set():
+            if not between.run_waiting():
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=coordinator, daemon=True)
+    thread.start()
+    try:
+        clusterer = HudiClusterer(table, config.settings.clustering, between, UnitRunner(config))
+        began = time.perf_counter()
+        outcome = clusterer.run()
+        seconds = time.perf_counter() - began
+    finally:
+        stop.set()
+        thread.join(10)
+    return seconds, outcome
+
+
 def rows(table_name: str) -> int:
     with catalog_for(config_for(table_name)) as catalog:
         return catalog.load_table(table_name).scan(selected_fields=("id",)).to_arrow().num_rows
@@ -188,7 +255,29 @@ def main() -> None:
         alone["to_pyarrow_copy_ratio"] = round(alone["mb_per_s"] / alone["pyarrow_copy_mb_per_s"], 2)
         print(f"compaction alone: {alone}", flush=True)
 
-        # 2. The sink through make run's stack, without and with a compaction beside it.
+        # 2. Hudi clustering of as many small file groups, against a pyarrow copy of its files.
+        hudi_base = Path(paths[0]).parent.parent.parent / f"hudi_{run}"
+        hudi, hudi_paths, hudi_bytes = seed_hudi(hudi_base, args.files, args.rows_per_file)
+        hudi_before = hudi_rows(hudi_base)
+        hudi_copy_seconds = pyarrow_copy(hudi_paths, hudi_base / "_copy.parquet")
+        (hudi_base / "_copy.parquet").unlink()
+        cluster_seconds, clustered = cluster(hudi)
+        assert clustered is not None and clustered.replaced_files == args.files, clustered
+        assert hudi_rows(hudi_base) == hudi_before == args.files * args.rows_per_file, "clustering changed the rows"
+        clustering = {
+            "files": args.files,
+            "input_mb": round(hudi_bytes / MB, 1),
+            "output_files": clustered.added_files,
+            "output_mb": round(clustered.added_bytes / MB, 1),
+            "seconds": round(cluster_seconds, 2),
+            "mb_per_s": round(hudi_bytes / MB / cluster_seconds, 1),
+            "pyarrow_copy_seconds": round(hudi_copy_seconds, 2),
+            "pyarrow_copy_mb_per_s": round(hudi_bytes / MB / hudi_copy_seconds, 1),
+        }
+        clustering["to_pyarrow_copy_ratio"] = round(clustering["mb_per_s"] / clustering["pyarrow_copy_mb_per_s"], 2)
+        print(f"hudi clustering alone: {clustering}", flush=True)
+
+        # 3. The sink through make run's stack, without and with a compaction beside it.
         topic = f"bench-maint-{run}"
         print(f"producing {args.records} records over {args.partitions} partitions...", flush=True)
         ends = sink.produce(topic, args.records, args.partitions)
@@ -237,6 +326,7 @@ def main() -> None:
         until_replace = replace.timestamp_ms / 1000 - m_from
         result = {
             "compaction_alone": alone,
+            "hudi_clustering_alone": clustering,
             "sink_without_maintenance": {k: without[k] for k in ("sink_records_per_s", "sink_seconds", "commits")},
             "sink_beside_compaction": {k: beside[k] for k in ("sink_records_per_s", "sink_seconds", "commits")},
             "sink_beside_to_without_ratio": round(beside["sink_records_per_s"] / without["sink_records_per_s"], 3),
