@@ -34,7 +34,6 @@ import base64
 import json
 import os
 import sys
-import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -131,26 +130,11 @@ def pyarrow_copy(paths: list[str], target: Path) -> float:
 def compact(table_name: str) -> tuple[float, dict]:
     """Seconds of the product's compaction of the table (the coordinator's turn played by a thread)."""
     config = config_for(table_name)
-    between, stop = BetweenCommits(), threading.Event()
-
-    def coordinator() -> None:
-        while not stop.is_set():
-            if not between.run_waiting():
-                time.sleep(0.01)
-
-    thread = threading.Thread(target=coordinator, daemon=True)
-    thread.start()
-    try:
-        with catalog_for(config) as catalog:
-            maintenance = TableMaintenance(
-                config.maintenance, catalog, table_name, SparkRewriter(), between, NoLedger(), 0
-            )
-            began = time.perf_counter()
-            maintenance.compact()
-            seconds = time.perf_counter() - began
-    finally:
-        stop.set()
-        thread.join(10)
+    with BetweenCommits().served() as between, catalog_for(config) as catalog:
+        maintenance = TableMaintenance(config.maintenance, catalog, table_name, SparkRewriter(), between, NoLedger(), 0)
+        began = time.perf_counter()
+        maintenance.compact()
+        seconds = time.perf_counter() - began
     return seconds, vars(maintenance.figures)
 
 
@@ -187,23 +171,11 @@ def cluster(table: HudiTable) -> tuple[float, ClusterOutcome | None]:
             "hoodie.datasource.write.operation": "bulk_insert",
         }
     )
-    between, stop = BetweenCommits(), threading.Event()
-
-    def coordinator() -> None:
-        while not stop.is_set():
-            if not between.run_waiting():
-                time.sleep(0.01)
-
-    thread = threading.Thread(target=coordinator, daemon=True)
-    thread.start()
-    try:
+    with BetweenCommits().served() as between:
         clusterer = HudiClusterer(table, config.settings.clustering, between, UnitRunner(config))
         began = time.perf_counter()
         outcome = clusterer.run()
         seconds = time.perf_counter() - began
-    finally:
-        stop.set()
-        thread.join(10)
     return seconds, outcome
 
 
@@ -284,12 +256,16 @@ def main() -> None:
         broker = sink.broker_process()
         product = sink.Product()
         sink_args = argparse.Namespace(
-            tasks=args.tasks, interval_ms=args.interval_ms, max_records=0, set=["sinkadmin.maintenance.enabled=false"]
+            tasks=args.tasks,
+            interval_ms=args.interval_ms,
+            max_records=0,
+            records=args.records,
+            set=["sinkadmin.maintenance.enabled=false"],
         )
         try:
             # (A first connector warms Spark's Python workers, as a make run that has run a while has them.)
-            sink.run_sink(sink_args, "spark", topic, ends, broker, product)
-            without = sink.run_sink(sink_args, "spark", topic, ends, broker, product)
+            sink.run_sink(sink_args, "iceberg", "spark", topic, ends, broker, product)
+            without = sink.run_sink(sink_args, "iceberg", "spark", topic, ends, broker, product)
             beside_table = f"bench.beside_{run}"
             _, beside_bytes = seed(beside_table, args.files, args.rows_per_file)
             sink_args.set = [
@@ -302,7 +278,7 @@ def main() -> None:
                 "sinkadmin.maintenance.rewrite.min-input-files=500",
             ]
             started = time.time()
-            beside = sink.run_sink(sink_args, "spark", topic, ends, broker, product)
+            beside = sink.run_sink(sink_args, "iceberg", "spark", topic, ends, broker, product)
         finally:
             product.stop()
         maintenance = MaintenanceRun.objects.filter(table_name=beside_table).order_by("started_at").first()
@@ -310,7 +286,7 @@ def main() -> None:
         # (The seeded files, and the sink's that its commits added by then.)
         assert maintenance.rewritten_files >= args.files, maintenance.rewritten_files
         commits = Commit.objects.filter(
-            connector_name__startswith="bench-spark-",
+            connector_name__startswith="bench-iceberg-spark-",
             state=CommitState.COMMITTED,
             committed_at__gte=datetime.fromtimestamp(started, UTC),
         ).exclude(files_count=0)

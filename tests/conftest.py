@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import LazySettings, settings
@@ -23,6 +24,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from sinkadmin.services import port_open, split_hostport, start_embedded_broker, start_spark_connect
+
+if TYPE_CHECKING:
+    from workers.maintenance import BetweenCommits
 
 
 @pytest.fixture(scope="session")
@@ -212,3 +216,12 @@ def operator_api(operator: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(operator)
     return client
+
+
+@pytest.fixture
+def turns() -> Iterator[BetweenCommits]:
+    """Turns between commits taken as an idle coordinator takes them (workers.maintenance.BetweenCommits)."""
+    from workers.maintenance import BetweenCommits
+
+    with BetweenCommits().served() as between:
+        yield between

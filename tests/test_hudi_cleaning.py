@@ -6,8 +6,6 @@ killed half way finished by the next run."""
 from __future__ import annotations
 
 import io
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from sinks.hudi.cleaning import (
 from sinks.hudi.plugin import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS
 from sinks.hudi.settings import CleanerConfig
 from sinks.hudi.table import CLEAN, COMMIT, HudiTable, instant_time
+from tests.test_hudi_clustering import next_moment
 from tests.test_hudi_table import SPEC, T0, commit, read, rows
 from workers.maintenance import BetweenCommits
 
@@ -124,24 +123,6 @@ def orders(tmp_path: Path) -> HudiTable:
     return HudiTable.create_or_load(pafs.LocalFileSystem(), str(tmp_path / "orders"), SPEC)
 
 
-@pytest.fixture
-def turns() -> Iterator[BetweenCommits]:
-    """The coordinator's side of BetweenCommits: a thread taking turns as an idle coordinator does."""
-    queue = BetweenCommits()
-    stop = threading.Event()
-
-    def coordinator() -> None:
-        while not stop.is_set():
-            if not queue.run_waiting():
-                stop.wait(0.01)
-
-    thread = threading.Thread(target=coordinator, daemon=True)
-    thread.start()
-    yield queue
-    stop.set()
-    thread.join(5)
-
-
 def history(table: HudiTable, commits: int) -> list[str]:
     """Commits that each rewrite both partitions' file groups (one upsert per key per commit)."""
     done = []
@@ -227,8 +208,7 @@ def test_a_clean_killed_half_way_is_finished_from_its_plan_and_the_sink_goes_on_
     # The sink is not held up by the clean in flight: its next instant follows it, and its
     # roll-back of commits that never completed leaves the clean alone.
     assert table.roll_back() == []
-    moment = datetime.strptime(table.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
-    later = commit(table, moment, rows({"id": 99, "region": "us", "ts": 1, "note": "after"}))
+    later = commit(table, next_moment(table), rows({"id": 99, "region": "us", "ts": 1, "note": "after"}))
     assert later > instant and table.next_instant() > later
     expected = read(base)
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -64,24 +62,6 @@ def events(tmp_path: Path) -> HudiTable:
     return HudiTable.create_or_load(pafs.LocalFileSystem(), str(tmp_path / "events"), SPEC)
 
 
-@pytest.fixture
-def turns() -> Iterator[BetweenCommits]:
-    """The coordinator's side of BetweenCommits: a thread taking turns as an idle coordinator does."""
-    queue = BetweenCommits()
-    stop = threading.Event()
-
-    def coordinator() -> None:
-        while not stop.is_set():
-            if not queue.run_waiting():
-                stop.wait(0.01)
-
-    thread = threading.Thread(target=coordinator, daemon=True)
-    thread.start()
-    yield queue
-    stop.set()
-    thread.join(5)
-
-
 def insert(table: HudiTable, at: datetime | str, ids: range, region: str = "eu", file_id: str = "") -> str:
     """A bulk_insert commit: one new file group of ``ids`` (or a new slice of ``file_id``, as an insert
     into a small file writes)."""
@@ -101,6 +81,11 @@ def insert(table: HudiTable, at: datetime | str, ids: range, region: str = "eu",
     stat = table.write_slice(instant, path, group, previous, incoming(records), False, "0-0-0")
     table.complete(instant, [stat], records.schema, {}, "BULK_INSERT")
     return instant
+
+
+def next_moment(table: HudiTable) -> datetime:
+    """When the table's next instant may be: now, or after the newest on its timeline."""
+    return datetime.strptime(table.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
 
 
 def content(base: Path, as_of: str | None = None) -> dict[int, tuple[Any, ...]]:
@@ -191,7 +176,7 @@ def test_a_sink_commit_into_a_planned_file_group_makes_the_clustering_roll_back(
     # Another writer adds rows to a planned file group meanwhile (the sink never does: its inserts
     # leave planned file groups alone; a writer that does not know the plan might).
     raced = groups[0].inputs[0]
-    moment = datetime.strptime(events.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
+    moment = next_moment(events)
     insert(events, moment, range(900, 905), raced.path.split("region=")[1].split("/")[0], raced.file_id)
     expected = content(base)
 
@@ -213,7 +198,7 @@ def test_commits_during_the_rewrite_go_on_and_readers_see_the_clustering_only_on
 
     def rewrite_while_the_sink_commits(job: HudiClusterJob) -> list[dict[str, Any]]:
         outcomes = in_process(job)
-        moment = datetime.strptime(events.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
+        moment = next_moment(events)
         committed.append(insert(events, moment, range(700, 705), "us"))
         # The job's files are aside: a reader sees the commit, not them.
         assert content(base) == {**before, **{k: v for k, v in content(base).items() if k >= 700}}
@@ -244,7 +229,7 @@ def test_a_clustering_cut_while_completing_is_never_read_and_is_finished_by_the_
 
     def commit_during_the_rewrite(job: HudiClusterJob) -> list[dict[str, Any]]:
         outcomes = in_process(job)
-        moment = datetime.strptime(events.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
+        moment = next_moment(events)
         insert(events, moment, range(700, 705), "us")
         return outcomes
 
@@ -334,7 +319,7 @@ def test_slices_the_sink_rewrote_between_planning_and_the_request_are_left_out(
     clusterer = HudiClusterer(events, CONFIG, turns, in_process)
     planned = clusterer.plan()
     rewritten = planned[0].inputs[0]
-    moment = datetime.strptime(events.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
+    moment = next_moment(events)
     insert(events, moment, range(800, 803), rewritten.path.split("region=")[1].split("/")[0], rewritten.file_id)
     expected = content(base)
 
@@ -357,7 +342,7 @@ def test_a_plan_left_requested_is_rolled_back_by_the_next_maintenance_so_cleanin
     in_process(HudiClusterJob(events.base, SPEC, instant, tuple(groups)))
     # (The coordinator died during the job.) Later commits rewrite file groups, as inserts do.
     for n in range(4):
-        moment = datetime.strptime(events.next_instant(), "%Y%m%d%H%M%S%f").replace(tzinfo=UTC)
+        moment = next_moment(events)
         insert(events, moment, range(900 + n, 901 + n), "eu", groups[0].inputs[0].file_id)
     held = HudiCleaner(events, CleanerConfig(commits_retained=2), turns).plan()
     assert held.earliest_to_retain == done[-1]  # (the last commit before the pending plan)

@@ -36,6 +36,7 @@ ledger can still be rebuilt from the tables (DESIGN I2).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -351,6 +352,25 @@ class BetweenCommits:
                 return future.result(timeout=poll_s)
             except TimeoutError:
                 continue
+
+    @contextlib.contextmanager
+    def served(self, poll_s: float = 0.01) -> Iterator[BetweenCommits]:
+        """Its turns taken by a thread of its own, as an idle coordinator takes them: for maintenance
+        that runs with no coordinator (a stopped connector's table, a benchmark, a test)."""
+        stop = threading.Event()
+
+        def serve() -> None:
+            while not stop.is_set():
+                if not self.run_waiting():
+                    stop.wait(poll_s)
+
+        thread = threading.Thread(target=serve, name="between-commits", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join(10)
 
     def run_waiting(self) -> bool:
         """Called by the coordinator when idle: run one waiting piece of work; True if there was one."""

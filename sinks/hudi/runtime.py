@@ -20,7 +20,7 @@ def committer(connector: str, config: SinkConfig) -> HudiCommitter:
 
 def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig, committer: HudiCommitter) -> Any:
     """Hudi's table services beside the sink (clustering, cleaning), when the config asks for them."""
-    from sinks.hudi.cleaning import HudiTables
+    from sinks.hudi.services import HudiTables
     from workers.runtime import start_maintainer
 
     settings = config.settings

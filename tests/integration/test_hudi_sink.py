@@ -41,6 +41,7 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.integration.test_crashes import Processes
+from workers.maintenance import BetweenCommits
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -265,7 +266,8 @@ def test_cleaning_beside_the_sink_deletes_old_slices_and_a_clean_killed_half_way
     # What the policy keeps, and no more: a last clean of the stopped table (which first finishes one
     # the stop may have cut) leaves each file group its slices of the two retained commits and the last
     # one before them.
-    HudiCleaner(table, SinkConfig.parse(config).settings.cleaner, _Immediately()).run()
+    with BetweenCommits().served() as turns:
+        HudiCleaner(table, SinkConfig.parse(config).settings.cleaner, turns).run()
     assert table.instants(CLEAN) == table.completed(CLEAN), "a clean is left pending"
     slices: dict[str, int] = {}
     for path in base.rglob("*.parquet"):
@@ -274,13 +276,6 @@ def test_cleaning_beside_the_sink_deletes_old_slices_and_a_clean_killed_half_way
             slices[f"{path.parent.name}/{parsed[0]}"] = slices.get(f"{path.parent.name}/{parsed[0]}", 0) + 1
     assert slices and max(slices.values()) <= 3
     assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
-
-
-class _Immediately:
-    """Turns of a coordinator that is not running (the connector is stopped): work runs at once."""
-
-    def run(self, work: Any) -> Any:
-        return work()
 
 
 def test_clustering_beside_bulk_inserts_keeps_every_record_once_across_a_coordinator_killed_while_completing_it(

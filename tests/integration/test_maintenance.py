@@ -45,7 +45,7 @@ from tests.integration.helpers import (
     topic_ids,
     wait_until,
 )
-from workers.maintenance import PROP_MAINTENANCE_RUN, BetweenCommits, IcebergTables, Maintainer, SparkRewriter
+from workers.maintenance import PROP_MAINTENANCE_RUN, IcebergTables, Maintainer, SparkRewriter
 from workers.runtime import DjangoMaintenanceLedger
 from workers.tables import (
     PROP_CONNECTOR,
@@ -281,19 +281,6 @@ def test_a_compaction_killed_mid_way_leaves_the_table_readable_and_exact(
     assert len(live_files(table)) < 100
 
 
-def pump(between: BetweenCommits, stop: threading.Event) -> threading.Thread:
-    """What the coordinator does between commits, for a run driven by the test."""
-
-    def run() -> None:
-        while not stop.is_set():
-            if not between.run_waiting():
-                time.sleep(0.02)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
 def unreachable_spark() -> Any:
     """A Spark Connect client of a server that is not there (its retries cut short)."""
     from pyspark.sql import SparkSession
@@ -317,13 +304,10 @@ def maintain(name: str, clock: float, rewriter: Any = None, **keys: str) -> Main
             config.maintenance, lambda: [TABLE], lambda: catalog, rewriter or SparkRewriter(), ledger, lambda: clock
         )
         maintainer = Maintainer(name, config.maintenance, tables, ledger=ledger, last_run=None)
-        stop = threading.Event()
-        thread = pump(maintainer.queue, stop)
         try:
-            maintainer.run_once()
+            with maintainer.queue.served():
+                maintainer.run_once()
         finally:
-            stop.set()
-            thread.join(10)
             connections.close_all()
     return MaintenanceRun.objects.filter(connector_name=name).latest("started_at")
 
