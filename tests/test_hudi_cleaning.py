@@ -220,3 +220,21 @@ def test_a_clean_killed_half_way_is_finished_from_its_plan_and_the_sink_goes_on_
     assert read(base) == expected
     fastavro.parse_schema(CLEAN_METADATA_SCHEMA)  # (the schemas are valid Avro)
     fastavro.parse_schema(CLEANER_PLAN_SCHEMA)
+
+
+def test_a_clean_left_with_an_unreadable_plan_does_not_stop_cleaning(
+    orders: HudiTable, tmp_path: Path, turns: BetweenCommits
+) -> None:
+    table = orders
+    base = tmp_path / "orders"
+    history(table, 5)
+    expected = read(base)
+    broken = table.next_instant()
+    table.write_entry(broken, CLEAN, "requested", b"not avro")
+    cleaner = HudiCleaner(table, CleanerConfig(commits_retained=2), turns)
+
+    outcomes = cleaner.run()
+
+    assert list(cleaner.unreadable) == [broken] and cleaner.unreadable[broken]
+    assert len(outcomes) == 1 and outcomes[0].deleted == 4 and outcomes[0].instant > broken
+    assert read(base) == expected

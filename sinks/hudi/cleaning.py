@@ -322,9 +322,17 @@ class HudiCleaner:
         self.config = config
         self.turns = turns
         self.clock = clock
+        # Cleans left in flight whose plan cannot be read (why, by instant): this run goes on without
+        # them; its own plan takes whatever old slices they did not delete.
+        self.unreadable: dict[str, str] = {}
 
     def run(self) -> list[CleanOutcome]:
-        done = [self._finish(instant) for instant in self.pending()]
+        done = []
+        for instant in self.pending():
+            try:
+                done.append(self._finish(instant))
+            except (OSError, ValueError) as exc:
+                self.unreadable[instant] = f"{type(exc).__name__}: {exc}"
         plan = self.plan()
         if plan.count:
             instant = self.turns.run(lambda: self._request(plan))

@@ -64,12 +64,18 @@ class HudiTables:
                 # (Cleaning still runs: a Spark outage must not let old slices pile up.)
                 failures.append(f"clustering: {type(exc).__name__}: {exc}")
         if self.settings.cleaner.automatic:
-            outcomes = HudiCleaner(hudi, self.settings.cleaner, turns).run()
+            cleaner = HudiCleaner(hudi, self.settings.cleaner, turns)
+            outcomes = cleaner.run()
             self.ledger.record(
                 run_id,
                 expired_files=sum(o.deleted for o in outcomes),
                 removed_bytes=sum(o.removed_bytes for o in outcomes),
             )
+            for instant, why in cleaner.unreadable.items():
+                failures.append(
+                    f"cleaning: the clean {instant} left in flight has no readable plan ({why}); this run cleaned "
+                    f"without it (remove {instant}.clean.requested and .clean.inflight from .hoodie to end this)"
+                )
             failed = sum(o.failed for o in outcomes)
             if failed:
                 # (Recorded in the clean's failedDeleteFiles; still old slices, so the next run plans them again.)
