@@ -73,6 +73,7 @@ from sinks.hudi.table import (
     FileSlice,
     HudiTable,
     HudiTableSpec,
+    TimelineEntry,
     WriteStat,
 )
 from workers.failpoints import failpoint
@@ -221,6 +222,13 @@ class ClusteringGroup:
     def size(self) -> int:
         return sum(s.size for s in self.inputs)
 
+    @classmethod
+    def of(cls, partition: str, inputs: Iterable[FileSlice], config: ClusteringConfig) -> ClusteringGroup:
+        """A group of ``inputs``, written into as many files of the target size as its bytes fill."""
+        members = tuple(inputs)
+        size = sum(s.size for s in members)
+        return cls(partition, members, max(1, math.ceil(size / config.target_file_max_bytes)))
+
 
 # --- planning (pure: unit-tested without a table) -----------------------------------------
 
@@ -243,11 +251,7 @@ def plan_clustering(slices: Mapping[str, Iterable[FileSlice]], config: Clusterin
             current.append(found)
         if current:
             packed.append(current)
-        for members in packed:
-            if len(members) > 1:
-                total = sum(s.size for s in members)
-                outputs = max(1, math.ceil(total / config.target_file_max_bytes))
-                groups.append(ClusteringGroup(partition, tuple(members), outputs))
+        groups.extend(ClusteringGroup.of(partition, members, config) for members in packed if len(members) > 1)
     return groups[: config.max_num_groups]
 
 
@@ -444,6 +448,16 @@ def finish(table: HudiTable, instant: str) -> bool:
     return True
 
 
+def drop_plan(table: HudiTable, instant: str) -> None:
+    """A clustering that will not complete: its requested plan and its files aside, gone."""
+    requested = f"{table.base}/{HOODIE}/{TimelineEntry(instant, REPLACE_COMMIT, REQUESTED).file_name}"
+    if table.fs.get_file_info(requested).type == pafs.FileType.File:
+        table.fs.delete_file(requested)
+    staged = staging_root(table.base, instant)
+    if table.fs.get_file_info(staged).type == pafs.FileType.Directory:
+        table.fs.delete_dir(staged)
+
+
 def settle(table: HudiTable, requested: bool) -> tuple[list[str], list[str]]:
     """Settle clusterings left unfinished by a coordinator that died or lost the connector; returns
     (finished, rolled back).
@@ -466,13 +480,7 @@ def settle(table: HudiTable, requested: bool) -> tuple[list[str], list[str]]:
             table.remove_instants([instant])
         elif not requested:
             continue
-        else:
-            requested_entry = f"{table.base}/{HOODIE}/{instant}.{REPLACE_COMMIT}.{REQUESTED}"
-            if table.fs.get_file_info(requested_entry).type == pafs.FileType.File:
-                table.fs.delete_file(requested_entry)
-        staged = staging_root(table.base, instant)
-        if table.fs.get_file_info(staged).type == pafs.FileType.Directory:
-            table.fs.delete_dir(staged)
+        drop_plan(table, instant)
         rolled_back.append(instant)
     if requested:
         # Files a clustering's Spark tasks wrote aside after it was rolled back (a stale coordinator's).
@@ -531,7 +539,7 @@ class HudiClusterer:
         except BaseException:
             # (Its files are aside; the plan is rolled back with them, so the sink may write those file
             # groups again. A stopped coordinator leaves it to the next run.)
-            self.turns.run(lambda: self._abandon(instant))
+            self.turns.run(lambda: drop_plan(self.table, instant))
             raise
         stats, schema = written(outcomes)
         failpoint("hudi.clustered")  # (a test's coordinator dies here: files written aside, plan requested)
@@ -577,12 +585,9 @@ class HudiClusterer:
         groups = []
         for group in planned:
             current = self.table.latest_slices(group.partition)
-            kept = tuple(s for s in group.inputs if current.get(s.file_id) == s)
+            kept = [s for s in group.inputs if current.get(s.file_id) == s]
             if len(kept) > 1:
-                size = sum(s.size for s in kept)
-                groups.append(
-                    ClusteringGroup(group.partition, kept, max(1, math.ceil(size / self.config.target_file_max_bytes)))
-                )
+                groups.append(ClusteringGroup.of(group.partition, kept, self.config))
         if not groups:
             return None
         instant = self.table.next_instant()
@@ -590,15 +595,6 @@ class HudiClusterer:
         fastavro.writer(out, REQUESTED_REPLACE_SCHEMA, [requested_record(groups, self.config)])
         self.table.write_entry(instant, REPLACE_COMMIT, REQUESTED, out.getvalue())
         return instant, groups
-
-    def _abandon(self, instant: str) -> None:
-        """A clustering whose rewrite failed: its plan and its files aside, gone."""
-        requested_entry = f"{self.table.base}/{HOODIE}/{instant}.{REPLACE_COMMIT}.{REQUESTED}"
-        if self.table.fs.get_file_info(requested_entry).type == pafs.FileType.File:
-            self.table.fs.delete_file(requested_entry)
-        staged = staging_root(self.table.base, instant)
-        if self.table.fs.get_file_info(staged).type == pafs.FileType.Directory:
-            self.table.fs.delete_dir(staged)
 
     def _complete(
         self, instant: str, groups: Sequence[ClusteringGroup], stats: Sequence[WriteStat], schema: pa.Schema
@@ -609,7 +605,7 @@ class HudiClusterer:
         finished by whoever meets it (``finish``), never rolled back while its files are all there."""
         why = self._conflict(instant, groups)
         if why is not None:
-            self._abandon(instant)
+            drop_plan(self.table, instant)
             raise ClusteringAborted(f"clustering {instant} rolled back: {why}")
         replaced: dict[str, list[str]] = defaultdict(list)
         for group in groups:
