@@ -293,7 +293,13 @@ def test_a_commit_is_in_the_ledger_before_its_start_is_sent_so_a_starting_task_c
 
 
 def progress(
-    commit: ControlEvent, tp: tuple[str, int], start: int, records: int, epoch: int = 1, end_requested: bool = False
+    commit: ControlEvent,
+    tp: tuple[str, int],
+    start: int,
+    records: int,
+    epoch: int = 1,
+    end_requested: bool = False,
+    end_cause: str | None = None,
 ) -> ControlEvent:
     return ControlEvent(
         EventType.STAGING_PROGRESS,
@@ -302,6 +308,8 @@ def progress(
         epoch,
         partitions=(PartitionStatus(tp[0], tp[1], start, start + records, records),),
         end_requested=end_requested,
+        end_cause=end_cause,
+        end_reason=f"task 0 staged {records} records" if end_cause else None,
     )
 
 
@@ -337,6 +345,17 @@ def test_a_partition_whose_staging_is_full_ends_the_commit_at_once(world: Any) -
     assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
     answer_all(coordinator, channel, start)
     assert ledger.ended_by == ["staging-full"]
+
+
+def test_a_task_that_staged_a_writes_worth_ends_the_commit_at_once_and_the_ledger_says_why(world: Any) -> None:
+    coordinator, _, channel, ledger, _ = world
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [progress(start, TP1, 0, 5, end_requested=True, end_cause="write-target")]
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+    answer_all(coordinator, channel, start)
+    assert ledger.ended_by == ["write-target"]
 
 
 def test_progress_of_another_commit_or_from_a_zombie_does_not_end_a_commit(world: Any) -> None:
@@ -495,6 +514,8 @@ def test_events_round_trip_through_avro() -> None:
         task_index=1,
         partitions=(PartitionStatus("orders", 0, 1, 5, 4),),
         end_requested=True,
+        end_cause="write-target",
+        end_reason="task 1 staged 64 MiB, what its writer writes in 2 s",
     )
     assert ControlEvent.decode(progress.encode()) == progress
 
@@ -643,14 +664,20 @@ def test_a_task_that_stops_saying_so_is_given_up_on_at_the_timeout_and_no_wait_o
     assert coordinator.phase is Phase.IDLE and ledger.next_offsets == {TP0: 30, TP1: 0}
 
 
-@pytest.mark.parametrize("version", [1, 2])
+# How many fields each event version added at the end (workers.events).
+FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2}
+
+
+@pytest.mark.parametrize("version", [1, 2, 5])
 def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
     # Events are written without their schema; fields added at the end
-    # (version 2: file_partitions, 3: end_requested) are trailing bytes to an
-    # older reader, and a type added at the end of the enum is one it cannot
-    # decode, so it skips that event (as ControlChannel.poll does).
+    # (version 2: file_partitions, 3: end_requested, ... 6: end_cause and
+    # end_reason) are trailing bytes to an older reader, and a type added at
+    # the end of the enum is one it cannot decode, so it skips that event
+    # (as ControlChannel.poll does).
+    assert max(FIELDS_ADDED) == events.SCHEMA_VERSION
     current = events._SCHEMA
-    added = events.SCHEMA_VERSION - version
+    added = sum(FIELDS_ADDED[v] for v in range(version + 1, events.SCHEMA_VERSION + 1))
     symbols = [e.value for e in EventType if e is not EventType.STAGING_PROGRESS]
     earlier_fields = [
         {**f, "type": {**f["type"], "symbols": symbols}} if f["name"] == "type" else f for f in current["fields"]

@@ -538,3 +538,95 @@ def test_a_write_the_coordinator_gave_up_on_is_not_queued_before_the_next_commit
     assert set(writer.written) == {first, third}
     step_until(task, lambda: not task.superseded)
     task.close()
+
+
+# -- commits sized by their write (sinkadmin.commit.write-target-ms) ---------------------------
+
+
+def test_a_task_that_staged_a_writes_worth_asks_for_the_end_and_stops_fetching(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=1000), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "1500"})
+    task.commit_bytes = 2000  # (a test record stages 72-73 bytes: three batches)
+    commit = start(channel, 0)
+    for _ in range(10):
+        task.step(timeout=0)
+    # Three batches of ten hold the commit's worth: the task asks once, and
+    # fetches nothing more, without pausing (nothing prefetched is dropped).
+    [asked] = progress_sent(channel)
+    assert asked.commit_id == commit and asked.end_requested and asked.end_cause == "write-target"
+    assert "what its writer writes in 1.5 s (sinkadmin.commit.write-target-ms)" in (asked.end_reason or "")
+    assert log.position == 30 and log.pauses == 0
+    end(channel, commit)
+    task.step()
+    assert status_range(channel) == (0, 30)
+
+
+def test_reading_ahead_stops_at_a_commits_worth_and_the_next_start_ends_at_once(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=1000), Channel(), SlowWriter()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "1"})
+    task._write_executor = None  # the runner's own writing thread
+    task.commit_bytes, task.MIN_COMMIT_BYTES = 1400, 1  # (two batches)
+    first = start(channel, 0)
+    for _ in range(3):
+        task.step(timeout=0)
+    end(channel, first)
+    for _ in range(10):
+        task.step(timeout=0.01)
+    assert not statuses(channel)  # still writing
+    assert task.ahead[TP].start == 20 and task.ahead[TP].records == 20 and log.position == 40 and log.pauses == 0
+    writer.release.set()
+    step_until(task, lambda: bool(statuses(channel)))
+    # The write took far longer than its 1 ms target: the next commits are smaller.
+    assert task.commit_bytes < 1400
+    second = start(channel, 20)
+    task.step(timeout=0)
+    # What was read ahead is more than a commit's worth now: it asks for the END at once.
+    asked = channel.last(EventType.STAGING_PROGRESS)
+    assert asked.commit_id == second and asked.end_requested and asked.end_cause == "write-target"
+    assert len(log.assignments) == 1 and log.position == 40  # adopted, and nothing more fetched
+    end(channel, second)
+    step_until(task, lambda: len(statuses(channel)) == 2)
+    assert status_range(channel) == (20, 40)
+    task.close()
+
+
+def test_the_commit_size_follows_how_long_writes_take(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=10), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "2000"})
+    # Until a write is timed: the assumed pace over the target.
+    assert task.commit_bytes == TaskRunner.ASSUMED_WRITE_BYTES_PER_S * 2
+    mib = 2**20
+    task._learn_commit_size(100 * mib, 4.0)  # twice the target: half as much next time
+    assert task.commit_bytes == 50 * mib
+    task._learn_commit_size(50 * mib, 1.0)  # in half the target: twice as much
+    assert task.commit_bytes == 100 * mib
+    # A small commit written quickly (an idle task; mostly a Spark job's
+    # fixed cost) says nothing of what a full one takes: the size stays.
+    task._learn_commit_size(1 * mib, 0.5)
+    assert task.commit_bytes == 100 * mib
+    # A write that took far too long (a Spark retry) shrinks it, to a floor.
+    task._learn_commit_size(100 * mib, 3600.0)
+    assert task.commit_bytes == TaskRunner.MIN_COMMIT_BYTES
+    task._learn_commit_size(0, 5.0)  # (nothing staged: nothing learnt)
+    assert task.commit_bytes == TaskRunner.MIN_COMMIT_BYTES
+
+
+def test_the_write_target_is_the_interval_and_at_least_two_seconds_unless_set() -> None:
+    def target(**config: str) -> int:
+        return SinkConfig.parse(
+            {"connector.class": "iceberg", "topics": "t", "iceberg.tables": "db.t", **config}
+        ).commit_write_target_ms
+
+    assert target(**{"iceberg.control.commit.interval-ms": "1000"}) == 2000
+    assert target(**{"iceberg.control.commit.interval-ms": "10000"}) == 10000
+    assert target(**{"iceberg.control.commit.interval-ms": "1000", "sinkadmin.commit.write-target-ms": "500"}) == 500
+
+
+def test_end_offsets_between_fetches_are_asked_of_a_consumer_that_does_not_fetch(tmp_path: Path) -> None:
+    # (Asked of the fetching consumer, each request waited behind its long-poll fetch.)
+    log, channel, writer, watermarks = PartitionLog(end=10), Channel(), Writer(), PartitionLog(end=70)
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    task.watermarks = watermarks  # type: ignore[assignment]
+    task.refresh_end_offsets()
+    assert task.end_offsets == {TP: 70}
+    task.close()

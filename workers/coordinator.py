@@ -208,7 +208,7 @@ class _OpenCommit:
     staged_records: dict[TopicPartition, int] = field(default_factory=dict)
     # When each partition's task last said it is still writing (STAGING_PROGRESS after END).
     heard: dict[TopicPartition, float] = field(default_factory=dict)
-    end_requested: str | None = None
+    end_requested: tuple[str, str] | None = None  # (connectors.models.CommitEnd, why)
     ended_mono: float | None = None
     ended_by: str = "interval"
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
@@ -468,12 +468,15 @@ class Coordinator:
                 if self.phase is Phase.COLLECTING:
                     current.heard[key] = self.clock()  # (its write is under way)
         if event.end_requested and current.end_requested is None:
-            current.end_requested = f"task {event.task_index} paused a partition whose staging is full"
+            current.end_requested = (
+                event.end_cause or "staging-full",
+                event.end_reason or f"task {event.task_index} paused a partition whose staging is full",
+            )
 
     def _early_end(self, current: _OpenCommit) -> tuple[str, str] | None:
         """What ends the commit before its interval (DESIGN step 2), and why, if anything does."""
         if current.end_requested is not None:
-            return "staging-full", current.end_requested
+            return current.end_requested
         staged, max_records = sum(current.staged_records.values()), self.settings.max_records
         if 0 < max_records <= staged:
             return "max-records", f"{staged} records staged (sinkadmin.commit.max-records={max_records})"

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class EventType(StrEnum):
@@ -119,6 +119,11 @@ _SCHEMA = fastavro.parse_schema(
             # Version 5: each data file's temporary path, by final path, for
             # sinks whose commit moves the files to their names (files sink).
             {"name": "file_sources", "type": {"type": "map", "values": "string"}, "default": {}},
+            # Version 6, STAGING_PROGRESS with end_requested: why the task
+            # asks for the END, as the ledger records it (connectors.models.CommitEnd;
+            # an older task's request is "staging-full") and in words.
+            {"name": "end_cause", "type": ["null", "string"], "default": None},
+            {"name": "end_reason", "type": ["null", "string"], "default": None},
         ],
     }
 )
@@ -182,6 +187,8 @@ class ControlEvent:
     snapshot_ids: dict[str, int] = field(default_factory=dict)
     end_requested: bool = False
     unavailable: bool = False
+    end_cause: str | None = None
+    end_reason: str | None = None
 
     def encode(self) -> bytes:
         record = {
@@ -202,6 +209,8 @@ class ControlEvent:
             "end_requested": self.end_requested,
             "unavailable": self.unavailable,
             "file_sources": {f.path: f.staged_path for f in self.files if f.staged_path is not None},
+            "end_cause": self.end_cause,
+            "end_reason": self.end_reason,
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -235,6 +244,8 @@ class ControlEvent:
             snapshot_ids=dict(record["snapshot_ids"]),
             end_requested=record["end_requested"],
             unavailable=record["unavailable"],
+            end_cause=record["end_cause"],
+            end_reason=record["end_reason"],
         )
 
 

@@ -95,6 +95,13 @@ class _Write:
 
 class TaskRunner:
     FETCH_WAIT_SECONDS = 0.05
+    # Until a write has been timed, a task assumes its writer this fast:
+    # low, so the first commit (which also starts Spark's Python workers)
+    # is small rather than late; each write then corrects it.
+    ASSUMED_WRITE_BYTES_PER_S = 16 * 2**20
+    # However slow a write was (a Spark retry, a pause), a commit may stage
+    # this much: the next writes correct it in a few commits.
+    MIN_COMMIT_BYTES = 2**20
     # How often staged counts go to the coordinator while it counts them
     # (sinkadmin.commit.max-records).
     PROGRESS_SECONDS = 0.5
@@ -115,6 +122,7 @@ class TaskRunner:
         on_progress: Callable[[TaskRunner], None] | None = None,
         batch_size: int = 5000,
         write_executor: Executor | None = None,
+        watermarks: Consumer | None = None,
     ) -> None:
         self.connector = connector
         self.task_index = task_index
@@ -122,6 +130,10 @@ class TaskRunner:
         self.config = config
         self.partitions = set(partitions)
         self.consumer = consumer
+        # Where end offsets are asked while not fetching: a consumer that never
+        # fetches, as the one above queues the request behind its waiting
+        # fetch (200-400 ms a partition; see workers.kafka.ControlChannel).
+        self.watermarks = watermarks or consumer
         self.channel = channel
         self.writer = writer
         self.dead_letters = dead_letters
@@ -152,11 +164,27 @@ class TaskRunner:
         self._write_executor = write_executor
         # Values that are not plain JSON to begin with (Avro, the wire format) become JSON as they are staged.
         self._decoder = value_decoder(config)
+        # How much one commit of this task stages at most, in staged bytes:
+        # what its writer writes in the write target, as its last writes went
+        # (see _learn_commit_size). Under a backlog each commit then holds
+        # about that, so its write, and its latency, stay bounded.
+        self.write_target_s = config.commit_write_target_ms / 1000
+        self.commit_bytes = max(self.MIN_COMMIT_BYTES, round(self.ASSUMED_WRITE_BYTES_PER_S * self.write_target_s))
 
     def step(self, timeout: float = 0.2) -> bool:
-        reading_ahead = bool(self.ahead) and len(self.paused) < len(self.ahead)
-        staging = self.state is TaskState.STAGING or reading_ahead
-        wait = 0 if staging else min(timeout, self.FETCH_WAIT_SECONDS) if self.writing is not None else timeout
+        reading_ahead = bool(self.ahead) and len(self.paused) < len(self.ahead) and not self._holds_enough(self.ahead)
+        staging = (
+            self.state is TaskState.STAGING
+            and self.current is not None
+            and not self._holds_enough(self.current.buffers)
+        )
+        wait = (
+            0
+            if staging or reading_ahead
+            else min(timeout, self.FETCH_WAIT_SECONDS)
+            if self.writing is not None
+            else timeout
+        )
         events = self.channel.poll(wait, self.connector)
         for _, event in events:
             self._handle(event)
@@ -169,9 +197,37 @@ class TaskRunner:
         if self.superseded:
             self._forget_superseded()
         current = self.current
-        if (current is not None and current.error is None) or (current is None and self.ahead):
+        if current is not None:
+            fetching = current.error is None and not self._holds_enough(current.buffers)
+        else:
+            # (Reading ahead stops once it holds the next commit: what
+            # librdkafka has fetched waits in its queue, up to its bound.)
+            fetching = bool(self.ahead) and not self._holds_enough(self.ahead)
+        if fetching:
             return self._consume(timeout) or bool(events)
         return bool(events)
+
+    def _holds_enough(self, buffers: dict[TP, StagingBuffer]) -> bool:
+        """Whether these buffers hold what one commit of this task may stage (``commit_bytes``)."""
+        return sum(b.staged_bytes for b in buffers.values()) >= self.commit_bytes
+
+    def _learn_commit_size(self, staged_bytes: int, seconds: float) -> None:
+        """Size the next commits by how long this one's write took.
+
+        A write of ``staged_bytes`` that took ``seconds`` says the writer
+        writes ``staged_bytes * target / seconds`` in the write target. A
+        write that took longer than the target sets the size (down); a
+        shorter one only raises it: a small commit's write is mostly fixed
+        cost (a Spark job's start), and would otherwise shrink the size
+        of an idle task's next commits, to the cost of the backlog that
+        follows. As Spark Streaming's backpressure sizes a batch by the last
+        batches' processing times, with no constants to tune.
+        """
+        if staged_bytes <= 0:
+            return
+        measured = round(staged_bytes * self.write_target_s / max(seconds, 1e-3))
+        if seconds >= self.write_target_s or measured > self.commit_bytes:
+            self.commit_bytes = max(self.MIN_COMMIT_BYTES, measured)
 
     # -- control events ---------------------------------------------------------------
 
@@ -352,12 +408,27 @@ class TaskRunner:
 
         A partition whose staging is full (paused) asks for the END at once:
         it takes no more records until the commit ends, and waiting out the
-        interval would only idle it. With ``sinkadmin.commit.max-records``
-        the staged counts go out every PROGRESS_SECONDS, and at once when
-        this task alone holds that many, until the coordinator has heard of
-        enough. Otherwise nothing is sent.
+        interval would only idle it. So does a task that holds what its
+        writer writes in the write target (``commit_bytes``): under a
+        backlog, a commit's write then takes about that long, however much
+        is waiting. With ``sinkadmin.commit.max-records`` the staged counts
+        go out every PROGRESS_SECONDS, and at once when this task alone
+        holds that many, until the coordinator has heard of enough.
+        Otherwise nothing is sent.
         """
-        full = not self.paused.isdisjoint(current.buffers)
+        cause: str | None = None
+        reason: str | None = None
+        if not self.paused.isdisjoint(current.buffers):
+            cause = "staging-full"  # (connectors.models.CommitEnd)
+            reason = f"task {self.task_index} paused a partition whose staging is full"
+        elif self._holds_enough(current.buffers):
+            staged = sum(b.staged_bytes for b in current.buffers.values())
+            cause = "write-target"
+            reason = (
+                f"task {self.task_index} staged {staged / 2**20:.0f} MiB, what its writer writes in "
+                f"{self.write_target_s:g} s (sinkadmin.commit.write-target-ms) at its last commits' pace"
+            )
+        full = cause is not None
         records = sum(b.records for b in current.buffers.values())
         max_records = self.config.commit_max_records
         now = time.monotonic()
@@ -374,6 +445,8 @@ class TaskRunner:
                 for (topic, partition), b in sorted(current.buffers.items())
             ),
             end_requested=full,
+            end_cause=cause,
+            end_reason=reason,
         )
         current.reported_records, current.reported_at = records, now
         current.reported_full = current.reported_full or full
@@ -410,7 +483,7 @@ class TaskRunner:
         self._end_offsets_at = now
         for tp in self.partitions:
             try:
-                _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), timeout=1, cached=False)
+                _, high = self.watermarks.get_watermark_offsets(TopicPartition(*tp), timeout=1, cached=False)
             except KafkaException:
                 continue
             if high >= 0:
@@ -469,6 +542,9 @@ class TaskRunner:
                 error, unavailable = self._failure(exc)
                 result, retriable = WriteResult(), True
         failpoint("participant.before_status")
+        seconds = time.monotonic() - write.began
+        if error is None:
+            self._learn_commit_size(sum(b.staged_bytes for b in current.buffers.values()), seconds)
         log.info(
             "%s task %d: commit %s: %d records, %d files written in %.2f s%s",
             self.connector,
@@ -476,7 +552,7 @@ class TaskRunner:
             current.commit_id,
             sum(s.records for s in statuses),
             len(result.files),
-            time.monotonic() - write.began,
+            seconds,
             "" if error is None else " (failed)",
         )
         self._send(
@@ -621,6 +697,8 @@ class TaskRunner:
             self._discard(self.current)
         self._drop_ahead()
         self.consumer.close()
+        if self.watermarks is not self.consumer:
+            self.watermarks.close()
 
 
 def _topic_partition(message: Any) -> TP:

@@ -853,6 +853,7 @@ def run_task(
         dead_letters=dead_letters,
         staging_dir=Path(settings.STAGING_DIR) / name,
         write_executor=writing,
+        watermarks=Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}")),
     )
     tune_process_for_tasks()
     log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))

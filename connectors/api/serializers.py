@@ -273,8 +273,9 @@ class CommitSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
         "CommitEnd",
         CommitEnd.values,
         help_text="What ended the commit's staging: its interval, or earlier sinkadmin.commit.max-records "
-        "staged records or a partition's full staging (sinkadmin.staging.max-bytes); 'skipped' marks an "
-        "entry that moved partitions past offsets below their log start.",
+        "staged records, a partition's full staging (sinkadmin.staging.max-bytes) or a task that staged "
+        "what it writes in sinkadmin.commit.write-target-ms; 'skipped' marks an entry that moved "
+        "partitions past offsets below their log start.",
     )
     error = serializers.CharField(allow_blank=True)
     offsets = CommitRangeSerializer(many=True)

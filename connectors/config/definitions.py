@@ -347,6 +347,19 @@ SHARED_KEYS: tuple[ConfigKey, ...] = (
         order=4,
     ),
     ConfigKey(
+        "sinkadmin.commit.write-target-ms",
+        KeyType.LONG,
+        "How long one commit's write should take. Each task stages for a commit at most what its writer "
+        "wrote in this long at its last commits' pace, and then asks for the commit's end: under a backlog, "
+        "commits are sized so that each is written in about this long, and a record waits about the interval "
+        "plus this. 0: the commit interval, and at least 2000 (a Spark job's fixed cost then stays a small "
+        "part of each write).",
+        _G_COMMIT,
+        default="0",
+        minimum=0,
+        order=5,
+    ),
+    ConfigKey(
         "errors.tolerance",
         KeyType.STRING,
         "none: a record that cannot be converted fails the connector. all: it goes to the dead-letter "

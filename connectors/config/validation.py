@@ -28,6 +28,9 @@ from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 from connectors.config.transforms import PartitionField, parse_partition_by
 
+# sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
+# this: a Spark job costs ~0.3-0.5 s whatever it writes (docs/spark.md).
+WRITE_TARGET_MIN_MS = 2000
 SHARED_DEFAULTS = {key.name: key.default for key in SHARED_KEYS if key.default is not None}
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 IDENTIFIER_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
@@ -511,6 +514,8 @@ class SinkConfig:
     commit_timeout_ms: int
     allow_empty_commit: bool
     commit_max_records: int
+    # sinkadmin.commit.write-target-ms, resolved (0 there: the interval, at least WRITE_TARGET_MIN_MS).
+    commit_write_target_ms: int
     errors_tolerance: str
     dlq_topic: str | None
     dlq_replication_factor: int
@@ -589,6 +594,8 @@ class SinkConfig:
             commit_timeout_ms=int(get(plugin.commit_timeout_key, "0")),
             allow_empty_commit=flag(plugin.allow_empty_key),
             commit_max_records=int(get("sinkadmin.commit.max-records")),
+            commit_write_target_ms=int(get("sinkadmin.commit.write-target-ms"))
+            or max(commit_interval_ms, WRITE_TARGET_MIN_MS),
             errors_tolerance=get("errors.tolerance"),
             dlq_topic=raw.get("errors.deadletterqueue.topic.name") or None,
             dlq_replication_factor=int(get("errors.deadletterqueue.topic.replication.factor")),

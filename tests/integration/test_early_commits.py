@@ -1,6 +1,7 @@
 """Commits that end before their interval (DESIGN step 2): on a record
-threshold, and when a partition's staging is full, against the real broker,
-Postgres and catalog.
+threshold, when a partition's staging is full, and when a task has staged
+what its writer writes in sinkadmin.commit.write-target-ms, against the real
+broker, Postgres, Spark and catalog.
 
 The interval is ten minutes, far longer than a test runs: every commit a
 test sees ended early. What is left below the threshold waits for the
@@ -104,3 +105,30 @@ def test_a_partition_whose_staging_fills_ends_the_commit_and_nothing_is_lost(
 
     assert {c.ended_by for c in committed("full")} == {CommitEnd.STAGING_FULL}
     assert_table_holds_exactly_the_committed_ranges("full", kafka_bootstrap)
+
+
+def test_under_a_backlog_each_commit_holds_what_its_write_target_allows_and_nothing_is_lost(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 2)
+    padding = "x" * 1000
+    # 24 MB waiting before the connector starts: a backlog.
+    produce(kafka_bootstrap, topic_name, [json.dumps({"id": i, "note": padding}).encode() for i in range(24000)], 2)
+    actions.create_connector(
+        "paced",
+        sink_config(
+            topic_name,
+            "db.events",
+            # (Spark, the default data plane: its write's time is what sizes a commit.)
+            **{"iceberg.control.commit.interval-ms": TEN_MINUTES, "sinkadmin.commit.write-target-ms": "500"},
+        ),
+    )
+    with running_in_threads("paced"):
+        # The first commit holds what the assumed pace writes in 0.5 s (8
+        # MiB); each later one what the last writes say: never the interval.
+        wait_until(lambda: len(committed("paced")) >= 3, 180, "three commits sized by their writes")
+
+    commits = committed("paced")
+    assert {c.ended_by for c in commits} == {CommitEnd.WRITE_TARGET}
+    assert all(c.records < 24000 for c in commits)
+    assert_table_holds_exactly_the_committed_ranges("paced", kafka_bootstrap)
