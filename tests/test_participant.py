@@ -611,6 +611,59 @@ def test_the_commit_size_follows_how_long_writes_take(tmp_path: Path) -> None:
     assert task.commit_bytes == TaskRunner.MIN_COMMIT_BYTES
 
 
+def test_a_write_whose_fixed_part_outlasts_the_target_is_not_split_into_ever_smaller_commits(tmp_path: Path) -> None:
+    # A keyed write rewriting the files its keys touch, or a cluster that
+    # takes seconds to schedule a job: 20 s whatever the commit holds, and
+    # then 100 MiB/s. Sized by the ratio alone, each commit would shrink to
+    # the floor and pay the 20 s for 1 MiB.
+    log, channel, writer = PartitionLog(end=10), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "2000"})
+    mib = 2**20
+
+    def write(size: int) -> None:
+        task._learn_commit_size(size, 20 + size / (100 * mib))
+
+    write(100 * mib)  # 21 s: no fixed part known yet, so scaled down by 2 / 21
+    assert task.commit_bytes == round(100 * mib * 2 / 21)
+    sizes = []
+    for _ in range(6):
+        write(task.commit_bytes)
+        sizes.append(task.commit_bytes)
+    # As long for a tenth of the size: the time is all fixed part, so the
+    # commits grow (at most four times the last a step) until the time
+    # follows the size, then hold what 20 s of the second part write: half
+    # of each write is the fixed part.
+    assert sizes[0] == 4 * round(100 * mib * 2 / 21)
+    assert sizes == sorted(sizes)
+    assert task.fixed_write_seconds == pytest.approx(20, abs=0.01)
+    assert sizes[-2:] == [pytest.approx(2000 * mib, rel=0.01)] * 2
+
+
+def test_a_write_whose_time_does_not_follow_its_size_makes_commits_larger(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=10), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "2000"})
+    mib = 2**20
+    task._learn_commit_size(100 * mib, 20.0)
+    assert task.commit_bytes == 10 * mib
+    task._learn_commit_size(10 * mib, 19.5)  # a tenth of the size, as long: all fixed part
+    assert task.fixed_write_seconds == 19.5
+    assert task.commit_bytes == 40 * mib  # (at most four times the last commit)
+
+
+def test_with_a_small_fixed_part_a_commits_write_takes_the_target(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=10), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "2000"})
+    mib = 2**20
+
+    def seconds(size: int) -> float:
+        return 0.4 + size / (200 * mib)
+
+    for _ in range(6):  # from the assumed pace, under a backlog: each commit holds commit_bytes
+        task._learn_commit_size(task.commit_bytes, seconds(task.commit_bytes))
+    assert task.fixed_write_seconds == pytest.approx(0.4, abs=0.01)
+    assert seconds(task.commit_bytes) == pytest.approx(2.0, abs=0.01)
+
+
 def test_the_write_target_is_the_interval_and_at_least_two_seconds_unless_set() -> None:
     def target(**config: str) -> int:
         return SinkConfig.parse(

@@ -10,9 +10,11 @@ partitions of a task share one Kafka consumer.
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -102,6 +104,12 @@ class TaskRunner:
     # However slow a write was (a Spark retry, a pause), a commit may stage
     # this much: the next writes correct it in a few commits.
     MIN_COMMIT_BYTES = 2**20
+    # The writes (staged bytes, seconds) the fixed part of a write's time is
+    # reckoned from, and how well their times must follow their sizes for it.
+    WRITES_REMEMBERED = 8
+    LINE_FIT = 0.9
+    # A commit may stage at most this many times what the last write held.
+    MAX_GROWTH = 4
     # How often staged counts go to the coordinator while it counts them
     # (sinkadmin.commit.max-records).
     PROGRESS_SECONDS = 0.5
@@ -170,21 +178,14 @@ class TaskRunner:
         # about that, so its write, and its latency, stay bounded.
         self.write_target_s = config.commit_write_target_ms / 1000
         self.commit_bytes = max(self.MIN_COMMIT_BYTES, round(self.ASSUMED_WRITE_BYTES_PER_S * self.write_target_s))
+        self._writes: deque[tuple[int, float]] = deque(maxlen=self.WRITES_REMEMBERED)
+        self.fixed_write_seconds = 0.0
 
     def step(self, timeout: float = 0.2) -> bool:
-        reading_ahead = bool(self.ahead) and len(self.paused) < len(self.ahead) and not self._holds_enough(self.ahead)
-        staging = (
-            self.state is TaskState.STAGING
-            and self.current is not None
-            and not self._holds_enough(self.current.buffers)
-        )
-        wait = (
-            0
-            if staging or reading_ahead
-            else min(timeout, self.FETCH_WAIT_SECONDS)
-            if self.writing is not None
-            else timeout
-        )
+        if self._wants_records():
+            wait = 0.0
+        else:
+            wait = min(timeout, self.FETCH_WAIT_SECONDS) if self.writing is not None else timeout
         events = self.channel.poll(wait, self.connector)
         for _, event in events:
             self._handle(event)
@@ -196,16 +197,19 @@ class TaskRunner:
                 self._still_writing(writing)
         if self.superseded:
             self._forget_superseded()
-        current = self.current
-        if current is not None:
-            fetching = current.error is None and not self._holds_enough(current.buffers)
-        else:
-            # (Reading ahead stops once it holds the next commit: what
-            # librdkafka has fetched waits in its queue, up to its bound.)
-            fetching = bool(self.ahead) and not self._holds_enough(self.ahead)
-        if fetching:
+        if self._wants_records():
             return self._consume(timeout) or bool(events)
         return bool(events)
+
+    def _wants_records(self) -> bool:
+        """Whether to fetch: for the open commit, or ahead of the next, until it holds a commit's worth.
+
+        (Once it does, what librdkafka has fetched waits in its queue, up to its bound.)
+        """
+        current = self.current
+        if current is not None:
+            return current.error is None and not self._holds_enough(current.buffers)
+        return bool(self.ahead) and not self._holds_enough(self.ahead)
 
     def _holds_enough(self, buffers: dict[TP, StagingBuffer]) -> bool:
         """Whether these buffers hold what one commit of this task may stage (``commit_bytes``)."""
@@ -214,20 +218,54 @@ class TaskRunner:
     def _learn_commit_size(self, staged_bytes: int, seconds: float) -> None:
         """Size the next commits by how long this one's write took.
 
-        A write of ``staged_bytes`` that took ``seconds`` says the writer
-        writes ``staged_bytes * target / seconds`` in the write target. A
-        write that took longer than the target sets the size (down); a
-        shorter one only raises it: a small commit's write is mostly fixed
-        cost (a Spark job's start), and would otherwise shrink the size
-        of an idle task's next commits, to the cost of the backlog that
-        follows. As Spark Streaming's backpressure sizes a batch by the last
-        batches' processing times, with no constants to tune.
+        A write costs a fixed part (a Spark job's start: 0.3-0.5 s here, more
+        on a busy cluster; a keyed write's rewrite of the files its keys
+        touch) and a part that follows the staged bytes. The size is what
+        the second part writes in what the target leaves of the first, so
+        that a commit's write takes about the target; when the fixed part
+        is more than half the target, what it writes in as long as the
+        fixed part takes (half of each write), rather than ever smaller
+        commits that each pay it whole. The fixed part is the intercept of
+        the recent writes' times over their sizes, once those differ
+        enough to tell (none before: each write then scales the size by
+        target / its time, the same fixed point).
+
+        A write that took the target or longer sets the size (down); a
+        shorter one only raises it: the short write of an idle task's small
+        commit says little of a full one, and would otherwise shrink the
+        size the backlog that follows starts with. As Spark Streaming's
+        backpressure sizes a batch by the last batches' processing times.
         """
         if staged_bytes <= 0:
             return
-        measured = round(staged_bytes * self.write_target_s / max(seconds, 1e-3))
-        if seconds >= self.write_target_s or measured > self.commit_bytes:
-            self.commit_bytes = max(self.MIN_COMMIT_BYTES, measured)
+        self._writes.append((staged_bytes, seconds))
+        sizes = [size for size, _ in self._writes]
+        times = [t for _, t in self._writes]
+        slope = 0.0
+        # Only a line that fits: two tasks' jobs share Spark, and whichever
+        # went first wrote faster; a fixed part read from that scatter would
+        # make the next short write look far faster than it was.
+        if max(sizes) >= 1.5 * min(sizes):
+            if max(times) <= 1.25 * min(times):
+                # Sizes half again apart, times within a quarter: the time is the fixed part.
+                self.fixed_write_seconds = min(times)
+            elif statistics.correlation(sizes, times) >= self.LINE_FIT:
+                slope, intercept = statistics.linear_regression(sizes, times)
+                self.fixed_write_seconds = min(max(intercept, 0.0), *times)
+        fixed, target = self.fixed_write_seconds, self.write_target_s
+        # Bytes a second of the part that follows the size: this write's
+        # (as things are now), unless its time was nearly all fixed part and
+        # its own rest is lost in the noise: then the recent writes' slope.
+        rest = seconds - fixed
+        if rest >= 0.1 * seconds or slope <= 0:
+            bytes_per_second = staged_bytes / max(rest, 0.1 * seconds, 1e-3)
+        else:
+            bytes_per_second = 1 / slope
+        size = round(bytes_per_second * max(target - fixed, fixed))
+        if seconds >= target or size > self.commit_bytes:
+            # (Up by at most MAX_GROWTH a write: one fast write, the other
+            # task's job over early, say, does not make the next commit huge.)
+            self.commit_bytes = max(self.MIN_COMMIT_BYTES, min(size, self.MAX_GROWTH * staged_bytes))
 
     # -- control events ---------------------------------------------------------------
 

@@ -112,8 +112,10 @@ def test_under_a_backlog_each_commit_holds_what_its_write_target_allows_and_noth
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 2)
     padding = "x" * 1000
-    # 24 MB waiting before the connector starts: a backlog.
-    produce(kafka_bootstrap, topic_name, [json.dumps({"id": i, "note": padding}).encode() for i in range(24000)], 2)
+    # 86 MB waiting before the connector starts: a backlog, of which
+    # commits growing at most fourfold from 8 MiB make at least three.
+    total = 80000
+    produce(kafka_bootstrap, topic_name, [json.dumps({"id": i, "note": padding}).encode() for i in range(total)], 2)
     actions.create_connector(
         "paced",
         sink_config(
@@ -130,5 +132,5 @@ def test_under_a_backlog_each_commit_holds_what_its_write_target_allows_and_noth
 
     commits = committed("paced")
     assert {c.ended_by for c in commits} == {CommitEnd.WRITE_TARGET}
-    assert all(c.records < 24000 for c in commits)
+    assert all(c.records < total for c in commits)
     assert_table_holds_exactly_the_committed_ranges("paced", kafka_bootstrap)
