@@ -135,9 +135,6 @@ def java_available() -> bool:
     return shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
 
 
-FAIR_SCHEDULER_FILE = Path(__file__).resolve().parent / "spark" / "fairscheduler.xml"
-
-
 def start_spark_connect(
     port: int, log_dir: Path, *, master: str = "local[*]", driver_memory: str = "2g", host: str = "127.0.0.1"
 ) -> ManagedProcess:
@@ -160,11 +157,6 @@ def start_spark_connect(
         f"spark.connect.grpc.binding.port={port}",
         "--conf",
         "spark.ui.enabled=false",
-        # The tasks' jobs share the executors rather than queue (the file says why).
-        "--conf",
-        "spark.scheduler.mode=FAIR",
-        "--conf",
-        f"spark.scheduler.allocation.file={FAIR_SCHEDULER_FILE}",
         "spark-internal",
     ]
     # Spark's Python workers (the data plane's decoder) run this interpreter,
