@@ -196,7 +196,7 @@ class CommitEnd(models.TextChoices):
     INTERVAL = "interval"
     MAX_RECORDS = "max-records", "max-records staged"
     STAGING_FULL = "staging-full", "a partition's staging full"
-    # A task staged what it writes and commits in sinkadmin.commit.write-target-ms.
+    # A task staged what its writer writes in sinkadmin.commit.write-target-ms.
     WRITE_TARGET = "write-target", "a write's worth staged"
     # Not a commit of records: the ledger moved past offsets that retention
     # deleted before they were committed (sinkadmin.offsets.out-of-range=skip).

@@ -515,7 +515,7 @@ def test_events_round_trip_through_avro() -> None:
         partitions=(PartitionStatus("orders", 0, 1, 5, 4),),
         end_requested=True,
         end_cause="write-target",
-        end_reason="task 1 staged 64 MiB, what it writes and commits in 2 s",
+        end_reason="task 1 staged 64 MiB, what its writer writes in 2 s",
     )
     assert ControlEvent.decode(progress.encode()) == progress
 

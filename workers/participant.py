@@ -97,11 +97,11 @@ class _Write:
 
 class TaskRunner:
     FETCH_WAIT_SECONDS = 0.05
-    # Until a commit has been timed, a task assumes its writer this fast:
-    # below what a Spark core writes here (~100 MiB/s of 1 KB JSON), so the
-    # first commit (which also starts Spark's Python workers) is small
-    # rather than late; each commit then corrects it.
-    ASSUMED_WRITE_BYTES_PER_S = 32 * 2**20
+    # Until a write has been timed, a task assumes its writer this fast:
+    # well below what a Spark core writes here (~100 MiB/s of 1 KB JSON), so
+    # the first commit (which also starts Spark's Python workers) is small
+    # rather than late; each write then corrects it.
+    ASSUMED_WRITE_BYTES_PER_S = 16 * 2**20
     # However slow a write was (a Spark retry, a pause), a commit may stage
     # this much: the next writes correct it in a few commits.
     MIN_COMMIT_BYTES = 2**20
@@ -174,15 +174,13 @@ class TaskRunner:
         # Values that are not plain JSON to begin with (Avro, the wire format) become JSON as they are staged.
         self._decoder = value_decoder(config)
         # How much one commit of this task stages at most, in staged bytes:
-        # what it writes and commits in the write target, as its last commits
-        # went (see _learn_commit_size). Under a backlog each commit then
-        # holds about that, so its latency stays bounded.
+        # what its writer writes in the write target, as its last writes went
+        # (see _learn_commit_size). Under a backlog each commit then holds
+        # about that, so its write, and its latency, stay bounded.
         self.write_target_s = config.commit_write_target_ms / 1000
         self.commit_bytes = max(self.MIN_COMMIT_BYTES, round(self.ASSUMED_WRITE_BYTES_PER_S * self.write_target_s))
         self._writes: deque[tuple[int, float]] = deque(maxlen=self.WRITES_REMEMBERED)
         self.fixed_write_seconds = 0.0
-        # The commit last written: its id, staged bytes and when its write began, until its ACK_COMMIT.
-        self._timing: tuple[uuid.UUID, int, float] | None = None
 
     def step(self, timeout: float = 0.2) -> bool:
         if self._wants_records():
@@ -219,32 +217,29 @@ class TaskRunner:
         return sum(b.staged_bytes for b in buffers.values()) >= self.commit_bytes
 
     def _learn_commit_size(self, staged_bytes: int, seconds: float) -> None:
-        """Size the next commits by how long this one took, from its END to its ACK_COMMIT.
+        """Size the next commits by how long this one's write took.
 
-        Not the task's own write alone: the tasks' jobs share Spark, and in
-        its FIFO order the job submitted first runs alone while the other
-        waits, so a task's own write time swung between Spark's whole speed
-        and half of it, and commits sized by it overshot to twice the target.
-        The commit's time is the later write's, plus committing: the same
-        for every task, and what the target is about.
+        A write of ``staged_bytes`` that took ``seconds`` says the writer
+        writes ``staged_bytes * target / seconds`` in the write target: the
+        next commits hold that. A write that took the target or longer sets
+        the size (down); a shorter one only raises it (at most MAX_GROWTH
+        times what it held): an idle task's small commit, mostly a Spark
+        job's fixed cost, says little of a full one, and would otherwise
+        shrink the size the backlog that follows starts with. As Spark
+        Streaming's backpressure sizes a batch by the last batches'
+        processing times.
 
-        That time is a fixed part (a Spark job's start, committing; seconds
-        on a busy cluster; a keyed write's rewrite of the files its keys
-        touch) and a part that follows the staged bytes. The size is what
-        the second part writes in what the target leaves of the first, so
-        that a commit takes about the target; when the fixed part is more
-        than half the target, what it writes in as long as the fixed part
-        takes (half of each commit), rather than ever smaller commits that
-        each pay it whole. The fixed part is the intercept of the recent
-        commits' times over their sizes, once those differ enough to tell
-        (none before: each commit then scales the size by target / its
-        time, the same fixed point).
-
-        A commit that took the target or longer sets the size (down); a
-        shorter one only raises it: an idle task's small commit says little
-        of a full one, and would otherwise shrink the size the backlog that
-        follows starts with. As Spark Streaming's backpressure sizes a batch
-        by the last batches' processing times.
+        That rule's fixed point is the size whose write takes the target,
+        whatever a write's fixed part (a job's start), as long as that part
+        is shorter than the target; a longer one (a busy cluster's
+        scheduling, a keyed write's rewrite of the files its keys touch)
+        would shrink the commits to nothing, each paying it whole. So the
+        fixed part is reckoned from the recent writes (the intercept of
+        their times over their sizes, once those differ enough to tell and
+        fit a line; all of the time when it does not follow the size), and
+        once it is more than half the target a commit holds what the rest
+        of a write does in as long as the fixed part takes: half of each
+        write is then the fixed part.
         """
         if staged_bytes <= 0:
             return
@@ -262,7 +257,9 @@ class TaskRunner:
             elif statistics.correlation(sizes, times) >= self.LINE_FIT:
                 slope, intercept = statistics.linear_regression(sizes, times)
                 self.fixed_write_seconds = min(max(intercept, 0.0), *times)
-        fixed, target = self.fixed_write_seconds, self.write_target_s
+        target = self.write_target_s
+        # (Below half the target the plain ratio holds: see above.)
+        fixed = self.fixed_write_seconds if self.fixed_write_seconds > target / 2 else 0.0
         # Bytes a second of the part that follows the size: this write's
         # (as things are now), unless its time was nearly all fixed part and
         # its own rest is lost in the noise: then the recent writes' slope.
@@ -292,11 +289,6 @@ class TaskRunner:
             current = self.current
             if current is not None and current.commit_id == event.commit_id and current.epoch == event.epoch:
                 self._finish(current)
-        elif event.type is EventType.ACK_COMMIT:
-            timing = self._timing
-            if timing is not None and timing[0] == event.commit_id:
-                self._timing = None
-                self._learn_commit_size(timing[1], time.monotonic() - timing[2])
 
     def _begin(self, event: ControlEvent) -> None:
         if self.current is not None:
@@ -478,7 +470,7 @@ class TaskRunner:
             staged = sum(b.staged_bytes for b in current.buffers.values())
             cause = "write-target"
             reason = (
-                f"task {self.task_index} staged {staged / 2**20:.0f} MiB, what it writes and commits in "
+                f"task {self.task_index} staged {staged / 2**20:.0f} MiB, what its writer writes in "
                 f"{self.write_target_s:g} s (sinkadmin.commit.write-target-ms) at its last commits' pace"
             )
         full = cause is not None
@@ -597,8 +589,7 @@ class TaskRunner:
         failpoint("participant.before_status")
         seconds = time.monotonic() - write.began
         if error is None:
-            # Timed to the commit's ACK (see _learn_commit_size).
-            self._timing = (current.commit_id, sum(b.staged_bytes for b in current.buffers.values()), write.began)
+            self._learn_commit_size(sum(b.staged_bytes for b in current.buffers.values()), seconds)
         log.info(
             "%s task %d: commit %s: %d records, %d files written in %.2f s%s",
             self.connector,

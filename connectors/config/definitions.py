@@ -349,11 +349,11 @@ SHARED_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.commit.write-target-ms",
         KeyType.LONG,
-        "How long a commit should take from its end to its table commit. Each task stages for a commit at "
-        "most what it wrote and committed in this long at its last commits' pace, and then asks for the "
-        "commit's end: under a backlog, commits are sized so that each is written and committed in about "
-        "this long, and a record waits about the interval plus this. 0: the commit interval, and at least "
-        "2000 (a Spark job's fixed cost then stays a small part of each write).",
+        "How long one commit's write should take. Each task stages for a commit at most what its writer "
+        "wrote in this long at its last writes' pace, and then asks for the commit's end: under a backlog, "
+        "commits are sized so that each is written in about this long, and a record waits about the interval "
+        "plus this. 0: the commit interval, and at least 2000 (a Spark job's fixed cost then stays a small "
+        "part of each write).",
         _G_COMMIT,
         default="0",
         minimum=0,

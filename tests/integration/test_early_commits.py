@@ -1,6 +1,6 @@
 """Commits that end before their interval (DESIGN step 2): on a record
 threshold, when a partition's staging is full, and when a task has staged
-what it writes and commits in sinkadmin.commit.write-target-ms, against the real
+what its writer writes in sinkadmin.commit.write-target-ms, against the real
 broker, Postgres, Spark and catalog.
 
 The interval is ten minutes, far longer than a test runs: every commit a
