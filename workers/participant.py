@@ -214,7 +214,7 @@ class TaskRunner:
 
     def _holds_enough(self, buffers: dict[TP, StagingBuffer]) -> bool:
         """Whether these buffers hold what one commit of this task may stage (``commit_bytes``)."""
-        return sum(b.staged_bytes for b in buffers.values()) >= self.commit_bytes
+        return _staged_bytes(buffers) >= self.commit_bytes
 
     def _learn_commit_size(self, staged_bytes: int, seconds: float) -> None:
         """Size the next commits by how long this one's write took.
@@ -467,7 +467,7 @@ class TaskRunner:
             cause = "staging-full"  # (connectors.models.CommitEnd)
             reason = f"task {self.task_index} paused a partition whose staging is full"
         elif self._holds_enough(current.buffers):
-            staged = sum(b.staged_bytes for b in current.buffers.values())
+            staged = _staged_bytes(current.buffers)
             cause = "write-target"
             reason = (
                 f"task {self.task_index} staged {staged / 2**20:.0f} MiB, what its writer writes in "
@@ -589,7 +589,7 @@ class TaskRunner:
         failpoint("participant.before_status")
         seconds = time.monotonic() - write.began
         if error is None:
-            self._learn_commit_size(sum(b.staged_bytes for b in current.buffers.values()), seconds)
+            self._learn_commit_size(_staged_bytes(current.buffers), seconds)
         log.info(
             "%s task %d: commit %s: %d records, %d files written in %.2f s%s",
             self.connector,
@@ -744,6 +744,10 @@ class TaskRunner:
         self.consumer.close()
         if self.watermarks is not self.consumer:
             self.watermarks.close()
+
+
+def _staged_bytes(buffers: dict[TP, StagingBuffer]) -> int:
+    return sum(b.staged_bytes for b in buffers.values())
 
 
 def _topic_partition(message: Any) -> TP:
