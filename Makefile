@@ -41,6 +41,7 @@ typecheck: install
 
 bench: services
 	$(PY) bench/spark_decoding.py
+	$(PY) bench/spark_tasks.py
 	$(PY) bench/sink_throughput.py
 	$(PY) bench/maintenance.py
 	$(PY) bench/mirror_throughput.py

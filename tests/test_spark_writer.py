@@ -32,6 +32,7 @@ from workers.spark_writer import (
     decode_staged_partitions,
     read_staged_chunks,
     spark_failure,
+    task_groups,
 )
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition
 from workers.writes import TargetTable
@@ -99,15 +100,34 @@ def test_records_with_new_fields_come_back_as_the_fields_to_add(tmp_path: Path) 
     assert not list((tmp_path / "warehouse").rglob("*.parquet"))  # nothing written in the old schema
 
 
-def test_the_mapinarrow_function_answers_one_row_per_staged_partition(tmp_path: Path) -> None:
+def test_the_mapinarrow_function_answers_one_row_per_staged_partition_of_its_groups(tmp_path: Path) -> None:
     first = staged_file(tmp_path / "a", [b'{"id": 1}', b'{"id": 2}'])
     second = replace(staged_file(tmp_path / "b", [b'{"id": 3}']), partition=4)
-    decode = replace(job(tmp_path, config()), staged=(first, second))
-    # What Spark hands a Python worker: the numbers of its staged partitions.
-    answers = list(decode_staged_partitions(decode, iter([pa.record_batch([pa.array([1, 0])], names=["id"])])))
+    third = replace(staged_file(tmp_path / "c", [b'{"id": 4}'] * 3), partition=5)
+    decode = replace(job(tmp_path, config()), staged=(first, second, third))
+    groups = ((0,), (1, 2))
+    # What Spark hands a Python worker: the numbers of its groups of staged partitions.
+    batches = iter([pa.record_batch([pa.array([1, 0])], names=["id"])])
+    answers = list(decode_staged_partitions(decode, groups, batches))
     outcomes = [a.to_pylist()[0] for a in answers]
-    assert [(o["topic"], o["partition"]) for o in outcomes] == [("orders", 4), ("orders", 3)]
-    assert [json.loads(o["outcome"])["files"][0]["records"] for o in outcomes] == [1, 2]
+    assert [(o["topic"], o["partition"]) for o in outcomes] == [("orders", 4), ("orders", 5), ("orders", 3)]
+    assert [json.loads(o["outcome"])["files"][0]["records"] for o in outcomes] == [1, 3, 2]
+
+
+def test_a_job_has_a_spark_task_per_core_each_with_about_equal_records() -> None:
+    def partitions(*records: int) -> list[StagedPartition]:
+        return [StagedPartition("orders", n, 0, r, r, None, None) for n, r in enumerate(records)]
+
+    # Eight partitions, two cores: two tasks of four, the largest placed first.
+    groups = task_groups(partitions(100, 90, 80, 70, 60, 50, 40, 30), 2)
+    assert groups == ((0, 3, 4, 7), (1, 2, 5, 6))
+    assert [sum((100, 90, 80, 70, 60, 50, 40, 30)[i] for i in g) for g in groups] == [260, 260]
+    # One large partition gets a task of its own.
+    assert task_groups(partitions(1000, 10, 10, 10), 2) == ((0,), (1, 2, 3))
+    # More cores than partitions: a task each; every partition is in exactly one group.
+    assert task_groups(partitions(5, 5, 5), 8) == ((0,), (1,), (2,))
+    assert sorted(i for g in task_groups(partitions(*range(1, 17)), 3) for i in g) == list(range(16))
+    assert task_groups(partitions(7, 7), 0) == ((0, 1),)
 
 
 def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> None:

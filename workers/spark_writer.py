@@ -2,7 +2,8 @@
 
 Participants stage raw records (``workers.staging.RawStagingFile``) while they
 consume; at END_COMMIT a task hands its staged files to Spark in **one job**
-(one Spark task per staged partition) and goes on consuming for the next commit
+(a Spark task per core, each decoding a group of staged partitions: ``task_groups``)
+and goes on consuming for the next commit
 while the job runs (``workers.participant``). Spark's Python workers run the
 same decoder as the arrow data plane (``workers.arrow_writer``: arrow-rs's or
 Arrow C++'s JSON reader, Iceberg's partition transforms, routing, bad-record
@@ -305,7 +306,7 @@ def read_staged_chunks(path: Path, chunk_bytes: int) -> Iterator[RecordChunk]:
 
 
 class StagedJob(Protocol):
-    """A task's share of one commit as Spark runs it: Spark task n runs ``decode(staged[n])``.
+    """A task's share of one commit as Spark runs it: each Spark task runs ``decode`` over a group of ``staged``.
 
     Pickled with the job to Spark's Python workers; ``decode`` returns a
     JSON-able outcome of one staged partition."""
@@ -422,25 +423,55 @@ def _freeze_imports() -> None:
 
 
 def _imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A warm-up job's function: the Python worker imports what decoding needs, and answers nothing."""
+    """A warm-up job's function: the Python worker imports what decoding needs, and answers one row
+    per Spark task (so the job's rows count the tasks it ran)."""
     import workers.arrow_writer  # noqa: F401
 
     _freeze_imports()
+    answered = False
     for batch in batches:
-        yield batch.slice(0, 0)
+        if not answered and batch.num_rows:
+            answered = True
+            yield batch.slice(0, 1)
 
 
-def decode_staged_partitions(job: StagedJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The function Spark's Python workers run (``mapInArrow`` over ``range(len(job.staged))``,
-    a partition each): one outcome row per staged partition."""
+def decode_staged_partitions(
+    job: StagedJob, groups: tuple[tuple[int, ...], ...], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The function Spark's Python workers run (``mapInArrow`` over ``range(len(groups))``, a
+    Spark task per group of staged partitions): one outcome row per staged partition."""
     _freeze_imports()
     for batch in batches:
         for n in batch.column("id").to_pylist():
-            staged = job.staged[n]
-            outcome = json.dumps(job.decode(staged))
-            yield pa.RecordBatch.from_pylist(
-                [{"topic": staged.topic, "partition": staged.partition, "outcome": outcome}], schema=OUTCOME_SCHEMA
-            )
+            for index in groups[n]:
+                staged = job.staged[index]
+                outcome = json.dumps(job.decode(staged))
+                yield pa.RecordBatch.from_pylist(
+                    [{"topic": staged.topic, "partition": staged.partition, "outcome": outcome}], schema=OUTCOME_SCHEMA
+                )
+
+
+def task_groups(staged: Sequence[StagedPartition], cores: int) -> tuple[tuple[int, ...], ...]:
+    """The staged partitions (by index) in at most ``cores`` groups of about equal records, a Spark task each.
+
+    A Spark task has a cost of its own, whatever it decodes (measured on the
+    2-core host over Spark Connect, warm: a job of one Python task took ~110
+    ms of Spark CPU, of eight ~170 ms, and 250 ms of wall time against 100:
+    four rounds of tasks on two cores); a commit's job with a task per
+    staged partition paid it eight times where two tasks kept both cores
+    as busy. So a job has a task per core, each decoding its group in turn;
+    the largest partitions are placed first, each in the group with the
+    fewest records yet (longest processing time first), so the groups end
+    together. On a cluster with a core per partition it is a task each.
+    """
+    count = max(1, min(cores, len(staged)))
+    groups: list[list[int]] = [[] for _ in range(count)]
+    load = [0] * count
+    for index in sorted(range(len(staged)), key=lambda i: -staged[i].records):
+        lightest = load.index(min(load))
+        groups[lightest].append(index)
+        load[lightest] += staged[index].records
+    return tuple(tuple(sorted(group)) for group in groups if group)
 
 
 def partition_value(field: PartitionField, schema: Schema) -> Any:
@@ -478,6 +509,7 @@ class SparkWriter:
     def __init__(self, config: SinkConfig, session: Any = None) -> None:
         self.config = config
         self._session = session
+        self._cores: int | None = None
 
     @property
     def spark(self) -> Any:
@@ -488,11 +520,23 @@ class SparkWriter:
     def warm_up(self) -> None:
         """Connect, and have Spark's Python workers import the decoder, before the first commit
         needs them (the first job of a session took 5-9 s more than the next ones)."""
-        from pyspark.sql.types import LongType, StructField, StructType
+        _ = self.cores
 
-        slots = max(2, int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2))
-        frame = self.spark.range(0, slots, 1, slots)
-        frame.mapInArrow(_imported, StructType([StructField("id", LongType())])).collect()
+    @property
+    def cores(self) -> int:
+        """How many Spark tasks Spark runs at once for this session: its default parallelism.
+
+        Learnt with the warm-up job, which runs a task per core (``range``
+        without a partition count splits by the default parallelism), and
+        learnt again with a new session.
+        """
+        if self._cores is None:
+            from pyspark.sql.types import LongType, StructField, StructType
+
+            frame = self.spark.range(0, 1 << 16)
+            answers = frame.mapInArrow(_imported, StructType([StructField("id", LongType())])).collect()
+            self._cores = max(1, len(answers))
+        return self._cores
 
     # Rounds of schema evolution one commit may take before giving up.
     MAX_SCHEMA_ROUNDS = 8
@@ -559,27 +603,31 @@ class SparkWriter:
                 # timeout: a connector whose topic was quiet that long):
                 # routine, not a failure. Join the next one and run again.
                 log.info("the Spark Connect session was closed (%s): joining the next one", _first_line(exc))
-                forget_session(self._session)
-                self._session = None
+                self._forget_session()
                 return collect()
         except Exception as exc:
             if _unreachable(exc):
                 # The next commit connects again (a restarted Spark Connect
                 # server forgets every session).
-                forget_session(self._session)
-                self._session = None
+                self._forget_session()
                 raise SparkUnavailable(f"Spark at {spark_endpoint()} is unreachable: {_first_line(exc)}") from exc
             raise RuntimeError(spark_failure(exc)) from exc
+
+    def _forget_session(self) -> None:
+        forget_session(self._session)
+        self._session = None
+        self._cores = None  # (a new session may have other executors)
 
     def _collect(self, job: StagedJob) -> list[Any]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        # One Spark task per staged partition, in one stage: the staged
-        # partitions travel with the function, the rows only number them.
-        # (The output schema is built here, not given as DDL text: over
-        # Spark Connect, text is parsed by the server, a round trip.)
-        frame = self.spark.range(0, len(job.staged), 1, len(job.staged))
-        decode = functools.partial(decode_staged_partitions, job)
+        # A Spark task per group of staged partitions (task_groups), in one
+        # stage: the staged partitions travel with the function, the rows
+        # only number the groups. (The output schema is built here, not given
+        # as DDL text: over Spark Connect, text is parsed by the server, a round trip.)
+        groups = task_groups(job.staged, self.cores)
+        frame = self.spark.range(0, len(groups), 1, len(groups))
+        decode = functools.partial(decode_staged_partitions, job, groups)
         return list(frame.mapInArrow(decode, from_arrow_schema(OUTCOME_SCHEMA)).collect())
 
     def _collect_units(self, job: UnitJob) -> list[Any]:
