@@ -358,6 +358,36 @@ def test_a_task_that_staged_a_writes_worth_ends_the_commit_at_once_and_the_ledge
     assert ledger.ended_by == ["write-target"]
 
 
+def test_a_status_sent_before_the_end_counts_once_the_commit_ends(world: Any) -> None:
+    # A task that staged a write's worth writes it without waiting for the
+    # END (workers.participant._staged): its request and its status may both
+    # be read before the END is sent, or its status before the other task's.
+    coordinator, clock, channel, ledger, committer = world
+    coordinator.step(0)
+    start = channel.last(EventType.START_COMMIT)
+    channel.inbox = [
+        progress(start, TP0, 0, 10, end_requested=True, end_cause="write-target"),
+        status(start, TP0, 0, 10),
+    ]
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == start.commit_id
+    assert coordinator.phase is Phase.COLLECTING and not committer.commits  # TP1 has not answered
+    channel.inbox = [status(start, TP1, 0, 4)]
+    coordinator.step(0)
+    assert ledger.next_offsets == {TP0: 10, TP1: 4} and ledger.ended_by == ["write-target"]
+    assert {f["path"] for f in committer.commits[0].files} == {"/f0-0", "/f1-0"}
+    # A status before an END that the interval brings: the same.
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    channel.inbox = [status(second, TP0, 10, 20), status(second, TP1, 4, 8)]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING and len(committer.commits) == 1
+    clock.now += 10
+    coordinator.step(0)
+    coordinator.step(0)
+    assert len(committer.commits) == 2 and ledger.next_offsets == {TP0: 20, TP1: 8}
+
+
 def test_progress_of_another_commit_or_from_a_zombie_does_not_end_a_commit(world: Any) -> None:
     coordinator, clock, channel, _, _ = world
     coordinator.settings.max_records = 10

@@ -543,22 +543,32 @@ def test_a_write_the_coordinator_gave_up_on_is_not_queued_before_the_next_commit
 # -- commits sized by their write (sinkadmin.commit.write-target-ms) ---------------------------
 
 
-def test_a_task_that_staged_a_writes_worth_asks_for_the_end_and_stops_fetching(tmp_path: Path) -> None:
-    log, channel, writer = PartitionLog(end=1000), Channel(), Writer()
+def test_a_task_that_staged_a_writes_worth_asks_for_the_end_and_writes_it_at_once(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=1000), Channel(), SlowWriter()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "1500"})
+    task._write_executor = None  # the runner's own writing thread
     task.commit_bytes = 2000  # (a test record stages 72-73 bytes: three batches)
     commit = start(channel, 0)
     for _ in range(10):
         task.step(timeout=0)
-    # Three batches of ten hold the commit's worth: the task asks once, and
-    # fetches nothing more, without pausing (nothing prefetched is dropped).
+    # Three batches of ten hold the commit's worth: the task asks once for
+    # the END, and without waiting for it writes them (it takes no more for
+    # this commit), reading ahead for the next one meanwhile, up to a
+    # commit's worth again, without pausing (nothing prefetched is dropped).
     [asked] = progress_sent(channel)
     assert asked.commit_id == commit and asked.end_requested and asked.end_cause == "write-target"
     assert "what its writer writes in 1.5 s (sinkadmin.commit.write-target-ms)" in (asked.end_reason or "")
-    assert log.position == 30 and log.pauses == 0
-    end(channel, commit)
-    task.step()
+    assert task.writing is not None and task.writing.commit.commit_id == commit and task.current is None
+    assert task.ahead[TP].start == 30 and log.position == 60 and log.pauses == 0
+    writer.release.set()
+    step_until(task, lambda: bool(statuses(channel)))
+    # The status may come before the END (the coordinator counts it when the END is sent);
+    # the END, once it comes, finds nothing more to write.
     assert status_range(channel) == (0, 30)
+    end(channel, commit)
+    task.step(timeout=0)
+    assert len(statuses(channel)) == 1 and task.ahead[TP].start == 30
+    task.close()
 
 
 def test_reading_ahead_stops_at_a_commits_worth_and_the_next_start_ends_at_once(tmp_path: Path) -> None:
@@ -580,10 +590,12 @@ def test_reading_ahead_stops_at_a_commits_worth_and_the_next_start_ends_at_once(
     assert task.commit_bytes < 1400
     second = start(channel, 20)
     task.step(timeout=0)
-    # What was read ahead is more than a commit's worth now: it asks for the END at once.
+    # What was read ahead is more than a commit's worth now: it asks for the
+    # END and writes it at once (adopted: no seek back), reading ahead from where it ends.
     asked = channel.last(EventType.STAGING_PROGRESS)
     assert asked.commit_id == second and asked.end_requested and asked.end_cause == "write-target"
-    assert len(log.assignments) == 1 and log.position == 40  # adopted, and nothing more fetched
+    assert task.writing is not None and task.writing.commit.commit_id == second
+    assert len(log.assignments) == 1 and task.ahead[TP].start == 40
     end(channel, second)
     step_until(task, lambda: len(statuses(channel)) == 2)
     assert status_range(channel) == (20, 40)

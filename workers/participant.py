@@ -268,11 +268,13 @@ class TaskRunner:
             bytes_per_second = staged_bytes / max(rest, 0.1 * seconds, 1e-3)
         else:
             bytes_per_second = 1 / slope
-        size = round(bytes_per_second * max(target - fixed, fixed))
-        if seconds >= target or size > self.commit_bytes:
-            # (Up by at most MAX_GROWTH a write: one fast write, the other
-            # task's job over early, say, does not make the next commit huge.)
-            self.commit_bytes = max(self.MIN_COMMIT_BYTES, min(size, self.MAX_GROWTH * staged_bytes))
+        # (Up by at most MAX_GROWTH a write: one fast write, the other task's
+        # job over early, say, does not make the next commit huge.)
+        size = min(round(bytes_per_second * max(target - fixed, fixed)), self.MAX_GROWTH * staged_bytes)
+        if seconds >= target:
+            self.commit_bytes = max(self.MIN_COMMIT_BYTES, size)
+        else:
+            self.commit_bytes = max(self.commit_bytes, size)
 
     # -- control events ---------------------------------------------------------------
 
@@ -332,7 +334,7 @@ class TaskRunner:
             self.consumer.resume([TopicPartition(*tp) for tp in sorted(resumed)])
             self.paused -= resumed
         self.state = TaskState.STAGING
-        self._report_progress(self.current)  # what was adopted may already be enough
+        self._staged(self.current)  # what was adopted may already be enough
 
     def _consume(self, timeout: float) -> bool:
         current = self.current
@@ -360,7 +362,7 @@ class TaskRunner:
             self.consumer.assign([])
             return True
         if current is not None:
-            self._report_progress(current)
+            self._staged(current)
         if messages:
             for tp in buffers:
                 _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
@@ -447,6 +449,23 @@ class TaskRunner:
         return RecordChunk(
             tp[0], tp[1], [m.offset() for m in run], timestamps, [m.key() for m in run], values, headers, errors
         )
+
+    def _staged(self, current: _Commit) -> None:
+        """After records were staged for (or adopted by) ``current``: tell the coordinator what
+        it holds, and write it at once if it holds all this task may stage for it.
+
+        Holding ``commit_bytes``, a task takes no more records for the commit
+        whatever comes (``_wants_records``), so what it writes is settled;
+        its write need not wait for the END its request brings back, two
+        hops on the control topic (100-400 ms measured on Tansu, of a ~2 s
+        commit under a backlog). The commit still ends at the coordinator's
+        END: the other tasks stage until then, and a status that came before
+        it is counted as any other (a START that supersedes the commit drops
+        the write, as after an END).
+        """
+        self._report_progress(current)
+        if current.error is None and self._holds_enough(current.buffers):
+            self._finish(current)
 
     def _report_progress(self, current: _Commit) -> None:
         """Tell the coordinator what this commit holds, where that may end it early (DESIGN step 2).
@@ -535,7 +554,7 @@ class TaskRunner:
                 self.end_offsets[tp] = high
 
     def _finish(self, current: _Commit) -> None:
-        """END_COMMIT: hand the staged records to the writer, and read ahead while it writes."""
+        """END_COMMIT (or a commit's worth staged): hand the staged records to the writer, and read ahead while it writes."""
         self.state = TaskState.WRITING
         self.current = None
         failpoint("participant.before_write")
