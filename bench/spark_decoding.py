@@ -109,15 +109,39 @@ def map_in_arrow_spark_writes(spark: object, staged: list[StagedPartition], out:
     raw.mapInArrow(decode, f"{DDL}, `partition` INT").write.partitionBy("partition").parquet(f"file://{out}")
 
 
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default="local[2]", help="an in-process session on this master")
+    parser.add_argument("--remote", default="", help="or a Spark Connect endpoint")
+
+
+def use_spark(args: argparse.Namespace) -> None:
+    """The Spark the arguments name, for this process's SparkWriters."""
+    settings.SPARK_REMOTE, settings.SPARK_MASTER = args.remote, "" if args.remote else args.master
+
+
+def write_report(args: argparse.Namespace, records: int, ways: dict, **run: object) -> None:
+    """Print a run's figures (each way's, and what was run) and write them to ``--output``."""
+    report = {
+        "records": records,
+        "record_bytes": 1000,
+        **run,
+        "spark": args.remote or args.master,
+        "cpu_count": os.cpu_count(),
+        "ways": ways,
+    }
+    print(json.dumps(report, indent=2))
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--master", default="local[2]", help="an in-process session on this master")
-    parser.add_argument("--remote", default="", help="or a Spark Connect endpoint")
+    add_spark_arguments(parser)
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "spark_decoding.json"))
     args = parser.parse_args()
-    settings.SPARK_REMOTE, settings.SPARK_MASTER = args.remote, "" if args.remote else args.master
+    use_spark(args)
     work = Path(tempfile.mkdtemp(prefix="spark-decoding-"))
     try:
         staged = stage(work / "staging", args.records, args.partitions)
@@ -152,17 +176,7 @@ def main() -> None:
         baseline = results["from_json, Spark writes"]["warm_records_per_s"]
         for figures in results.values():
             figures["warm_ratio_to_from_json"] = round(figures["warm_records_per_s"] / baseline, 2)
-        report = {
-            "records": total,
-            "staged_files": len(staged),
-            "record_bytes": 1000,
-            "spark": args.remote or args.master,
-            "cpu_count": os.cpu_count(),
-            "ways": results,
-        }
-        print(json.dumps(report, indent=2))
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args, total, results, staged_files=len(staged))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

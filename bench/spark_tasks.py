@@ -7,9 +7,10 @@ staged file each (``RawStagingFile``). Then writes them as the sink's tasks
 do, a ``SparkWriter.write`` job per commit, twice, each run twice (the
 first one warms): with a Spark task per staged partition (how jobs were
 cut before) and with a Spark task per core (``task_groups``, the product).
-Prints wall seconds and Spark CPU seconds (the Spark process and its Python
-workers) of each and their ratios, and writes them to
-bench/results/spark_tasks.json.
+Prints wall seconds and Spark CPU seconds of each and their ratios (the
+Spark Connect server with ``--remote``, else this process, the driver:
+with their descendants, the JVM and Spark's Python workers), and writes
+them to bench/results/spark_tasks.json.
 
     .venv/bin/python bench/spark_tasks.py [--records 800000] [--partitions 8] [--commits 40]
         [--master local[2]] [--remote sc://host:port]
@@ -18,8 +19,6 @@ bench/results/spark_tasks.json.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import sys
 import tempfile
@@ -30,8 +29,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil
-from django.conf import settings
-from spark_decoding import ROOT, SCHEMA, stage  # (sets up Django, which the imports below need)
+from spark_decoding import (  # (sets up Django, which the imports below need)
+    ROOT,
+    SCHEMA,
+    add_spark_arguments,
+    stage,
+    use_spark,
+    write_report,
+)
 
 from connectors.config import SinkConfig
 from sinkadmin.services import listening_process, split_hostport
@@ -57,11 +62,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=800_000)
     parser.add_argument("--partitions", type=int, default=8, help="a task's partitions: staged files per commit")
     parser.add_argument("--commits", type=int, default=40)
-    parser.add_argument("--master", default="local[2]", help="an in-process session on this master")
-    parser.add_argument("--remote", default="", help="or a Spark Connect endpoint")
+    add_spark_arguments(parser)
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "spark_tasks.json"))
     args = parser.parse_args()
-    settings.SPARK_REMOTE, settings.SPARK_MASTER = args.remote, "" if args.remote else args.master
+    use_spark(args)
     work = Path(tempfile.mkdtemp(prefix="spark-tasks-"))
     try:
         files = args.partitions * args.commits
@@ -104,19 +108,7 @@ def main() -> None:
             figures["records_per_s"] = round(total / figures["seconds"])
             figures["seconds_ratio"] = round(figures["seconds"] / baseline["seconds"], 2)
             figures["spark_cpu_ratio"] = round(figures["spark_cpu_seconds"] / baseline["spark_cpu_seconds"], 2)
-        report = {
-            "records": total,
-            "record_bytes": 1000,
-            "jobs": args.commits,
-            "staged_files_per_job": args.partitions,
-            "spark": args.remote or args.master,
-            "spark_cores": cores,
-            "cpu_count": os.cpu_count(),
-            "ways": results,
-        }
-        print(json.dumps(report, indent=2))
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args, total, results, jobs=args.commits, staged_files_per_job=args.partitions, spark_cores=cores)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
