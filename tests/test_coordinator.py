@@ -420,6 +420,18 @@ def test_it_commits_once_every_partition_reported(world: Any) -> None:
     assert committer.commits[0].watermark_ms == 4
 
 
+def test_the_ack_carries_the_commits_longest_write(world: Any) -> None:
+    coordinator, clock, channel, _, _ = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [
+        status(start, TP0, 0, 10, write_seconds=1.0),
+        status(start, TP0, 0, 10, write_seconds=9.0),  # a second status of TP0: not taken, nor its time
+        status(start, TP1, 0, 4, write_seconds=2.5),
+    ]
+    coordinator.step(0)
+    assert channel.last(EventType.ACK_COMMIT).write_seconds == 2.5
+
+
 def test_on_timeout_it_commits_the_partitions_that_answered(world: Any) -> None:
     coordinator, clock, channel, ledger, committer = world
     start = start_and_end(coordinator, clock, channel)
@@ -534,6 +546,7 @@ def test_events_round_trip_through_avro() -> None:
         ),
         error=None,
         retriable=False,
+        write_seconds=1.75,
     )
     assert ControlEvent.decode(event.encode()) == event
     progress = ControlEvent(
@@ -695,14 +708,14 @@ def test_a_task_that_stops_saying_so_is_given_up_on_at_the_timeout_and_no_wait_o
 
 
 # How many fields each event version added at the end (workers.events).
-FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2}
+FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1}
 
 
 @pytest.mark.parametrize("version", [1, 2, 5])
 def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
     # Events are written without their schema; fields added at the end
     # (version 2: file_partitions, 3: end_requested, ... 6: end_cause and
-    # end_reason) are trailing bytes to an older reader, and a type added at
+    # end_reason, 7: write_seconds) are trailing bytes to an older reader, and a type added at
     # the end of the enum is one it cannot decode, so it skips that event
     # (as ControlChannel.poll does).
     assert max(FIELDS_ADDED) == events.SCHEMA_VERSION

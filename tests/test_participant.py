@@ -602,24 +602,31 @@ def test_reading_ahead_stops_at_a_commits_worth_and_the_next_start_ends_at_once(
     task.close()
 
 
+def written(task: TaskRunner, staged_bytes: int, seconds: float, longest: float | None = None) -> None:
+    """A write of ``staged_bytes`` in ``seconds``, its status sent, then its commit's ACK (with the longest write)."""
+    commit_id = uuid.uuid4()
+    task._learn_commit_size(commit_id, staged_bytes, seconds)
+    task._handle(ControlEvent(EventType.ACK_COMMIT, "c", commit_id, 1, write_seconds=longest))
+
+
 def test_the_commit_size_follows_how_long_writes_take(tmp_path: Path) -> None:
     log, channel, writer = PartitionLog(end=10), Channel(), Writer()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "2000"})
     # Until a write is timed: the assumed pace over the target.
     assert task.commit_bytes == TaskRunner.ASSUMED_WRITE_BYTES_PER_S * 2
     mib = 2**20
-    task._learn_commit_size(100 * mib, 4.0)  # twice the target: half as much next time
+    written(task, 100 * mib, 4.0)  # twice the target: half as much next time
     assert task.commit_bytes == 50 * mib
-    task._learn_commit_size(50 * mib, 1.0)  # in half the target: twice as much
+    written(task, 50 * mib, 1.0)  # in half the target: twice as much
     assert task.commit_bytes == 100 * mib
     # A small commit written quickly (an idle task; mostly a Spark job's
     # fixed cost) says nothing of what a full one takes: the size stays.
-    task._learn_commit_size(1 * mib, 0.5)
+    written(task, 1 * mib, 0.5)
     assert task.commit_bytes == 100 * mib
     # A write that took far too long (a Spark retry) shrinks it, to a floor.
-    task._learn_commit_size(100 * mib, 3600.0)
+    written(task, 100 * mib, 3600.0)
     assert task.commit_bytes == TaskRunner.MIN_COMMIT_BYTES
-    task._learn_commit_size(0, 5.0)  # (nothing staged: nothing learnt)
+    written(task, 0, 5.0)  # (nothing staged: nothing learnt)
     assert task.commit_bytes == TaskRunner.MIN_COMMIT_BYTES
 
 
@@ -633,7 +640,7 @@ def test_a_write_whose_fixed_part_outlasts_the_target_is_not_split_into_ever_sma
     mib = 2**20
 
     def write(size: int) -> None:
-        task._learn_commit_size(size, 20 + size / (100 * mib))
+        written(task, size, 20 + size / (100 * mib))
 
     write(100 * mib)  # 21 s: no fixed part known yet, so scaled down by 2 / 21
     assert task.commit_bytes == round(100 * mib * 2 / 21)
@@ -655,9 +662,9 @@ def test_a_write_whose_time_does_not_follow_its_size_makes_commits_larger(tmp_pa
     log, channel, writer = PartitionLog(end=10), Channel(), Writer()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "2000"})
     mib = 2**20
-    task._learn_commit_size(100 * mib, 20.0)
+    written(task, 100 * mib, 20.0)
     assert task.commit_bytes == 10 * mib
-    task._learn_commit_size(10 * mib, 19.5)  # a tenth of the size, as long: all fixed part
+    written(task, 10 * mib, 19.5)  # a tenth of the size, as long: all fixed part
     assert task.fixed_write_seconds == 19.5
     assert task.commit_bytes == 40 * mib  # (at most four times the last commit)
 
@@ -671,9 +678,61 @@ def test_with_a_small_fixed_part_a_commits_write_takes_the_target(tmp_path: Path
         return 0.4 + size / (200 * mib)
 
     for _ in range(6):  # from the assumed pace, under a backlog: each commit holds commit_bytes
-        task._learn_commit_size(task.commit_bytes, seconds(task.commit_bytes))
+        written(task, task.commit_bytes, seconds(task.commit_bytes))
     assert task.fixed_write_seconds == pytest.approx(0.4, abs=0.01)
     assert seconds(task.commit_bytes) == pytest.approx(2.0, abs=0.01)
+
+
+def test_a_raise_waits_for_the_commits_ack(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=10), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "2000"})
+    mib = 2**20
+    task.commit_bytes = 50 * mib
+    commit_id = uuid.uuid4()
+    task._learn_commit_size(commit_id, 50 * mib, 1.0)
+    # Reading ahead meanwhile stays bounded by the present size.
+    assert task.commit_bytes == 50 * mib
+    task._handle(ControlEvent(EventType.ACK_COMMIT, "c", uuid.uuid4(), 1))  # another commit's
+    assert task.commit_bytes == 50 * mib
+    task._handle(ControlEvent(EventType.ACK_COMMIT, "c", commit_id, 1))
+    assert task.commit_bytes == 100 * mib
+    # A commit never acknowledged (aborted, or decided without it): no raise.
+    task._learn_commit_size(uuid.uuid4(), 100 * mib, 1.0)
+    task._learn_commit_size(uuid.uuid4(), 100 * mib, 2.0)
+    task._handle(ControlEvent(EventType.ACK_COMMIT, "c", commit_id, 1))
+    assert task.commit_bytes == 100 * mib
+    # A write that took longer than the target shrinks the size at once.
+    task._learn_commit_size(uuid.uuid4(), 100 * mib, 4.0)
+    assert task.commit_bytes == 50 * mib
+
+
+def test_tasks_whose_jobs_queue_in_spark_size_by_the_commits_longest_write(tmp_path: Path) -> None:
+    # Two tasks' full commits of 100 MiB each; Spark runs the first job
+    # submitted alone (1 s), the other after it (2.5 s in all): the commit
+    # waited 2.5 s for a 2 s target.
+    first, second = (
+        runner(
+            PartitionLog(end=10),
+            Channel(),
+            Writer(),
+            tmp_path / name,
+            buffer_bytes=1 << 20,
+            **{"sinkadmin.commit.write-target-ms": "2000"},
+        )
+        for name in ("a", "b")
+    )
+    mib = 2**20
+    for task, seconds in ((first, 1.0), (second, 2.5)):
+        task.commit_bytes = 100 * mib
+        written(task, 100 * mib, seconds, longest=2.5)
+    # Sized by its own write alone, the first would stage twice as much (all
+    # of Spark for 2 s); by the commit's longest write, both hold 80 MiB: together
+    # what Spark wrote in 2 s, whichever job goes first next.
+    assert first.commit_bytes == second.commit_bytes == 80 * mib
+    # A commit that did not hold a full size (an idle task's) is not bounded by
+    # the others' writes: its write says little of a full one, either way.
+    written(first, 1 * mib, 0.3, longest=3.0)
+    assert first.commit_bytes == 80 * mib
 
 
 def test_the_write_target_is_the_interval_and_at_least_two_seconds_unless_set() -> None:

@@ -217,6 +217,10 @@ class _OpenCommit:
     retriable: bool = False
     # The error is an outage of a service the sink writes to (SinkUnavailable).
     unavailable: bool = False
+    # The longest write of the tasks that answered (WRITE_STATUS), sent with
+    # the ACK: the commit waited for it, and the tasks size their next
+    # commits by it (workers.participant.TaskRunner._acknowledged).
+    write_seconds: float | None = None
 
 
 class Coordinator:
@@ -447,6 +451,7 @@ class Coordinator:
                 current.unavailable = event.unavailable
                 changed = True
                 continue
+            accepted = False
             for status in event.partitions:
                 key = (status.topic, status.partition)
                 if key in current.statuses or current.offsets.get(key) != status.start:
@@ -455,7 +460,9 @@ class Coordinator:
                     continue
                 current.statuses[key] = status
                 current.files.extend(f.as_dict() for f in event.files if (f.topic, f.partition) == key)
-                changed = True
+                changed = accepted = True
+            if accepted and event.write_seconds is not None:
+                current.write_seconds = max(current.write_seconds or 0.0, event.write_seconds)
         if changed:
             self._publish_phase()
         return changed
@@ -545,7 +552,14 @@ class Coordinator:
         self.outage, self.outages = None, 0
         failpoint("coordinator.after_table_commit")
         self.ledger.committed(prepared.commit_id, snapshot_ids)
-        self.channel.send(ack_commit(self.settings.connector, prepared.commit_id, self.settings.epoch, snapshot_ids))
+        current = self.current
+        # (None for a predecessor's commit rolled forward: nobody waits on its writes.)
+        write_seconds = (
+            current.write_seconds if current is not None and current.commit_id == prepared.commit_id else None
+        )
+        self.channel.send(
+            ack_commit(self.settings.connector, prepared.commit_id, self.settings.epoch, snapshot_ids, write_seconds)
+        )
         self.commits_done += 1
         self.retriable_failures = 0
         self._idle()

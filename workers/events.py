@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class EventType(StrEnum):
@@ -124,6 +124,10 @@ _SCHEMA = fastavro.parse_schema(
             # an older task's request is "staging-full") and in words.
             {"name": "end_cause", "type": ["null", "string"], "default": None},
             {"name": "end_reason", "type": ["null", "string"], "default": None},
+            # Version 7: WRITE_STATUS, how long the task's write took;
+            # ACK_COMMIT, the longest of the commit's writes, which the tasks
+            # size their next commits by (workers.participant).
+            {"name": "write_seconds", "type": ["null", "double"], "default": None},
         ],
     }
 )
@@ -189,6 +193,7 @@ class ControlEvent:
     unavailable: bool = False
     end_cause: str | None = None
     end_reason: str | None = None
+    write_seconds: float | None = None
 
     def encode(self) -> bytes:
         record = {
@@ -211,6 +216,7 @@ class ControlEvent:
             "file_sources": {f.path: f.staged_path for f in self.files if f.staged_path is not None},
             "end_cause": self.end_cause,
             "end_reason": self.end_reason,
+            "write_seconds": self.write_seconds,
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -246,6 +252,7 @@ class ControlEvent:
             unavailable=record["unavailable"],
             end_cause=record["end_cause"],
             end_reason=record["end_reason"],
+            write_seconds=record["write_seconds"],
         )
 
 
@@ -273,5 +280,13 @@ def end_commit(connector: str, commit_id: uuid.UUID, epoch: int) -> ControlEvent
     return ControlEvent(EventType.END_COMMIT, connector, commit_id, epoch)
 
 
-def ack_commit(connector: str, commit_id: uuid.UUID, epoch: int, snapshot_ids: dict[str, int]) -> ControlEvent:
-    return ControlEvent(EventType.ACK_COMMIT, connector, commit_id, epoch, snapshot_ids=snapshot_ids)
+def ack_commit(
+    connector: str,
+    commit_id: uuid.UUID,
+    epoch: int,
+    snapshot_ids: dict[str, int],
+    write_seconds: float | None = None,
+) -> ControlEvent:
+    return ControlEvent(
+        EventType.ACK_COMMIT, connector, commit_id, epoch, snapshot_ids=snapshot_ids, write_seconds=write_seconds
+    )

@@ -95,6 +95,20 @@ class _Write:
     said_at: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Sizing:
+    """What a commit's write said of the next commits' size, applied once the commit is acknowledged."""
+
+    commit_id: uuid.UUID
+    staged_bytes: int
+    seconds: float
+    # The commit held all this task may stage (``commit_bytes``): its write
+    # was as large as the size it tests.
+    full: bool
+    # The size the write itself asks for, where it is larger than the present one.
+    raise_to: int | None
+
+
 class TaskRunner:
     FETCH_WAIT_SECONDS = 0.05
     # Until a write has been timed, a task assumes its writer this fast:
@@ -181,6 +195,7 @@ class TaskRunner:
         self.commit_bytes = max(self.MIN_COMMIT_BYTES, round(self.ASSUMED_WRITE_BYTES_PER_S * self.write_target_s))
         self._writes: deque[tuple[int, float]] = deque(maxlen=self.WRITES_REMEMBERED)
         self.fixed_write_seconds = 0.0
+        self._sizing: _Sizing | None = None
 
     def step(self, timeout: float = 0.2) -> bool:
         if self._wants_records():
@@ -216,7 +231,7 @@ class TaskRunner:
         """Whether these buffers hold what one commit of this task may stage (``commit_bytes``)."""
         return _staged_bytes(buffers) >= self.commit_bytes
 
-    def _learn_commit_size(self, staged_bytes: int, seconds: float) -> None:
+    def _learn_commit_size(self, commit_id: uuid.UUID, staged_bytes: int, seconds: float) -> None:
         """Size the next commits by how long this one's write took.
 
         A write of ``staged_bytes`` that took ``seconds`` says the writer
@@ -227,7 +242,8 @@ class TaskRunner:
         job's fixed cost, says little of a full one, and would otherwise
         shrink the size the backlog that follows starts with. As Spark
         Streaming's backpressure sizes a batch by the last batches'
-        processing times.
+        processing times. A raise waits for the commit's ACK, which may
+        bound it (``_acknowledged``).
 
         That rule's fixed point is the size whose write takes the target,
         whatever a write's fixed part (a job's start), as long as that part
@@ -243,6 +259,7 @@ class TaskRunner:
         """
         if staged_bytes <= 0:
             return
+        full = staged_bytes >= self.commit_bytes
         self._writes.append((staged_bytes, seconds))
         sizes = [size for size, _ in self._writes]
         times = [t for _, t in self._writes]
@@ -257,6 +274,16 @@ class TaskRunner:
             elif statistics.correlation(sizes, times) >= self.LINE_FIT:
                 slope, intercept = statistics.linear_regression(sizes, times)
                 self.fixed_write_seconds = min(max(intercept, 0.0), *times)
+        size = self._size_for(staged_bytes, seconds, slope)
+        raise_to: int | None = None
+        if size > self.commit_bytes:
+            raise_to = size  # (at the ACK)
+        elif seconds >= self.write_target_s:
+            self.commit_bytes = max(self.MIN_COMMIT_BYTES, size)
+        self._sizing = _Sizing(commit_id, staged_bytes, seconds, full, raise_to)
+
+    def _size_for(self, staged_bytes: int, seconds: float, slope: float = 0.0) -> int:
+        """What a commit may stage, after a write of ``staged_bytes`` in ``seconds`` (see _learn_commit_size)."""
         target = self.write_target_s
         # (Below half the target the plain ratio holds: see above.)
         fixed = self.fixed_write_seconds if self.fixed_write_seconds > target / 2 else 0.0
@@ -270,11 +297,33 @@ class TaskRunner:
             bytes_per_second = 1 / slope
         # (Up by at most MAX_GROWTH a write: one fast write, the other task's
         # job over early, say, does not make the next commit huge.)
-        size = min(round(bytes_per_second * max(target - fixed, fixed)), self.MAX_GROWTH * staged_bytes)
-        if seconds >= target:
-            self.commit_bytes = max(self.MIN_COMMIT_BYTES, size)
-        else:
-            self.commit_bytes = max(self.commit_bytes, size)
+        return min(round(bytes_per_second * max(target - fixed, fixed)), self.MAX_GROWTH * staged_bytes)
+
+    def _acknowledged(self, event: ControlEvent) -> None:
+        """ACK_COMMIT of this task's last write: apply what it said of the size, bounded by the commit's longest write.
+
+        The tasks' jobs share Spark, and in its FIFO order the job submitted
+        first runs alone while the other waits: the first task's write
+        says Spark is as fast as it is alone, and sized by it alone its next
+        commit held a whole Spark's worth, so the later write ran up to
+        twice the target (4M records at 1 s: cycle p99 3.5 s against 2 s).
+        The commit waited for its longest write (``write_seconds``, from the
+        coordinator); a task whose commit was full sizes by that instead
+        when it is longer than its own, so the tasks' commits together hold
+        what Spark writes in the target, whichever job goes first. A raise
+        waited for this, and not only the next write: what the task reads
+        ahead meanwhile is bounded by the size, and a raise applied at once
+        would have filled the next commit before the ACK could bound it.
+        """
+        sizing = self._sizing
+        if sizing is None or sizing.commit_id != event.commit_id:
+            return
+        self._sizing = None
+        size = sizing.raise_to or self.commit_bytes
+        longest = event.write_seconds
+        if sizing.full and longest is not None and longest > sizing.seconds:
+            size = min(size, self._size_for(sizing.staged_bytes, longest))
+        self.commit_bytes = max(self.MIN_COMMIT_BYTES, size)
 
     # -- control events ---------------------------------------------------------------
 
@@ -291,6 +340,8 @@ class TaskRunner:
             current = self.current
             if current is not None and current.commit_id == event.commit_id and current.epoch == event.epoch:
                 self._finish(current)
+        elif event.type is EventType.ACK_COMMIT:
+            self._acknowledged(event)
 
     def _begin(self, event: ControlEvent) -> None:
         if self.current is not None:
@@ -608,7 +659,7 @@ class TaskRunner:
         failpoint("participant.before_status")
         seconds = time.monotonic() - write.began
         if error is None:
-            self._learn_commit_size(_staged_bytes(current.buffers), seconds)
+            self._learn_commit_size(current.commit_id, _staged_bytes(current.buffers), seconds)
         log.info(
             "%s task %d: commit %s: %d records, %d files written in %.2f s%s",
             self.connector,
@@ -627,6 +678,7 @@ class TaskRunner:
             error=error,
             retriable=retriable,
             unavailable=unavailable,
+            write_seconds=seconds,
         )
         if error is not None:
             for buffer in current.buffers.values():
