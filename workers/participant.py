@@ -112,10 +112,12 @@ class _Sizing:
 class TaskRunner:
     FETCH_WAIT_SECONDS = 0.05
     # Until a write has been timed, a task assumes its writer this fast:
-    # well below what a Spark core writes here (~100 MiB/s of 1 KB JSON), so
+    # a third of what a Spark core writes here (~100 MiB/s of 1 KB JSON), so
     # the first commit (which also starts Spark's Python workers) is small
-    # rather than late; each write then corrects it.
-    ASSUMED_WRITE_BYTES_PER_S = 16 * 2**20
+    # rather than late; each write then corrects it. (At 16 MiB/s, bounded
+    # by the commits' longest writes, the first 1M records took seven
+    # commits to two tasks where five sufficed.)
+    ASSUMED_WRITE_BYTES_PER_S = 32 * 2**20
     # However slow a write was (a Spark retry, a pause), a commit may stage
     # this much: the next writes correct it in a few commits.
     MIN_COMMIT_BYTES = 2**20
