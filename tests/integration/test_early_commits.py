@@ -112,8 +112,11 @@ def test_under_a_backlog_each_commit_holds_what_its_write_target_allows_and_noth
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 2)
     padding = "x" * 1000
-    # 86 MB waiting before the connector starts: a backlog, of which
-    # commits growing at most fourfold from 8 MiB make at least three.
+    # 86 MB waiting before the connector starts: a backlog of many commits,
+    # as a Spark job's fixed part alone outlasts the 0.1 s write target
+    # (commits then hold what the rest of a write does in as long: a few
+    # MiB). A commit that held all the rest would not be full, and would
+    # wait out the ten-minute interval.
     total = 80000
     produce(kafka_bootstrap, topic_name, [json.dumps({"id": i, "note": padding}).encode() for i in range(total)], 2)
     actions.create_connector(
@@ -122,11 +125,11 @@ def test_under_a_backlog_each_commit_holds_what_its_write_target_allows_and_noth
             topic_name,
             "db.events",
             # (Spark, the default data plane: its write's time is what sizes a commit.)
-            **{"iceberg.control.commit.interval-ms": TEN_MINUTES, "sinkadmin.commit.write-target-ms": "500"},
+            **{"iceberg.control.commit.interval-ms": TEN_MINUTES, "sinkadmin.commit.write-target-ms": "100"},
         ),
     )
     with running_in_threads("paced"):
-        # The first commit holds what the assumed pace writes in 0.5 s (8
+        # The first commit holds what the assumed pace writes in 0.1 s (3.2
         # MiB); each later one what the last writes say: never the interval.
         wait_until(lambda: len(committed("paced")) >= 3, 180, "three commits sized by their writes")
 
