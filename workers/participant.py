@@ -511,10 +511,10 @@ class TaskRunner:
         whatever comes (``_wants_records``), so what it writes is settled;
         its write need not wait for the END its request brings back, two
         hops on the control topic (under a backlog at 1 s, the commit
-        cycle's p50 went from 2.4-2.8 s to 2.1-2.2 s). The commit still ends at the coordinator's
-        END: the other tasks stage until then, and a status that came before
-        it is counted as any other (a START that supersedes the commit drops
-        the write, as after an END).
+        cycle's p50 went from 2.4-2.8 s to 2.1-2.2 s). The commit still
+        ends at the coordinator's END: the other tasks stage until then, and
+        a status that came before it is counted as any other (a START that
+        supersedes the commit drops the write, as after an END).
         """
         self._report_progress(current)
         if current.error is None and self._holds_enough(current.buffers):
@@ -607,7 +607,8 @@ class TaskRunner:
                 self.end_offsets[tp] = high
 
     def _finish(self, current: _Commit) -> None:
-        """END_COMMIT (or a commit's worth staged): hand the staged records to the writer, and read ahead while it writes."""
+        """END_COMMIT, or a commit's worth staged (``_staged``): hand the staged records to the writer,
+        and read ahead while it writes."""
         self.state = TaskState.WRITING
         self.current = None
         failpoint("participant.before_write")
