@@ -706,6 +706,77 @@ def test_a_raise_waits_for_the_commits_ack(tmp_path: Path) -> None:
     assert task.commit_bytes == 50 * mib
 
 
+def test_a_commit_holds_what_it_stages_and_writes_in_the_target_beyond_its_read_ahead(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=10), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "10000"})
+    mib = 2**20
+    task.commit_bytes = 600 * mib  # (just raised: its write of 600 MiB takes 10 s)
+    # Until the task's staging pace is known: the whole size.
+    assert task._commit_limit(300 * mib) == 600 * mib
+    task.staging_bytes_per_s = 100 * mib
+    # The read-ahead stopped at 300 MiB: the rest is staged inside the
+    # cycle, at 100 MiB/s. 487.5 MiB: 1.875 s to stage the rest, 8.125 s to write.
+    limit = task._commit_limit(300 * mib)
+    assert limit == round(487.5 * mib)
+    assert (limit - 300 * mib) / (100 * mib) + 10 * limit / (600 * mib) == pytest.approx(10)
+    # A read-ahead of a whole size: all of it (written at once); none: what stages and writes in 10 s.
+    assert task._commit_limit(700 * mib) == task._commit_limit(600 * mib) == 600 * mib
+    assert task._commit_limit(0) == round(600 * mib * 1000 / 1600)
+
+
+def test_a_start_after_a_raise_writes_what_it_stages_and_writes_in_the_target(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=1000), Channel(), SlowWriter()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "1500"})
+    task._write_executor = None  # the runner's own writing thread
+    task.commit_bytes, task.MIN_COMMIT_BYTES = 2000, 1  # (three batches of ten: a test record stages 72-73 bytes)
+    first = start(channel, 0)
+    step_until(task, lambda: task.writing is not None)
+    # The first commit reached its worth with 970 records waiting: that says how fast the task stages.
+    assert task.staging_bytes_per_s is not None
+    task.staging_bytes_per_s = None
+    # So does the read-ahead, while the first commit is written.
+    step_until(task, lambda: task.staging_bytes_per_s is not None)
+    assert task.ahead[TP].records == 30 and log.position == 60
+    writer.release.set()
+    end(channel, first)
+    step_until(task, lambda: bool(statuses(channel)))
+    assert task.ahead[TP].records == 30
+    # The ACK raises the size, and the next START comes right after it.
+    task.commit_bytes = 4000
+    task.staging_bytes_per_s = 2000 / 1.5  # (so the test need not depend on the pace of this machine)
+    second = start(channel, 30)
+    # Staging all the read-ahead lacks (~1800 bytes) would take most of the target, and
+    # writing 4000 all of it: the commit holds what it stages and writes in
+    # the target, and asks for its END on that.
+    step_until(task, lambda: task.writing is not None and task.writing.commit.commit_id == second)
+    commit = task.writing.commit  # type: ignore[union-attr]
+    adopted = commit.adopted_bytes
+    assert commit.adopted_records == 30 and len(log.assignments) == 1  # (adopted: no seek)
+    assert adopted < commit.limit < 4000 and commit.limit == round(4000 * (2000 + adopted) / (4000 + 2000))
+    asked = [e for e in progress_sent(channel) if e.commit_id == second and e.end_requested]
+    assert len(asked) == 1 and "what it stages and writes in 1.5 s" in (asked[0].end_reason or "")
+    assert commit.limit <= sum(b.staged_bytes for b in commit.buffers.values()) < commit.limit + 800
+    task.close()
+
+
+def test_the_staging_pace_is_not_learnt_from_records_that_trickle_in(tmp_path: Path) -> None:
+    # The read-ahead fills only as fast as records arrive: nothing is waiting
+    # behind it, and sized by that pace a commit would only be smaller than need be.
+    log, channel, writer = PartitionLog(end=30), Channel(), SlowWriter()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "1500"})
+    task._write_executor = None
+    task.commit_bytes, task.MIN_COMMIT_BYTES = 2000, 1
+    start(channel, 0)
+    step_until(task, lambda: task.writing is not None)
+    for end_offset in (40, 50, 60):  # arriving while the first commit is written
+        log.end = end_offset
+        step_until(task, lambda: log.position == log.end)
+    assert task._ahead_full and task.ahead[TP].records == 30
+    assert task.staging_bytes_per_s is None
+    writer.release.set()
+    task.close()
+
+
 def test_tasks_whose_jobs_queue_in_spark_size_by_the_commits_longest_write(tmp_path: Path) -> None:
     # Two tasks' full commits of 100 MiB each; Spark runs the first job
     # submitted alone (1 s), the other after it (2.5 s in all): the commit

@@ -70,6 +70,13 @@ class _Commit:
     # Names the sinks' work (staging directory, temporary files): records are
     # staged before their commit is known when they were read ahead.
     staging_id: uuid.UUID
+    # What this commit stages at most, in staged bytes (TaskRunner._commit_limit).
+    limit: int
+    # What it adopted of the read-ahead at its START, and when that was:
+    # the rest is staged inside the commit's cycle.
+    adopted_bytes: int = 0
+    adopted_records: int = 0
+    began: float = field(default_factory=time.monotonic)
     # Set when staging failed (a chunk could not be written): the commit
     # stops fetching and its WRITE_STATUS carries this error.
     error: str | None = None
@@ -198,6 +205,13 @@ class TaskRunner:
         self._writes: deque[tuple[int, float]] = deque(maxlen=self.WRITES_REMEMBERED)
         self.fixed_write_seconds = 0.0
         self._sizing: _Sizing | None = None
+        # How fast this task stages under a backlog (bytes a second), as its
+        # last staging that reached a commit's worth with as much again
+        # waiting went (_learn_staging_pace); None until then.
+        self.staging_bytes_per_s: float | None = None
+        # When the present read-ahead began (at a write's start), and whether it has held a commit's worth.
+        self._ahead_began = 0.0
+        self._ahead_full = False
 
     def step(self, timeout: float = 0.2) -> bool:
         if self._wants_records():
@@ -226,14 +240,57 @@ class TaskRunner:
         """
         current = self.current
         if current is not None:
-            return current.error is None and not self._holds_enough(current.buffers)
-        return bool(self.ahead) and not self._holds_enough(self.ahead)
+            return current.error is None and not _holds(current.buffers, current.limit)
+        return bool(self.ahead) and not _holds(self.ahead, self.commit_bytes)
 
-    def _holds_enough(self, buffers: dict[TP, StagingBuffer]) -> bool:
-        """Whether these buffers hold what one commit of this task may stage (``commit_bytes``)."""
-        return _staged_bytes(buffers) >= self.commit_bytes
+    def _commit_limit(self, adopted_bytes: int) -> int:
+        """What a commit that starts holding ``adopted_bytes`` of read-ahead may stage: ``commit_bytes``,
+        less what could not be staged and written in the write target.
 
-    def _learn_commit_size(self, commit_id: uuid.UUID, staged_bytes: int, seconds: float) -> None:
+        ``commit_bytes`` is what the writer writes in the target; what the
+        read-ahead did not cover is staged after the START, inside the
+        commit's cycle. That is nothing under a steady backlog (the next
+        commit is read ahead while this one is written), but not after a
+        raise: the read-ahead stopped at the old size, and the ACK that
+        raises it comes just before the next START. Growing by half (from
+        320 to 624 MiB a task at 10 s, 4M records) took 2.6 s to stage
+        before a 9.7 s write: a 12.6 s cycle for a 10 s target. So the
+        commit holds the size ``s`` whose rest, staged at the task's pace
+        ``r`` (``staging_bytes_per_s``), and whose write, ``target * s /
+        commit_bytes``, together take the target:
+        ``(s - adopted) / r + target * s / commit_bytes = target``. It grows
+        to ``commit_bytes`` over the next commits, whose read-ahead is
+        bounded by that.
+        """
+        size, pace = self.commit_bytes, self.staging_bytes_per_s
+        if pace is None or adopted_bytes >= size:
+            return size
+        reach = pace * self.write_target_s  # what the task stages in the target
+        return max(min(size, self.MIN_COMMIT_BYTES), round(size * (reach + adopted_bytes) / (size + reach)))
+
+    def _learn_staging_pace(self, began: float, buffers: dict[TP, StagingBuffer], since: tuple[int, int]) -> None:
+        """How fast this task stages, from a staging that began at ``began`` holding ``since``
+        (bytes, records) and now holds a commit's worth in ``buffers``.
+
+        Only a staging that read a backlog says it: one that waited for
+        records to arrive says how fast they come, and a commit sized by
+        that would only be smaller than need be. So it counts when as many
+        records again wait in the task's partitions, and when it staged a
+        quarter of its size or more (less is mostly the wait for the first
+        fetch after the START).
+        """
+        staged_bytes = _staged_bytes(buffers) - since[0]
+        staged_records = sum(b.records for b in buffers.values()) - since[1]
+        seconds = time.monotonic() - began
+        if staged_records <= 0 or seconds <= 0 or 4 * staged_bytes < _staged_bytes(buffers):
+            return
+        waiting = sum(max(0, self.end_offsets.get(tp, b.next_offset) - b.next_offset) for tp, b in buffers.items())
+        if waiting >= staged_records:
+            self.staging_bytes_per_s = staged_bytes / seconds
+
+    def _learn_commit_size(
+        self, commit_id: uuid.UUID, staged_bytes: int, seconds: float, limit: int | None = None
+    ) -> None:
         """Size the next commits by how long this one's write took.
 
         A write of ``staged_bytes`` that took ``seconds`` says the writer
@@ -261,7 +318,7 @@ class TaskRunner:
         """
         if staged_bytes <= 0:
             return
-        full = staged_bytes >= self.commit_bytes
+        full = staged_bytes >= (self.commit_bytes if limit is None else limit)
         self._writes.append((staged_bytes, seconds))
         sizes = [size for size, _ in self._writes]
         times = [t for _, t in self._writes]
@@ -370,11 +427,20 @@ class TaskRunner:
             self.consumer.assign([])
             return
         seek = set(ahead) != set(mine) or len(buffers) != len(mine)
+        adopted_bytes, adopted_records = _staged_bytes(buffers), sum(b.records for b in buffers.values())
         directory = self._staging_for(staging_id)
         for tp, offset in mine.items():
             if tp not in buffers:
                 buffers[tp] = StagingBuffer(*tp, offset, self.writer.sink(staging_id, *tp, offset, directory))
-        self.current = _Commit(event.commit_id, event.epoch, buffers, staging_id)
+        self.current = _Commit(
+            event.commit_id,
+            event.epoch,
+            buffers,
+            staging_id,
+            self._commit_limit(adopted_bytes),
+            adopted_bytes,
+            adopted_records,
+        )
         if seek:
             # Re-assigning with explicit offsets is the seek: the ledger is the truth.
             self.consumer.assign([TopicPartition(t, p, b.next_offset) for (t, p), b in sorted(buffers.items())])
@@ -416,6 +482,9 @@ class TaskRunner:
             return True
         if current is not None:
             self._staged(current)
+        elif messages and not self._ahead_full and _holds(self.ahead, self.commit_bytes):
+            self._ahead_full = True
+            self._learn_staging_pace(self._ahead_began, self.ahead, (0, 0))
         if messages:
             for tp in buffers:
                 _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
@@ -517,7 +586,8 @@ class TaskRunner:
         supersedes the commit drops the write, as after an END).
         """
         self._report_progress(current)
-        if current.error is None and self._holds_enough(current.buffers):
+        if current.error is None and _holds(current.buffers, current.limit):
+            self._learn_staging_pace(current.began, current.buffers, (current.adopted_bytes, current.adopted_records))
             self._finish(current)
 
     def _report_progress(self, current: _Commit) -> None:
@@ -538,11 +608,13 @@ class TaskRunner:
         if not self.paused.isdisjoint(current.buffers):
             cause = "staging-full"  # (connectors.models.CommitEnd)
             reason = f"task {self.task_index} paused a partition whose staging is full"
-        elif self._holds_enough(current.buffers):
+        elif _holds(current.buffers, current.limit):
             staged = _staged_bytes(current.buffers)
             cause = "write-target"
+            # (Less than commit_bytes: what the read-ahead left is also staged in the target.)
+            what = "its writer writes" if current.limit >= self.commit_bytes else "it stages and writes"
             reason = (
-                f"task {self.task_index} staged {staged / 2**20:.0f} MiB, what its writer writes in "
+                f"task {self.task_index} staged {staged / 2**20:.0f} MiB, what {what} in "
                 f"{self.write_target_s:g} s (sinkadmin.commit.write-target-ms) at its last commits' pace"
             )
         full = cause is not None
@@ -625,6 +697,7 @@ class TaskRunner:
             return
         # Read ahead from where this commit ends (see self.ahead).
         self.ahead_id = write.ahead_id = uuid.uuid4()
+        self._ahead_began, self._ahead_full = time.monotonic(), False
         directory = self._staging_for(self.ahead_id)
         self.ahead = {
             tp: StagingBuffer(*tp, s.end, self.writer.sink(self.ahead_id, *tp, s.end, directory))
@@ -662,7 +735,7 @@ class TaskRunner:
         failpoint("participant.before_status")
         seconds = time.monotonic() - write.began
         if error is None:
-            self._learn_commit_size(current.commit_id, _staged_bytes(current.buffers), seconds)
+            self._learn_commit_size(current.commit_id, _staged_bytes(current.buffers), seconds, current.limit)
         log.info(
             "%s task %d: commit %s: %d records, %d files written in %.2f s%s",
             self.connector,
@@ -822,6 +895,11 @@ class TaskRunner:
 
 def _staged_bytes(buffers: dict[TP, StagingBuffer]) -> int:
     return sum(b.staged_bytes for b in buffers.values())
+
+
+def _holds(buffers: dict[TP, StagingBuffer], size: int) -> bool:
+    """Whether these buffers hold ``size`` staged bytes (a commit's worth: see TaskRunner._commit_limit)."""
+    return _staged_bytes(buffers) >= size
 
 
 def _topic_partition(message: Any) -> TP:
