@@ -441,6 +441,16 @@ class TaskRunner:
             adopted_bytes,
             adopted_records,
         )
+        log.debug(
+            "%s task %d: commit %s: %.1f MiB read ahead, stages up to %.1f MiB (size %.1f MiB, staging pace %s)",
+            self.connector,
+            self.task_index,
+            event.commit_id,
+            adopted_bytes / 2**20,
+            self.current.limit / 2**20,
+            self.commit_bytes / 2**20,
+            "unknown" if self.staging_bytes_per_s is None else f"{self.staging_bytes_per_s / 2**20:.0f} MiB/s",
+        )
         if seek:
             # Re-assigning with explicit offsets is the seek: the ledger is the truth.
             self.consumer.assign([TopicPartition(t, p, b.next_offset) for (t, p), b in sorted(buffers.items())])
