@@ -362,12 +362,17 @@ class StagedDecode:
 
 
 class UnitJob(Protocol):
-    """Work split in units, as Spark runs it: Spark task n runs ``run_unit(n)`` (pickled with the job)."""
+    """Work split in units (pickled with the job to Spark's Python workers, which run ``run_unit(n)``
+    for each unit of their group: see ``SparkWriter._collect_units``)."""
 
     @property
     def count(self) -> int: ...
 
     def run_unit(self, index: int) -> dict[str, Any]: ...
+
+    def unit_weight(self, index: int) -> int:
+        """About how much work unit ``index`` is (the bytes or rows it reads), to balance the Spark tasks."""
+        ...
 
 
 class UnitRunner:
@@ -395,13 +400,17 @@ class UnitRunner:
 UNIT_OUTCOME = pa.schema([("unit", pa.int64()), ("outcome", pa.string())])
 
 
-def run_job_units(job: UnitJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The function Spark's Python workers run for a UnitJob: one outcome row per unit."""
+def run_job_units(
+    job: UnitJob, groups: tuple[tuple[int, ...], ...], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The function Spark's Python workers run for a UnitJob (a Spark task per group of units): one
+    outcome row per unit."""
     _freeze_imports()
     for batch in batches:
         for n in batch.column("id").to_pylist():
-            outcome = json.dumps(job.run_unit(n))
-            yield pa.RecordBatch.from_pylist([{"unit": n, "outcome": outcome}], schema=UNIT_OUTCOME)
+            for unit in groups[n]:
+                outcome = json.dumps(job.run_unit(unit))
+                yield pa.RecordBatch.from_pylist([{"unit": unit, "outcome": outcome}], schema=UNIT_OUTCOME)
 
 
 _frozen = False
@@ -451,6 +460,19 @@ def decode_staged_partitions(
                 )
 
 
+def balanced_groups(weights: Sequence[int], count: int) -> tuple[tuple[int, ...], ...]:
+    """The indices of ``weights`` in at most ``count`` groups of about equal weight: the heaviest
+    first, each into the group with the least weight yet (longest processing time first), so that
+    groups worked on side by side end together."""
+    groups: list[list[int]] = [[] for _ in range(max(1, min(count, len(weights))))]
+    load = [0] * len(groups)
+    for index in sorted(range(len(weights)), key=lambda i: -weights[i]):
+        lightest = load.index(min(load))
+        groups[lightest].append(index)
+        load[lightest] += weights[index]
+    return tuple(tuple(sorted(group)) for group in groups if group)
+
+
 def task_groups(staged: Sequence[StagedPartition], cores: int) -> tuple[tuple[int, ...], ...]:
     """The staged partitions (by index) in at most ``cores`` groups of about equal records, a Spark task each.
 
@@ -459,19 +481,11 @@ def task_groups(staged: Sequence[StagedPartition], cores: int) -> tuple[tuple[in
     ms of Spark CPU, of eight ~170 ms, and 250 ms of wall time against 100:
     four rounds of tasks on two cores); a commit's job with a task per
     staged partition paid it eight times where two tasks kept both cores
-    as busy. So a job has a task per core, each decoding its group in turn;
-    the largest partitions are placed first, each in the group with the
-    fewest records yet (longest processing time first), so the groups end
-    together. On a cluster with a core per partition it is a task each.
+    as busy. So a job has a task per core, each decoding its group in turn,
+    the groups balanced by records (``balanced_groups``). On a cluster with
+    a core per partition it is a task each.
     """
-    count = max(1, min(cores, len(staged)))
-    groups: list[list[int]] = [[] for _ in range(count)]
-    load = [0] * count
-    for index in sorted(range(len(staged)), key=lambda i: -staged[i].records):
-        lightest = load.index(min(load))
-        groups[lightest].append(index)
-        load[lightest] += staged[index].records
-    return tuple(tuple(sorted(group)) for group in groups if group)
+    return balanced_groups([s.records for s in staged], cores)
 
 
 def partition_value(field: PartitionField, schema: Schema) -> Any:
@@ -588,7 +602,7 @@ class SparkWriter:
         return {(r["topic"], r["partition"]): json.loads(r["outcome"]) for r in collected}
 
     def run_units(self, job: UnitJob) -> list[dict[str, Any]]:
-        """One Spark job over a job's units (a Spark task each); their outcomes, in unit order."""
+        """One Spark job over a job's units (a Spark task per group of them); their outcomes, in unit order."""
         collected = self._guarded(lambda: self._collect_units(job))
         return [json.loads(r["outcome"]) for r in sorted(collected, key=lambda r: r["unit"])]
 
@@ -633,8 +647,14 @@ class SparkWriter:
     def _collect_units(self, job: UnitJob) -> list[Any]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        frame = self.spark.range(0, job.count, 1, job.count)
-        return list(frame.mapInArrow(functools.partial(run_job_units, job), from_arrow_schema(UNIT_OUTCOME)).collect())
+        # As _collect: a Spark task per core, not per unit (an upsert's rewrite has a unit per file
+        # its keys may touch, a merge one per group of file groups), the units balanced by their weight.
+        groups = balanced_groups([job.unit_weight(n) for n in range(job.count)], self.cores)
+        if not groups:
+            return []
+        frame = self.spark.range(0, len(groups), 1, len(groups))
+        run = functools.partial(run_job_units, job, groups)
+        return list(frame.mapInArrow(run, from_arrow_schema(UNIT_OUTCOME)).collect())
 
     def _write_with_sql(
         self, commit_id: uuid.UUID, with_data: Sequence[StagedPartition], tables: Sequence[TargetTable], reason: str

@@ -60,7 +60,7 @@ from sinks.hudi.writer import BUCKET, incoming_root
 from workers.coordinator import PreparedCommit
 from workers.failpoints import failpoint
 from workers.record_runs import widened
-from workers.spark_writer import UnitRunner
+from workers.spark_writer import UnitRunner, balanced_groups
 
 log = logging.getLogger(__name__)
 OFFSETS_KEY = "sinkadmin.offsets"
@@ -106,6 +106,9 @@ class HudiMergeJob:
     @property
     def count(self) -> int:
         return len(self.groups)
+
+    def unit_weight(self, index: int) -> int:
+        return sum(_work(write) for write in self.groups[index])
 
     def run_unit(self, index: int) -> dict[str, Any]:
         failpoint("hudi.merge")  # (a test's executor dies here: some slices written, the instant not complete)
@@ -217,17 +220,13 @@ def _insert_writes(
 
 
 def balanced(writes: Sequence[FileGroupWrite], tasks: int) -> tuple[tuple[FileGroupWrite, ...], ...]:
-    """The writes in at most ``tasks`` groups of about equal work (by the rows they read), one Spark task each."""
-    size = {
-        id(w): sum(max(p.count, 1) for p in w.pieces) + (w.previous.size // 100 if w.previous else 0) for w in writes
-    }
-    groups: list[list[FileGroupWrite]] = [[] for _ in range(min(tasks, len(writes)))]
-    loads = [0] * len(groups)
-    for write in sorted(writes, key=lambda w: -size[id(w)]):
-        lightest = loads.index(min(loads))
-        groups[lightest].append(write)
-        loads[lightest] += size[id(write)]
-    return tuple(tuple(g) for g in groups if g)
+    """The writes in at most ``tasks`` groups of about equal work (by the rows they read), the units of the merge job."""
+    return tuple(tuple(writes[i] for i in group) for group in balanced_groups([_work(w) for w in writes], tasks))
+
+
+def _work(write: FileGroupWrite) -> int:
+    """About the rows a file group's write reads: its pieces' and (a hundred bytes a row) its previous slice's."""
+    return sum(max(p.count, 1) for p in write.pieces) + (write.previous.size // 100 if write.previous else 0)
 
 
 def kafka_offsets(offsets: dict[str, dict[str, int]]) -> dict[str, str]:
