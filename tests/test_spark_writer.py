@@ -12,9 +12,8 @@ import sys
 import tempfile
 import uuid
 import zipfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,7 +32,6 @@ from workers.spark_writer import (
     code_archive,
     decode_staged_partitions,
     read_staged_chunks,
-    run_job_units,
     spark_failure,
     task_groups,
 )
@@ -131,30 +129,9 @@ def test_a_job_has_a_spark_task_per_core_each_with_about_equal_records() -> None
     assert task_groups(partitions(5, 5, 5), 8) == ((0,), (1,), (2,))
     assert sorted(i for g in task_groups(partitions(*range(1, 17)), 3) for i in g) == list(range(16))
     assert task_groups(partitions(7, 7), 0) == ((0, 1),)
-
-
-@dataclass(frozen=True)
-class SquaresJob:
-    """A UnitJob whose unit n answers n squared, weighing n."""
-
-    count: int
-
-    def run_unit(self, index: int) -> dict[str, Any]:
-        return {"square": index * index}
-
-    def unit_weight(self, index: int) -> int:
-        return index
-
-
-def test_a_unit_job_has_a_spark_task_per_group_of_units_answering_a_row_per_unit() -> None:
-    # Ten units weighing 0-9 on two cores: two groups of 22 and 23.
-    groups = balanced_groups([SquaresJob(10).unit_weight(n) for n in range(10)], 2)
-    assert sorted(sum(g) for g in groups) == [22, 23] and sorted(i for g in groups for i in g) == list(range(10))
-    # What Spark hands a Python worker: the numbers of its groups of units.
-    batches = iter([pa.record_batch([pa.array([1, 0])], names=["id"])])
-    rows = [a.to_pylist()[0] for a in run_job_units(SquaresJob(10), groups, batches)]
-    assert [r["unit"] for r in rows] == [*groups[1], *groups[0]]
-    assert all(json.loads(r["outcome"]) == {"square": r["unit"] ** 2} for r in rows)
+    # Any weights (Hudi's merge groups its file groups' writes by the rows they read).
+    assert balanced_groups([3, 9, 1, 4, 0], 2) == ((1,), (0, 2, 3, 4))
+    assert balanced_groups([], 4) == ()
 
 
 def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> None:

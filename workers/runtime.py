@@ -414,9 +414,7 @@ class IcebergCommitter:
         # In stream order (topic, partition, then the files' names, which number a task's files in
         # the order it wrote them): upserts take the last record of a key.
         for f in sorted(prepared.files, key=lambda f: (f["topic"], f["partition"], f["path"])):
-            by_table.setdefault(f["table"], []).append(
-                CommitFile(f["path"], f.get("partition_values"), f.get("bytes", 0))
-            )
+            by_table.setdefault(f["table"], []).append(CommitFile(f["path"], f.get("partition_values")))
         if self.config.allow_empty_commit:
             for target in self.config.tables:
                 by_table.setdefault(target.name, [])

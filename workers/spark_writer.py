@@ -362,17 +362,12 @@ class StagedDecode:
 
 
 class UnitJob(Protocol):
-    """Work split in units (pickled with the job to Spark's Python workers, which run ``run_unit(n)``
-    for each unit of their group: see ``SparkWriter._collect_units``)."""
+    """Work split in units, as Spark runs it: Spark task n runs ``run_unit(n)`` (pickled with the job)."""
 
     @property
     def count(self) -> int: ...
 
     def run_unit(self, index: int) -> dict[str, Any]: ...
-
-    def unit_weight(self, index: int) -> int:
-        """About how much work unit ``index`` is (the bytes or rows it reads), to balance the Spark tasks."""
-        ...
 
 
 class UnitRunner:
@@ -400,17 +395,13 @@ class UnitRunner:
 UNIT_OUTCOME = pa.schema([("unit", pa.int64()), ("outcome", pa.string())])
 
 
-def run_job_units(
-    job: UnitJob, groups: tuple[tuple[int, ...], ...], batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """The function Spark's Python workers run for a UnitJob (a Spark task per group of units): one
-    outcome row per unit."""
+def run_job_units(job: UnitJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The function Spark's Python workers run for a UnitJob: one outcome row per unit."""
     _freeze_imports()
     for batch in batches:
         for n in batch.column("id").to_pylist():
-            for unit in groups[n]:
-                outcome = json.dumps(job.run_unit(unit))
-                yield pa.RecordBatch.from_pylist([{"unit": unit, "outcome": outcome}], schema=UNIT_OUTCOME)
+            outcome = json.dumps(job.run_unit(n))
+            yield pa.RecordBatch.from_pylist([{"unit": n, "outcome": outcome}], schema=UNIT_OUTCOME)
 
 
 _frozen = False
@@ -602,7 +593,7 @@ class SparkWriter:
         return {(r["topic"], r["partition"]): json.loads(r["outcome"]) for r in collected}
 
     def run_units(self, job: UnitJob) -> list[dict[str, Any]]:
-        """One Spark job over a job's units (a Spark task per group of them); their outcomes, in unit order."""
+        """One Spark job over a job's units (a Spark task each); their outcomes, in unit order."""
         collected = self._guarded(lambda: self._collect_units(job))
         return [json.loads(r["outcome"]) for r in sorted(collected, key=lambda r: r["unit"])]
 
@@ -647,14 +638,8 @@ class SparkWriter:
     def _collect_units(self, job: UnitJob) -> list[Any]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        # As _collect: a Spark task per core, not per unit (an upsert's rewrite has a unit per file
-        # its keys may touch, a merge one per group of file groups), the units balanced by their weight.
-        groups = balanced_groups([job.unit_weight(n) for n in range(job.count)], self.cores)
-        if not groups:
-            return []
-        frame = self.spark.range(0, len(groups), 1, len(groups))
-        run = functools.partial(run_job_units, job, groups)
-        return list(frame.mapInArrow(run, from_arrow_schema(UNIT_OUTCOME)).collect())
+        frame = self.spark.range(0, job.count, 1, job.count)
+        return list(frame.mapInArrow(functools.partial(run_job_units, job), from_arrow_schema(UNIT_OUTCOME)).collect())
 
     def _write_with_sql(
         self, commit_id: uuid.UUID, with_data: Sequence[StagedPartition], tables: Sequence[TargetTable], reason: str

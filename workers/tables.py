@@ -591,8 +591,6 @@ class CommitFile:
     # JSON from partition_values_json; None: read from the file's bounds, as
     # for files Spark wrote (only transforms whose value the bounds give).
     partition_values: str | None = None
-    # The file's size (0 where not known).
-    bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -122,8 +122,6 @@ class RewriteUnit:
     path: str
     own: bool
     dropped: tuple[int, ...] = ()
-    # The file's bytes (0 where unknown), to balance the rewrite's Spark tasks.
-    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,11 +136,6 @@ class UpsertRewrite:
     @property
     def count(self) -> int:
         return len(self.units)
-
-    def unit_weight(self, index: int) -> int:
-        unit = self.units[index]
-        # (A commit's own file none of whose rows go is left as it is: no work.)
-        return 0 if unit.own and not unit.dropped else max(unit.size, 1)
 
     def run_unit(self, index: int) -> dict[str, Any]:
         """``{"path", "records"}`` of the rewritten file (records 0: nothing stays, no file), or ``{"path": None}``
@@ -223,11 +216,8 @@ def commit_upserts(
                         "rewrite the table's data files under the current spec before upserting into it"
                     )
                 live[task.file.file_path] = task.file
-        units = tuple(
-            RewriteUnit(path, own=False, size=live[path].file_size_in_bytes) for path in sorted(live)
-        ) + tuple(
-            RewriteUnit(f.path, own=True, dropped=dropped, size=f.bytes)
-            for f, dropped in zip(ordered, found.dropped, strict=True)
+        units = tuple(RewriteUnit(path, own=False) for path in sorted(live)) + tuple(
+            RewriteUnit(f.path, own=True, dropped=dropped) for f, dropped in zip(ordered, found.dropped, strict=True)
         )
         job = UpsertRewrite(units, tuple(id_columns), found.keys, commit.commit_id)
         outcomes = run_units(job) if units else []

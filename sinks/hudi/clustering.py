@@ -357,9 +357,6 @@ class HudiClusterJob:
     def count(self) -> int:
         return len(self.groups)
 
-    def unit_weight(self, index: int) -> int:
-        return self.groups[index].size
-
     def run_unit(self, index: int) -> dict[str, Any]:
         group = self.groups[index]
         fs = pafs.LocalFileSystem()

@@ -107,9 +107,6 @@ class HudiMergeJob:
     def count(self) -> int:
         return len(self.groups)
 
-    def unit_weight(self, index: int) -> int:
-        return sum(_work(write) for write in self.groups[index])
-
     def run_unit(self, index: int) -> dict[str, Any]:
         failpoint("hudi.merge")  # (a test's executor dies here: some slices written, the instant not complete)
         table = HudiTable(pafs.LocalFileSystem(), self.base, self.spec)
@@ -220,13 +217,10 @@ def _insert_writes(
 
 
 def balanced(writes: Sequence[FileGroupWrite], tasks: int) -> tuple[tuple[FileGroupWrite, ...], ...]:
-    """The writes in at most ``tasks`` groups of about equal work (by the rows they read), the units of the merge job."""
-    return tuple(tuple(writes[i] for i in group) for group in balanced_groups([_work(w) for w in writes], tasks))
-
-
-def _work(write: FileGroupWrite) -> int:
-    """About the rows a file group's write reads: its pieces' and (a hundred bytes a row) its previous slice's."""
-    return sum(max(p.count, 1) for p in write.pieces) + (write.previous.size // 100 if write.previous else 0)
+    """The writes in at most ``tasks`` groups of about equal work (by the rows they read: its pieces',
+    and a hundred bytes a row of the slice it replaces), one Spark task each."""
+    work = [sum(max(p.count, 1) for p in w.pieces) + (w.previous.size // 100 if w.previous else 0) for w in writes]
+    return tuple(tuple(writes[i] for i in group) for group in balanced_groups(work, tasks))
 
 
 def kafka_offsets(offsets: dict[str, dict[str, int]]) -> dict[str, str]:
