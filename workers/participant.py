@@ -109,8 +109,8 @@ class _Sizing:
     commit_id: uuid.UUID
     staged_bytes: int
     seconds: float
-    # The commit held all this task may stage (``commit_bytes``): its write
-    # was as large as the size it tests.
+    # The commit held all this task could stage for it (its ``limit``): its
+    # write was as large as the size it tests.
     full: bool
     # The size the write itself asks for, where it is larger than the present one.
     raise_to: int | None
@@ -279,10 +279,11 @@ class TaskRunner:
         quarter of its size or more (less is mostly the wait for the first
         fetch after the START).
         """
-        staged_bytes = _staged_bytes(buffers) - since[0]
+        held = _staged_bytes(buffers)
+        staged_bytes = held - since[0]
         staged_records = sum(b.records for b in buffers.values()) - since[1]
         seconds = time.monotonic() - began
-        if staged_records <= 0 or seconds <= 0 or 4 * staged_bytes < _staged_bytes(buffers):
+        if staged_records <= 0 or seconds <= 0 or 4 * staged_bytes < held:
             return
         waiting = sum(max(0, self.end_offsets.get(tp, b.next_offset) - b.next_offset) for tp, b in buffers.items())
         if waiting >= staged_records:
