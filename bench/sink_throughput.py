@@ -51,6 +51,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -625,6 +626,11 @@ def _measured(
         "table_commit_p50_s": round(pct(table_commit, 0.5), 3),
         "table_commit_p99_s": round(pct(table_commit, 0.99), 3),
         "commits": len(commits),
+        # What ended each commit (connectors.models.CommitEnd), and each one's
+        # cycle (START to COMMITTED) in seconds, in commit order: the p99 of a
+        # run of a few commits is its longest, and this says which that was.
+        "commits_ended_by": dict(Counter(c.ended_by for c in commits)),
+        "commit_cycles_s": [round((c.committed_at - c.started_at).total_seconds(), 2) for c in commits],
         "snapshots": sum(len(c.snapshot_ids) for c in commits),
         "mean_records_per_commit": round(statistics.mean(c.records for c in commits)) if commits else 0,
         # Per role (a role can be a process tree: make run's worker and its

@@ -198,6 +198,9 @@ class CommitEnd(models.TextChoices):
     STAGING_FULL = "staging-full", "a partition's staging full"
     # A task staged what its writer writes in sinkadmin.commit.write-target-ms.
     WRITE_TARGET = "write-target", "a write's worth staged"
+    # After a commit that staging-full or write-target ended (a backlog),
+    # every partition was read to its log end (workers.coordinator.BACKLOG_ENDS).
+    CAUGHT_UP = "caught-up", "a backlog read to its end"
     # Not a commit of records: the ledger moved past offsets that retention
     # deleted before they were committed (sinkadmin.offsets.out-of-range=skip).
     SKIPPED = "skipped", "offsets below the log start skipped"

@@ -358,6 +358,87 @@ def test_a_task_that_staged_a_writes_worth_ends_the_commit_at_once_and_the_ledge
     assert ledger.ended_by == ["write-target"]
 
 
+def test_after_a_backlog_the_next_commit_ends_once_every_partition_is_read_to_its_end(world: Any) -> None:
+    # A task held its write target: more was waiting than a commit takes.
+    # The next commit is a catch-up commit, and it ends when the tasks have
+    # read the backlog to its end, not an interval later; the one after it
+    # gets its whole interval again.
+    coordinator, clock, channel, ledger, _ = world
+    coordinator.step(0)
+    first = channel.last(EventType.START_COMMIT)
+    assert not first.catch_up
+    channel.inbox = [progress(first, TP0, 0, 10, end_requested=True, end_cause="write-target")]
+    coordinator.step(0)
+    answer_all(coordinator, channel, first)
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    assert second.catch_up
+    clock.now += 1
+    channel.inbox = [progress(second, TP0, 10, 5, end_cause="caught-up")]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING  # TP1 is still being read
+    channel.inbox = [progress(second, TP1, 10, 3, end_cause="caught-up")]
+    coordinator.step(0)
+    assert channel.last(EventType.END_COMMIT).commit_id == second.commit_id
+    channel.inbox = [status(second, TP0, 10, 15), status(second, TP1, 10, 13)]
+    coordinator.step(0)
+    assert ledger.ended_by == ["write-target", "caught-up"]
+    third = next_commit_ends_after(coordinator, clock, channel, 10)
+    assert not third.catch_up
+
+
+@pytest.mark.parametrize("previous", ["interval", "max-records", "abort"])
+def test_only_a_commit_that_a_backlog_ended_makes_the_next_a_catch_up_commit(world: Any, previous: str) -> None:
+    # max-records is a size the user asked for, reached every interval by a
+    # steady stream with nothing waiting; a retry after an abort gets a
+    # whole interval. A task's word that it caught up changes nothing then.
+    coordinator, clock, channel, _, _ = world
+    coordinator.settings.max_records = 20
+    coordinator.step(0)
+    first = channel.last(EventType.START_COMMIT)
+    if previous == "max-records":
+        channel.inbox = [progress(first, TP0, 0, 20)]
+        coordinator.step(0)
+    else:
+        clock.now += 10
+        coordinator.step(0)
+    if previous == "abort":
+        channel.inbox = [
+            ControlEvent(EventType.WRITE_STATUS, "c", first.commit_id, 1, error="disk full", retriable=True)
+        ]
+        coordinator.step(0)
+    else:
+        answer_all(coordinator, channel, first)
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    offset = 0 if previous == "abort" else 10
+    channel.inbox = [
+        progress(second, TP0, offset, 1, end_cause="caught-up"),
+        progress(second, TP1, offset, 1, end_cause="caught-up"),
+    ]
+    coordinator.step(0)
+    assert not second.catch_up and coordinator.phase is Phase.STAGING
+
+
+def test_a_catch_up_commit_ignores_caught_up_words_of_a_zombie_or_another_commit(world: Any) -> None:
+    coordinator, _, channel, _, _ = world
+    coordinator.step(0)
+    first = channel.last(EventType.START_COMMIT)
+    channel.inbox = [progress(first, TP1, 0, 10, end_requested=True, end_cause="staging-full")]
+    coordinator.step(0)
+    answer_all(coordinator, channel, first)
+    coordinator.step(0)
+    second = channel.last(EventType.START_COMMIT)
+    assert second.catch_up
+    channel.inbox = [
+        progress(first, TP0, 10, 5, end_cause="caught-up"),  # the previous commit's
+        progress(second, TP1, 3, 5, end_cause="caught-up"),  # not where this commit starts
+        progress(second, TP0, 10, 5, end_cause="caught-up"),
+    ]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.STAGING
+
+
 def test_a_status_sent_before_the_end_counts_once_the_commit_ends(world: Any) -> None:
     # A task that staged a write's worth writes it without waiting for the
     # END (workers.participant._staged): its request and its status may both
@@ -561,6 +642,8 @@ def test_events_round_trip_through_avro() -> None:
         end_reason="task 1 staged 64 MiB, what its writer writes in 2 s",
     )
     assert ControlEvent.decode(progress.encode()) == progress
+    start = events.start_commit("c", uuid.uuid4(), 3, {TP0: 7}, catch_up=True)
+    assert ControlEvent.decode(start.encode()) == start
 
 
 def test_a_write_error_that_keeps_coming_back_fails_the_connector(world: Any) -> None:
@@ -708,14 +791,14 @@ def test_a_task_that_stops_saying_so_is_given_up_on_at_the_timeout_and_no_wait_o
 
 
 # How many fields each event version added at the end (workers.events).
-FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1}
+FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1, 8: 1}
 
 
 @pytest.mark.parametrize("version", [1, 2, 5])
 def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
     # Events are written without their schema; fields added at the end
     # (version 2: file_partitions, 3: end_requested, ... 6: end_cause and
-    # end_reason, 7: write_seconds) are trailing bytes to an older reader, and a type added at
+    # end_reason, 7: write_seconds, 8: catch_up) are trailing bytes to an older reader, and a type added at
     # the end of the enum is one it cannot decode, so it skips that event
     # (as ControlChannel.poll does).
     assert max(FIELDS_ADDED) == events.SCHEMA_VERSION

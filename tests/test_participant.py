@@ -571,6 +571,46 @@ def test_a_task_that_staged_a_writes_worth_asks_for_the_end_and_writes_it_at_onc
     task.close()
 
 
+def test_in_a_catch_up_commit_a_task_says_once_that_it_read_its_partitions_to_their_ends(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=25), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    commit_id = uuid.uuid4()
+    channel.inbox.append(ControlEvent(EventType.START_COMMIT, "c", commit_id, 1, offsets={TP: 0}, catch_up=True))
+    task.step(timeout=0)  # 0..9
+    task.step(timeout=0)  # 10..19
+    assert not progress_sent(channel)  # the log ends at 25
+    task.step(timeout=0)  # 20..24: read to the end
+    [said] = progress_sent(channel)
+    assert said.commit_id == commit_id and said.end_cause == "caught-up" and not said.end_requested
+    assert said.partitions[0].end == 25 and said.end_reason == "task 0 read its partitions to their ends"
+    # It says it once, and goes on taking what arrives until the END.
+    log.end = 30
+    task.step(timeout=0)
+    task.step(timeout=0)
+    assert len(progress_sent(channel)) == 1 and task.current is not None and task.current.buffers[TP].records == 30
+    end(channel, commit_id)
+    task.step(timeout=0)
+    assert status_range(channel) == (0, 30)
+
+
+def test_a_task_says_nothing_of_reaching_the_log_end_outside_a_catch_up_commit(tmp_path: Path) -> None:
+    # Nor before a partition's first fetch, whose log end it does not know yet.
+    log, channel, writer = PartitionLog(end=25), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    commit_id = start(channel, 0)
+    for _ in range(5):
+        task.step(timeout=0)
+    assert task.current is not None and task.current.buffers[TP].records == 25 and not progress_sent(channel)
+    end(channel, commit_id)
+    task.step(timeout=0)
+    log.get_watermark_offsets = lambda partition, **_: (-1001, -1001)  # type: ignore[method-assign]
+    log.end = 25
+    channel.inbox.append(ControlEvent(EventType.START_COMMIT, "c", uuid.uuid4(), 1, offsets={TP: 25}, catch_up=True))
+    for _ in range(3):
+        task.step(timeout=0)
+    assert not progress_sent(channel)
+
+
 def test_reading_ahead_stops_at_a_commits_worth_and_the_next_start_ends_at_once(tmp_path: Path) -> None:
     log, channel, writer = PartitionLog(end=1000), Channel(), SlowWriter()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20, **{"sinkadmin.commit.write-target-ms": "1"})

@@ -27,6 +27,14 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+# What ends a commit because a task holds all it may stage for it
+# (connectors.models.CommitEnd): more is waiting than one commit takes, so
+# the next commit is a catch-up commit (_early_end). Not max-records: that
+# is a size the user asked for, which a steady stream can reach every
+# interval with nothing waiting.
+BACKLOG_ENDS = frozenset({"write-target", "staging-full"})
+CAUGHT_UP = "caught-up"
+
 
 class Phase(StrEnum):
     IDLE = "idle"
@@ -209,6 +217,11 @@ class _OpenCommit:
     # When each partition's task last said it is still writing (STAGING_PROGRESS after END).
     heard: dict[TopicPartition, float] = field(default_factory=dict)
     end_requested: tuple[str, str] | None = None  # (connectors.models.CommitEnd, why)
+    # The previous commit ended on a backlog (BACKLOG_ENDS): this one ends
+    # as soon as every partition has been read to its log end (caught_up,
+    # from the tasks' STAGING_PROGRESS), not after the interval.
+    catch_up: bool = False
+    caught_up: set[TopicPartition] = field(default_factory=set)
     ended_mono: float | None = None
     ended_by: str = "interval"
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
@@ -245,8 +258,10 @@ class Coordinator:
         self.current: _OpenCommit | None = None
         self.next_start = clock()
         # The previous END, while commits follow each other: the next END is
-        # due an interval after it (or at once, when committing took longer).
+        # due an interval after it (or at once, when committing took longer);
+        # and whether a backlog ended it (the next commit is a catch-up commit).
         self.last_end: float | None = None
+        self.last_end_on_backlog = False
         self.commits_done = 0
         # Set while the connector is paused: the commit in flight finishes,
         # no new one starts.
@@ -414,15 +429,21 @@ class Coordinator:
         now = self.clock()
         interval = self.settings.commit_interval_s
         end_due = now + interval if self.last_end is None else max(now, self.last_end + interval)
-        self.current = _OpenCommit(commit_id, datetime.now(UTC), now, offsets, control_offset, end_due)
+        # (A retry after an abort, or the first commit after a pause, is not
+        # one: last_end is None then.)
+        catch_up = self.last_end is not None and self.last_end_on_backlog
+        self.current = _OpenCommit(
+            commit_id, datetime.now(UTC), now, offsets, control_offset, end_due, catch_up=catch_up
+        )
         self.phase = Phase.STAGING
         self._publish_phase()
-        self.channel.send(start_commit(self.settings.connector, commit_id, self.settings.epoch, offsets))
+        self.channel.send(start_commit(self.settings.connector, commit_id, self.settings.epoch, offsets, catch_up))
 
     def _end(self) -> None:
         assert self.current is not None
         self.channel.send(end_commit(self.settings.connector, self.current.commit_id, self.settings.epoch))
         self.current.ended_mono = self.last_end = self.clock()
+        self.last_end_on_backlog = self.current.ended_by in BACKLOG_ENDS
         self.phase = Phase.COLLECTING
         self._publish_phase()
 
@@ -472,6 +493,8 @@ class Coordinator:
             key = (staged.topic, staged.partition)
             if current.offsets.get(key) == staged.start:  # (else a zombie's)
                 current.staged_records[key] = staged.records
+                if event.end_cause == CAUGHT_UP:
+                    current.caught_up.add(key)
                 if self.phase is Phase.COLLECTING:
                     current.heard[key] = self.clock()  # (its write is under way)
         if event.end_requested and current.end_requested is None:
@@ -487,6 +510,12 @@ class Coordinator:
         staged, max_records = sum(current.staged_records.values()), self.settings.max_records
         if 0 < max_records <= staged:
             return "max-records", f"{staged} records staged (sinkadmin.commit.max-records={max_records})"
+        if current.catch_up and current.offsets and current.caught_up >= current.offsets.keys():
+            # The backlog is read: what arrives from now on is paced by the
+            # interval again, from this END. Waiting it out instead held the
+            # backlog's last records back a whole interval (1M records at
+            # 10 s: the second of two commits ended 10 s after the first).
+            return CAUGHT_UP, f"the tasks read all {len(current.offsets)} partitions to their ends after a backlog"
         return None
 
     def _commit(self, complete: bool) -> None:

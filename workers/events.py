@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class EventType(StrEnum):
@@ -128,6 +128,12 @@ _SCHEMA = fastavro.parse_schema(
             # ACK_COMMIT, the longest of the commit's writes, which the tasks
             # size their next commits by (workers.participant).
             {"name": "write_seconds", "type": ["null", "double"], "default": None},
+            # Version 8, START_COMMIT: the previous commit ended before its
+            # interval because a task held all it may stage (a backlog), so
+            # each task says when it has read its partitions to their ends
+            # (STAGING_PROGRESS, end_cause "caught-up"), and the commit ends
+            # once all have, instead of waiting out the interval.
+            {"name": "catch_up", "type": "boolean", "default": False},
         ],
     }
 )
@@ -194,6 +200,7 @@ class ControlEvent:
     end_cause: str | None = None
     end_reason: str | None = None
     write_seconds: float | None = None
+    catch_up: bool = False
 
     def encode(self) -> bytes:
         record = {
@@ -217,6 +224,7 @@ class ControlEvent:
             "end_cause": self.end_cause,
             "end_reason": self.end_reason,
             "write_seconds": self.write_seconds,
+            "catch_up": self.catch_up,
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -253,6 +261,7 @@ class ControlEvent:
             end_cause=record["end_cause"],
             end_reason=record["end_reason"],
             write_seconds=record["write_seconds"],
+            catch_up=record["catch_up"],
         )
 
 
@@ -272,8 +281,10 @@ class ControlPort(Protocol):
         ...
 
 
-def start_commit(connector: str, commit_id: uuid.UUID, epoch: int, offsets: dict[tuple[str, int], int]) -> ControlEvent:
-    return ControlEvent(EventType.START_COMMIT, connector, commit_id, epoch, offsets=offsets)
+def start_commit(
+    connector: str, commit_id: uuid.UUID, epoch: int, offsets: dict[tuple[str, int], int], catch_up: bool = False
+) -> ControlEvent:
+    return ControlEvent(EventType.START_COMMIT, connector, commit_id, epoch, offsets=offsets, catch_up=catch_up)
 
 
 def end_commit(connector: str, commit_id: uuid.UUID, epoch: int) -> ControlEvent:

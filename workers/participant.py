@@ -86,6 +86,10 @@ class _Commit:
     reported_records: int = 0
     reported_at: float = field(default_factory=time.monotonic)
     reported_full: bool = False
+    # A catch-up commit (START_COMMIT's catch_up: the previous one ended on a
+    # backlog): the task says once when it has read its partitions to their ends.
+    catch_up: bool = False
+    reported_caught_up: bool = False
 
 
 @dataclass
@@ -441,6 +445,7 @@ class TaskRunner:
             self._commit_limit(adopted_bytes),
             adopted_bytes,
             adopted_records,
+            catch_up=event.catch_up,
         )
         log.debug(
             "%s task %d: commit %s: %.1f MiB read ahead, stages up to %.1f MiB (size %.1f MiB, staging pace %s)",
@@ -611,8 +616,10 @@ class TaskRunner:
         backlog, a commit's write then takes about that long, however much
         is waiting. With ``sinkadmin.commit.max-records`` the staged counts
         go out every PROGRESS_SECONDS, and at once when this task alone
-        holds that many, until the coordinator has heard of enough.
-        Otherwise nothing is sent.
+        holds that many, until the coordinator has heard of enough. In a
+        catch-up commit the task says once that it has read its partitions
+        to their ends (``end_cause`` "caught-up", not a request: the commit
+        ends once every task has said so). Otherwise nothing is sent.
         """
         cause: str | None = None
         reason: str | None = None
@@ -629,13 +636,17 @@ class TaskRunner:
                 f"{self.write_target_s:g} s (sinkadmin.commit.write-target-ms) at its last commits' pace"
             )
         full = cause is not None
+        caught_up = current.catch_up and not full and not current.reported_caught_up and self._read_to_end(current)
+        if caught_up:
+            cause = "caught-up"
+            reason = f"task {self.task_index} read its partitions to their ends"
         records = sum(b.records for b in current.buffers.values())
         max_records = self.config.commit_max_records
         now = time.monotonic()
         ask_for_end = full and not current.reported_full
         counting = current.reported_records < max_records and records > current.reported_records
         count_due = counting and (records >= max_records or now - current.reported_at >= self.PROGRESS_SECONDS)
-        if not (ask_for_end or count_due):
+        if not (ask_for_end or count_due or caught_up):
             return
         self._send(
             EventType.STAGING_PROGRESS,
@@ -650,6 +661,21 @@ class TaskRunner:
         )
         current.reported_records, current.reported_at = records, now
         current.reported_full = current.reported_full or full
+        current.reported_caught_up = current.reported_caught_up or caught_up
+
+    def _read_to_end(self, current: _Commit) -> bool:
+        """Whether the commit has staged every one of its partitions up to the log end the
+        consumer last heard of (the high watermark of its latest fetch response, which
+        librdkafka keeps; unknown before a partition's first fetch).
+
+        A partition whose log ends in a transaction marker stays short of
+        it (the marker is never delivered): its commits end on the interval.
+        """
+        for tp, buffer in current.buffers.items():
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+            if high < 0 or buffer.next_offset < high:
+                return False
+        return True
 
     # While a commit's write runs, the coordinator hears this often that it does.
     WRITING_PROGRESS_SECONDS = 5.0

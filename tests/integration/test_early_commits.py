@@ -1,7 +1,8 @@
 """Commits that end before their interval (DESIGN step 2): on a record
 threshold, when a partition's staging is full, and when a task has staged
-what its writer writes in sinkadmin.commit.write-target-ms, against the real
-broker, Postgres, Spark and catalog.
+what its writer writes in sinkadmin.commit.write-target-ms, and once a
+backlog is read to its end, against the real broker, Postgres, Spark and
+catalog.
 
 The interval is ten minutes, far longer than a test runs: every commit a
 test sees ended early. What is left below the threshold waits for the
@@ -12,6 +13,7 @@ the records of the ranges the ledger committed (I1).
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -137,3 +139,40 @@ def test_under_a_backlog_each_commit_holds_what_its_write_target_allows_and_noth
     assert {c.ended_by for c in commits} == {CommitEnd.WRITE_TARGET}
     assert all(c.records < total for c in commits)
     assert_table_holds_exactly_the_committed_ranges("paced", kafka_bootstrap)
+
+
+def test_once_a_backlog_is_read_to_its_end_the_commit_ends_without_waiting_the_interval(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 4)
+    padding = "x" * 1000
+    # 26 MB waiting: commits sized by the 0.1 s write target hold a few MiB,
+    # so the backlog takes several. Records keep arriving a few at a time
+    # meanwhile: once the tasks have read the backlog (whichever commit
+    # that is), a commit after it ends as soon as both have read their
+    # partitions to their ends, where it would wait out the ten-minute
+    # interval. The next commit gets the whole interval again.
+    total = 24000
+    produce(kafka_bootstrap, topic_name, [json.dumps({"id": i, "note": padding}).encode() for i in range(total)], 4)
+    actions.create_connector(
+        "drained",
+        sink_config(
+            topic_name,
+            "db.events",
+            **{"iceberg.control.commit.interval-ms": TEN_MINUTES, "sinkadmin.commit.write-target-ms": "100"},
+        ),
+    )
+    trickle = total
+    with running_in_threads("drained", tasks=2):
+        deadline = time.monotonic() + 180
+        while not any(c.ended_by == CommitEnd.CAUGHT_UP for c in committed("drained")):
+            assert time.monotonic() < deadline, "timed out waiting for a commit that ends once the backlog is read"
+            produce(kafka_bootstrap, topic_name, json_records(trickle, 8), 4)
+            trickle += 8
+            time.sleep(0.25)
+        time.sleep(2)  # (the next commit waits for its interval: nothing more is committed)
+
+    commits = sorted(committed("drained"), key=lambda c: c.started_at)
+    assert [c.ended_by for c in commits] == [CommitEnd.WRITE_TARGET] * (len(commits) - 1) + [CommitEnd.CAUGHT_UP]
+    assert len(commits) >= 2 and sum(c.records for c in commits) >= total
+    assert_table_holds_exactly_the_committed_ranges("drained", kafka_bootstrap)
