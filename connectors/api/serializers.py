@@ -273,9 +273,10 @@ class CommitSummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
         "CommitEnd",
         CommitEnd.values,
         help_text="What ended the commit's staging: its interval, or earlier sinkadmin.commit.max-records "
-        "staged records, a partition's full staging (sinkadmin.staging.max-bytes) or a task that staged "
-        "what it writes in sinkadmin.commit.write-target-ms; 'skipped' marks an entry that moved "
-        "partitions past offsets below their log start.",
+        "staged records, a partition's full staging (sinkadmin.staging.max-bytes), a task that staged "
+        "what it writes in sinkadmin.commit.write-target-ms, or, after a commit that one of the last two "
+        "ended (a backlog), every partition read to its log end ('caught-up'); 'skipped' marks an entry "
+        "that moved partitions past offsets below their log start.",
     )
     error = serializers.CharField(allow_blank=True)
     offsets = CommitRangeSerializer(many=True)
