@@ -358,21 +358,25 @@ def test_a_task_that_staged_a_writes_worth_ends_the_commit_at_once_and_the_ledge
     assert ledger.ended_by == ["write-target"]
 
 
+def after_a_backlog(coordinator: Coordinator, channel: Channel, cause: str) -> tuple[ControlEvent, ControlEvent]:
+    """A first commit that a task's request ended early (``cause``), committed; the next one's START."""
+    coordinator.step(0)
+    first = channel.last(EventType.START_COMMIT)
+    channel.inbox = [progress(first, TP0, 0, 10, end_requested=True, end_cause=cause)]
+    coordinator.step(0)
+    answer_all(coordinator, channel, first)
+    coordinator.step(0)
+    return first, channel.last(EventType.START_COMMIT)
+
+
 def test_after_a_backlog_the_next_commit_ends_once_every_partition_is_read_to_its_end(world: Any) -> None:
     # A task held its write target: more was waiting than a commit takes.
     # The next commit is a catch-up commit, and it ends when the tasks have
     # read the backlog to its end, not an interval later; the one after it
     # gets its whole interval again.
     coordinator, clock, channel, ledger, _ = world
-    coordinator.step(0)
-    first = channel.last(EventType.START_COMMIT)
-    assert not first.catch_up
-    channel.inbox = [progress(first, TP0, 0, 10, end_requested=True, end_cause="write-target")]
-    coordinator.step(0)
-    answer_all(coordinator, channel, first)
-    coordinator.step(0)
-    second = channel.last(EventType.START_COMMIT)
-    assert second.catch_up
+    first, second = after_a_backlog(coordinator, channel, "write-target")
+    assert second.catch_up and not first.catch_up
     clock.now += 1
     channel.inbox = [progress(second, TP0, 10, 5, end_cause="caught-up")]
     coordinator.step(0)
@@ -422,13 +426,7 @@ def test_only_a_commit_that_a_backlog_ended_makes_the_next_a_catch_up_commit(wor
 
 def test_a_catch_up_commit_ignores_caught_up_words_of_a_zombie_or_another_commit(world: Any) -> None:
     coordinator, _, channel, _, _ = world
-    coordinator.step(0)
-    first = channel.last(EventType.START_COMMIT)
-    channel.inbox = [progress(first, TP1, 0, 10, end_requested=True, end_cause="staging-full")]
-    coordinator.step(0)
-    answer_all(coordinator, channel, first)
-    coordinator.step(0)
-    second = channel.last(EventType.START_COMMIT)
+    first, second = after_a_backlog(coordinator, channel, "staging-full")
     assert second.catch_up
     channel.inbox = [
         progress(first, TP0, 10, 5, end_cause="caught-up"),  # the previous commit's

@@ -40,6 +40,11 @@ def committed(name: str) -> list[Commit]:
     return list(Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED))
 
 
+def padded_records(count: int) -> list[bytes | None]:
+    """``count`` JSON records of ~1 KB, with ids from 0."""
+    return [json.dumps({"id": i, "note": "x" * 1000}).encode() for i in range(count)]
+
+
 def assert_table_holds_exactly_the_committed_ranges(name: str, bootstrap: str) -> None:
     ids = sorted(r["id"] for r in table_rows(name, "db.events"))
     assert ids == sorted(topic_ids(bootstrap, ledger_offsets(name)))
@@ -79,8 +84,7 @@ def test_a_partition_whose_staging_fills_ends_the_commit_and_nothing_is_lost(
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 2)
-    padding = "x" * 1000
-    values: list[bytes | None] = [json.dumps({"id": i, "note": padding}).encode() for i in range(24000)]
+    values = padded_records(24000)
     # ~13 MB per partition: a partition stages 1 MiB and the run of records
     # that crossed it, which is as long as librdkafka handed it over in one
     # consume batch (up to 5,000 records, a whole partition of a smaller
@@ -113,14 +117,13 @@ def test_under_a_backlog_each_commit_holds_what_its_write_target_allows_and_noth
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 2)
-    padding = "x" * 1000
     # 86 MB waiting before the connector starts: a backlog of many commits,
     # as a Spark job's fixed part alone outlasts the 0.1 s write target
     # (commits then hold what the rest of a write does in as long: a few
-    # MiB). A commit that held all the rest would not be full, and would
-    # wait out the ten-minute interval.
+    # MiB). The test stops long before the backlog's last commit (which
+    # ends once the tasks have read it all: the test below).
     total = 80000
-    produce(kafka_bootstrap, topic_name, [json.dumps({"id": i, "note": padding}).encode() for i in range(total)], 2)
+    produce(kafka_bootstrap, topic_name, padded_records(total), 2)
     actions.create_connector(
         "paced",
         sink_config(
@@ -145,7 +148,6 @@ def test_once_a_backlog_is_read_to_its_end_the_commit_ends_without_waiting_the_i
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, 4)
-    padding = "x" * 1000
     # 26 MB waiting: commits sized by the 0.1 s write target hold a few MiB,
     # so the backlog takes several. Records keep arriving a few at a time
     # meanwhile: once the tasks have read the backlog (whichever commit
@@ -153,7 +155,7 @@ def test_once_a_backlog_is_read_to_its_end_the_commit_ends_without_waiting_the_i
     # partitions to their ends, where it would wait out the ten-minute
     # interval. The next commit gets the whole interval again.
     total = 24000
-    produce(kafka_bootstrap, topic_name, [json.dumps({"id": i, "note": padding}).encode() for i in range(total)], 4)
+    produce(kafka_bootstrap, topic_name, padded_records(total), 4)
     actions.create_connector(
         "drained",
         sink_config(
