@@ -20,8 +20,9 @@ them. Prints and writes to bench/results/sink_throughput.json, per
 plane: records/s and the ratio to the bare consumer, the spark plane's rate
 against the arrow plane's, the rate after the first commit, commit latency
 p50/p99 (and p99 after the first commit, whose cycle holds the tasks'
-start), each commit's cycle and what ended it, snapshots written, peak RSS of every process (the Spark Connect
-server's JVM and Python workers included), CPU seconds of each process over
+start), each commit's cycle and what ended it, snapshots written, peak RSS
+of every process (the Spark Connect server's JVM and Python workers
+included), CPU seconds of each process over
 the timed part of the run, Spark's CPU seconds per million records next to
 Spark alone's, and the RSS of each sink process every half second.
 
@@ -392,21 +393,10 @@ class Product:
         and the first sink measured (the Spark plane's) shared the two cores with that. Seconds waited."""
         began = time.monotonic()
         stack = psutil.Process(self.process.pid)
-
-        def cpu_seconds() -> float:
-            total = 0.0
-            for process in [stack, *stack.children(recursive=True)]:
-                try:
-                    times = process.cpu_times()
-                except psutil.Error:
-                    continue
-                total += times.user + times.system
-            return total
-
         while time.monotonic() - began < limit:
-            before = cpu_seconds()
+            before = usage(stack).cpu_seconds
             time.sleep(1.0)
-            if cpu_seconds() - before < self.SETTLED_CPU:
+            if usage(stack).cpu_seconds - before < self.SETTLED_CPU:
                 break
         return round(time.monotonic() - began, 1)
 
@@ -612,8 +602,8 @@ def _measured(
     )
     first_start = min(c.started_at for c in Commit.objects.filter(connector_name=name))
     sink_seconds = (max(c.committed_at for c in commits) - first_start).total_seconds()
-    cycle = sorted((c.committed_at - c.started_at).total_seconds() for c in commits)
-    steady_cycle = sorted((c.committed_at - c.started_at).total_seconds() for c in commits[1:])
+    cycles = [(c.committed_at - c.started_at).total_seconds() for c in commits]  # (in commit order)
+    cycle, steady_cycle = sorted(cycles), sorted(cycles[1:])
     table_commit = sorted((c.committed_at - c.prepared_at).total_seconds() for c in commits)
 
     def at(moment: float) -> dict[str, Usage]:
@@ -659,7 +649,7 @@ def _measured(
         # Without the first commit, whose cycle also holds the tasks' start
         # (joining Spark's session, its first jobs): a connector's commits
         # after it, as one that has run for a while has them.
-        "commit_cycle_p99_s_after_first_commit": round(pct(steady_cycle, 0.99), 2),
+        "commit_cycle_p99_s_after_first_commit": round(pct(steady_cycle, 0.99), 2) if steady_cycle else None,
         "table_commit_p50_s": round(pct(table_commit, 0.5), 3),
         "table_commit_p99_s": round(pct(table_commit, 0.99), 3),
         "commits": len(commits),
@@ -667,7 +657,7 @@ def _measured(
         # cycle (START to COMMITTED) in seconds, in commit order: the p99 of a
         # run of a few commits is its longest, and this says which that was.
         "commits_ended_by": dict(Counter(c.ended_by for c in commits)),
-        "commit_cycles_s": [round((c.committed_at - c.started_at).total_seconds(), 2) for c in commits],
+        "commit_cycles_s": [round(seconds, 2) for seconds in cycles],
         "snapshots": sum(len(c.snapshot_ids) for c in commits),
         "mean_records_per_commit": round(statistics.mean(c.records for c in commits)) if commits else 0,
         # Per role (a role can be a process tree: make run's worker and its

@@ -98,6 +98,23 @@ def test_runners_start_only_while_a_slot_is_free_and_the_rest_say_why() -> None:
     assert ConnectorTask.objects.get(connector=waiting).unassigned_reason == ""
 
 
+def test_a_reason_written_while_a_slow_runner_started_is_cleared_by_its_heartbeats() -> None:
+    # Sixty runners starting on two cores: a runner asked to start did not
+    # beat within the timeout, the supervisor found it silent with no room
+    # and wrote why, and then it ran, still saying it had no slot.
+    advertise(2)
+    name = connector("slow")
+    step(Workers())
+    task = ConnectorTask.objects.get(connector=name)
+    coordinator = CoordinatorStatus.objects.get(connector=name)
+    late = "no worker has a free slot (this connector needs 2, 0 free): 2/2 used on connectors@test"
+    runtime_state.waiting_for_room(name.pk, True, [task], late)
+    assert runtime_state.task_alive(task.pk, task.epoch, partition_status={}) is not None
+    assert runtime_state.coordinator_alive(name.pk, coordinator.epoch) is not None
+    assert ConnectorTask.objects.get(pk=task.pk).unassigned_reason == ""
+    assert CoordinatorStatus.objects.get(pk=coordinator.pk).unassigned_reason == ""
+
+
 def test_runners_started_by_hand_hold_no_workers_slot() -> None:
     advertise(3)
     by_hand = connector("by-hand")

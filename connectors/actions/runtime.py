@@ -180,7 +180,12 @@ def coordinator_alive(connector_id: int, epoch: int) -> str | None:
             return None
         if connector["desired_state"] == DesiredState.STOPPED:
             return None
-        CoordinatorStatus.objects.filter(connector_id=connector_id, epoch=epoch).update(heartbeat_at=now)
+        # (A running coordinator was started: why it once was not is past.
+        # The supervisor may write that reason late, having found the
+        # coordinator silent while it started slowly: its beats clear it.)
+        CoordinatorStatus.objects.filter(connector_id=connector_id, epoch=epoch).update(
+            heartbeat_at=now, unassigned_reason=""
+        )
     return str(connector["desired_state"])
 
 
@@ -290,6 +295,7 @@ def claim_task(task_id: int, epoch: int, worker_id: str, worker_host: str) -> Co
         started_at=now,
         error_message="",
         error_trace="",
+        unassigned_reason="",
     )
     return ConnectorTask.objects.select_related("connector").get(pk=task_id) if claimed else None
 
@@ -313,6 +319,8 @@ def task_alive(task_id: int, epoch: int, *, partition_status: dict[str, Any]) ->
             heartbeat_at=now,
             state=TaskState.PAUSED if desired == DesiredState.PAUSED else TaskState.RUNNING,
             partition_status=partition_status,
+            # Why it was not started is past once it runs (see coordinator_alive).
+            unassigned_reason="",
         )
     return desired
 
