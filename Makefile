@@ -42,7 +42,9 @@ typecheck: install
 bench: services
 	$(PY) bench/spark_decoding.py
 	$(PY) bench/spark_tasks.py
-	$(PY) bench/sink_throughput.py
+	$(PY) bench/spark_job_floor.py
+	$(PY) bench/staging_costs.py
+	$(PY) bench/sink_throughput.py --repeat 3
 	$(PY) bench/maintenance.py
 	$(PY) bench/mirror_throughput.py
 

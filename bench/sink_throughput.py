@@ -36,7 +36,12 @@ the make-run mode the connector is created once the stack has settled
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
         [--sinks iceberg,files,hudi-insert,hudi-upsert]
         [--modes run-connector,make-run]
-        [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...]
+        [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...] [--repeat 1]
+
+With ``--repeat N`` each mode runs its sinks and planes N times, the planes
+alternating, and each figure is the median over those rounds (every round's
+figures are kept in the result); the spark / arrow ratio is the median of
+the rounds' pairs, and peak RSS the largest of any round.
 """
 
 from __future__ import annotations
@@ -676,6 +681,39 @@ def _measured(
     }
 
 
+# The figures of a run that --repeat reports as the median over its rounds
+# (with each round's value in ``rounds``): what the README's table shows.
+ROUND_FIGURES = (
+    "sink_records_per_s",
+    "sink_records_per_s_after_first_commit",
+    "commit_cycle_p50_s",
+    "commit_cycle_p99_s",
+    "commit_cycle_p99_s_after_first_commit",
+    "commits",
+    "spark_cpu_seconds_per_million_records",
+    "spark_cpu_seconds_per_million_records_after_first_commit",
+)
+
+
+def of_rounds(runs: list[dict]) -> dict:
+    """One label's figures over its rounds: the run of the median rate with all it measured (its
+    commits, memory, CPU by process), each ROUND_FIGURES value replaced by the median over the rounds,
+    and every round's ROUND_FIGURES in ``rounds``; peak RSS is the largest of any round. One round is
+    that run as it was."""
+    by_rate = sorted(runs, key=lambda run: run["sink_records_per_s"])
+    summary = {**by_rate[(len(by_rate) - 1) // 2]}
+    for key in ROUND_FIGURES:
+        values = [run[key] for run in runs if run.get(key) is not None]
+        if key in summary:
+            median = statistics.median(values) if values else None
+            summary[key] = round(median, 2) if isinstance(median, float) else median
+    summary["rounds"] = [{key: run.get(key) for key in ROUND_FIGURES if key in run} for run in runs]
+    summary["peak_rss_mb_per_process"] = {
+        role: max(run["peak_rss_mb_per_process"][role] for run in runs) for role in summary["peak_rss_mb_per_process"]
+    }
+    return summary
+
+
 def write_result(output: str, result: dict) -> None:
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text(json.dumps(result, indent=2) + "\n")
@@ -702,8 +740,15 @@ def main() -> None:
     parser.add_argument("--modes", default="run-connector,make-run")
     # Any other connector key, for A/B runs of a setting (consumer.override.*, say).
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a connector config key")
+    # Rounds of each mode's runs, the planes alternating: each figure is then
+    # the median over the rounds, and the spark / arrow ratio the median of
+    # each round's pair (a run of 1M records lasts seconds, and one run of a
+    # mode can differ 2x from the next on this 2-core host).
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "sink_throughput.json"))
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat takes a whole number of rounds, 1 or more")
     writers = [w.strip() for w in args.writers.split(",") if w.strip()]
     sinks = [s.strip() for s in args.sinks.split(",") if s.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -746,32 +791,41 @@ def main() -> None:
                 shutil.rmtree(staging, ignore_errors=True)
             alone["spark_cpu_seconds_per_million_records"] = round(alone["warm_spark_cpu_seconds"] * 1e6 / target, 2)
             print(f"Spark alone: {alone}", flush=True)
-        runs: dict[str, dict] = {}
+        # Every run of each label, in the order they ran: with --repeat, the
+        # planes alternate round by round, so that each round's pair shares
+        # the host's state of the moment (its pace swings by up to 2x here).
+        rounds: dict[str, list[dict]] = {}
         for mode in modes:
             product = Product() if mode == "make-run" else None
             if product is not None:
                 print(f"make run's stack settled {product.settled_after_s} s after its web port opened", flush=True)
             try:
-                for sink, writer in [(sink, writer) for sink in sinks for writer in writers]:
-                    label = f"{sink} {writer} ({mode})"
-                    print(f"sink, {label}...", flush=True)
-                    run = runs[label] = {"mode": mode, **run_sink(args, sink, writer, topic, ends, broker, product)}
-                    if writer != "spark":
-                        # Spark is idle then, but its Python workers of the run
-                        # before exit (with their session) and take their CPU
-                        # time with them: a figure here would mean nothing.
-                        run["cpu_seconds_sink"].pop("spark", None)
-                        run.pop("spark_cpu_seconds_per_million_records", None)
-                        run.pop("spark_cpu_seconds_per_million_records_after_first_commit", None)
-                    rate = run["sink_records_per_s"]
-                    run["sink_to_bare_ratio"] = round(rate / bare_rate, 3)
-                    run["sink_to_consumer_with_parse_ratio"] = round(rate / parse_rate, 3)
-                    print(
-                        f"sink, {label}: {rate:,.0f} records/s, {rate / bare_rate:.2f} of the bare consumer", flush=True
-                    )
+                for number in range(1, args.repeat + 1):
+                    for sink, writer in [(sink, writer) for sink in sinks for writer in writers]:
+                        label = f"{sink} {writer} ({mode})"
+                        print(f"sink, {label}, round {number} of {args.repeat}...", flush=True)
+                        run = {"mode": mode, **run_sink(args, sink, writer, topic, ends, broker, product)}
+                        if writer != "spark":
+                            # Spark is idle then, but its Python workers of the run
+                            # before exit (with their session) and take their CPU
+                            # time with them: a figure here would mean nothing.
+                            run["cpu_seconds_sink"].pop("spark", None)
+                            run.pop("spark_cpu_seconds_per_million_records", None)
+                            run.pop("spark_cpu_seconds_per_million_records_after_first_commit", None)
+                        rounds.setdefault(label, []).append(run)
+                        rate = run["sink_records_per_s"]
+                        print(
+                            f"sink, {label}, round {number}: {rate:,.0f} records/s, "
+                            f"{rate / bare_rate:.2f} of the bare consumer",
+                            flush=True,
+                        )
             finally:
                 if product is not None:
                     product.stop()
+        runs = {label: of_rounds(runs_of_label) for label, runs_of_label in rounds.items()}
+        for run in runs.values():
+            run["sink_to_bare_ratio"] = round(run["sink_records_per_s"] / bare_rate, 3)
+            run["sink_to_consumer_with_parse_ratio"] = round(run["sink_records_per_s"] / parse_rate, 3)
         result: dict = {
             "records": target,
             "partitions": args.partitions,
@@ -780,6 +834,7 @@ def main() -> None:
             "commit_interval_ms": args.interval_ms,
             "sinks": sinks,
             "commit_max_records": args.max_records,
+            "rounds": args.repeat,
             "connector_config_set": args.set,
             "bare_consumer_records_per_s": round(bare_rate),
             "bare_consumer_seconds": round(bare_seconds, 2),
@@ -797,13 +852,22 @@ def main() -> None:
         for sink, mode in [(sink, mode) for sink in sinks for mode in modes]:
             spark, arrow = runs.get(f"{sink} spark ({mode})"), runs.get(f"{sink} arrow ({mode})")
             if spark is not None and arrow is not None:
-                spark["spark_to_arrow_ratio"] = round(spark["sink_records_per_s"] / arrow["sink_records_per_s"], 3)
+                # Paired by round (each round's two runs ran back to back), then the median.
+                paired = [
+                    s["sink_records_per_s"] / a["sink_records_per_s"]
+                    for s, a in zip(spark["rounds"], arrow["rounds"], strict=True)
+                ]
+                spark["spark_to_arrow_ratio"] = round(statistics.median(paired), 3)
+                spark["spark_to_arrow_ratio_per_round"] = [round(r, 3) for r in paired]
             # Spark alone runs the Iceberg sink's jobs: a baseline for that sink's Spark CPU only.
             if spark is not None and alone is not None and sink == "iceberg":
                 baseline = max(0.01, alone["spark_cpu_seconds_per_million_records"])
                 spark["spark_cpu_to_spark_alone_ratio"] = round(
                     spark["spark_cpu_seconds_per_million_records"] / baseline, 2
                 )
+                spark["spark_cpu_to_spark_alone_ratio_per_round"] = [
+                    round(r["spark_cpu_seconds_per_million_records"] / baseline, 2) for r in spark["rounds"]
+                ]
                 if (steady := spark["spark_cpu_seconds_per_million_records_after_first_commit"]) is not None:
                     spark["spark_cpu_to_spark_alone_ratio_after_first_commit"] = round(steady / baseline, 2)
         for label, run in runs.items():
