@@ -1,0 +1,87 @@
+#!/usr/bin/env python
+"""What a Spark job costs however little it does: the floor under each commit's write.
+
+Runs trivial jobs back to back, each kind ``--jobs`` times after ten that
+warm up, and reports wall milliseconds per job and this process's (the
+client's) CPU milliseconds per job:
+
+- a JVM-only job (``range(...).collect()``, one Spark task);
+- a ``mapInArrow`` job whose Python function passes its rows on, with one
+  Spark task and with a task per core (a commit's job has a task per core).
+
+The difference between the first and the others is what Spark's Python
+runner adds to a job; the rest is the JVM's planning and scheduling and,
+over Spark Connect, the gRPC round trip. A commit pays it once per task.
+Prints them and writes them to bench/results/spark_job_floor.json (with
+``--remote``, to spark_job_floor-connect.json unless ``--output`` says).
+
+    .venv/bin/python bench/spark_job_floor.py [--jobs 40] [--master local[2]] [--remote sc://host:port]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pyarrow as pa
+from spark_decoding import ROOT, add_spark_arguments, use_spark, write_report  # (sets up Django)
+
+from connectors.config import SinkConfig
+from workers.spark_writer import SparkWriter, spark_session
+
+
+def _passed_on(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield from batches
+
+
+def per_job_ms(job: Callable[[], object], jobs: int) -> dict[str, float]:
+    for _ in range(10):
+        job()
+    walls, cpus = [], []
+    for _ in range(jobs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        job()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return {
+        "wall_ms_median": round(statistics.median(walls) * 1000, 1),
+        "wall_ms_p90": round(sorted(walls)[int(0.9 * (len(walls) - 1))] * 1000, 1),
+        "client_cpu_ms_median": round(statistics.median(cpus) * 1000, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=40)
+    add_spark_arguments(parser)
+    parser.add_argument("--output", default="")
+    args = parser.parse_args()
+    name = "spark_job_floor-connect.json" if args.remote else "spark_job_floor.json"
+    args.output = args.output or str(ROOT / "bench" / "results" / name)
+    use_spark(args)
+    spark = spark_session()
+    # The product's warm-up job learns how many Spark tasks run at once (and warms the Python workers).
+    config = SinkConfig.parse({"connector.class": "iceberg", "topics": "bench", "iceberg.tables": "bench.t"})
+    per_core = SparkWriter(config, spark).cores
+    kinds = {
+        "JVM only (range, collect), one task": lambda: spark.range(0, 2, 1, 1).collect(),
+        "mapInArrow, one task": lambda: spark.range(0, 1, 1, 1).mapInArrow(_passed_on, "id long").collect(),
+        f"mapInArrow, a task per core ({per_core})": lambda: (
+            spark.range(0, per_core, 1, per_core).mapInArrow(_passed_on, "id long").collect()
+        ),
+    }
+    ways = {}
+    for kind, job in kinds.items():
+        ways[kind] = per_job_ms(job, args.jobs)
+        print(f"{kind}: {ways[kind]}", flush=True)
+    write_report(args, 0, ways, jobs_per_kind=args.jobs, spark_cores=per_core)
+
+
+if __name__ == "__main__":
+    main()
