@@ -696,10 +696,11 @@ ROUND_FIGURES = (
 
 
 def of_rounds(runs: list[dict]) -> dict:
-    """One label's figures over its rounds: the run of the median rate with all it measured (its
-    commits, memory, CPU by process), each ROUND_FIGURES value replaced by the median over the rounds,
-    and every round's ROUND_FIGURES in ``rounds``; peak RSS is the largest of any round. One round is
-    that run as it was."""
+    """One label's figures over its rounds: the run of the median rate (of an even number of
+    rounds, the slower middle one) with all it measured (its commits, memory, CPU by process),
+    each ROUND_FIGURES value replaced by the median over the rounds, and every round's
+    ROUND_FIGURES in ``rounds``; peak RSS is the largest of any round. One round is that run as
+    it was."""
     by_rate = sorted(runs, key=lambda run: run["sink_records_per_s"])
     summary = {**by_rate[(len(by_rate) - 1) // 2]}
     for key in ROUND_FIGURES:
