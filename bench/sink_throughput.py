@@ -405,12 +405,26 @@ class Product:
                 break
         return round(time.monotonic() - began, 1)
 
-    def worker(self) -> psutil.Process:
-        """The Celery worker that hosts the connectors' coordinators and tasks."""
+    def roles(self) -> dict[str, psutil.Process | None]:
+        """The stack's processes, each with its descendants: the Celery worker that hosts the
+        connectors' coordinators and tasks ("worker"), and beside it the supervisor's worker, beat and
+        the web server, whose CPU during a run is part of what make run costs."""
+        found: dict[str, psutil.Process | None] = {"worker": None, "supervisor": None, "beat": None, "web": None}
         for child in psutil.Process(self.process.pid).children(recursive=True):
-            if "connectors" in child.cmdline() and "worker" in child.cmdline():
-                return child
-        raise SystemExit("no connectors worker in make run's stack")
+            command = child.cmdline()
+            if child.parent() is not None and child.parent().cmdline() == command:
+                continue  # a prefork pool process: counted with its worker
+            if "worker" in command and "connectors" in command:
+                found["worker"] = child
+            elif "worker" in command and "supervisor" in command:
+                found["supervisor"] = child
+            elif "beat" in command:
+                found["beat"] = child
+            elif "runserver" in command:
+                found["web"] = child
+        if found["worker"] is None:
+            raise SystemExit("no connectors worker in make run's stack")
+        return found
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(
@@ -511,7 +525,7 @@ def run_sink(
             measured = {
                 "sink": sink,
                 "writer": writer,
-                **_measured(args, name, ends, {"worker": product.worker()}, broker, [], product, config),
+                **_measured(args, name, ends, product.roles(), broker, [], product, config),
             }
         else:
             measured = {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
