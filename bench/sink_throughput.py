@@ -411,9 +411,12 @@ class Product:
         the web server, whose CPU during a run is part of what make run costs."""
         found: dict[str, psutil.Process | None] = {"worker": None, "supervisor": None, "beat": None, "web": None}
         for child in psutil.Process(self.process.pid).children(recursive=True):
-            command = child.cmdline()
-            if child.parent() is not None and child.parent().cmdline() == command:
-                continue  # a prefork pool process: counted with its worker
+            try:
+                command, parent = child.cmdline(), child.parent()
+                if parent is not None and parent.cmdline() == command:
+                    continue  # a prefork pool process: counted with its worker
+            except psutil.NoSuchProcess:
+                continue
             if "worker" in command and "connectors" in command:
                 found["worker"] = child
             elif "worker" in command and "supervisor" in command:
