@@ -63,20 +63,25 @@ SCHEMA = Schema(
 DDL = "`id` BIGINT, `user` STRING, `amount` DOUBLE, `ok` BOOLEAN, `note` STRING"
 
 
-def stage(directory: Path, records: int, partitions: int) -> list[StagedPartition]:
+def values_of(ids: range) -> list[bytes | None]:
+    """The benchmarks' ~1 KB JSON values (SCHEMA's five columns), one per id."""
     padding = "x" * 900
+    return [
+        json.dumps(
+            {"id": i, "user": f"user-{i % 1000}", "amount": i * 0.25, "ok": i % 2 == 0, "note": padding}
+        ).encode()
+        for i in ids
+    ]
+
+
+def stage(directory: Path, records: int, partitions: int) -> list[StagedPartition]:
     staged = []
     per_partition = records // partitions
     for p in range(partitions):
         raw = RawStagingFile(raw_staging_path(directory, "bench", p, 0), 8 << 20)
         for first in range(0, per_partition, 8000):
             ids = range(p * per_partition + first, p * per_partition + min(per_partition, first + 8000))
-            values: list[bytes | None] = [
-                json.dumps(
-                    {"id": i, "user": f"user-{i % 1000}", "amount": i * 0.25, "ok": i % 2 == 0, "note": padding}
-                ).encode()
-                for i in ids
-            ]
+            values = values_of(ids)
             n = len(values)
             offsets = list(range(first, first + n))
             raw.write(RecordChunk("bench", p, offsets, [0] * n, [None] * n, values, [None] * n, [None] * n))

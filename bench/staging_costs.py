@@ -30,27 +30,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-from pyarrow import ipc  # noqa: E402
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import ipc
+from spark_decoding import ROOT, values_of  # (the benchmarks' records; sets up Django)
 
-from workers.staging import STAGING_SCHEMA, RecordChunk  # noqa: E402
+from workers.staging import STAGING_PARQUET_OPTIONS, STAGING_SCHEMA, RecordChunk
 
 # The columns read_staged_chunks reads (headers only travel to the dead-letter topic).
 READ_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "error"]
 
 
 def chunk_of(records: int) -> RecordChunk:
-    padding = "x" * 900
-    values: list[bytes | None] = [
-        json.dumps(
-            {"id": i, "user": f"user-{i % 1000}", "amount": i * 0.25, "ok": i % 2 == 0, "note": padding}
-        ).encode()
-        for i in range(records)
-    ]
+    values = values_of(range(records))
     keys: list[bytes | None] = [str(i).encode() for i in range(records)]
     offsets = list(range(records))
     stamps: list[int | None] = [1_700_000_000_000 + i for i in range(records)]
@@ -110,17 +104,13 @@ def main() -> None:
         formats = {
             "parquet, plain, uncompressed (the product's)": (
                 # (RawStagingFile's options, on the table built once: raw_table is measured apart.)
-                parquet_writer(
-                    work / "plain.parquet", compression="none", use_dictionary=["topic"], write_statistics=False
-                ),
+                parquet_writer(work / "plain.parquet", **STAGING_PARQUET_OPTIONS),
                 parquet_read(work / "plain.parquet"),
             ),
             "parquet, key and value in DELTA_LENGTH_BYTE_ARRAY": (
                 parquet_writer(
                     work / "delta.parquet",
-                    compression="none",
-                    use_dictionary=["topic"],
-                    write_statistics=False,
+                    **STAGING_PARQUET_OPTIONS,
                     column_encoding={"key": "DELTA_LENGTH_BYTE_ARRAY", "value": "DELTA_LENGTH_BYTE_ARRAY"},
                 ),
                 parquet_read(work / "delta.parquet"),
