@@ -22,12 +22,12 @@ from django.db import connection
 from django.utils import timezone
 
 from connectors.actions import runtime as runtime_state
+from sinkadmin.celery import SUPERVISE, SUPERVISOR_QUEUE
 from workers import runtime
 
 log = logging.getLogger(__name__)
 
 CONNECTORS_QUEUE = "connectors"
-SUPERVISOR_QUEUE = "supervisor"
 
 # Set when the worker is asked to stop (SIGTERM): every running task leaves
 # its commit cleanly and frees its slot for another worker. The signal reaches
@@ -118,7 +118,7 @@ def run_task(task_id: int, epoch: int) -> None:
     runtime.run_task_supervised(task, stopping)
 
 
-@shared_task(name="sinkadmin.supervise", ignore_result=True, queue=SUPERVISOR_QUEUE)
+@shared_task(name=SUPERVISE, ignore_result=True, queue=SUPERVISOR_QUEUE)
 def supervise() -> None:
     from workers.supervisor import Supervisor
 

@@ -18,6 +18,7 @@ from connectors.actions.errors import ConnectorExists, ConnectorNotFound, Invali
 from connectors.config import SinkConfig, resolve_plugin, validate_config
 from connectors.config.secrets import keep_hidden_secrets, redact
 from connectors.models import Commit, Connector, ConnectorTask, DesiredState, PartitionOffset, TaskState
+from sinkadmin.celery import supervise_soon
 
 
 def get_connector(name: str) -> Connector:
@@ -52,6 +53,8 @@ def create_connector(name: str, config: Mapping[str, Any], initial_state: str = 
     clean = _validated({k: v for k, v in config.items() if k != "name"})
     try:
         with transaction.atomic():
+            # (Every change of what should run asks the supervisor to act once it is committed.)
+            transaction.on_commit(supervise_soon)
             return Connector.objects.create(name=name, config=clean, desired_state=initial_state)
     except IntegrityError:
         raise ConnectorExists(name) from None
@@ -75,6 +78,7 @@ def update_config(name: str, config: Mapping[str, Any]) -> tuple[Connector, bool
             connector.coordinator_epoch = F("coordinator_epoch") + 1
             connector.save(update_fields=["config", "generation", "coordinator_epoch", "updated_at"])
             connector.refresh_from_db()
+            transaction.on_commit(supervise_soon)
     return connector, False
 
 
@@ -103,6 +107,7 @@ def _set_desired(name: str, state: DesiredState, *, fence: bool) -> Connector:
             fields += ["coordinator_epoch", "generation"]
         connector.save(update_fields=fields)
         connector.refresh_from_db()
+        transaction.on_commit(supervise_soon)
     return connector
 
 
@@ -143,6 +148,7 @@ def restart_connector(name: str, *, include_tasks: bool = False, only_failed: bo
                 state=TaskState.RESTARTING, epoch=F("epoch") + 1, error_message="", error_trace="", failed_at=None
             )
         connector.refresh_from_db()
+        transaction.on_commit(supervise_soon)
     return connector
 
 
@@ -159,6 +165,7 @@ def restart_task(name: str, task_index: int) -> ConnectorTask:
         task.failed_at = None
         task.save(update_fields=["state", "epoch", "error_message", "error_trace", "failed_at"])
         task.refresh_from_db()
+        transaction.on_commit(supervise_soon)
     return task
 
 
@@ -171,6 +178,7 @@ def delete_connector(name: str, *, delete_ledger: bool = False) -> None:
         if delete_ledger:
             Commit.objects.filter(connector=connector).delete()
         connector.delete()
+        transaction.on_commit(supervise_soon)
 
 
 def fail_connector(connector_id: int, message: str, trace: str = "") -> None:

@@ -9,12 +9,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import redis
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from connectors import actions
@@ -49,11 +52,11 @@ TEST_REDIS = "redis://127.0.0.1:6379/15"
 class Cluster:
     """Celery workers, a supervisor worker and beat, as `make run` starts them."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], supervisor_interval: int = 1) -> None:
         self.env = {
             **env,
             "REDIS_URL": TEST_REDIS,
-            "SINKADMIN_SUPERVISOR_INTERVAL": "1",
+            "SINKADMIN_SUPERVISOR_INTERVAL": str(supervisor_interval),
             "SINKADMIN_HEARTBEAT_TIMEOUT": "6",
         }
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
@@ -106,6 +109,41 @@ def test_a_created_connector_starts_on_a_worker_and_commits_with_no_manual_step(
     assert tasks.count() == 2 and all(t.worker_id for t in tasks)
     assert sorted(tp for t in tasks for tp in map(tuple, t.assigned_partitions)) == sorted(ends)
     wait_until(lambda: all(t.partition_status for t in tasks.all()), 30, "live partition figures")
+
+
+def test_a_created_or_resumed_connector_starts_at_once_not_at_the_supervisors_next_beat(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    # Beat runs the supervisor an hour apart here: only the request the
+    # actions send once their change is committed (supervise_soon) can start
+    # anything within the test.
+    hourly = Cluster(lake, supervisor_interval=3600)
+    try:
+        hourly.add_worker("w1")
+        # (A supervisor run before any worker has advertised its slots finds
+        # no room, and the next would be an hour later.)
+        wait_until(lambda: Worker.objects.filter(name="w1@test").exists(), 60, "the worker to advertise its slots")
+        create_topic(kafka_bootstrap, topic_name, 2)
+        ends = produce(kafka_bootstrap, topic_name, json_records(0, 200), 2)
+        with override_settings(CELERY_BROKER_URL=TEST_REDIS, SUPERVISOR_INTERVAL_SECONDS=3600):
+            actions.create_connector("prompt", sink_config(topic_name, "db.events"))
+            wait_until(caught_up("prompt", ends), 120, "the created connector to start and commit")
+            actions.stop_connector("prompt")
+
+            def runners_gone() -> bool:
+                # (Their rows say STOPPED only after a supervisor run that
+                # finds their heartbeats stale: the next beat, an hour away.)
+                silent_since = timezone.now() - timedelta(seconds=int(hourly.env["SINKADMIN_HEARTBEAT_TIMEOUT"]) + 1)
+                tasks = ConnectorTask.objects.filter(connector__name="prompt")
+                return not tasks.filter(heartbeat_at__gte=silent_since).exists()
+
+            wait_until(runners_gone, 60, "the stopped connector's runners to leave")
+            more = produce(kafka_bootstrap, topic_name, json_records(200, 200), 2)
+            actions.resume_connector("prompt")
+            wait_until(caught_up("prompt", more), 120, "the resumed connector to start again and commit")
+        assert_exactly_once("prompt", kafka_bootstrap, more)
+    finally:
+        hourly.stop()
 
 
 def test_killing_a_worker_moves_its_tasks_and_every_record_lands_once(
