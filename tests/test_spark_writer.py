@@ -150,6 +150,39 @@ def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> N
     assert probe.stdout.strip() == "ok", probe.stderr
 
 
+def test_a_python_worker_freezes_what_a_task_imported_before_the_next_task_starts(tmp_path: Path) -> None:
+    # PySpark's daemon collects garbage in a reused Python worker after every
+    # Spark task: what a task's imports keep must be frozen by the next task's
+    # start, or every collection walks it again. A start with nothing newly
+    # imported freezes nothing (the task's own objects stay collectable).
+    script = """
+import gc, sys
+from workers import spark_writer
+spark_writer._freeze_imports()
+gc.collect()
+before, frozen = len(gc.get_objects()), gc.get_freeze_count()
+spark_writer._freeze_imports()
+assert gc.get_freeze_count() == frozen, "nothing was imported, nothing is frozen"
+assert "http.server" not in sys.modules
+import http.server, xml.dom.minidom
+imported = len(gc.get_objects())
+spark_writer._freeze_imports()
+print(before, imported, len(gc.get_objects()))
+"""
+    probe = subprocess.run(
+        [sys.executable, "-c", script],
+        env={"PYTHONPATH": str(code_archive())},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert probe.returncode == 0, probe.stderr
+    before, imported, after = map(int, probe.stdout.split())
+    assert imported - before > 1000  # what the imports keep
+    assert after < before + 100  # frozen: out of the collector's walk
+
+
 def test_a_spark_failure_shows_the_python_workers_error_first() -> None:
     raised = (
         "[PYTHON_EXCEPTION] An exception was thrown from the Python worker.\n"

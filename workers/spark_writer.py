@@ -404,22 +404,31 @@ def run_job_units(job: UnitJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
             yield pa.RecordBatch.from_pylist([{"unit": n, "outcome": outcome}], schema=UNIT_OUTCOME)
 
 
-_frozen = False
+# How many modules this Python worker had when it last froze its objects.
+_frozen_modules = 0
 
 
 def _freeze_imports() -> None:
-    """Take what this Python worker has imported out of the garbage collector's reach, once.
+    """Take what this Python worker has imported out of the garbage collector's reach, again whenever
+    it has imported more since (called as a Spark task starts).
 
     PySpark's daemon runs ``gc.collect()`` in a reused worker after every
     Spark task. Over the modules the decoder imports (pyarrow, pyiceberg,
     pydantic) a full collection cost ~60 ms a task, most of the Python
     workers' CPU in a commit's job (profiled with py-spy); with the imports
-    frozen it walks only what the task itself left.
+    frozen it walks only what the task itself left. Frozen only once, at the
+    warm-up job, the modules a worker's first decode imports (~330: Parquet's,
+    pyiceberg's I/O; ~28,000 objects) were walked after every later task,
+    ~10 ms a Spark task (half the Python workers' CPU per commit beyond the
+    records themselves). As a task starts, the garbage of the ones before it
+    is gone (the daemon collected it), so what is frozen is what the imports
+    keep, with the few objects of this task's start; that happens only when
+    modules were imported since, a few times in a worker's life.
     """
-    global _frozen  # noqa: PLW0603 - once per worker process
-    if not _frozen:
+    global _frozen_modules  # noqa: PLW0603 - once per new batch of imports in this worker process
+    if len(sys.modules) != _frozen_modules:
         gc.freeze()
-        _frozen = True
+        _frozen_modules = len(sys.modules)
 
 
 def _imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
