@@ -12,8 +12,9 @@ records update; its run reports the fraction); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
 ``run_connector`` processes, then in the product as ``make run`` starts it)
 until the ledger reaches the topic's end offsets. Before the sinks, the
-Spark Connect server is warmed with 300 trivial jobs, as a `make run` that
-has been up for some minutes has it (``warm_spark_server``), and "Spark
+Spark Connect server is warmed with trivial jobs until its JIT has done
+compiling (thousands of jobs), as a `make run` that has been up for half
+an hour has it (``warm_spark_server``), and "Spark
 alone" runs: the same records staged as the participants stage them and
 decoded and written by the data plane's Spark jobs with no sink around
 them. Prints and writes to bench/results/sink_throughput.json, per
@@ -324,36 +325,79 @@ def _identity(batches: Any) -> Any:
     yield from batches
 
 
-# Jobs run to warm the Spark Connect server's JVM before the sinks are
-# measured, and how many make one point of its curve.
-WARM_UP_JOBS, WARM_UP_ROUND = 300, 20
+# The server's warm-up (warm_spark_server): jobs a round, the least and the
+# most jobs it runs, and when its JIT counts as done: the compiler threads'
+# share of the server's CPU under this in two rounds in a row.
+WARM_UP_ROUND, WARM_UP_MIN_JOBS, WARM_UP_MAX_JOBS, WARM_UP_JIT_SHARE = 100, 300, 6000, 0.1
 
 
-def warm_spark_server() -> list[float]:
-    """Run WARM_UP_JOBS trivial ``mapInArrow`` jobs (a Spark task per core, as a commit's job) on the
-    Spark Connect server; the Spark CPU seconds of each WARM_UP_ROUND of them.
+def jit_cpu_seconds(jvm: psutil.Process) -> float | None:
+    """CPU seconds of a JVM's JIT compiler threads (HotSpot's "C1/C2 CompilerThread<n>"), from
+    Linux's per-thread figures; None where they cannot be read."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    try:
+        for thread in os.listdir(f"/proc/{jvm.pid}/task"):
+            try:
+                if (
+                    not Path(f"/proc/{jvm.pid}/task/{thread}/comm")
+                    .read_text()
+                    .startswith(("C1 Compiler", "C2 Compiler"))
+                ):
+                    continue
+                fields = Path(f"/proc/{jvm.pid}/task/{thread}/stat").read_text().rsplit(")", 1)[1].split()
+            except FileNotFoundError:
+                continue  # (a compiler thread that ended meanwhile)
+            total += (int(fields[11]) + int(fields[12])) / tick
+    except OSError:
+        return None
+    return total
+
+
+def warm_spark_server() -> list[dict[str, float]]:
+    """Run trivial ``mapInArrow`` jobs (a Spark task per core, as a commit's job) on the Spark Connect
+    server until its JIT has done compiling; per round of WARM_UP_ROUND jobs, the server's CPU
+    milliseconds a job and its JIT's.
 
     A server's JVM interprets its per-job paths (the plan's analysis and
     optimisation, scheduling, the Python runner's set-up) until its JIT has
-    compiled them: on this 2-core machine a fresh server's first 20 such
-    jobs took 9.8 Spark CPU-s, the next 20 5.6, then 4.2, and about 2.5-3.5
-    from the hundredth on. A sink's run of 30-60 jobs on a fresh server
-    paid all of that (at 4M records and 1 s, about the whole of its excess
-    over Spark alone, whose four jobs are large), where a `make run` that
-    has been up for some minutes has it behind it. The runs are measured
-    on a warm server; the curve is reported.
+    compiled them, and that takes thousands of jobs: on this 2-core machine
+    a fresh server's JVM took ~220 CPU-ms a job over its first hundred, ~70
+    by the three hundredth, ~40-50 by the thousandth and ~31 from about the
+    three thousandth on, when its compiler threads fall quiet (from a third
+    of its CPU to a twentieth); HotSpot's C2 compiles a method after ~10,000
+    calls, and most of a job's methods run a few times a job. A sink's run
+    of 30-60 jobs on a server part way there pays the rest. A `make run` up
+    for half an hour with a connector committing every second has it behind
+    it: the runs are measured there, and the curve is reported. Where the
+    compiler threads cannot be seen (a server on another host), it runs
+    WARM_UP_MIN_JOBS.
     """
     from workers.spark_writer import spark_session
 
     spark, process = spark_session(), spark_process()
     # (A task per core of this machine: the server is local[*] here; on a cluster's, the shape matters little.)
     cores = os.cpu_count() or 2
-    curve = []
-    for _ in range(WARM_UP_JOBS // WARM_UP_ROUND):
+    curve: list[dict[str, float]] = []
+    jobs = quiet_rounds = 0
+    while jobs < WARM_UP_MAX_JOBS:
         before = usage(process).cpu_seconds
+        jit_before = jit_cpu_seconds(process) if process is not None else None
         for _ in range(WARM_UP_ROUND):
             spark.range(0, cores, 1, cores).mapInArrow(_identity, "id long").collect()
-        curve.append(round(usage(process).cpu_seconds - before, 2))
+        jobs += WARM_UP_ROUND
+        cpu = usage(process).cpu_seconds - before
+        jit_after = jit_cpu_seconds(process) if process is not None else None
+        jit = jit_after - jit_before if jit_before is not None and jit_after is not None else None
+        curve.append(
+            {
+                "jobs": jobs,
+                "spark_cpu_ms_per_job": round(cpu * 1000 / WARM_UP_ROUND, 1),
+                "jit_cpu_ms_per_job": round(jit * 1000 / WARM_UP_ROUND, 1) if jit is not None else -1.0,
+            }
+        )
+        quiet_rounds = quiet_rounds + 1 if jit is not None and jit < WARM_UP_JIT_SHARE * cpu else 0
+        if jobs >= WARM_UP_MIN_JOBS and (jit is None or quiet_rounds >= 2):
+            break
     return curve
 
 
@@ -801,7 +845,12 @@ def main() -> None:
             # the session, its second ("warm") the baseline.
             if settings.SPARK_REMOTE:
                 warm_up = warm_spark_server()
-                print(f"Spark server warmed up: Spark CPU-s per {WARM_UP_ROUND} jobs {warm_up}", flush=True)
+                print(
+                    f"Spark server warmed up over {warm_up[-1]['jobs']} jobs: Spark CPU-ms a job "
+                    f"{[point['spark_cpu_ms_per_job'] for point in warm_up]}, its JIT's "
+                    f"{[point['jit_cpu_ms_per_job'] for point in warm_up]}",
+                    flush=True,
+                )
             staging = Path(settings.STAGING_DIR) / f"bench-alone-{uuid.uuid4().hex[:8]}"
             try:
                 alone = spark_alone(ends, staging)
@@ -863,7 +912,8 @@ def main() -> None:
             "spark_master": settings.SPARK_MASTER or None,
             "runs": runs,
             "spark_alone": alone,
-            # Spark CPU seconds of each WARM_UP_ROUND trivial jobs run before the sinks (warm_spark_server).
+            # The server's CPU-ms a job, and its JIT's, over each WARM_UP_ROUND trivial jobs run before the
+            # sinks until its JIT had done compiling (warm_spark_server).
             "spark_server_warm_up": warm_up,
             "cpu_count": os.cpu_count(),
         }
