@@ -63,7 +63,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -321,13 +321,9 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     return result
 
 
-def _identity(batches: Any) -> Any:
-    yield from batches
-
-
 # The server's warm-up (warm_spark_server): jobs a round, the least and the
 # most jobs it runs, and when its JIT counts as done: the compiler threads'
-# share of the server's CPU under this in two rounds in a row.
+# share of the JVM's CPU under this in two rounds in a row.
 WARM_UP_ROUND, WARM_UP_MIN_JOBS, WARM_UP_MAX_JOBS, WARM_UP_JIT_SHARE = 100, 300, 6000, 0.1
 
 
@@ -354,9 +350,10 @@ def jit_cpu_seconds(jvm: psutil.Process) -> float | None:
 
 
 def warm_spark_server() -> list[dict[str, float]]:
-    """Run trivial ``mapInArrow`` jobs (a Spark task per core, as a commit's job) on the Spark Connect
-    server until its JIT has done compiling; per round of WARM_UP_ROUND jobs, the server's CPU
-    milliseconds a job and its JIT's.
+    """Run trivial ``mapInArrow`` jobs (a Spark task per core, as a commit's job, with the function
+    the product's warm-up job runs) on the Spark Connect server until its JIT has done compiling;
+    per round of WARM_UP_ROUND jobs, the CPU milliseconds a job of the server (its JVM and Python
+    workers), of its JVM, and of the JVM's JIT compiler threads.
 
     A server's JVM interprets its per-job paths (the plan's analysis and
     optimisation, scheduling, the Python runner's set-up) until its JIT has
@@ -369,33 +366,43 @@ def warm_spark_server() -> list[dict[str, float]]:
     of 30-60 jobs on a server part way there pays the rest. A `make run` up
     for half an hour with a connector committing every second has it behind
     it: the runs are measured there, and the curve is reported. Where the
-    compiler threads cannot be seen (a server on another host), it runs
+    JVM's threads cannot be seen (a server on another host), it runs
     WARM_UP_MIN_JOBS.
     """
-    from workers.spark_writer import spark_session
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from workers.spark_writer import _imported, spark_session
 
     spark, process = spark_session(), spark_process()
+    answer = StructType([StructField("id", LongType())])
     # (A task per core of this machine: the server is local[*] here; on a cluster's, the shape matters little.)
     cores = os.cpu_count() or 2
+
+    def jvm_and_jit() -> tuple[float, float | None]:
+        if process is None:
+            return 0.0, None
+        own = process.cpu_times()
+        return own.user + own.system, jit_cpu_seconds(process)
+
     curve: list[dict[str, float]] = []
     jobs = quiet_rounds = 0
     while jobs < WARM_UP_MAX_JOBS:
-        before = usage(process).cpu_seconds
-        jit_before = jit_cpu_seconds(process) if process is not None else None
+        spark_before, (jvm_before, jit_before) = usage(process).cpu_seconds, jvm_and_jit()
         for _ in range(WARM_UP_ROUND):
-            spark.range(0, cores, 1, cores).mapInArrow(_identity, "id long").collect()
+            spark.range(0, cores, 1, cores).mapInArrow(_imported, answer).collect()
         jobs += WARM_UP_ROUND
-        cpu = usage(process).cpu_seconds - before
-        jit_after = jit_cpu_seconds(process) if process is not None else None
+        spark_after, (jvm_after, jit_after) = usage(process).cpu_seconds, jvm_and_jit()
+        jvm = jvm_after - jvm_before
         jit = jit_after - jit_before if jit_before is not None and jit_after is not None else None
         curve.append(
             {
                 "jobs": jobs,
-                "spark_cpu_ms_per_job": round(cpu * 1000 / WARM_UP_ROUND, 1),
+                "spark_cpu_ms_per_job": round((spark_after - spark_before) * 1000 / WARM_UP_ROUND, 1),
+                "jvm_cpu_ms_per_job": round(jvm * 1000 / WARM_UP_ROUND, 1),
                 "jit_cpu_ms_per_job": round(jit * 1000 / WARM_UP_ROUND, 1) if jit is not None else -1.0,
             }
         )
-        quiet_rounds = quiet_rounds + 1 if jit is not None and jit < WARM_UP_JIT_SHARE * cpu else 0
+        quiet_rounds = quiet_rounds + 1 if jit is not None and jit < WARM_UP_JIT_SHARE * jvm else 0
         if jobs >= WARM_UP_MIN_JOBS and (jit is None or quiet_rounds >= 2):
             break
     return curve
@@ -846,8 +853,8 @@ def main() -> None:
             if settings.SPARK_REMOTE:
                 warm_up = warm_spark_server()
                 print(
-                    f"Spark server warmed up over {warm_up[-1]['jobs']} jobs: Spark CPU-ms a job "
-                    f"{[point['spark_cpu_ms_per_job'] for point in warm_up]}, its JIT's "
+                    f"Spark server warmed up over {warm_up[-1]['jobs']} jobs: its JVM's CPU-ms a job "
+                    f"{[point['jvm_cpu_ms_per_job'] for point in warm_up]}, its JIT's "
                     f"{[point['jit_cpu_ms_per_job'] for point in warm_up]}",
                     flush=True,
                 )
@@ -912,8 +919,9 @@ def main() -> None:
             "spark_master": settings.SPARK_MASTER or None,
             "runs": runs,
             "spark_alone": alone,
-            # The server's CPU-ms a job, and its JIT's, over each WARM_UP_ROUND trivial jobs run before the
-            # sinks until its JIT had done compiling (warm_spark_server).
+            # The server's CPU-ms a job (with its Python workers), its JVM's and its JIT's, over each
+            # WARM_UP_ROUND trivial jobs run before the sinks until its JIT had done compiling
+            # (warm_spark_server).
             "spark_server_warm_up": warm_up,
             "cpu_count": os.cpu_count(),
         }
