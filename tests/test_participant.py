@@ -846,13 +846,13 @@ def test_tasks_whose_jobs_queue_in_spark_size_by_the_commits_longest_write(tmp_p
     assert first.commit_bytes == 80 * mib
 
 
-def test_the_write_target_is_the_interval_and_at_least_one_and_three_quarter_seconds_unless_set() -> None:
+def test_the_write_target_is_the_interval_and_at_least_one_and_a_half_seconds_unless_set() -> None:
     def target(**config: str) -> int:
         return SinkConfig.parse(
             {"connector.class": "iceberg", "topics": "t", "iceberg.tables": "db.t", **config}
         ).commit_write_target_ms
 
-    assert target(**{"iceberg.control.commit.interval-ms": "1000"}) == 1750
+    assert target(**{"iceberg.control.commit.interval-ms": "1000"}) == 1500
     assert target(**{"iceberg.control.commit.interval-ms": "2000"}) == 2000
     assert target(**{"iceberg.control.commit.interval-ms": "10000"}) == 10000
     assert target(**{"iceberg.control.commit.interval-ms": "1000", "sinkadmin.commit.write-target-ms": "500"}) == 500

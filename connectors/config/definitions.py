@@ -352,7 +352,7 @@ SHARED_KEYS: tuple[ConfigKey, ...] = (
         "How long one commit's write should take. Each task stages for a commit at most what its writer "
         "wrote in this long at its last writes' pace, and then asks for the commit's end: under a backlog, "
         "commits are sized so that each is written in about this long, and a record waits about the interval "
-        "plus this. 0: the commit interval, and at least 1750 (a Spark job's fixed cost then stays a small "
+        "plus this. 0: the commit interval, and at least 1500 (a Spark job's fixed cost then stays a small "
         "part of each write).",
         _G_COMMIT,
         default="0",
