@@ -349,6 +349,15 @@ def jit_cpu_seconds(jvm: psutil.Process) -> float | None:
     return total
 
 
+def jvm_cpu_seconds(jvm: psutil.Process | None) -> tuple[float, float | None]:
+    """CPU seconds of a JVM's own process (not its Python workers), and of its JIT compiler threads
+    (None where they cannot be read)."""
+    if jvm is None:
+        return 0.0, None
+    own = jvm.cpu_times()
+    return own.user + own.system, jit_cpu_seconds(jvm)
+
+
 def warm_spark_server() -> list[dict[str, float]]:
     """Run trivial ``mapInArrow`` jobs (a Spark task per core, as a commit's job, with the function
     the product's warm-up job runs) on the Spark Connect server until its JIT has done compiling;
@@ -378,20 +387,14 @@ def warm_spark_server() -> list[dict[str, float]]:
     # (A task per core of this machine: the server is local[*] here; on a cluster's, the shape matters little.)
     cores = os.cpu_count() or 2
 
-    def jvm_and_jit() -> tuple[float, float | None]:
-        if process is None:
-            return 0.0, None
-        own = process.cpu_times()
-        return own.user + own.system, jit_cpu_seconds(process)
-
     curve: list[dict[str, float]] = []
     jobs = quiet_rounds = 0
     while jobs < WARM_UP_MAX_JOBS:
-        spark_before, (jvm_before, jit_before) = usage(process).cpu_seconds, jvm_and_jit()
+        spark_before, (jvm_before, jit_before) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
         for _ in range(WARM_UP_ROUND):
             spark.range(0, cores, 1, cores).mapInArrow(_imported, answer).collect()
         jobs += WARM_UP_ROUND
-        spark_after, (jvm_after, jit_after) = usage(process).cpu_seconds, jvm_and_jit()
+        spark_after, (jvm_after, jit_after) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
         jvm = jvm_after - jvm_before
         jit = jit_after - jit_before if jit_before is not None and jit_after is not None else None
         curve.append(
