@@ -135,14 +135,37 @@ def java_available() -> bool:
     return shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
 
 
+# Spark's Python daemon with the data plane's libraries imported before it
+# forks workers (sinkadmin/spark_daemon/sinkadmin_spark_daemon.py says why).
+SPARK_DAEMON_PATH = Path(__file__).resolve().parent / "spark_daemon"
+SPARK_DAEMON_MODULE = "sinkadmin_spark_daemon"
+
+
+def python_daemon_conf(master: str) -> dict[str, str]:
+    """Spark configuration that starts Python workers from this project's daemon, for a Spark whose
+    executors run on this machine (``local`` masters; a cluster's executors lack the file). The daemon's
+    directory must be on the executor's ``PYTHONPATH`` too: the JVM's environment for a Spark Connect
+    server (which ignores ``spark.executorEnv``), ``spark.executorEnv.PYTHONPATH`` for a session of its own."""
+    return {"spark.python.daemon.module": SPARK_DAEMON_MODULE} if master.startswith("local") else {}
+
+
 def start_spark_connect(
-    port: int, log_dir: Path, *, master: str = "local[*]", driver_memory: str = "2g", host: str = "127.0.0.1"
+    port: int,
+    log_dir: Path,
+    *,
+    master: str = "local[*]",
+    driver_memory: str = "2g",
+    host: str = "127.0.0.1",
+    preload_python: bool = True,
 ) -> ManagedProcess:
+    """A Spark Connect server from pyspark's own launcher, listening on ``host:port``; with a local
+    master and ``preload_python``, its Python workers fork from this project's daemon."""
     if not java_available():
         raise ServiceError("Java 17+ is needed for Spark: install a JDK (e.g. apt-get install openjdk-17-jre-headless)")
     if port_open(host, port):
         raise ServiceError(f"port {host}:{port} is already in use; set SINKADMIN_SPARK_CONNECT_PORT to a free port")
     home = spark_home()
+    daemon = python_daemon_conf(master) if preload_python else {}
     argv = [
         str(home / "bin" / "spark-submit"),
         "--class",
@@ -157,12 +180,16 @@ def start_spark_connect(
         f"spark.connect.grpc.binding.port={port}",
         "--conf",
         "spark.ui.enabled=false",
+        *(f"--conf={key}={value}" for key, value in daemon.items()),
         "spark-internal",
     ]
     # Spark's Python workers (the data plane's decoder) run this interpreter,
     # which has the project's requirements; the code itself comes with each
     # session (workers.spark_writer.code_archive).
-    service = spawn("spark-connect", argv, log_dir, env={"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable})
+    env = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    if daemon:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SPARK_DAEMON_PATH), os.environ.get("PYTHONPATH")) if p)
+    service = spawn("spark-connect", argv, log_dir, env=env)
     _wait_ready(service, host, port, timeout=120)
     return service
 

@@ -115,6 +115,8 @@ def spark_session() -> Any:
                         raise ConnectionRefusedError("nothing listens there")
                     session = _shared_session(settings.SPARK_REMOTE)
                 else:
+                    from sinkadmin.services import SPARK_DAEMON_PATH, python_daemon_conf
+
                     # PySpark gives executors the Python that PYSPARK_PYTHON
                     # names when the context starts (else "python3"): this
                     # interpreter, unless the operator says where executors have theirs.
@@ -125,6 +127,10 @@ def spark_session() -> Any:
                     builder = builder.config("spark.ui.showConsoleProgress", "false")
                     for key, value in SESSION_CONF.items():
                         builder = builder.config(key, value)
+                    if daemon := python_daemon_conf(settings.SPARK_MASTER):
+                        # (Executors of the driver's own JVM: the daemon's directory comes through their environment.)
+                        for key, value in {**daemon, "spark.executorEnv.PYTHONPATH": str(SPARK_DAEMON_PATH)}.items():
+                            builder = builder.config(key, value)
                     session = builder.getOrCreate()
                     session.sparkContext.addPyFile(str(code_archive()))
             except Exception as exc:

@@ -1,0 +1,97 @@
+"""Spark's Python daemon for the data plane: the decoder's libraries imported once, before it forks workers.
+
+Spark runs Python code through a daemon (``pyspark.daemon``) that forks a
+worker per concurrent Python task, reuses it for the next tasks, and stops a
+worker idle for a minute (a constant in Spark's ``PythonWorkerFactory``).
+Each new worker then imported the decoder's libraries (pyarrow, pyiceberg,
+pydantic, numpy: ~1,000 modules, ~1.3 CPU-s and as long at its first task).
+That cost came back at every commit of a connector committing less often
+than once a minute (Iceberg's default interval is five), once per core, and
+at a connector's start. Forked from this daemon, a worker has them already,
+shared copy-on-write with the daemon and its other workers.
+
+Spark's own daemon imports nothing heavy before it forks, because a thread
+that an import starts does not exist in the forked child, and a lock it held
+stays held there. Two of these imports start one: OpenBLAS's thread pool
+(numpy) and jemalloc's background purging thread (pyarrow, which links
+jemalloc but allocates with mimalloc here). Both are told not to first; if
+the process has more than one thread after all (another build of these
+libraries), it replaces itself with Spark's own daemon, which preloads nothing.
+
+Spark starts this module (``spark.python.daemon.module``) where it starts
+Python workers on this machine: the Spark Connect server that ``make run``
+starts with a local master, and a worker process's own local Spark. Its
+directory is on their ``PYTHONPATH``; this project's own code is not
+imported here, since it comes with each Spark session (the code archive,
+which can be newer than this daemon).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import sys
+import zipimport
+
+# Modules (with what they import) that a Python worker's decode needs, and
+# that are not this project's.
+PRELOADED_LIBRARIES = (
+    "pyspark.daemon",
+    "pyspark.worker",
+    "numpy",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyarrow.dataset",
+    "pyarrow.json",
+    "pyarrow.parquet",
+    "arro3.core",
+    "arro3.io",
+    "django.db",
+    "pydantic",
+    "pyiceberg.io.pyarrow",
+    "pyiceberg.table",
+    "fastavro",
+)
+
+
+def single_threaded() -> bool | None:
+    """Whether this process has one thread (``None`` where the system does not say: no /proc)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return None
+
+
+def preload() -> frozenset[str]:
+    """Import ``PRELOADED_LIBRARIES`` asking them to start no thread, and take them out of the
+    collector's reach (a worker's ``gc.collect()`` after each task would walk them again); the modules
+    this process has."""
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    os.environ["JE_ARROW_MALLOC_CONF"] = "background_thread:false"
+    for name in PRELOADED_LIBRARIES:
+        importlib.import_module(name)
+    # A worker's first task adds the session's archives to its path and calls
+    # importlib.invalidate_caches(), which has every zipimporter cached in
+    # sys.path_importer_cache read its archive's directory again: one per
+    # package imported from pyspark.zip and one for each archive on Spark's
+    # PYTHONPATH (17 here, ~25,000 entries, 0.3 CPU-s a new worker). Those
+    # archives do not change while Spark runs. Out of the cache, their
+    # importers are made again when an import needs them, from the directory
+    # that zipimport keeps for each archive.
+    for path, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter):
+            del sys.path_importer_cache[path]
+    gc.freeze()
+    return frozenset(sys.modules)
+
+
+if __name__ == "__main__":
+    # (Forked workers see it as __main__.PRELOADED: what they did not have to import.)
+    PRELOADED = preload()
+    if single_threaded() is False:
+        print("sinkadmin_spark_daemon: an import started a thread; running pyspark.daemon instead", file=sys.stderr)
+        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+    from pyspark.daemon import manager
+
+    manager()
