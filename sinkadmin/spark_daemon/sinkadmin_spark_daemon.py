@@ -16,7 +16,8 @@ stays held there. Two of these imports start one: OpenBLAS's thread pool
 (numpy) and jemalloc's background purging thread (pyarrow, which links
 jemalloc but allocates with mimalloc here). Both are told not to first; if
 the process has more than one thread after all (another build of these
-libraries), it replaces itself with Spark's own daemon, which preloads nothing.
+libraries), or when an import fails, it replaces itself with Spark's own
+daemon, which preloads nothing.
 
 Spark starts this module (``spark.python.daemon.module``) where it starts
 Python workers on this machine: the Spark Connect server that ``make run``
@@ -86,12 +87,22 @@ def preload() -> frozenset[str]:
     return frozenset(sys.modules)
 
 
+def become_sparks_daemon(why: str) -> None:
+    """Replace this process with Spark's own daemon (same arguments), which preloads nothing."""
+    print(f"sinkadmin_spark_daemon: {why}; running pyspark.daemon instead", file=sys.stderr, flush=True)
+    os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+
+
 if __name__ == "__main__":
-    # (Forked workers see it as __main__.PRELOADED: what they did not have to import.)
-    PRELOADED = preload()
+    try:
+        # (Forked workers see it as __main__.PRELOADED: what they did not have to import.)
+        PRELOADED = preload()
+    except Exception as exc:
+        # A library missing or broken in this Python: a worker's decode
+        # will fail on it with its own error, where the task shows it.
+        become_sparks_daemon(f"preloading failed ({type(exc).__name__}: {exc})")
     if single_threaded() is False:
-        print("sinkadmin_spark_daemon: an import started a thread; running pyspark.daemon instead", file=sys.stderr)
-        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+        become_sparks_daemon("an import started a thread")
     from pyspark.daemon import manager
 
     manager()

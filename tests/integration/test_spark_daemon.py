@@ -79,7 +79,7 @@ def test_python_workers_fork_from_a_daemon_that_has_every_library_a_decode_impor
         assert report["imported"] == [], report
 
 
-def test_the_daemon_preloads_without_starting_a_thread_and_otherwise_becomes_sparks_own() -> None:
+def test_the_daemon_preloads_without_starting_a_thread_and_leaves_no_zip_importer_to_reread() -> None:
     # Spark's PYTHONPATH for its Python processes: pyspark's own archives first.
     lib = Path(pyspark.__file__).parent / "python" / "lib"
     archives = [str(lib / "pyspark.zip"), *map(str, lib.glob("py4j-*-src.zip"))]
@@ -105,32 +105,40 @@ print(pyspark.sql.avro.functions.__file__)
     assert cached == "0"
     assert "pyspark.zip" in avro
 
-    # A library that starts a thread on import (another build of it): a fork
-    # would not have the thread and could deadlock on its locks, so the
-    # daemon replaces itself with Spark's own, which writes its port to Spark
-    # and exits when Spark closes its standard input.
-    threaded = f"""
+
+@pytest.mark.parametrize(
+    ("before", "why"),
+    [
+        # A library that starts a thread on import (another build of it): a
+        # fork would not have the thread and could deadlock on its locks.
+        ("threading.Thread(target=time.sleep, args=(600,), daemon=True).start()", "an import started a thread"),
+        # A library this Python lacks: its workers' decode says so, not the daemon's death.
+        ('sys.modules["fastavro"] = None', "preloading failed (ModuleNotFoundError"),
+    ],
+)
+def test_a_daemon_that_cannot_preload_safely_becomes_sparks_own(before: str, why: str) -> None:
+    # Spark's own daemon writes its port to Spark and exits when Spark closes its standard input.
+    script = f"""
 import runpy, sys, threading, time
-threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+{before}
 sys.argv = ["{SPARK_DAEMON_MODULE}", "pyspark.worker"]
 runpy.run_module("{SPARK_DAEMON_MODULE}", run_name="__main__")
 """
     daemon = subprocess.Popen(
-        [sys.executable, "-c", threaded],
-        env=env,
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(SPARK_DAEMON_PATH)},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert daemon.stdout is not None and daemon.stdin is not None
+    assert daemon.stdout is not None and daemon.stdin is not None and daemon.stderr is not None
     port = int.from_bytes(daemon.stdout.read(4), "big")
     command = Path(f"/proc/{daemon.pid}/cmdline").read_bytes().split(b"\0")
     daemon.stdin.close()
     daemon.wait(60)
     assert 0 < port < 65536
     assert command[1:3] == [b"-m", b"pyspark.daemon"]
-    assert daemon.stderr is not None
-    assert "running pyspark.daemon instead" in daemon.stderr.read().decode()
+    assert why in daemon.stderr.read().decode()
 
 
 @pytest.mark.integration
