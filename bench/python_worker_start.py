@@ -80,9 +80,8 @@ def timed(server: psutil.Process, job: object) -> dict[str, float]:
 def measure(preload: bool, rounds: int, warm: int, work: Path) -> dict:
     if port_open("127.0.0.1", PORT):
         raise SystemExit(f"port {PORT} is in use: stop what listens there")
-    service = start_spark_connect(
-        PORT, ROOT / "var" / "log" / "bench", master="local[2]", driver_memory="2g", preload_python=preload
-    )
+    settings.SPARK_PRELOAD_PYTHON = preload
+    service = start_spark_connect(PORT, ROOT / "var" / "log" / "bench", master="local[2]", driver_memory="2g")
     try:
         server = listening_process(PORT)
         assert server is not None

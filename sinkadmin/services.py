@@ -143,10 +143,15 @@ SPARK_DAEMON_MODULE = "sinkadmin_spark_daemon"
 
 def python_daemon_conf(master: str) -> dict[str, str]:
     """Spark configuration that starts Python workers from this project's daemon, for a Spark whose
-    executors run on this machine (``local`` masters; a cluster's executors lack the file). The daemon's
-    directory must be on the executor's ``PYTHONPATH`` too: the JVM's environment for a Spark Connect
-    server (which ignores ``spark.executorEnv``), ``spark.executorEnv.PYTHONPATH`` for a session of its own."""
-    return {"spark.python.daemon.module": SPARK_DAEMON_MODULE} if master.startswith("local") else {}
+    executors run on this machine (``local`` masters; a cluster's executors lack the file), unless
+    ``SINKADMIN_SPARK_PRELOAD_PYTHON`` is false. The daemon's directory must be on the executors'
+    ``PYTHONPATH`` too: the JVM's environment for a Spark Connect server (which ignores
+    ``spark.executorEnv``), ``spark.executorEnv.PYTHONPATH`` for a session of its own."""
+    from django.conf import settings
+
+    if not master.startswith("local") or not settings.SPARK_PRELOAD_PYTHON:
+        return {}
+    return {"spark.python.daemon.module": SPARK_DAEMON_MODULE}
 
 
 def start_spark_connect(
@@ -156,16 +161,15 @@ def start_spark_connect(
     master: str = "local[*]",
     driver_memory: str = "2g",
     host: str = "127.0.0.1",
-    preload_python: bool = True,
 ) -> ManagedProcess:
-    """A Spark Connect server from pyspark's own launcher, listening on ``host:port``; with a local
-    master and ``preload_python``, its Python workers fork from this project's daemon."""
+    """A Spark Connect server from pyspark's own launcher, listening on ``host:port`` (its Python
+    workers fork from this project's daemon where ``python_daemon_conf`` says)."""
     if not java_available():
         raise ServiceError("Java 17+ is needed for Spark: install a JDK (e.g. apt-get install openjdk-17-jre-headless)")
     if port_open(host, port):
         raise ServiceError(f"port {host}:{port} is already in use; set SINKADMIN_SPARK_CONNECT_PORT to a free port")
     home = spark_home()
-    daemon = python_daemon_conf(master) if preload_python else {}
+    daemon = python_daemon_conf(master)
     argv = [
         str(home / "bin" / "spark-submit"),
         "--class",

@@ -142,6 +142,9 @@ SPARK_REMOTE = env_str("SPARK_REMOTE", "" if SPARK_MASTER else f"sc://127.0.0.1:
 if SPARK_REMOTE and not SPARK_REMOTE.startswith("sc://"):
     raise SettingError(f"SPARK_REMOTE={SPARK_REMOTE!r} must be a Spark Connect URL (sc://host:port)")
 SPARK_LOCAL_CONNECT = env_str("SPARK_REMOTE", "") == "" and not SPARK_MASTER
+# Python workers of a Spark on this machine fork from a daemon that has the
+# decoder's libraries imported (sinkadmin/spark_daemon); false: Spark's own.
+SPARK_PRELOAD_PYTHON = env_bool("SINKADMIN_SPARK_PRELOAD_PYTHON", True)
 
 LAKE_WAREHOUSE = env_str("LAKE_WAREHOUSE", str(VAR_DIR / "warehouse"))
 STAGING_DIR = Path(env_str("SINKADMIN_STAGING_DIR", str(VAR_DIR / "staging")))

@@ -15,10 +15,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyspark
 import pytest
-from django.conf import settings
+from django.conf import LazySettings, settings
 from pyspark import cloudpickle
 
-from sinkadmin.services import SPARK_DAEMON_MODULE, SPARK_DAEMON_PATH
+from sinkadmin.services import SPARK_DAEMON_MODULE, SPARK_DAEMON_PATH, python_daemon_conf
 from tests.test_spark_writer import config, job, staged_file
 from workers.spark_writer import StagedDecode, spark_session
 from workers.staging import StagedPartition
@@ -54,6 +54,15 @@ def imported_by_a_decode(
             "records": sum(f["records"] for f in outcome["files"]),
         }
         yield pa.RecordBatch.from_pylist([{"report": json.dumps(report)}])
+
+
+def test_the_daemon_is_for_a_spark_on_this_machine_and_can_be_turned_off(settings: LazySettings) -> None:
+    assert python_daemon_conf("local[2]") == {"spark.python.daemon.module": SPARK_DAEMON_MODULE}
+    # A cluster's executors do not have the file (an operator can give it to them; the README says how).
+    assert python_daemon_conf("spark://master:7077") == {}
+    assert python_daemon_conf("yarn") == {}
+    settings.SPARK_PRELOAD_PYTHON = False  # SINKADMIN_SPARK_PRELOAD_PYTHON=false
+    assert python_daemon_conf("local[2]") == {}
 
 
 @pytest.mark.integration
