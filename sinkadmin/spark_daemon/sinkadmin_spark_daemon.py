@@ -4,10 +4,10 @@ Spark runs Python code through a daemon (``pyspark.daemon``) that forks a
 worker per concurrent Python task, reuses it for the next tasks, and stops a
 worker idle for a minute (a constant in Spark's ``PythonWorkerFactory``).
 Each new worker then imported the decoder's libraries (pyarrow, pyiceberg,
-pydantic, numpy: ~1,000 modules, ~1.3 CPU-s and as long at its first task).
-That cost came back at every commit of a connector committing less often
-than once a minute (Iceberg's default interval is five), once per core, and
-at a connector's start. Forked from this daemon, a worker has them already,
+pydantic, numpy: ~1,000 modules, over a CPU-second) at its first task. That
+came back at every commit of a connector committing less often than once a
+minute (``iceberg.control.commit.interval-ms`` is five minutes by default),
+once per core, and at a connector's start. Forked from this daemon, a worker has them already,
 shared copy-on-write with the daemon and its other workers.
 
 Spark's own daemon imports nothing heavy before it forks, because a thread
