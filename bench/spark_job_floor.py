@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil
 import pyarrow as pa
-from sink_throughput import jvm_cpu_seconds
+from sink_throughput import jvm_cpu_seconds, usage
 from spark_decoding import ROOT, SCHEMA, add_spark_arguments, stage, use_spark, write_report  # (sets up Django)
 
 from connectors.config import SinkConfig
@@ -56,17 +56,9 @@ def _passed_on(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def server_cpu(server: psutil.Process) -> tuple[float, float, float]:
     """CPU seconds so far of a Spark Connect server's JVM, of its JIT compiler threads, and of its
-    Python workers (its descendants, with those that exited)."""
+    Python workers (its descendants, with those that exited: ``usage`` keeps them)."""
     jvm, jit = jvm_cpu_seconds(server)
-    own = server.cpu_times()
-    workers = own.children_user + own.children_system
-    for child in server.children(recursive=True):
-        try:
-            times = child.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        workers += times.user + times.system
-    return jvm, jit or 0.0, workers
+    return jvm, jit or 0.0, usage(server).cpu_seconds - jvm
 
 
 def per_job_ms(job: Callable[[], object], jobs: int, server: psutil.Process | None) -> dict[str, float]:

@@ -155,12 +155,7 @@ def python_daemon_conf(master: str) -> dict[str, str]:
 
 
 def start_spark_connect(
-    port: int,
-    log_dir: Path,
-    *,
-    master: str = "local[*]",
-    driver_memory: str = "2g",
-    host: str = "127.0.0.1",
+    port: int, log_dir: Path, *, master: str = "local[*]", driver_memory: str = "2g", host: str = "127.0.0.1"
 ) -> ManagedProcess:
     """A Spark Connect server from pyspark's own launcher, listening on ``host:port`` (its Python
     workers fork from this project's daemon where ``python_daemon_conf`` says)."""
