@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from workers.staging import RecordChunk, StagedPartition, StagingBuffer
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from workers.staging import RawStagingFile, RecordChunk, StagedPartition, StagingBuffer
 
 RECORD_BYTES = 100 + 64  # value + the per-record overhead the buffer counts
 
@@ -77,3 +81,21 @@ def test_runs_of_uneven_records_keep_every_record_once_in_chunks_near_the_sink_s
     sizes = [sum(len(v or b"") + 64 for v in c.values) for c in sink.chunks]
     assert max(sizes) < 2 * sink.chunk_bytes
     assert len(sink.chunks) >= sum(sizes) // (2 * sink.chunk_bytes)
+
+
+def test_raw_records_are_spilled_to_the_staging_file_in_pieces_of_at_most_two_mib(tmp_path: Path) -> None:
+    # With buffer-bytes at 8 MiB, a commit's ~6 MB a partition was all still
+    # buffered at its END, and its write waited for the spill.
+    sink = RawStagingFile(tmp_path / "t+0+0.parquet", chunk_bytes=8 << 20)
+    buffer = StagingBuffer("t", 0, 0, sink)
+    records = (6 << 20) // RECORD_BYTES
+    for first in range(0, records, 5000):
+        buffer.extend(run(first, min(5000, records - first)))
+    piece = (2 << 20) // RECORD_BYTES + 1
+    # Written before the commit ends: all but what the last piece holds.
+    assert sink.records >= records - piece
+    staged = buffer.finish()
+    assert staged.path is not None
+    staged_file = pq.ParquetFile(staged.path)
+    assert staged_file.read().column("offset").to_pylist() == list(range(records))
+    assert all(staged_file.metadata.row_group(i).num_rows <= piece for i in range(staged_file.num_row_groups))

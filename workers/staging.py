@@ -163,9 +163,18 @@ class ChunkSink(Protocol):
 class RawStagingFile:
     """Raw records in one Parquet file on local storage, for Spark to decode at the commit's end."""
 
+    # The most a partition keeps buffered before spilling, whatever
+    # sinkadmin.staging.buffer-bytes says. What is buffered when the commit
+    # ends is spilled then, and its write waits for that: at 8 MiB, a 1 s
+    # commit of the sink benchmark (~6 MB a partition) was spilled whole at
+    # its END, 0.3-0.6 s before Spark could start. Chunks of 2,000 ~1 KB
+    # records cost the same a record to write and to read back as chunks of
+    # 8,000 (bench/staging_costs.py --records); 1,000 cost more.
+    SPILL_BYTES = 2 << 20
+
     def __init__(self, path: Path, chunk_bytes: int) -> None:
         self.path = path
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes = min(chunk_bytes, self.SPILL_BYTES)
         self.records = 0
         self._writer: pq.ParquetWriter | None = None
 
