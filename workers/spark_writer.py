@@ -530,6 +530,8 @@ class SparkWriter:
         self.config = config
         self._session = session
         self._cores: int | None = None
+        # The warm-up and a first write that came before it was done ask at once: one job learns.
+        self._learning_cores = threading.Lock()
 
     @property
     def spark(self) -> Any:
@@ -550,13 +552,14 @@ class SparkWriter:
         without a partition count splits by the default parallelism), and
         learnt again with a new session.
         """
-        if self._cores is None:
-            from pyspark.sql.types import LongType, StructField, StructType
+        with self._learning_cores:
+            if self._cores is None:
+                from pyspark.sql.types import LongType, StructField, StructType
 
-            frame = self.spark.range(0, 1 << 16)
-            answers = frame.mapInArrow(_imported, StructType([StructField("id", LongType())])).collect()
-            self._cores = max(1, len(answers))
-        return self._cores
+                frame = self.spark.range(0, 1 << 16)
+                answers = frame.mapInArrow(_imported, StructType([StructField("id", LongType())])).collect()
+                self._cores = max(1, len(answers))
+            return self._cores
 
     # Rounds of schema evolution one commit may take before giving up.
     MAX_SCHEMA_ROUNDS = 8

@@ -223,6 +223,11 @@ class RawStagedWriter:
     def close(self) -> None:
         pass
 
+    def warm_up(self) -> None:
+        """Spark joined, its Python workers' imports done, before the first write needs them (spark)."""
+        if self.config.writer == "spark":
+            self.spark.warm_up()
+
     def unavailable(self, exc: BaseException) -> str | None:
         return None
 

@@ -130,3 +130,41 @@ def test_a_write_that_meets_a_closed_session_joins_the_next_one_and_writes_every
     assert not result.bad
     rows = [row for f in result.files for row in pq.read_table(f.path.removeprefix("file://")).to_pylist()]
     assert sorted(row["id"] for row in rows) == list(range(300))
+
+
+@pytest.mark.django_db
+def test_a_first_write_during_the_warm_up_waits_for_it_and_writes_every_record(
+    spark_remote: str, code_version: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The warm-up runs on a thread of its own (runtime.run_task); a first commit that ends before
+    it is done writes with the same session, and no second warm-up job runs."""
+    import threading
+
+    import pyarrow.parquet as pq
+
+    from tests.test_spark_writer import config, job, staged_file
+
+    monkeypatch.setattr(spark_writer, "_session", None)
+    writer = spark_writer.SparkWriter(config())
+    ranges: list[int] = []
+    real_range = writer.spark.range
+
+    def counted(*args: int) -> object:
+        ranges.append(len(args))
+        return real_range(*args)
+
+    monkeypatch.setattr(writer.spark, "range", counted)
+    warming = threading.Thread(target=writer.warm_up)
+    warming.start()
+    values = [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(300)]
+    staged = staged_file(tmp_path, list(values))
+    work = job(tmp_path, config())
+    result = writer.write(work.commit_id, work.staging_id, [staged], list(work.tables))
+    warming.join()
+
+    # One warm-up job (range over the default parallelism: one argument
+    # besides the start) and the write's job (four: its Spark tasks given).
+    assert sorted(ranges) == [2, 4]
+    assert not result.bad
+    rows = [row for f in result.files for row in pq.read_table(f.path.removeprefix("file://")).to_pylist()]
+    assert sorted(row["id"] for row in rows) == list(range(300))
