@@ -410,9 +410,9 @@ SHARED_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.staging.buffer-bytes",
         KeyType.LONG,
-        "Bytes a participant buffers per partition before it decodes them (arrow) or spills them to a "
-        "staging file (spark), at most 1 MiB and 2 MiB: little is left to do when a commit ends. The arrow "
-        "plane's Parquet row groups and the files sink's are this large.",
+        "Bytes a participant buffers per partition before it decodes them (arrow, at most 1 MiB) or spills "
+        "them to a staging file (spark, at most 2 MiB), so that little is left to do when a commit ends. "
+        "The arrow plane's Parquet row groups and the files sink's are this large.",
         _G_STAGING,
         default="8388608",
         minimum=65536,
