@@ -42,6 +42,7 @@ PRELOADED_LIBRARIES = (
     "pyspark.worker",
     "numpy",
     "pyarrow",
+    "pyarrow.acero",  # (grouping a partitioned table's rows by partition)
     "pyarrow.compute",
     "pyarrow.dataset",
     "pyarrow.json",
@@ -52,6 +53,7 @@ PRELOADED_LIBRARIES = (
     "pydantic",
     "pyiceberg.io.pyarrow",
     "pyiceberg.table",
+    "pyiceberg_core.transform",  # (Iceberg's partition transforms: bucket, truncate)
     "fastavro",
 )
 
