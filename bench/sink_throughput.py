@@ -91,6 +91,7 @@ from sinkadmin.services import (  # noqa: E402
 )
 from workers.arrow_writer import JsonDecoder  # noqa: E402
 from workers.runtime import tune_process_for_tasks  # noqa: E402
+from workers.staging import RecordChunk  # noqa: E402
 
 # The files sink's runs write here (beside the warehouse), and each run's files are removed after it.
 FILES_ROOT = settings.VAR_DIR / "bench-files"
@@ -245,6 +246,21 @@ def spark_process() -> psutil.Process | None:
     return listening_process(split_hostport(settings.SPARK_REMOTE.removeprefix("sc://"))[1])
 
 
+def chunk_of_messages(topic: str, partition: int, run: list) -> RecordChunk:
+    """A run of one partition's fetched messages as the ``RecordChunk`` a participant stages (as
+    ``TaskRunner._chunk_of`` makes it for JSON values, without dead letters' headers)."""
+    return RecordChunk(
+        topic,
+        partition,
+        [m.offset() for m in run],
+        [m.timestamp()[1] for m in run],
+        [m.key() for m in run],
+        [m.value() for m in run],
+        [None] * len(run),
+        [None] * len(run),
+    )
+
+
 def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, float]:
     """The "Spark alone" baseline: the topic's records staged as the participants stage them, then
     decoded and written by the data plane's one Spark job per task, with no sink around it
@@ -252,7 +268,7 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     once cold (the first jobs of the session) and once warm."""
     from connectors.config import SinkConfig
     from workers.runtime import TableWriter
-    from workers.staging import RawStagingFile, RecordChunk, StagedPartition, raw_staging_path
+    from workers.staging import RawStagingFile, StagedPartition, raw_staging_path
     from workers.tables import catalog_for, create_table, infer_schema_from_json
 
     config = SinkConfig.parse(
@@ -279,18 +295,7 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
             staged[tp].append(m.offset())
         for tp in {(m.topic(), m.partition()) for m in batch}:
             run = [m for m in batch if (m.topic(), m.partition()) == tp]
-            files[tp].write(
-                RecordChunk(
-                    tp[0],
-                    tp[1],
-                    [m.offset() for m in run],
-                    [m.timestamp()[1] for m in run],
-                    [m.key() for m in run],
-                    [m.value() for m in run],
-                    [None] * len(run),
-                    [None] * len(run),
-                )
-            )
+            files[tp].write(chunk_of_messages(*tp, run))
     consumer.close()
     parts = [
         StagedPartition(t, p, 0, ends[(t, p)], len(staged[(t, p)]), files[(t, p)].close(), None)

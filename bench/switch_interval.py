@@ -48,10 +48,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from django.db import connection
+from sink_throughput import chunk_of_messages
 from spark_decoding import ROOT, values_of  # (the benchmarks' records; sets up Django)
 
 from connectors.config.definitions import SHARED_KEYS
-from workers.staging import RawStagingFile, RecordChunk, StagingBuffer
+from workers.staging import RawStagingFile, StagingBuffer
 
 INTERVALS_S = (0.005, 0.001, 0.0005)
 # A task's fetch (TaskRunner's consume batch), over the partitions of a task
@@ -124,18 +125,7 @@ def staging(stop: threading.Event) -> None:
                 fetched = [m for m in batch if m.error() is None]
                 for partition, group in groupby(fetched, key=lambda m: m.partition()):
                     run = list(group)
-                    buffers[partition].extend(
-                        RecordChunk(
-                            run[0].topic(),
-                            partition,
-                            [m.offset() for m in run],
-                            [m.timestamp()[1] for m in run],
-                            [m.key() for m in run],
-                            [m.value() for m in run],
-                            [None] * len(run),
-                            [None] * len(run),
-                        )
-                    )
+                    buffers[partition].extend(chunk_of_messages(run[0].topic(), partition, run))
                 offset += run_records
             for buffer in buffers.values():
                 buffer.finish()
