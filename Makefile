@@ -37,7 +37,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 typecheck: install
-	$(VENV)/bin/mypy connectors workers sinkadmin sinks
+	$(VENV)/bin/mypy connectors workers sinkadmin sinks bench
 
 bench: services
 	$(PY) bench/spark_decoding.py

@@ -270,6 +270,8 @@ def main() -> None:
             _, beside_bytes = seed(beside_table, args.files, args.rows_per_file)
             sink_args.set = [
                 f"iceberg.tables={beside_table}",
+                # (run_sink's connectors have maintenance off unless told.)
+                "sinkadmin.maintenance.enabled=true",
                 # The first run comes one to two intervals after the
                 # coordinator starts (at most 30-60 s): 5-10 s here, inside
                 # the sink's run. Later runs leave the sink's own files alone
@@ -282,18 +284,23 @@ def main() -> None:
         finally:
             product.stop()
         maintenance = MaintenanceRun.objects.filter(table_name=beside_table).order_by("started_at").first()
-        assert maintenance is not None and maintenance.ended_at is not None, "no maintenance run beside the sink"
-        # (The seeded files, and the sink's that its commits added by then.)
-        assert maintenance.rewritten_files >= args.files, maintenance.rewritten_files
+        if maintenance is None or maintenance.ended_at is None or maintenance.rewritten_files < args.files:
+            # (Its first run comes 5-10 s after the coordinator starts: a shorter run of the sink ends first.)
+            found = "none" if maintenance is None else f"{maintenance.outcome}, {maintenance.rewritten_files} files"
+            raise SystemExit(
+                f"no compaction of the {args.files} seeded files finished beside the sink (its run: {found}): "
+                "the sink's run must outlast the first maintenance run, 5-10 s after its start (more --records)"
+            )
         commits = Commit.objects.filter(
             connector_name__startswith="bench-iceberg-spark-",
             state=CommitState.COMMITTED,
             committed_at__gte=datetime.fromtimestamp(started, UTC),
         ).exclude(files_count=0)
         sink_from = min(c.started_at for c in commits).timestamp()
-        sink_to = max(c.committed_at for c in commits).timestamp()
+        sink_to = max(sink.cycle_moments(c)[2] for c in commits).timestamp()
         m_from, m_to = maintenance.started_at.timestamp(), maintenance.ended_at.timestamp()
         overlap = max(0.0, min(sink_to, m_to) - max(sink_from, m_from))
+        assert maintenance.replace_snapshot_id is not None, "the compaction committed no snapshot"
         with catalog_for(config_for(beside_table)) as catalog:
             replace = catalog.load_table(beside_table).snapshot_by_id(maintenance.replace_snapshot_id)
         assert replace is not None

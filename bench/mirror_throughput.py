@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sinkadmin.settings")
 
 import django  # noqa: E402
@@ -43,8 +44,8 @@ django.setup()
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from django.core.management import call_command  # noqa: E402
+from sink_throughput import Product, ensure_services, topic_partition, usage, write_result  # noqa: E402
 
-from bench.sink_throughput import Product, ensure_services, usage, write_result  # noqa: E402
 from connectors.models import Commit  # noqa: E402
 from sinkadmin.services import port_open  # noqa: E402
 from sinks.mirror.engine import group_id  # noqa: E402
@@ -137,7 +138,7 @@ def bare_loop(source: str, target: str, topic: str, ends: dict[tuple[str, int], 
                         value=message.value(),
                         key=message.key(),
                         headers=message.headers(),
-                        partition=message.partition(),
+                        partition=topic_partition(message)[1],
                         timestamp=message.timestamp()[1],
                     )
                     break

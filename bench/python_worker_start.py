@@ -33,6 +33,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -97,7 +98,7 @@ def measure(preload: bool, rounds: int, warm: int, work: Path) -> dict:
 
         for _ in range(warm):
             commit()
-        measured = []
+        measured: list[dict[str, Any]] = []
         for _ in range(rounds):
             waited = wait_workers_stopped(server)
             first = timed(server, commit)

@@ -62,6 +62,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -75,7 +76,7 @@ django.setup()
 
 import psutil  # noqa: E402
 import pyarrow as pa  # noqa: E402
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Message, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
@@ -246,6 +247,13 @@ def spark_process() -> psutil.Process | None:
     return listening_process(split_hostport(settings.SPARK_REMOTE.removeprefix("sc://"))[1])
 
 
+def topic_partition(message: Message) -> tuple[str, int]:
+    """A fetched message's topic and partition (always set on a fetched one)."""
+    topic, partition = message.topic(), message.partition()
+    assert topic is not None and partition is not None
+    return topic, partition
+
+
 def chunk_of_messages(topic: str, partition: int, run: list) -> RecordChunk:
     """A run of one partition's fetched messages as the ``RecordChunk`` a participant stages (as
     ``TaskRunner._chunk_of`` makes it for JSON values, without dead letters' headers)."""
@@ -288,13 +296,13 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
         batch = [m for m in consumer.consume(10000, 1.0) if not m.error()]
         seen += len(batch)
         for m in batch:
-            tp = (m.topic(), m.partition())
+            tp = topic_partition(m)
             if tp not in files:
                 files[tp] = RawStagingFile(raw_staging_path(staging, *tp, 0), config.buffer_bytes)
                 staged[tp] = []
-            staged[tp].append(m.offset())
-        for tp in {(m.topic(), m.partition()) for m in batch}:
-            run = [m for m in batch if (m.topic(), m.partition()) == tp]
+            staged[tp].append(m.offset() or 0)  # (a fetched message has its offset)
+        for tp in {topic_partition(m) for m in batch}:
+            run = [m for m in batch if topic_partition(m) == tp]
             files[tp].write(chunk_of_messages(*tp, run))
     consumer.close()
     parts = [
@@ -488,6 +496,12 @@ class Product:
             raise SystemExit("no connectors worker in make run's stack")
         return found
 
+    def worker(self) -> psutil.Process:
+        """The Celery worker that hosts the connectors' coordinators and tasks (with its pool)."""
+        worker = self.roles()["worker"]
+        assert worker is not None  # (roles() exits without one)
+        return worker
+
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.port}/api/connect/{path}",
@@ -608,7 +622,7 @@ def _run_connector_processes(
 ) -> dict:
     actions.create_connector(name, config)
     manage = [sys.executable, str(ROOT / "manage.py"), "run_connector", name]
-    children = [
+    children: list[subprocess.Popen] = [
         subprocess.Popen(
             [*manage, "--role", "task", "--task-index", str(i), "--tasks", str(args.tasks)],
             stderr=subprocess.PIPE,
@@ -635,6 +649,12 @@ def _run_connector_processes(
         return _measured(args, name, ends, roles, broker, children)
     finally:
         actions.delete_connector(name)
+
+
+def cycle_moments(commit: Commit) -> tuple[datetime, datetime, datetime]:
+    """A committed commit's START, prepared and committed moments (all set once it is committed)."""
+    assert commit.prepared_at is not None and commit.committed_at is not None
+    return commit.started_at, commit.prepared_at, commit.committed_at
 
 
 def _measured(
@@ -682,20 +702,22 @@ def _measured(
         .order_by("started_at")
     )
     first_start = min(c.started_at for c in Commit.objects.filter(connector_name=name))
-    sink_seconds = (max(c.committed_at for c in commits) - first_start).total_seconds()
-    cycles = [(c.committed_at - c.started_at).total_seconds() for c in commits]  # (in commit order)
+    moments = [cycle_moments(c) for c in commits]
+    last_committed = max(committed for _, _, committed in moments)
+    sink_seconds = (last_committed - first_start).total_seconds()
+    cycles = [(committed - started).total_seconds() for started, _, committed in moments]  # (in commit order)
     cycle, steady_cycle = sorted(cycles), sorted(cycles[1:])
-    table_commit = sorted((c.committed_at - c.prepared_at).total_seconds() for c in commits)
+    table_commit = sorted((committed - prepared).total_seconds() for _, prepared, committed in moments)
 
     def at(moment: float) -> dict[str, Usage]:
         return min(samples, key=lambda sample: abs(sample[0] - moment))[1]
 
-    cpu_from, cpu_to = at(first_start.timestamp()), at(max(c.committed_at for c in commits).timestamp())
+    cpu_from, cpu_to = at(first_start.timestamp()), at(last_committed.timestamp())
     sink_cpu = {role: round(cpu_to[role].cpu_seconds - cpu_from[role].cpu_seconds, 2) for role in cpu_to}
     # The same from the first commit on: without the sessions' start (the
     # warm-up of Spark's Python workers), as the Spark-alone baseline is warm.
     steady_records = sum(c.records for c in commits[1:])
-    steady_from = at(commits[0].committed_at.timestamp())
+    steady_from = at(moments[0][2].timestamp())
     steady_spark = cpu_to["spark"].cpu_seconds - steady_from["spark"].cpu_seconds if len(commits) > 1 else 0.0
     if steady_spark < 0:
         # A Python worker exited between the samples and was not yet
@@ -716,7 +738,7 @@ def _measured(
     # tasks' warm-up (first fetch, catalog, table creation); the last one's
     # wait for the end of its interval is still counted.
     sustained_rate = (
-        sum(c.records for c in commits[1:]) / (commits[-1].committed_at - commits[0].committed_at).total_seconds()
+        sum(c.records for c in commits[1:]) / (moments[-1][2] - moments[0][2]).total_seconds()
         if len(commits) > 1
         else sink_rate
     )

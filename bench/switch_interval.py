@@ -47,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from confluent_kafka import KafkaError
 from django.db import connection
 from sink_throughput import chunk_of_messages
 from spark_decoding import ROOT, values_of  # (the benchmarks' records; sets up Django)
@@ -75,10 +76,10 @@ class Message:
 
     __slots__ = ("_key", "_offset", "_partition", "_value")
 
-    def __init__(self, partition: int, offset: int, key: bytes, value: bytes) -> None:
+    def __init__(self, partition: int, offset: int, key: bytes, value: bytes | None) -> None:
         self._partition, self._offset, self._key, self._value = partition, offset, key, value
 
-    def error(self) -> None:
+    def error(self) -> KafkaError | None:
         return None
 
     def topic(self) -> str:
@@ -93,7 +94,7 @@ class Message:
     def key(self) -> bytes:
         return self._key
 
-    def value(self) -> bytes:
+    def value(self) -> bytes | None:
         return self._value
 
     def timestamp(self) -> tuple[int, int]:
@@ -134,6 +135,7 @@ def staging(stop: threading.Event) -> None:
 def decoding(stop: threading.Event) -> None:
     """``json.loads`` of one value in a loop, until ``stop``: Python that never lets go of the GIL itself."""
     value = values_of(range(1))[0]
+    assert value is not None
     while not stop.is_set():
         for _ in range(100):
             json.loads(value)
