@@ -290,23 +290,20 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     consumer = Consumer({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS, "group.id": f"bench-{uuid.uuid4()}"})
     consumer.assign([TopicPartition(t, p, 0) for (t, p) in ends])
     files: dict[tuple[str, int], RawStagingFile] = {}
-    staged: dict[tuple[str, int], list[int]] = {}
     seen, total = 0, sum(ends.values())
     while seen < total:
         batch = [m for m in consumer.consume(10000, 1.0) if not m.error()]
         seen += len(batch)
+        runs: dict[tuple[str, int], list[Message]] = {}
         for m in batch:
-            tp = topic_partition(m)
+            runs.setdefault(topic_partition(m), []).append(m)
+        for tp, run in runs.items():
             if tp not in files:
                 files[tp] = RawStagingFile(raw_staging_path(staging, *tp, 0), config.buffer_bytes)
-                staged[tp] = []
-            staged[tp].append(m.offset() or 0)  # (a fetched message has its offset)
-        for tp in {topic_partition(m) for m in batch}:
-            run = [m for m in batch if topic_partition(m) == tp]
             files[tp].write(chunk_of_messages(*tp, run))
     consumer.close()
     parts = [
-        StagedPartition(t, p, 0, ends[(t, p)], len(staged[(t, p)]), files[(t, p)].close(), None)
+        StagedPartition(t, p, 0, ends[(t, p)], files[(t, p)].records, files[(t, p)].close(), None)
         for (t, p) in sorted(files)
     ]
     with catalog_for(config) as catalog:
