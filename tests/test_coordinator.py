@@ -24,7 +24,7 @@ from workers.coordinator import (
     SinkUnavailable,
     check_offsets,
 )
-from workers.events import ControlEvent, DataFile, EventType, PartitionStatus
+from workers.events import ControlEvent, DataFile, EventType, PartitionStatus, TableVersion
 
 TP0, TP1 = ("orders", 0), ("orders", 1)
 
@@ -137,9 +137,8 @@ class Committer:
         return {"db.orders": len(self.commits)}
 
 
-@pytest.fixture
-def world() -> tuple[Coordinator, Clock, Channel, Ledger, Committer]:
-    clock, channel, ledger, committer = Clock(), Channel(), Ledger(), Committer()
+def world_with(committer: Committer) -> tuple[Coordinator, Clock, Channel, Ledger, Committer]:
+    clock, channel, ledger = Clock(), Channel(), Ledger()
     coordinator = Coordinator(
         CoordinatorSettings("c", epoch=1, commit_interval_s=10, commit_timeout_s=30),
         channel,
@@ -149,6 +148,11 @@ def world() -> tuple[Coordinator, Clock, Channel, Ledger, Committer]:
         clock=clock,
     )
     return coordinator, clock, channel, ledger, committer
+
+
+@pytest.fixture
+def world() -> tuple[Coordinator, Clock, Channel, Ledger, Committer]:
+    return world_with(Committer())
 
 
 def status(
@@ -640,7 +644,9 @@ def test_events_round_trip_through_avro() -> None:
         end_reason="task 1 staged 64 MiB, what its writer writes in 2 s",
     )
     assert ControlEvent.decode(progress.encode()) == progress
-    start = events.start_commit("c", uuid.uuid4(), 3, {TP0: 7}, catch_up=True)
+    start = events.start_commit(
+        "c", uuid.uuid4(), 3, {TP0: 7}, catch_up=True, table_versions={"db.orders": TableVersion("v1", "/m/1.json")}
+    )
     assert ControlEvent.decode(start.encode()) == start
 
 
@@ -789,14 +795,14 @@ def test_a_task_that_stops_saying_so_is_given_up_on_at_the_timeout_and_no_wait_o
 
 
 # How many fields each event version added at the end (workers.events).
-FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1, 8: 1}
+FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1, 8: 1, 9: 1}
 
 
 @pytest.mark.parametrize("version", [1, 2, 5])
 def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
     # Events are written without their schema; fields added at the end
     # (version 2: file_partitions, 3: end_requested, ... 6: end_cause and
-    # end_reason, 7: write_seconds, 8: catch_up) are trailing bytes to an older reader, and a type added at
+    # end_reason, 7: write_seconds, 8: catch_up, 9: table_versions) are trailing bytes to an older reader, and a type added at
     # the end of the enum is one it cannot decode, so it skips that event
     # (as ControlChannel.poll does).
     assert max(FIELDS_ADDED) == events.SCHEMA_VERSION
@@ -936,3 +942,45 @@ def test_a_prepared_commit_the_catalog_cannot_take_is_applied_once_it_answers_an
     assert ledger.warning == "" and channel.last(EventType.ACK_COMMIT).commit_id == start.commit_id
     coordinator.step(0)
     assert channel.last(EventType.START_COMMIT).offsets == {TP0: 5, TP1: 5}
+
+
+class VersionedCommitter(Committer):
+    """A committer that says what its last commit left each table at (as IcebergCommitter does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table_versions: dict[str, TableVersion] = {}
+
+    def commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        snapshot_ids = super().commit(prepared)
+        n = len(self.commits)
+        # (The second commit adds to a second table.)
+        self.table_versions = {name: TableVersion("schema 0", f"/{name}/{n}.json") for name in ["a", "b"][: min(n, 2)]}
+        return snapshot_ids
+
+
+def committed_round(coordinator: Coordinator, clock: Clock, channel: Channel) -> ControlEvent:
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, start.offsets[TP0], start.offsets[TP0] + 5), status(start, TP1, 0, 0, files=0)]
+    coordinator.step(0)
+    assert channel.last(EventType.ACK_COMMIT).commit_id == start.commit_id
+    return start
+
+
+def test_every_start_says_what_the_latest_commit_to_each_table_left_it_at() -> None:
+    coordinator, clock, channel, _, committer = world_with(VersionedCommitter())
+    first = committed_round(coordinator, clock, channel)
+    # Nothing committed yet by this coordinator: the tasks look their tables up.
+    assert first.table_versions == {}
+    second = committed_round(coordinator, clock, channel)
+    assert second.table_versions == {"a": TableVersion("schema 0", "/a/1.json")}
+    # A commit that fails changes nothing; a table the next commit leaves alone keeps its entry.
+    failed = start_and_end(coordinator, clock, channel)
+    assert failed.table_versions == {
+        "a": TableVersion("schema 0", "/a/2.json"),
+        "b": TableVersion("schema 0", "/b/2.json"),
+    }
+    channel.inbox = [status(failed, TP0, 10, 12, error="storage hiccup", retriable=True)]
+    coordinator.step(0)
+    assert coordinator.phase is Phase.IDLE and len(committer.commits) == 2
+    assert start_and_end(coordinator, clock, channel).table_versions == failed.table_versions

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import pytest
 
 from connectors.config import SinkConfig
 from tests.test_coordinator import Channel
-from workers.events import ControlEvent, EventType
+from workers.events import ControlEvent, EventType, TableVersion
 from workers.participant import TaskRunner
 from workers.staging import RecordChunk, StagedPartition
 from workers.writes import WriteResult
@@ -116,6 +116,8 @@ class Writer:
     def __init__(self) -> None:
         self.written: dict[uuid.UUID, list[int]] = {}
         self.sinks: dict[uuid.UUID, MemorySink] = {}
+        # What each START said of the tables, in order.
+        self.versions: list[Mapping[str, TableVersion]] = []
 
     def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> MemorySink:
         self.sinks[staging_id] = MemorySink()
@@ -124,6 +126,9 @@ class Writer:
     def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         self.written[commit_id] = list(self.sinks[staging_id].offsets)
         return WriteResult()
+
+    def tables_committed(self, versions: Mapping[str, TableVersion]) -> None:
+        self.versions.append(versions)
 
     def unavailable(self, exc: BaseException) -> str | None:
         # As the table writer judges its catalog's errors (workers.tables.catalog_outage).
@@ -210,6 +215,27 @@ def test_records_read_ahead_are_adopted_by_a_start_at_their_offset(tmp_path: Pat
     end(channel, second)
     task.step()
     assert status_range(channel) == (10, 25) and writer.written[second] == list(range(10, 25))
+
+
+def test_each_start_tells_the_writer_what_the_last_commit_left_the_tables_at(tmp_path: Path) -> None:
+    log, channel, writer = PartitionLog(end=25), Channel(), Writer()
+    task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
+    first = start(channel, 0)
+    task.step()
+    end(channel, first)
+    task.step()
+    second = uuid.uuid4()
+    versions = {
+        "db.orders": TableVersion("3f0c schema 1 spec 0 file:///w/db/orders", "file:///w/db/orders/metadata/3.json")
+    }
+    channel.inbox.append(
+        ControlEvent(EventType.START_COMMIT, "c", second, 1, offsets={TP: 10}, table_versions=versions)
+    )
+    task.step()
+    assert writer.versions == [{}, versions]
+    end(channel, second)
+    task.step()
+    assert status_range(channel) == (10, 25)
 
 
 def test_a_start_sent_twice_keeps_what_the_commit_has_staged(tmp_path: Path) -> None:

@@ -18,9 +18,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus, ack_commit, end_commit, start_commit
+from workers.events import (
+    ControlEvent,
+    ControlPort,
+    EventType,
+    PartitionStatus,
+    TableVersion,
+    ack_commit,
+    end_commit,
+    start_commit,
+)
 from workers.failpoints import failpoint
 
 log = logging.getLogger(__name__)
@@ -187,6 +196,21 @@ class CommitterPort(Protocol):
         ...
 
 
+@runtime_checkable
+class VersionedTables(Protocol):
+    """A committer whose tasks write with copies of its tables (the Iceberg sink's TableWriter).
+
+    What its commits left each table at goes with every START
+    (``table_versions``), so a task whose copy is still current writes with
+    it instead of looking the table up again for every commit.
+    """
+
+    @property
+    def table_versions(self) -> dict[str, TableVersion]:
+        """Each table the last commit added to, as it left it."""
+        ...
+
+
 @dataclass
 class CoordinatorSettings:
     connector: str
@@ -282,6 +306,9 @@ class Coordinator:
         self.outage: str | None = None
         self.outages = 0
         self._unapplied: PreparedCommit | None = None
+        # Each table as this coordinator's latest commit to it left it
+        # (VersionedTables), sent with every START.
+        self.table_versions: dict[str, TableVersion] = {}
         # How long the commit in flight waits for write statuses: the
         # configured timeout, doubled after each commit that some task did
         # not answer in time (see _timed_out).
@@ -437,7 +464,11 @@ class Coordinator:
         )
         self.phase = Phase.STAGING
         self._publish_phase()
-        self.channel.send(start_commit(self.settings.connector, commit_id, self.settings.epoch, offsets, catch_up))
+        self.channel.send(
+            start_commit(
+                self.settings.connector, commit_id, self.settings.epoch, offsets, catch_up, dict(self.table_versions)
+            )
+        )
 
     def _end(self) -> None:
         assert self.current is not None
@@ -579,6 +610,8 @@ class Coordinator:
             return
         self._unapplied = None
         self.outage, self.outages = None, 0
+        if isinstance(self.committer, VersionedTables):
+            self.table_versions.update(self.committer.table_versions)
         failpoint("coordinator.after_table_commit")
         self.ledger.committed(prepared.commit_id, snapshot_ids)
         current = self.current

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class EventType(StrEnum):
@@ -134,6 +134,11 @@ _SCHEMA = fastavro.parse_schema(
             # (STAGING_PROGRESS, end_cause "caught-up"), and the commit ends
             # once all have, instead of waiting out the interval.
             {"name": "catch_up", "type": "boolean", "default": False},
+            # Version 9, START_COMMIT: each table the coordinator has
+            # committed to, as its last commit there left it (TableVersion):
+            # its version and its metadata file, by table name.
+            {"name": "table_versions", "type": {"type": "map", "values": "string"}, "default": {}},
+            {"name": "table_metadata", "type": {"type": "map", "values": "string"}, "default": {}},
         ],
     }
 )
@@ -165,6 +170,20 @@ class DataFile:
             "partition_values": self.partition_values,
             "staged_path": self.staged_path,
         }
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """A table as a commit left it: what tasks write by (``workers.tables.table_version``:
+    identity, schema, spec, location) and the metadata file the commit made current.
+
+    A task whose copy of the table has ``version``, while the catalog still
+    points at ``metadata_location``, writes with its copy: nothing has
+    changed the table since that commit (``workers.runtime.TableWriter``).
+    """
+
+    version: str
+    metadata_location: str
 
 
 @dataclass(frozen=True)
@@ -201,6 +220,7 @@ class ControlEvent:
     end_reason: str | None = None
     write_seconds: float | None = None
     catch_up: bool = False
+    table_versions: dict[str, TableVersion] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         record = {
@@ -225,6 +245,8 @@ class ControlEvent:
             "end_reason": self.end_reason,
             "write_seconds": self.write_seconds,
             "catch_up": self.catch_up,
+            "table_versions": {name: t.version for name, t in self.table_versions.items()},
+            "table_metadata": {name: t.metadata_location for name, t in self.table_versions.items()},
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -262,6 +284,10 @@ class ControlEvent:
             end_reason=record["end_reason"],
             write_seconds=record["write_seconds"],
             catch_up=record["catch_up"],
+            table_versions={
+                name: TableVersion(version, record["table_metadata"][name])
+                for name, version in record["table_versions"].items()
+            },
         )
 
 
@@ -282,9 +308,22 @@ class ControlPort(Protocol):
 
 
 def start_commit(
-    connector: str, commit_id: uuid.UUID, epoch: int, offsets: dict[tuple[str, int], int], catch_up: bool = False
+    connector: str,
+    commit_id: uuid.UUID,
+    epoch: int,
+    offsets: dict[tuple[str, int], int],
+    catch_up: bool = False,
+    table_versions: dict[str, TableVersion] | None = None,
 ) -> ControlEvent:
-    return ControlEvent(EventType.START_COMMIT, connector, commit_id, epoch, offsets=offsets, catch_up=catch_up)
+    return ControlEvent(
+        EventType.START_COMMIT,
+        connector,
+        commit_id,
+        epoch,
+        offsets=offsets,
+        catch_up=catch_up,
+        table_versions=table_versions or {},
+    )
 
 
 def end_commit(connector: str, commit_id: uuid.UUID, epoch: int) -> ControlEvent:

@@ -15,7 +15,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.config import SinkConfig
 from workers.converters import value_decoder
-from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
+from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus, TableVersion
 from workers.failpoints import failpoint
 from workers.kafka import OUT_OF_RANGE_ERRORS
 from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory
@@ -55,6 +55,11 @@ class WritePort(Protocol):
 
     def unavailable(self, exc: BaseException) -> str | None:
         """Why a service the writes need cannot be reached, if that is what ``exc`` says (an outage)."""
+        ...
+
+    def tables_committed(self, versions: Mapping[str, TableVersion]) -> None:
+        """Each table as the coordinator's commits left it, as a START says (START_COMMIT's
+        table_versions): a writer that keeps copies of its tables need not look them up again."""
         ...
 
 
@@ -414,6 +419,7 @@ class TaskRunner:
             self._discard(self.current)
         if self.writing is not None:
             self._supersede_write(self.writing)
+        self.writer.tables_committed(event.table_versions)
         ahead, self.ahead = self.ahead, {}
         staging_id, self.ahead_id = self.ahead_id or event.commit_id, None
         mine = {tp: offset for tp, offset in event.offsets.items() if tp in self.partitions}

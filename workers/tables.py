@@ -73,6 +73,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
+    from workers.events import TableVersion
+
 log = logging.getLogger(__name__)
 
 # Snapshot summary properties: enough to rebuild the ledger from the tables.
@@ -757,7 +759,48 @@ def without_automatic_retries(table: Table) -> Table:
     return table
 
 
-def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, attempts: int = 8) -> int:
+def table_version(table: Table) -> str:
+    """What a copy of the table must still match for records to be written with it.
+
+    The table's identity, current schema, partition spec and location: what
+    a task decodes and lays out files by (``workers.writes.TargetTable``).
+    Not its snapshot, which every commit moves and no write depends on.
+    """
+    metadata = table.metadata
+    return (
+        f"{metadata.table_uuid} schema {metadata.current_schema_id} spec {metadata.default_spec_id} {metadata.location}"
+    )
+
+
+def metadata_location(catalog: Catalog, name: str) -> str | None:
+    """Where the catalog says the table's metadata is now, without reading it; None if it has no such
+    table, or is not a SQL catalog (which answers with one query; others send the whole metadata)."""
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    if not isinstance(catalog, SqlCatalog):
+        return None
+    # (As SqlCatalog.load_table finds the row.)
+    with Session(catalog.engine) as session:
+        return session.scalar(
+            select(IcebergTables.metadata_location).where(
+                IcebergTables.catalog_name == catalog.name,
+                IcebergTables.table_namespace == catalog.namespace_to_string(catalog.namespace_from(name)),
+                IcebergTables.table_name == catalog.table_name_from(name),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class CommittedTable:
+    """A table holding a commit: its snapshot of the commit, and the table as the commit left it."""
+
+    snapshot_id: int
+    table: TableVersion
+
+
+def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, attempts: int = 8) -> CommittedTable:
     """Add the commit's files to the table in one snapshot, exactly once.
 
     The check for an existing snapshot and the append happen against the same
@@ -767,11 +810,13 @@ def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, atte
     """
     from pyiceberg.table import TableProperties
 
+    from workers.events import TableVersion
+
     for attempt in range(attempts):
         table = without_automatic_retries(catalog.load_table(table_name))
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
-            return existing
+            return CommittedTable(existing, TableVersion(table_version(table), table.metadata_location))
         added = data_files(table, commit.files)
         failpoint("iceberg.before_snapshot")  # (a test's coordinator freezes here: a zombie with the table loaded)
         try:
@@ -800,7 +845,7 @@ def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, atte
             continue
         snapshot = table.current_snapshot()
         assert snapshot is not None
-        return snapshot.snapshot_id
+        return CommittedTable(snapshot.snapshot_id, TableVersion(table_version(table), table.metadata_location))
     raise CommitFailedException(f"could not commit {commit.commit_id} to {table_name} after {attempts} attempts")
 
 
@@ -861,8 +906,14 @@ def evolve_table(
 ) -> Table:
     """The table with the fields of ``additions`` it lacks added, as optional columns (nested ones in their struct).
 
-    ``table``: the table as just loaded, if it was (the catalog is then only
-    asked again when there is something to add).
+    ``table``: the table as the caller has it, if it does: the catalog is
+    only asked when that lacks a field. An update then starts from the table
+    as the catalog has it now, never from the caller's: a task's copy
+    (workers.runtime.TableWriter) can be older than the table in what its
+    schema is not, and pyiceberg derives the name mapping it writes with the
+    new columns from the metadata it starts from, so from a copy older than
+    the coordinator's first commit, which sets the mapping, the columns'
+    names would be missing from it and their values unreadable.
 
     Only missing fields are added: a field the table has keeps its type
     (records that do not fit it are bad records), and a schema with nothing
@@ -870,8 +921,10 @@ def evolve_table(
     the catalog's commit asserts the schema it started from, so the loser
     reloads and finds the column there.
     """
+    if table is not None and missing_fields(table.schema(), additions) is None:
+        return table
     for attempt in range(attempts):
-        table = table if table is not None and attempt == 0 else catalog.load_table(name)
+        table = catalog.load_table(name)
         missing = missing_fields(table.schema(), additions)
         if missing is None:
             return table

@@ -28,7 +28,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from workers.failpoints import failpoint
+
+if TYPE_CHECKING:
+    from workers.tables import CommittedTable
 
 log = logging.getLogger(__name__)
 KEY_SEPARATOR = "\x1f"
@@ -177,7 +180,7 @@ def commit_upserts(
     cdc_field: str | None,
     run_units: Any,
     attempts: int = 8,
-) -> int:
+) -> CommittedTable:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
     in one OVERWRITE snapshot, exactly once (as ``workers.tables.commit_to_table`` appends)."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
@@ -186,13 +189,21 @@ def commit_upserts(
     from pyiceberg.table.snapshots import Operation
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
-    from workers.tables import data_files, describe_data_file, snapshot_of_commit, without_automatic_retries
+    from workers.events import TableVersion
+    from workers.tables import (
+        CommittedTable,
+        data_files,
+        describe_data_file,
+        snapshot_of_commit,
+        table_version,
+        without_automatic_retries,
+    )
 
     for attempt in range(attempts):
         table = without_automatic_retries(catalog.load_table(table_name))
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
-            return existing
+            return CommittedTable(existing, TableVersion(table_version(table), table.metadata_location))
         missing = [c for c in id_columns if table.schema().find_field(c, case_sensitive=True) is None]
         if missing:
             raise ValueError(f"{table_name} has no column {missing[0]!r} (an identifier column of upsert mode)")
@@ -263,5 +274,5 @@ def commit_upserts(
             continue
         snapshot = table.current_snapshot()
         assert snapshot is not None
-        return int(snapshot.snapshot_id)
+        return CommittedTable(int(snapshot.snapshot_id), TableVersion(table_version(table), table.metadata_location))
     raise CommitFailedException(f"could not commit {commit.commit_id} to {table_name} after {attempts} attempts")

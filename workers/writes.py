@@ -4,7 +4,7 @@ the tables of a commit, its results, and how data files are named."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from pyiceberg.schema import Schema
 
 from connectors.config.transforms import PartitionField
 from connectors.config.validation import SinkConfig, TableTarget
-from workers.events import DataFile
+from workers.events import DataFile, TableVersion
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.tables import spec_fields
 
@@ -230,6 +230,9 @@ class RawStagedWriter:
 
     def unavailable(self, exc: BaseException) -> str | None:
         return None
+
+    def tables_committed(self, versions: Mapping[str, TableVersion]) -> None:
+        pass  # (nothing is looked up per commit)
 
     def job(self, commit_id: uuid.UUID, staged: tuple[StagedPartition, ...], value_schemas: tuple[str, ...]) -> Any:
         """The commit's StagedJob (workers.spark_writer): ``staged`` and ``decode(staged)``."""

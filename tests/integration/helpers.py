@@ -114,6 +114,20 @@ def table_in(config: SinkConfig, table: str) -> Any:
         return catalog.load_table(table)
 
 
+def alter(table: Any, change: str) -> None:
+    """Change the table as a person would with Spark SQL: a "column" (``note``, a string) or a
+    "partition spec" (``id_bucket``, a bucket of ``id`` in 4)."""
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import StringType
+
+    if change == "column":
+        with table.update_schema() as update:
+            update.add_column("note", StringType())
+    else:
+        with table.update_spec() as update:
+            update.add_field("id", BucketTransform(4), "id_bucket")
+
+
 def table_rows(name: str, table: str) -> list[dict[str, Any]]:
     return table_of(name, table).scan().to_arrow().to_pylist()
 

@@ -14,6 +14,7 @@ import pytest
 from connectors import actions
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
+    alter,
     caught_up,
     create_topic,
     json_records,
@@ -170,3 +171,37 @@ def test_fields_added_to_the_configured_avro_schema_become_columns(
     assert [f.name for f in table_of("avro-evolving", "db.events").schema().fields] == ["id", "note"]
     rows = {r["id"]: r["note"] for r in table_rows("avro-evolving", "db.events")}
     assert rows == {i: (f"n{i}" if i >= 10 else None) for i in range(20)}
+
+
+@pytest.mark.parametrize("change", ["column", "partition spec"])
+def test_a_table_someone_else_alters_while_the_connector_runs_is_written_as_it_now_is(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, change: str
+) -> None:
+    # Between commits the tasks write with their copies of the table
+    # (workers.runtime.TableWriter): a change made by someone else (Spark SQL,
+    # say) must reach the next write all the same.
+    create_topic(kafka_bootstrap, topic_name, 4)
+    actions.create_connector("altered", sink_config(topic_name, "db.altered"))
+    noted: list[bytes | None] = [
+        json.dumps({"id": i, "name": f"n{i}", "note": f"note {i}"}).encode() for i in range(400, 600)
+    ]
+    with running_in_threads("altered", tasks=2):
+        for first in (0, 200):  # (the second round's tasks write with their copies)
+            ends = produce(kafka_bootstrap, topic_name, json_records(first, 200), 4)
+            wait_until(caught_up("altered", ends), 120, f"records from {first}")
+        alter(table_of("altered", "db.altered"), change)
+        ends = produce(kafka_bootstrap, topic_name, noted, 4)
+        wait_until(caught_up("altered", ends), 120, "records after the change")
+
+    table = table_of("altered", "db.altered")
+    rows = {r["id"]: r for r in table.scan().to_arrow().to_pylist()}
+    assert sorted(rows) == list(range(600))  # every record once
+    if change == "column":
+        assert {rows[i]["note"] for i in range(400)} == {None}
+        assert all(rows[i]["note"] == f"note {i}" for i in range(400, 600))
+    else:
+        new_spec = table.spec().spec_id
+        files = {f.file.file_path: f.file for f in table.scan().plan_files()}
+        after = [f for f in files.values() if f.spec_id == new_spec]
+        assert sum(f.record_count for f in after) == 200  # every record since the change, in the new spec
+        assert all(f.partition[0] is not None for f in after)
