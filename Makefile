@@ -44,6 +44,7 @@ bench: services
 	$(PY) bench/spark_tasks.py
 	$(PY) bench/spark_job_floor.py
 	$(PY) bench/staging_costs.py
+	$(PY) bench/table_lookup.py
 	$(PY) bench/sink_throughput.py --repeat 3
 	$(PY) bench/maintenance.py
 	$(PY) bench/mirror_throughput.py
