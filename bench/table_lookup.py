@@ -43,9 +43,8 @@ import pyarrow as pa
 from spark_decoding import ROOT  # (sets up Django)
 
 from connectors.config import SinkConfig
-from workers.events import TableVersion
 from workers.runtime import TableWriter
-from workers.tables import PROP_COMMIT_ID, PROP_CONNECTOR, PROP_EPOCH, PROP_OFFSETS, catalog_for, table_version
+from workers.tables import PROP_COMMIT_ID, PROP_CONNECTOR, PROP_EPOCH, PROP_OFFSETS, catalog_for, committed_version
 
 TABLE = "bench.table_lookup"
 SAMPLES: list[bytes | None] = [json.dumps({"id": i, "name": f"n{i}", "amount": i * 0.5}).encode() for i in range(3)]
@@ -111,7 +110,7 @@ def main() -> None:
                 commit(table, made)
                 made += 1
             # The START after the coordinator's latest commit says what it left the table at.
-            writer.tables_committed({TABLE: TableVersion(table_version(table), table.metadata_location)})
+            writer.tables_committed({TABLE: committed_version(table)})
 
             def resolved_by_loading() -> None:
                 writer._copies.clear()  # (as every commit did before: the table loaded)

@@ -772,6 +772,13 @@ def table_version(table: Table) -> str:
     )
 
 
+def committed_version(table: Table) -> TableVersion:
+    """The table as a commit just left it: its ``table_version`` and current metadata file."""
+    from workers.events import TableVersion
+
+    return TableVersion(table_version(table), table.metadata_location)
+
+
 def metadata_location(catalog: Catalog, name: str) -> str | None:
     """Where the catalog says the table's metadata is now, without reading it; None if it has no such
     table, or is not a SQL catalog (which answers with one query; others send the whole metadata)."""
@@ -810,13 +817,11 @@ def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, atte
     """
     from pyiceberg.table import TableProperties
 
-    from workers.events import TableVersion
-
     for attempt in range(attempts):
         table = without_automatic_retries(catalog.load_table(table_name))
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
-            return CommittedTable(existing, TableVersion(table_version(table), table.metadata_location))
+            return CommittedTable(existing, committed_version(table))
         added = data_files(table, commit.files)
         failpoint("iceberg.before_snapshot")  # (a test's coordinator freezes here: a zombie with the table loaded)
         try:
@@ -845,7 +850,7 @@ def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, atte
             continue
         snapshot = table.current_snapshot()
         assert snapshot is not None
-        return CommittedTable(snapshot.snapshot_id, TableVersion(table_version(table), table.metadata_location))
+        return CommittedTable(snapshot.snapshot_id, committed_version(table))
     raise CommitFailedException(f"could not commit {commit.commit_id} to {table_name} after {attempts} attempts")
 
 

@@ -189,13 +189,12 @@ def commit_upserts(
     from pyiceberg.table.snapshots import Operation
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
-    from workers.events import TableVersion
     from workers.tables import (
         CommittedTable,
+        committed_version,
         data_files,
         describe_data_file,
         snapshot_of_commit,
-        table_version,
         without_automatic_retries,
     )
 
@@ -203,7 +202,7 @@ def commit_upserts(
         table = without_automatic_retries(catalog.load_table(table_name))
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
-            return CommittedTable(existing, TableVersion(table_version(table), table.metadata_location))
+            return CommittedTable(existing, committed_version(table))
         missing = [c for c in id_columns if table.schema().find_field(c, case_sensitive=True) is None]
         if missing:
             raise ValueError(f"{table_name} has no column {missing[0]!r} (an identifier column of upsert mode)")
@@ -274,5 +273,5 @@ def commit_upserts(
             continue
         snapshot = table.current_snapshot()
         assert snapshot is not None
-        return CommittedTable(int(snapshot.snapshot_id), TableVersion(table_version(table), table.metadata_location))
+        return CommittedTable(int(snapshot.snapshot_id), committed_version(table))
     raise CommitFailedException(f"could not commit {commit.commit_id} to {table_name} after {attempts} attempts")
