@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.types import StringType
 
@@ -94,6 +96,40 @@ def test_a_copy_is_written_with_while_nothing_but_the_coordinators_commits_chang
         for _ in range(2):
             writer.tables.tables_committed({"db.copies": commit_a_row(catalog)})
             assert writer.target().schema == created.schema and writer.loads == 1
+
+
+def test_the_coordinators_commit_reports_the_version_that_vouches_for_the_copy(
+    config: SinkConfig, writer: Writer
+) -> None:
+    # The whole chain but the control topic: a data file committed as the
+    # coordinator commits one (IcebergCommitter), whose table_versions the
+    # START carries to the task.
+    from workers.coordinator import PreparedCommit
+    from workers.runtime import IcebergCommitter
+
+    created = writer.created()
+    data = Path(created.location.removeprefix("file://")) / "data" / "orders+0+0+1-c.parquet"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]}), data)
+    committer = IcebergCommitter("copies", config)
+    try:
+        prepared = PreparedCommit(
+            uuid.uuid4(),
+            1,
+            [{"table": "db.copies", "path": f"file://{data}", "topic": "orders", "partition": 0}],
+            {},
+            None,
+        )
+        committer.commit(prepared)
+        versions = committer.table_versions
+    finally:
+        committer.close()
+    with someone_else(config) as catalog:
+        table = catalog.load_table("db.copies")
+    assert versions == {"db.copies": committed_version(table)}
+    assert len(table.scan().to_arrow()) == 2
+    writer.tables.tables_committed(versions)
+    assert writer.target() is created and writer.loads == 0
 
 
 @pytest.mark.parametrize("change", ["column", "partition spec"])
