@@ -184,9 +184,15 @@ def runner(
     )
 
 
-def start(channel: Channel, offset: int, epoch: int = 1) -> uuid.UUID:
+def start(
+    channel: Channel, offset: int, epoch: int = 1, table_versions: dict[str, TableVersion] | None = None
+) -> uuid.UUID:
     commit_id = uuid.uuid4()
-    channel.inbox.append(ControlEvent(EventType.START_COMMIT, "c", commit_id, epoch, offsets={TP: offset}))
+    channel.inbox.append(
+        ControlEvent(
+            EventType.START_COMMIT, "c", commit_id, epoch, offsets={TP: offset}, table_versions=table_versions or {}
+        )
+    )
     return commit_id
 
 
@@ -220,17 +226,11 @@ def test_records_read_ahead_are_adopted_by_a_start_at_their_offset(tmp_path: Pat
 def test_each_start_tells_the_writer_what_the_last_commit_left_the_tables_at(tmp_path: Path) -> None:
     log, channel, writer = PartitionLog(end=25), Channel(), Writer()
     task = runner(log, channel, writer, tmp_path, buffer_bytes=1 << 20)
-    first = start(channel, 0)
-    task.step()
-    end(channel, first)
-    task.step()
-    second = uuid.uuid4()
+    commit_then_read_ahead(task, channel, 0)
     versions = {
         "db.orders": TableVersion("3f0c schema 1 spec 0 file:///w/db/orders", "file:///w/db/orders/metadata/3.json")
     }
-    channel.inbox.append(
-        ControlEvent(EventType.START_COMMIT, "c", second, 1, offsets={TP: 10}, table_versions=versions)
-    )
+    second = start(channel, 10, table_versions=versions)
     task.step()
     assert writer.versions == [{}, versions]
     end(channel, second)

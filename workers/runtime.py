@@ -544,8 +544,8 @@ class TableWriter:
         registered = self._value_schemas() if self.config.schema_registry is not None else []
         evolved = []
         for target in self.config.tables:
-            # From the task's copy when it is current; evolve_table finds out
-            # (a lost race) if another task has added the field since.
+            # The task's copy when it is current, only to see whether a field
+            # is missing: evolve_table updates from the catalog's table.
             table = self._table(target.name)
             for schema in [*registered, additions]:
                 table = evolve_table(self.catalog, target.name, schema, table)
