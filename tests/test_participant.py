@@ -66,6 +66,7 @@ class PartitionLog:
         self.assignments: list[list[tuple[str, int, int]]] = []
         self.paused = False
         self.pauses = 0
+        self.asked = 0
 
     def assign(self, partitions: Sequence[Any]) -> None:
         self.assignments.append([(p.topic, p.partition, p.offset) for p in partitions])
@@ -88,7 +89,8 @@ class PartitionLog:
     def resume(self, partitions: Sequence[Any]) -> None:
         self.paused = False
 
-    def get_watermark_offsets(self, partition: Any, **_: Any) -> tuple[int, int]:
+    def get_watermark_offsets(self, partition: Any, cached: bool = False, **_: Any) -> tuple[int, int]:
+        self.asked += not cached  # (a round trip to the broker; cached: the latest fetch's figure)
         return 0, self.end
 
     def close(self) -> None:
@@ -891,4 +893,22 @@ def test_end_offsets_between_fetches_are_asked_of_a_consumer_that_does_not_fetch
     task.watermarks = watermarks  # type: ignore[assignment]
     task.refresh_end_offsets()
     assert task.end_offsets == {TP: 70}
+    task.close()
+
+
+def test_end_offsets_are_asked_only_of_partitions_no_fetch_told_of_lately(tmp_path: Path) -> None:
+    # Each question is a round trip the task's loop waits for; every fetch response has the figure.
+    log, channel, writer, watermarks = PartitionLog(end=50_000), Channel(), Writer(), PartitionLog(end=60_000)
+    task = read_ahead_until_paused(log, channel, writer, tmp_path)
+    task.watermarks = watermarks  # type: ignore[assignment]
+    assert TP in task.paused and task.end_offsets == {TP: 50_000}
+    task.refresh_end_offsets()
+    assert watermarks.asked == 0  # the fetch that filled it told of it just now
+    task._end_offset_at[TP] -= task.END_OFFSET_REFRESH_SECONDS  # time passes; paused, nothing fetched tells
+    task.step(timeout=0)
+    task.refresh_end_offsets()
+    assert watermarks.asked == 1 and task.end_offsets == {TP: 60_000}
+    task.step(timeout=0)
+    task.refresh_end_offsets()
+    assert watermarks.asked == 1 and task.end_offsets == {TP: 60_000}  # once a period
     task.close()

@@ -10,6 +10,7 @@ partitions of a task share one Kafka consumer.
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import time
 import traceback
@@ -194,7 +195,9 @@ class TaskRunner:
         self.ahead: dict[TP, StagingBuffer] = {}
         self.ahead_id: uuid.UUID | None = None
         self.end_offsets: dict[TP, int] = {}
-        self._end_offsets_at = 0.0
+        # When each partition's end offset was last learnt (monotonic), from a
+        # fetch response or by asking the broker (refresh_end_offsets).
+        self._end_offset_at: dict[TP, float] = {}
         # A commit's files are written on another thread (Spark's job is
         # mostly waiting), so that consuming for the next commit never
         # waits for it; one at a time, in commit order.
@@ -508,10 +511,14 @@ class TaskRunner:
             self._ahead_full = True
             self._learn_staging_pace(self._ahead_began, self.ahead, (0, 0))
         if messages:
-            for tp in buffers:
+            now = time.monotonic()
+            for tp in buffers.keys() - self.paused:
+                # (A paused partition is not fetched: its cached end is as old
+                # as the pause, and older than what refresh_end_offsets asks.)
                 _, high = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
                 if high >= 0:
                     self.end_offsets[tp] = high
+                    self._end_offset_at[tp] = now
         if self.on_progress is not None:
             self.on_progress(self)
         return bool(messages)
@@ -708,12 +715,20 @@ class TaskRunner:
     END_OFFSET_REFRESH_SECONDS = 5.0
 
     def refresh_end_offsets(self) -> None:
-        """End offsets while not fetching (between commits, paused), so lag stays true; throttled."""
+        """End offsets of the partitions no fetch has told of for END_OFFSET_REFRESH_SECONDS
+        (between commits, paused), so that lag stays true.
+
+        Each is a round trip to the broker that this loop waits for (50-880 ms
+        for eight partitions on a busy host), so a partition being fetched is
+        not asked: every fetch response carries its high watermark (taken in
+        ``_consume``). Asked regardless, they held up reading ahead, and a
+        START that came meanwhile, every few seconds while a commit was written.
+        """
         now = time.monotonic()
-        if now - self._end_offsets_at < self.END_OFFSET_REFRESH_SECONDS:
-            return
-        self._end_offsets_at = now
         for tp in self.partitions:
+            if now - self._end_offset_at.get(tp, -math.inf) < self.END_OFFSET_REFRESH_SECONDS:
+                continue
+            self._end_offset_at[tp] = now  # (unanswered too: asked again next period, not at every beat)
             try:
                 _, high = self.watermarks.get_watermark_offsets(TopicPartition(*tp), timeout=1, cached=False)
             except KafkaException:
