@@ -10,9 +10,10 @@ files (Parquet files in the HDFS sink's layout), hudi-insert (a Hudi table
 appended to) and hudi-upsert (a Hudi table upserted by a key that half the
 records update; its run reports the fraction); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
-``run_connector`` processes, then in the product as ``make run`` starts it)
-until the ledger reaches the topic's end offsets. Before the sinks, the
-Spark Connect server is warmed with trivial jobs until its JIT has done
+``run_connector`` processes, and in the product as ``make run`` starts it,
+the two modes in turn in each round) until the ledger reaches the topic's end
+offsets; make run's rate is also given against run_connector's, paired by
+round. Before the sinks, the Spark Connect server is warmed with trivial jobs until its JIT has done
 compiling (thousands of jobs), as a `make run` that has been up for half
 an hour has it (``warm_spark_server``), and "Spark
 alone" runs: the same records staged as the participants stage them and
@@ -893,15 +894,18 @@ def main() -> None:
             alone["spark_cpu_seconds_per_million_records"] = round(alone["warm_spark_cpu_seconds"] * 1e6 / target, 2)
             print(f"Spark alone: {alone}", flush=True)
         # Every run of each label, in the order they ran: with --repeat, the
-        # planes alternate round by round, so that each round's pair shares
-        # the host's state of the moment (its pace swings by up to 2x here).
+        # planes alternate within each mode, and the modes within each round,
+        # so that each round's pairs share the host's state of the moment (its
+        # pace swings by up to 2x here, and drifts over minutes). make run's
+        # stack runs only for its mode's runs: its supervisor would take up
+        # the run_connector mode's connectors too.
         rounds: dict[str, list[dict]] = {}
-        for mode in modes:
-            product = Product() if mode == "make-run" else None
-            if product is not None:
-                print(f"make run's stack settled {product.settled_after_s} s after its web port opened", flush=True)
-            try:
-                for number in range(1, args.repeat + 1):
+        for number in range(1, args.repeat + 1):
+            for mode in modes:
+                product = Product() if mode == "make-run" else None
+                if product is not None:
+                    print(f"make run's stack settled {product.settled_after_s} s after its web port opened", flush=True)
+                try:
                     for sink, writer in [(sink, writer) for sink in sinks for writer in writers]:
                         label = f"{sink} {writer} ({mode})"
                         print(f"sink, {label}, round {number} of {args.repeat}...", flush=True)
@@ -920,9 +924,9 @@ def main() -> None:
                             f"{rate / bare_rate:.2f} of the bare consumer",
                             flush=True,
                         )
-            finally:
-                if product is not None:
-                    product.stop()
+                finally:
+                    if product is not None:
+                        product.stop()
         runs = {label: of_rounds(runs_of_label) for label, runs_of_label in rounds.items()}
         for run in runs.values():
             run["sink_to_bare_ratio"] = round(run["sink_records_per_s"] / bare_rate, 3)
@@ -973,6 +977,22 @@ def main() -> None:
                 ]
                 if (steady := spark["spark_cpu_seconds_per_million_records_after_first_commit"]) is not None:
                     spark["spark_cpu_to_spark_alone_ratio_after_first_commit"] = round(steady / baseline, 2)
+        for sink, writer in [(sink, writer) for sink in sinks for writer in writers]:
+            separate, product_run = (
+                runs.get(f"{sink} {writer} (run-connector)"),
+                runs.get(f"{sink} {writer} (make-run)"),
+            )
+            if separate is not None and product_run is not None:
+                # make run's rate over run_connector's, paired by round as the planes are.
+                for figure, suffix in (
+                    ("sink_records_per_s", ""),
+                    ("sink_records_per_s_after_first_commit", "_after_first_commit"),
+                ):
+                    paired = [
+                        m[figure] / r[figure] for m, r in zip(product_run["rounds"], separate["rounds"], strict=True)
+                    ]
+                    product_run[f"make_run_to_run_connector_ratio{suffix}"] = round(statistics.median(paired), 3)
+                    product_run[f"make_run_to_run_connector_ratio{suffix}_per_round"] = [round(r, 3) for r in paired]
         for label, run in runs.items():
             if run["sink"] != "iceberg" and (table := runs.get(label.replace(run["sink"], "iceberg", 1))):
                 run["to_iceberg_ratio"] = round(run["sink_records_per_s"] / table["sink_records_per_s"], 3)
