@@ -60,6 +60,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
@@ -239,6 +240,19 @@ def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) ->
     elapsed = time.perf_counter() - started
     consumer.close()
     return total / elapsed, elapsed
+
+
+def service_processes() -> dict[str, psutil.Process | None]:
+    """PostgreSQL (its server with every connection's backend) and Redis where they run on this host:
+    both modes write the ledger, and make run also heartbeats its runners into Postgres and has Celery
+    on Redis; what that costs the host counts in what make run costs."""
+    database = settings.DATABASES["default"]
+    local = database.get("HOST") in ("", "localhost", "127.0.0.1")
+    redis = urllib.parse.urlsplit(settings.REDIS_URL)
+    return {
+        "postgres": listening_process(int(database.get("PORT") or 5432)) if local else None,
+        "redis": listening_process(redis.port or 6379) if redis.hostname in ("localhost", "127.0.0.1") else None,
+    }
 
 
 def spark_process() -> psutil.Process | None:
@@ -668,7 +682,7 @@ def _measured(
     launched = time.perf_counter()
     if product is not None:
         product.api("POST", "connectors", {"name": name, "config": config})
-    watched = {**roles, "broker": broker, "spark": spark_process()}
+    watched = {**roles, "broker": broker, "spark": spark_process(), **service_processes()}
     # (wall clock, {role: (cpu seconds, rss)}) every half second: CPU is
     # taken between the samples nearest the sink's first START and last
     # commit; RSS over time shows whether memory follows the backlog.

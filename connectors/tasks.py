@@ -76,7 +76,8 @@ def _name_worker(sender: str, instance: Any, **_: object) -> None:
     # Task rows and the UI show which worker runs what by its node name.
     runtime.WORKER_NAME = sender
     if CONNECTORS_QUEUE in instance.app.amqp.queues.consume_from:
-        _advertised = (sender, int(instance.concurrency))
+        # (Its autoscaled pool's largest size: it forks a process per runner up to it.)
+        _advertised = (sender, int(instance.max_concurrency or instance.concurrency))
 
 
 @worker_ready.connect

@@ -269,10 +269,14 @@ def _celery() -> list[str]:
 
 
 # `make run`'s connectors worker: twenty connectors of two tasks (a
-# coordinator and two tasks each, a slot apiece). An idle slot is a pool
-# process of ~6 MB of its own; a runner at rest ~46 MB (PSS), 18-21 threads
-# and one Postgres connection (bench/runner_cost.py, README "Capacity").
+# coordinator and two tasks each, a slot apiece). A slot becomes a pool
+# process when a runner needs it (see connector_worker_argv); a runner at
+# rest is ~46 MB (PSS), 18-21 threads and one Postgres connection
+# (bench/runner_cost.py, README "Capacity").
 DEFAULT_WORKER_SLOTS = 64
+
+# Pool processes a connectors worker keeps while no runner needs them.
+SLOTS_AT_REST = 2
 
 
 def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> list[str]:
@@ -282,6 +286,15 @@ def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> 
     and decodes records, CPU-bound Python work, and runners sharing one
     interpreter would share its GIL. The fair scheduling strategy hands a
     message only to a process that is free: slots run for hours.
+
+    The pool grows to ``slots`` as runners are asked for and gives back an
+    idle process after Celery's autoscale keep-alive (30 s), down to
+    SLOTS_AT_REST. A pool of 64 processes from the start, idle but for the
+    runners of one connector (no CPU, no wake-ups of their own), had those
+    runners at 0.71-0.89x of the rate of the same runners as processes of
+    their own, and using up to a fifth more CPU for the same records; with a
+    pool of 4, 0.96-0.97x (bench/sink_throughput.py, 4M records at 1 s,
+    make run's rate against run_connector's paired by round; docs/spark.md).
     """
     return [
         *_celery(),
@@ -292,8 +305,8 @@ def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> 
         "prefork",
         "-O",
         "fair",
-        "--concurrency",
-        str(slots),
+        "--autoscale",
+        f"{slots},{min(slots, SLOTS_AT_REST)}",
         "--hostname",
         hostname,
         "--loglevel",
