@@ -289,12 +289,13 @@ def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> 
 
     The pool grows to ``slots`` as runners are asked for and gives back an
     idle process after Celery's autoscale keep-alive (30 s), down to
-    SLOTS_AT_REST. A pool of 64 processes from the start, idle but for the
-    runners of one connector (no CPU, no wake-ups of their own), had those
-    runners at 0.71-0.89x of the rate of the same runners as processes of
-    their own, and using up to a fifth more CPU for the same records; with a
-    pool of 4, 0.96-0.97x (bench/sink_throughput.py, 4M records at 1 s,
-    make run's rate against run_connector's paired by round; docs/spark.md).
+    SLOTS_AT_REST. With 64 processes forked at start, idle but for the
+    runners of one connector (no CPU, no wake-ups of their own), those
+    runners ran at 0.71-0.89x of the rate of the same runners as processes
+    of their own in six rounds of seven, using up to a fifth more CPU for
+    the same records; with a pool of 4 at 0.96-0.97x, autoscaled at
+    0.88-1.08x (bench/sink_throughput.py, 4M records at 1 s, make run's
+    rate against run_connector's paired by round; docs/spark.md).
     """
     return [
         *_celery(),
