@@ -13,10 +13,10 @@ arrow; a connector each over the same topic, coordinator + tasks as separate
 ``run_connector`` processes, and in the product as ``make run`` starts it,
 the two modes in turn in each round) until the ledger reaches the topic's end
 offsets; make run's rate is also given against run_connector's, paired by
-round. Before the sinks, the Spark Connect server is warmed with trivial jobs until its JIT has done
-compiling (thousands of jobs), as a `make run` that has been up for half
-an hour has it (``warm_spark_server``), and "Spark
-alone" runs: the same records staged as the participants stage them and
+round. Before the sinks, the Spark Connect server is warmed with trivial
+jobs until its JIT has done compiling (thousands of jobs), as a `make run`
+that has been up for half an hour has it (``warm_spark_server``), and
+"Spark alone" runs: the same records staged as the participants stage them and
 decoded and written by the data plane's Spark jobs with no sink around
 them. Prints and writes to bench/results/sink_throughput.json, per
 plane: records/s and the ratio to the bare consumer, the spark plane's rate
@@ -805,6 +805,14 @@ ROUND_FIGURES = (
 )
 
 
+def paired_by_round(run: dict, other: dict, figure: str, name: str) -> None:
+    """``run``'s ``figure`` over ``other``'s, round by round (each round's runs ran back to back, on
+    the host's state of the moment), as ``name``: their median, and each round's in ``<name>_per_round``."""
+    paired = [mine[figure] / theirs[figure] for mine, theirs in zip(run["rounds"], other["rounds"], strict=True)]
+    run[name] = round(statistics.median(paired), 3)
+    run[f"{name}_per_round"] = [round(ratio, 3) for ratio in paired]
+
+
 def of_rounds(runs: list[dict]) -> dict:
     """One label's figures over its rounds: the run of the median rate (of an even number of
     rounds, the slower middle one) with all it measured (its commits, memory, CPU by process),
@@ -973,13 +981,7 @@ def main() -> None:
         for sink, mode in [(sink, mode) for sink in sinks for mode in modes]:
             spark, arrow = runs.get(f"{sink} spark ({mode})"), runs.get(f"{sink} arrow ({mode})")
             if spark is not None and arrow is not None:
-                # Paired by round (each round's two runs ran back to back), then the median.
-                paired = [
-                    s["sink_records_per_s"] / a["sink_records_per_s"]
-                    for s, a in zip(spark["rounds"], arrow["rounds"], strict=True)
-                ]
-                spark["spark_to_arrow_ratio"] = round(statistics.median(paired), 3)
-                spark["spark_to_arrow_ratio_per_round"] = [round(r, 3) for r in paired]
+                paired_by_round(spark, arrow, "sink_records_per_s", "spark_to_arrow_ratio")
             # Spark alone runs the Iceberg sink's jobs: a baseline for that sink's Spark CPU only.
             if spark is not None and alone is not None and sink == "iceberg":
                 baseline = max(0.01, alone["spark_cpu_seconds_per_million_records"])
@@ -997,16 +999,11 @@ def main() -> None:
                 runs.get(f"{sink} {writer} (make-run)"),
             )
             if separate is not None and product_run is not None:
-                # make run's rate over run_connector's, paired by round as the planes are.
                 for figure, suffix in (
                     ("sink_records_per_s", ""),
                     ("sink_records_per_s_after_first_commit", "_after_first_commit"),
                 ):
-                    paired = [
-                        m[figure] / r[figure] for m, r in zip(product_run["rounds"], separate["rounds"], strict=True)
-                    ]
-                    product_run[f"make_run_to_run_connector_ratio{suffix}"] = round(statistics.median(paired), 3)
-                    product_run[f"make_run_to_run_connector_ratio{suffix}_per_round"] = [round(r, 3) for r in paired]
+                    paired_by_round(product_run, separate, figure, f"make_run_to_run_connector_ratio{suffix}")
         for label, run in runs.items():
             if run["sink"] != "iceberg" and (table := runs.get(label.replace(run["sink"], "iceberg", 1))):
                 run["to_iceberg_ratio"] = round(run["sink_records_per_s"] / table["sink_records_per_s"], 3)
