@@ -19,7 +19,12 @@ static/vendor/htmx.min.js: package.json package-lock.json
 	npm ci --ignore-scripts --no-audit --no-fund --silent
 	npm run --silent vendor
 
-install: $(VENV)/.installed static/vendor/htmx.min.js
+# JVM artifacts (Apache Kafka's broker) come from Maven Central at install time,
+# pinned in jvm/<name>/pom.xml, into the git-ignored var/jars/<name>/.
+var/jars/%/.resolved: jvm/%/pom.xml
+	scripts/resolve-jars $*
+
+install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved
 
 services: install
 	scripts/start-services

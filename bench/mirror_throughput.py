@@ -1,8 +1,7 @@
 #!/usr/bin/env python
 """The Kafka mirror's throughput against a bare consume-and-produce loop on the same two brokers, same run.
 
-Starts two noida-db brokers (source and target: the brokers the mirror's tests use, since they hide
-aborted transactions), produces N records (200-byte values by default, a key and two headers each) over P
+Starts two Apache Kafka clusters of one node each (source and target, as the mirror's tests do), produces N records (200-byte values by default, a key and two headers each) over P
 partitions on the source, and copies them to the target:
 
 - bare loop: one confluent-kafka consumer and one producer in this process, no transactions and no
@@ -25,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +45,8 @@ from django.core.management import call_command  # noqa: E402
 from sink_throughput import Product, ensure_services, topic_partition, usage, write_result  # noqa: E402
 
 from connectors.models import Commit  # noqa: E402
-from sinkadmin.services import port_open  # noqa: E402
+from sinkadmin.kafka_broker import start_embedded_broker  # noqa: E402
+from sinkadmin.services import ManagedProcess  # noqa: E402
 from sinks.mirror.engine import group_id  # noqa: E402
 
 
@@ -59,29 +58,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def noida(data: Path) -> tuple[subprocess.Popen, str]:
+def kafka(name: str, data: Path) -> tuple[ManagedProcess, str]:
     port = free_port()
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "noida-db"),
-            "start",
-            "--only",
-            "kafka",
-            "--kafka-port",
-            str(port),
-            "--data-dir",
-            str(data),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while not port_open("127.0.0.1", port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("noida-db did not start")
-        time.sleep(0.1)
-    return process, f"127.0.0.1:{port}"
+    broker = start_embedded_broker(port, data, ROOT / "var" / "log" / "bench", controller_port=free_port(), name=name)
+    return broker, f"127.0.0.1:{port}"
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int, size: int) -> dict[tuple[str, int], int]:
@@ -204,8 +184,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=8)
-    # noida-db answers a fetch with the partitions' whole remaining log, whatever fetch.max.bytes says, and
-    # librdkafka refuses a response above 100 MB: the topic is kept well below that.
     parser.add_argument("--value-bytes", type=int, default=200)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--interval-ms", type=int, default=1_000)
@@ -215,7 +193,10 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     services = ensure_services()
     data = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
-    (source_broker, source), (target_broker, target) = noida(data / "source"), noida(data / "target")
+    (source_broker, source), (target_broker, target) = (
+        kafka("kafka-source", data / "source"),
+        kafka("kafka-target", data / "target"),
+    )
     product = None
     try:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -247,8 +228,7 @@ def main() -> None:
         if product is not None:
             product.stop()
         for broker in (source_broker, target_broker):
-            os.killpg(broker.pid, 15)
-            broker.wait(30)
+            broker.stop()
         for service in services:
             service.stop()
 

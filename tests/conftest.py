@@ -1,6 +1,7 @@
-"""Test session: real PostgreSQL (pytest-django's test database), Redis, the
-embedded Kafka broker and a Spark Connect server, started here when the
-environment does not point at running ones."""
+"""Test session: real PostgreSQL (pytest-django's test database), Redis, an
+Apache Kafka broker of the session's own (a second cluster where a test needs
+two) and a Spark Connect server, started here when the environment does not
+point at running ones."""
 
 from __future__ import annotations
 
@@ -23,22 +24,50 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from sinkadmin.services import port_open, split_hostport, start_embedded_broker, start_spark_connect
+from sinkadmin.kafka_broker import start_embedded_broker
+from sinkadmin.services import ManagedProcess, port_open, split_hostport, start_spark_connect
 
 if TYPE_CHECKING:
     from workers.maintenance import BetweenCommits
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's Kafka cluster (a fresh single-node Apache Kafka), or the one the environment names."""
     host, port = split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS.split(",")[0])
-    broker = None
-    if not port_open(host, port):
-        if not settings.KAFKA_EMBEDDED:
+    if port_open(host, port) or not settings.KAFKA_EMBEDDED:
+        if not port_open(host, port):
             pytest.fail(f"KAFKA_BOOTSTRAP_SERVERS={settings.KAFKA_BOOTSTRAP_SERVERS} is not reachable")
-        broker = start_embedded_broker(port, settings.VAR_DIR / "log" / "tests")
-    yield settings.KAFKA_BOOTSTRAP_SERVERS
-    if broker is not None:
+        yield settings.KAFKA_BOOTSTRAP_SERVERS
+        return
+    with kafka_cluster(
+        "kafka", tmp_path_factory.mktemp("kafka"), port, controller_port=settings.KAFKA_EMBEDDED_CONTROLLER_PORT
+    ):
+        yield settings.KAFKA_BOOTSTRAP_SERVERS
+
+
+@pytest.fixture(scope="session")
+def target_kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second Apache Kafka cluster: the target of the mirror's tests (kafka_bootstrap is their source)."""
+    port = free_port()
+    with kafka_cluster("kafka-target", tmp_path_factory.mktemp("kafka-target"), port):
+        yield f"127.0.0.1:{port}"
+
+
+@contextmanager
+def kafka_cluster(name: str, data_dir: Path, port: int, controller_port: int | None = None) -> Iterator[ManagedProcess]:
+    """A single-node Apache Kafka on ``port`` with its log in ``data_dir``, for the block's length (started
+    again on the same ``data_dir`` and ports, it finds its topics)."""
+    broker = start_embedded_broker(
+        port,
+        data_dir,
+        settings.VAR_DIR / "log" / "tests",
+        controller_port=controller_port or free_port(),
+        name=name,
+    )
+    try:
+        yield broker
+    finally:
         broker.stop()
 
 
@@ -55,7 +84,7 @@ def serving(name: str, argv: list[str], port: int) -> Iterator[subprocess.Popen[
     logs = settings.VAR_DIR / "log" / "tests"
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / f"{name}.log").open("ab") as log:
-        # In a session of its own: a launcher script (noida-db's) starts the server as its child,
+        # In a session of its own: a launcher script may start the server as its child,
         # and the whole group is stopped at the end, not the launcher alone.
         server = subprocess.Popen(
             [str(Path(sys.executable).parent / argv[0]), *argv[1:]],
@@ -79,31 +108,6 @@ def serving(name: str, argv: list[str], port: int) -> Iterator[subprocess.Popen[
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(30)
-
-
-@pytest.fixture(scope="session")
-def noida_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A second broker, noida-db, for what Tansu lacks: deleting records (DeleteRecords, which
-    moves a partition's log start as retention does) and hiding aborted transactions."""
-    port = free_port()
-    data = tmp_path_factory.mktemp("noida-db")
-    with serving(
-        "noida-db", ["noida-db", "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data)], port
-    ):
-        yield f"127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="session")
-def noida_target_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Another noida-db: the target cluster of the mirror's tests (noida_bootstrap is their source)."""
-    port = free_port()
-    data = tmp_path_factory.mktemp("noida-db-target")
-    with serving(
-        "noida-db-target",
-        ["noida-db", "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data)],
-        port,
-    ):
-        yield f"127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="session")

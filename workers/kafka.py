@@ -175,7 +175,7 @@ class ControlChannel:
                 "auto.offset.reset": "latest",
                 "client.id": client_id,
                 # (librdkafka's default, 500 ms, is kept: the broker answers a
-                # waiting fetch as soon as an event arrives (8 ms on Tansu), so
+                # waiting fetch as soon as an event arrives, so
                 # a shorter wait gains nothing and multiplies idle fetches:
                 # at 50 ms, twenty connectors' sixty runners sent the broker
                 # 1,200 a second, half a core of a two-core machine.)

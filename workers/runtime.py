@@ -180,8 +180,8 @@ class DjangoLedger:
     def _fetched_ends(self, beyond: dict[TP, int]) -> dict[TP, int]:
         """Log ends, as fetching at the ledger's offsets finds them, of partitions whose listed end is below those.
 
-        A broker's ListOffsets answer may lag the log (Tansu's is its last
-        batch's base offset + 1, docs/protocol.md), and a connector must
+        A Kafka-compatible broker's ListOffsets answer may lag the log (some
+        list a batch's base offset + 1 as the end), and a connector must
         not fail on it. A fetch at the offset settles it: the broker says
         the offset is out of range (the listed end stands), or it returns a
         record there, or its answer's high watermark is the end. A consumer

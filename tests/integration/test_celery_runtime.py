@@ -212,40 +212,40 @@ def test_a_files_connector_survives_its_worker_killed_with_every_record_in_one_f
 
 
 def test_a_mirror_survives_its_worker_killed_with_every_record_copied_once(
-    cluster: Cluster, noida_bootstrap: str, noida_target_bootstrap: str, topic_name: str
+    cluster: Cluster, kafka_bootstrap: str, target_kafka_bootstrap: str, topic_name: str
 ) -> None:
     # The Kafka mirror on real Celery workers: its worker SIGKILLed while records keep coming (transactions
     # open), its tasks taken over by another worker, which fences the dead runners' transactional ids and
     # resumes from the target group's offsets.
     doomed = cluster.add_worker("doomed")
     topics = [topic_name]
-    ends = mirror_seed(noida_bootstrap, topics, 600)
+    ends = mirror_seed(kafka_bootstrap, topics, 600)
     actions.create_connector(
         "mirror-failover",
         {
             "connector.class": "mirror",
             "tasks.max": "2",
             "source.cluster.alias": "east",
-            "source.cluster.bootstrap.servers": noida_bootstrap,
-            "target.cluster.bootstrap.servers": noida_target_bootstrap,
+            "source.cluster.bootstrap.servers": kafka_bootstrap,
+            "target.cluster.bootstrap.servers": target_kafka_bootstrap,
             "topics": topic_name,
             "sinkadmin.commit.interval-ms": "200",
             "sinkadmin.commit.max-records": "100",
         },
     )
-    wait_until(lambda: mirror_caught_up(noida_target_bootstrap, "mirror-failover", ends), 180, "the first worker")
+    wait_until(lambda: mirror_caught_up(target_kafka_bootstrap, "mirror-failover", ends), 180, "the first worker")
     cluster.add_worker("survivor")
     ends = kill_while_producing(
         doomed,
-        noida_bootstrap,
+        kafka_bootstrap,
         topic_name,
         ends,
         start=600,
-        batch=lambda first: mirror_records(noida_bootstrap, topic_name, 100, start=first),
+        batch=lambda first: mirror_records(kafka_bootstrap, topic_name, 100, start=first),
     )
-    wait_until(lambda: mirror_caught_up(noida_target_bootstrap, "mirror-failover", ends), 240, "the survivor")
+    wait_until(lambda: mirror_caught_up(target_kafka_bootstrap, "mirror-failover", ends), 240, "the survivor")
     assert workers_of("mirror-failover") and all(w.startswith("survivor@") for w in workers_of("mirror-failover"))
-    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+    assert_mirrored_exactly_once(kafka_bootstrap, target_kafka_bootstrap, topics)
 
 
 def test_pause_resume_stop_restart_and_delete(cluster: Cluster, kafka_bootstrap: str, topic_name: str) -> None:

@@ -1,4 +1,4 @@
-"""The mirror's engine between two noida-db clusters (source and target), read back from the target by a
+"""The mirror's engine between two Apache Kafka clusters (source and target), read back from the target by a
 read_committed consumer, an independent reader: every record once, in source order per partition, with
 its key, headers and timestamp; after a task killed mid-transaction, after a zombie, and, at least once
 (transaction.producer=false), after a kill that copies a batch twice, counted."""
@@ -157,58 +157,58 @@ def setup(source: str, topics: list[str], count: int) -> dict[tuple[str, int], i
 
 
 def test_records_are_mirrored_once_in_order_with_keys_headers_and_timestamps(
-    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+    kafka_bootstrap: str, target_kafka_bootstrap: str, topics: list[str]
 ) -> None:
-    ends = setup(noida_bootstrap, topics, 1200)
-    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    ends = setup(kafka_bootstrap, topics, 1200)
+    config = mirror_config(kafka_bootstrap, target_kafka_bootstrap, "|".join(topics))
     with running(config, connector_of(topics)):
-        wait_until(lambda: caught_up(noida_target_bootstrap, connector_of(topics), ends), 120, "the mirror to catch up")
-    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
-    replicas = AdminClient({"bootstrap.servers": noida_target_bootstrap}).list_topics(timeout=10).topics
+        wait_until(lambda: caught_up(target_kafka_bootstrap, connector_of(topics), ends), 120, "the mirror to catch up")
+    assert_mirrored_exactly_once(kafka_bootstrap, target_kafka_bootstrap, topics)
+    replicas = AdminClient({"bootstrap.servers": target_kafka_bootstrap}).list_topics(timeout=10).topics
     assert all(len(replicas[f"east.{t}"].partitions) == PARTITIONS for t in topics)
 
 
 def test_a_task_killed_mid_transaction_leaves_nothing_of_it_and_its_successor_resumes(
-    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+    kafka_bootstrap: str, target_kafka_bootstrap: str, topics: list[str]
 ) -> None:
-    ends = setup(noida_bootstrap, topics, 1000)
-    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    ends = setup(kafka_bootstrap, topics, 1000)
+    config = mirror_config(kafka_bootstrap, target_kafka_bootstrap, "|".join(topics))
     connector = connector_of(topics)
     doomed = task_process(config, connector, failpoints="mirror.in_transaction=kill")
     assert doomed.wait(120) == -signal.SIGKILL
     with successor_caught_up(config, connector, ends):
         pass
-    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+    assert_mirrored_exactly_once(kafka_bootstrap, target_kafka_bootstrap, topics)
 
 
 def test_a_zombie_task_is_fenced_and_commits_nothing(
-    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+    kafka_bootstrap: str, target_kafka_bootstrap: str, topics: list[str]
 ) -> None:
-    ends = setup(noida_bootstrap, topics, 1000)
-    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    ends = setup(kafka_bootstrap, topics, 1000)
+    config = mirror_config(kafka_bootstrap, target_kafka_bootstrap, "|".join(topics))
     connector = connector_of(topics)
     zombie = task_process(config, connector, failpoints="mirror.before_commit=stop")
     wait_until(lambda: _stopped(zombie), 120, "the first task to freeze before its commit")
     with successor_caught_up(config, connector, ends):
         zombie.send_signal(signal.SIGCONT)
         assert zombie.wait(60) == 3, "the zombie was not fenced"
-    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+    assert_mirrored_exactly_once(kafka_bootstrap, target_kafka_bootstrap, topics)
 
 
 def test_at_least_once_loses_nothing_and_copies_a_cut_batch_twice(
-    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+    kafka_bootstrap: str, target_kafka_bootstrap: str, topics: list[str]
 ) -> None:
-    ends = setup(noida_bootstrap, topics, 1000)
+    ends = setup(kafka_bootstrap, topics, 1000)
     config = mirror_config(
-        noida_bootstrap, noida_target_bootstrap, "|".join(topics), **{"transaction.producer": "false"}
+        kafka_bootstrap, target_kafka_bootstrap, "|".join(topics), **{"transaction.producer": "false"}
     )
     connector = connector_of(topics)
     doomed = task_process(config, connector, failpoints="mirror.before_commit=kill")
     assert doomed.wait(120) == -signal.SIGKILL
     with successor_caught_up(config, connector, ends):
         pass
-    origin = read_partitions(noida_bootstrap, topics)
-    copies = read_partitions(noida_target_bootstrap, [f"east.{t}" for t in topics])
+    origin = read_partitions(kafka_bootstrap, topics)
+    copies = read_partitions(target_kafka_bootstrap, [f"east.{t}" for t in topics])
     duplicates = 0
     for (topic, partition), records in origin.items():
         copied = copies[(f"east.{topic}", partition)]
@@ -219,28 +219,28 @@ def test_at_least_once_loses_nothing_and_copies_a_cut_batch_twice(
 
 
 def test_new_topics_and_partitions_are_followed(
-    noida_bootstrap: str, noida_target_bootstrap: str, topics: list[str]
+    kafka_bootstrap: str, target_kafka_bootstrap: str, topics: list[str]
 ) -> None:
     first, later = topics
-    create_topic(noida_bootstrap, first, PARTITIONS)
-    ends = source_records(noida_bootstrap, first, 400)
-    config = mirror_config(noida_bootstrap, noida_target_bootstrap, "|".join(topics))
+    create_topic(kafka_bootstrap, first, PARTITIONS)
+    ends = source_records(kafka_bootstrap, first, 400)
+    config = mirror_config(kafka_bootstrap, target_kafka_bootstrap, "|".join(topics))
     with running(config, connector_of(topics)):
-        wait_until(lambda: caught_up(noida_target_bootstrap, connector_of(topics), ends), 120, "the first topic")
-        create_topic(noida_bootstrap, later, PARTITIONS)
-        ends.update(source_records(noida_bootstrap, later, 400))
-        admin = AdminClient({"bootstrap.servers": noida_bootstrap})
+        wait_until(lambda: caught_up(target_kafka_bootstrap, connector_of(topics), ends), 120, "the first topic")
+        create_topic(kafka_bootstrap, later, PARTITIONS)
+        ends.update(source_records(kafka_bootstrap, later, 400))
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
         admin.create_partitions([NewPartitions(first, PARTITIONS + 2)])[first].result(30)
-        grown = Producer({"bootstrap.servers": noida_bootstrap})
+        grown = Producer({"bootstrap.servers": kafka_bootstrap})
         for partition in (PARTITIONS, PARTITIONS + 1):
             for i in range(50):
                 grown.produce(first, json.dumps({"id": f"grown-{partition}-{i}"}).encode(), partition=partition)
             ends[(first, partition)] = 50
         grown.flush(30)
         wait_until(
-            lambda: caught_up(noida_target_bootstrap, connector_of(topics), ends), 120, "the new topic and partitions"
+            lambda: caught_up(target_kafka_bootstrap, connector_of(topics), ends), 120, "the new topic and partitions"
         )
-    assert_mirrored_exactly_once(noida_bootstrap, noida_target_bootstrap, topics)
+    assert_mirrored_exactly_once(kafka_bootstrap, target_kafka_bootstrap, topics)
 
 
 def _stopped(process: subprocess.Popen[bytes]) -> bool:

@@ -5,23 +5,24 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError
 
-from sinkadmin.services import ServiceError, start_embedded_broker
+from sinkadmin.kafka_broker import start_configured_broker
+from sinkadmin.services import ServiceError
 
 
 class Command(BaseCommand):
-    help = "Run the embedded memory-only Kafka broker (Tansu) in the foreground until interrupted."
-
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, default=settings.KAFKA_EMBEDDED_PORT)
+    help = "Run the embedded Apache Kafka broker (its log under var/kafka) in the foreground until interrupted."
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            broker = start_embedded_broker(options["port"], settings.VAR_DIR / "log")
+            broker = start_configured_broker(settings.VAR_DIR / "log")
         except ServiceError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"Kafka broker (memory only) at 127.0.0.1:{options['port']}; Ctrl-C stops it")
+        self.stdout.write(
+            f"Kafka broker at 127.0.0.1:{settings.KAFKA_EMBEDDED_PORT} (log under {settings.KAFKA_EMBEDDED_DIR});"
+            " Ctrl-C stops it"
+        )
         stopping = False
 
         def stop(*_: Any) -> None:

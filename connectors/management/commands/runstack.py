@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from sinkadmin.kafka_broker import start_configured_broker
 from sinkadmin.preflight import check_kafka, run_checks
 from sinkadmin.services import (
     DEFAULT_WORKER_SLOTS,
@@ -20,7 +21,6 @@ from sinkadmin.services import (
     beat_argv,
     connector_worker_argv,
     spawn,
-    start_embedded_broker,
     start_spark_connect,
     supervisor_worker_argv,
 )
@@ -58,7 +58,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, request_stop)
         try:
             if settings.KAFKA_EMBEDDED:
-                started.append(start_embedded_broker(settings.KAFKA_EMBEDDED_PORT, log_dir))
+                self.stdout.write(
+                    f"starting the embedded Kafka broker (its log under {settings.KAFKA_EMBEDDED_DIR})..."
+                )
+                started.append(start_configured_broker(log_dir))
             if problem := check_kafka():
                 raise CommandError(problem)
             if settings.SPARK_LOCAL_CONNECT:
