@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """Sink throughput of both data planes against a bare Kafka consumer on the same broker, same run.
 
-Produces N JSON records (~1 KB) over P partitions, reads them once with a
-bare confluent-kafka batch consumer (the baseline) and once more with the
-same consumer decoding each batch as the tasks do (workers.arrow_writer's
-JsonDecoder: what decoding costs, in one process, with the allocator the
-tasks use), then runs the sink once per sink and data plane (``--sinks``: iceberg,
+Produces N JSON records (~1 KB) over P partitions, reads them once with
+bare confluent-kafka batch consumers, as many processes as the connector has
+tasks, each with its share of the partitions (the baseline), and once more
+with the same consumers decoding each batch as the tasks do
+(workers.arrow_writer's JsonDecoder: what decoding costs, with the allocator
+the tasks use), then runs the sink once per sink and data plane (``--sinks``: iceberg,
 files (Parquet files in the HDFS sink's layout), hudi-insert (a Hudi table
 appended to) and hudi-upsert (a Hudi table upserted by a key that half the
 records update; its run reports the fraction); ``--writers``: spark and
@@ -50,7 +51,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -85,11 +88,11 @@ from django.core.management import call_command  # noqa: E402
 
 from connectors import actions  # noqa: E402
 from connectors.models import Commit, CommitState, Connector, PartitionOffset  # noqa: E402
+from sinkadmin.kafka_broker import start_configured_broker  # noqa: E402
 from sinkadmin.services import (  # noqa: E402
     listening_process,
     port_open,
     split_hostport,
-    start_embedded_broker,
     start_spark_connect,
 )
 from workers.arrow_writer import JsonDecoder  # noqa: E402
@@ -103,8 +106,8 @@ FILES_ROOT = settings.VAR_DIR / "bench-files"
 def ensure_services() -> list:
     started = []
     host, port = split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS)
-    if not port_open(host, port):
-        started.append(start_embedded_broker(port, settings.VAR_DIR / "log" / "bench"))
+    if not port_open(host, port) and settings.KAFKA_EMBEDDED:
+        started.append(start_configured_broker(settings.VAR_DIR / "log" / "bench"))
     if settings.SPARK_REMOTE:
         host, port = split_hostport(settings.SPARK_REMOTE.removeprefix("sc://"))
         if not port_open(host, port):
@@ -212,13 +215,29 @@ RECORD_SCHEMA = pa.schema(
 )
 
 
-def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) -> tuple[float, float]:
-    """Records/s of a bare batch consumer reading the topic from the start.
+def bare_consumer_rate(ends: dict[tuple[str, int], int], processes: int, parse: bool = False) -> tuple[float, float]:
+    """Records/s of ``processes`` bare batch consumers reading the topic from the start together, each
+    a process of its own with a share of the partitions, as the connector's tasks share them: the
+    baseline a connector of that many tasks is measured against.
 
     With ``parse``, each batch's values are also decoded into the records'
     columns by the participants' decoder: the rate of consuming plus
-    decoding alone, in one process, nothing written.
+    decoding alone, nothing written.
     """
+    partitions = sorted(ends)
+    shares = [partitions[n::processes] for n in range(processes)]
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        spans = pool.map(
+            functools.partial(_bare_consumer, parse=parse),
+            [{tp: ends[tp] for tp in share} for share in shares if share],
+        )
+    elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
+    return sum(ends.values()) / elapsed, elapsed
+
+
+def _bare_consumer(ends: dict[tuple[str, int], int], parse: bool) -> tuple[float, float]:
+    """One bare consumer of ``ends``' partitions to their ends: its first and last moment (wall clock,
+    comparable between the processes)."""
     tune_process_for_tasks()  # Arrow's allocator as in the tasks
     consumer = Consumer(
         {
@@ -231,15 +250,15 @@ def bare_consumer_rate(ends: dict[tuple[str, int], int], parse: bool = False) ->
     decoder = JsonDecoder(RECORD_SCHEMA)
     total = sum(ends.values())
     seen = 0
-    started = time.perf_counter()
+    started = time.time()
     while seen < total:
         batch = [m.value() for m in consumer.consume(10000, 1.0) if not m.error()]
         seen += len(batch)
         if parse and batch:
             decoder.decode(batch, [None] * len(batch))
-    elapsed = time.perf_counter() - started
+    finished = time.time()
     consumer.close()
-    return total / elapsed, elapsed
+    return started, finished
 
 
 def service_processes() -> dict[str, psutil.Process | None]:
@@ -886,13 +905,14 @@ def main() -> None:
         target = sum(ends.values())
         broker = broker_process()
         broker_cpu, me = usage(broker).cpu_seconds, os.times()
-        bare_rate, bare_seconds = bare_consumer_rate(ends)
+        bare_rate, bare_seconds = bare_consumer_rate(ends, args.tasks)
+        now = os.times()
         bare_cpu = {
-            "consumer": os.times().user + os.times().system - me.user - me.system,
+            "consumer": now.children_user + now.children_system - me.children_user - me.children_system,
             "broker": usage(broker).cpu_seconds - broker_cpu,
         }
-        print(f"bare consumer: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
-        parse_rate, _ = bare_consumer_rate(ends, parse=True)
+        print(f"bare consumer, {args.tasks} processes: {bare_rate:,.0f} records/s ({bare_seconds:.1f} s)", flush=True)
+        parse_rate, _ = bare_consumer_rate(ends, args.tasks, parse=True)
         print(f"bare consumer + the tasks' JSON decoding: {parse_rate:,.0f} records/s", flush=True)
         alone, warm_up = None, None
         if "spark" in writers:
@@ -963,6 +983,7 @@ def main() -> None:
             "commit_max_records": args.max_records,
             "rounds": args.repeat,
             "connector_config_set": args.set,
+            "bare_consumer_processes": args.tasks,
             "bare_consumer_records_per_s": round(bare_rate),
             "bare_consumer_seconds": round(bare_seconds, 2),
             # The same consumer also decoding each batch as the tasks do.
