@@ -170,6 +170,10 @@ class MirrorTask:
         self.offsets = target_group(self.connector, s)
         producer: dict[str, Any] = {
             "bootstrap.servers": s.target_bootstrap,
+            # A transactional call blocks until the request in flight is answered or times out, whatever
+            # its own timeout (librdkafka's default 60 s): with a stalled target, a runner asked to stop
+            # would wait that long, twice. Kafka's Java producer gives a request 30 s.
+            "socket.timeout.ms": 30_000,
             **s.target_client,
             "enable.idempotence": True,
             "linger.ms": 5,
@@ -178,6 +182,8 @@ class MirrorTask:
             producer["transactional.id"] = transactional_id(self.connector, self.task_index)
         self.producer = Producer(producer)
         self.partitions: list[tuple[str, int]] = []
+        # Whether the runner is asked to stop (run's ``stop``): checked between a transaction's retries too.
+        self._stop: Callable[[], bool] = lambda: False
         # The next source offset of each partition, as the target holds it: where the next transaction starts.
         self.positions: dict[tuple[str, int], int] = {}
         self._listed_at = 0.0
@@ -376,8 +382,17 @@ class MirrorTask:
 
     def _retrying(self, call: Callable[[], None]) -> None:
         """Call a transactional step, again on a retriable error (librdkafka's contract: the same call is
-        repeated, never an abort in its place, since a commit that timed out may still complete)."""
-        for _ in range(TRANSACTION_RETRIES):
+        repeated, never an abort in its place, since a commit that timed out may still complete).
+
+        A runner asked to stop between tries (stopped, or replaced by a newer
+        runner while the target stalled) ends with the outcome unknown rather
+        than retry on: each try can wait a minute."""
+        for attempt in range(TRANSACTION_RETRIES):
+            if attempt > 0 and self._stop():
+                raise OutcomeUnknown(
+                    f"{self.connector} task {self.task_index}: asked to stop while the target cluster had not "
+                    "confirmed a transaction; the task's next runner settles it before resuming"
+                )
             try:
                 call()
                 return
@@ -443,6 +458,7 @@ class MirrorTask:
     ) -> None:
         """Copy until ``stop()``; nothing while ``paused()``. ``on_start`` runs once the task knows its
         partitions and their resume points."""
+        self._stop = stop
         try:
             self.start()
             if on_start is not None:
