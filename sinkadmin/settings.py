@@ -145,6 +145,9 @@ SPARK_LOCAL_CONNECT = env_str("SPARK_REMOTE", "") == "" and not SPARK_MASTER
 # Python workers of a Spark on this machine fork from a daemon that has the
 # decoder's libraries imported (sinkadmin/spark_daemon); false: Spark's own.
 SPARK_PRELOAD_PYTHON = env_bool("SINKADMIN_SPARK_PRELOAD_PYTHON", True)
+# The pinned JVM artifacts Spark loads (jvm/spark/pom.xml): Iceberg's and Hudi's runtimes, the
+# PostgreSQL JDBC driver, the Spark Connect server. Resolved by Maven into this git-ignored folder.
+SPARK_JARS_DIR = Path(env_str("SINKADMIN_SPARK_JARS_DIR", str(BASE_DIR / "var" / "jars" / "spark")))
 
 LAKE_WAREHOUSE = env_str("LAKE_WAREHOUSE", str(VAR_DIR / "warehouse"))
 STAGING_DIR = Path(env_str("SINKADMIN_STAGING_DIR", str(VAR_DIR / "staging")))
