@@ -176,7 +176,8 @@ def pinned_spark_artifacts() -> tuple[tuple[str, str, str], ...]:
     """(groupId, artifactId, version) of each artifact jvm/spark/pom.xml pins, properties resolved."""
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
     root = ET.parse(SPARK_POM).getroot()
-    properties = {p.tag.split("}")[1]: p.text or "" for p in root.find("m:properties", ns) or []}
+    declared = root.find("m:properties", ns)
+    properties = {p.tag.split("}")[1]: p.text or "" for p in (declared if declared is not None else [])}
 
     def text(element: ET.Element, tag: str) -> str:
         value = element.findtext(f"m:{tag}", default="", namespaces=ns)

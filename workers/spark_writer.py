@@ -217,15 +217,21 @@ def with_session_id(remote: str, session_id: str) -> str:
 
 def _add_code(session: Any) -> None:
     """Give the session's Python workers this project's code (idempotent: the archive is named by its content)."""
+    import grpc
+
     try:
         session.addArtifacts(str(code_archive()), pyfile=True)
-    except Exception as exc:
-        # Another process added the same archive to the shared session at
-        # the same moment (the server's check-then-move is not atomic); added
-        # again, the server finds the same content and accepts it.
-        if "FileAlreadyExistsException" not in str(exc):
+    except grpc.RpcError as exc:
+        # A Spark 3.5 server refuses an artifact whose name the session has
+        # already ("Duplicate Artifact ... cannot be overwritten", in its log),
+        # whatever its content, and its client hears only UNKNOWN, without
+        # details. The name is the content's hash: another process of this
+        # code added it to the shared session. (Had the add failed for
+        # another reason, the job's Python workers cannot import the code,
+        # and the session is joined again: _session_lost.)
+        if exc.code() != grpc.StatusCode.UNKNOWN or exc.details():
             raise
-        session.addArtifacts(str(code_archive()), pyfile=True)
+        log.debug("the session has this code already (%s)", code_archive().name)
 
 
 def forget_session(session: Any) -> None:
