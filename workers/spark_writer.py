@@ -206,7 +206,7 @@ def _apply_session_conf(session: Any) -> None:
 
 def _is_connect(session: Any) -> bool:
     """Whether ``session`` is a Spark Connect client's (else a session of this process's own JVM)."""
-    return hasattr(session, "client")
+    return type(session).__module__.startswith("pyspark.sql.connect.")
 
 
 def with_session_id(remote: str, session_id: str) -> str:
