@@ -171,8 +171,6 @@ def _shared_session(remote: str) -> Any:
     servers do; a Spark 3.5 server never closes a session, it drops it and
     answers the same id with a new, empty one: ``_session_lost``.)
     """
-    from pyspark.sql import SparkSession
-
     ids: list[str | None]
     if "session_id=" in remote:
         ids = [None]  # the operator chose the session
@@ -180,14 +178,7 @@ def _shared_session(remote: str) -> Any:
         ids = [shared_session_id(generation) for generation in range(SESSION_GENERATIONS)]
     for session_id in ids:
         url = remote if session_id is None else with_session_id(remote, session_id)
-        # A builder without options: creating the client makes no round trip.
-        session = SparkSession.builder.remote(url).create()
-        # The client retries an unreachable server for at least ten minutes
-        # by default; a commit would wait that long to be told. About 20 s
-        # (50 ms, growing fourfold, at most 8 s), then the write fails and is
-        # retried. (Spark 3.5's client takes its policy as this dict; 4.x has
-        # set_retry_policies([DefaultPolicy(...)]) instead.)
-        session.client._retry_policy.update(max_retries=6, max_backoff=8000)
+        session = connect(url)
         try:
             _apply_session_conf(session)
         except Exception as exc:
@@ -197,6 +188,27 @@ def _shared_session(remote: str) -> Any:
         _add_code(session)
         return session
     raise RuntimeError(f"the server has closed sessions of all {SESSION_GENERATIONS} generations of this code")
+
+
+def connect(url: str, *, max_retries: int = 6, max_backoff_ms: int = 8000) -> Any:
+    """A Spark Connect session of the server at ``url``, made without a round trip, whose client
+    retries an unreachable server ``max_retries`` times (50 ms, growing fourfold, at most
+    ``max_backoff_ms``): about 20 s by default, then a write fails and is retried. The client's own
+    policy retries for ten minutes and more; a commit would wait that long to be told.
+
+    Not ``SparkSession.builder.remote(url).create()``: Spark 3.5's builder sets ``spark.remote`` on
+    the server as it creates the session, a round trip under that default policy, whose failure it
+    only warns about. (Spark 3.5's client takes its policy as a dict; 4.x has
+    ``set_retry_policies([DefaultPolicy(...)])`` instead.)
+    """
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    # (As the builder does: pyspark's functions then build Spark Connect's columns.)
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    session = ConnectSession(connection=url)
+    session.client._retry_policy.update(max_retries=max_retries, max_backoff=max_backoff_ms)
+    ConnectSession._set_default_and_active_session(session)
+    return session
 
 
 def _apply_session_conf(session: Any) -> None:
