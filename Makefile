@@ -19,7 +19,13 @@ static/vendor/htmx.min.js: package.json package-lock.json
 	npm ci --ignore-scripts --no-audit --no-fund --silent
 	npm run --silent vendor
 
-install: $(VENV)/.installed static/vendor/htmx.min.js
+# The JVM artifacts Spark loads (Iceberg's runtime, Hudi's bundle, the PostgreSQL JDBC driver, the
+# Spark Connect server), pinned in jvm/spark/pom.xml, from Maven Central into the git-ignored var/.
+var/jars/spark/.resolved: jvm/spark/pom.xml
+	mvn -q -f jvm/spark/pom.xml dependency:copy-dependencies
+	touch $@
+
+install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/spark/.resolved
 
 services: install
 	scripts/start-services
