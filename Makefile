@@ -19,12 +19,14 @@ static/vendor/htmx.min.js: package.json package-lock.json
 	npm ci --ignore-scripts --no-audit --no-fund --silent
 	npm run --silent vendor
 
-# JVM artifacts (Apache Kafka's broker) come from Maven Central at install time,
-# pinned in jvm/<name>/pom.xml, into the git-ignored var/jars/<name>/.
+# JVM artifacts come from Maven Central at install time, pinned in
+# jvm/<name>/pom.xml, into the git-ignored var/jars/<name>/: Apache Kafka's
+# broker (kafka), and what Spark loads beside pyspark's jars (spark: the Spark
+# Connect server, Iceberg's runtime, Hudi's bundle, the PostgreSQL JDBC driver).
 var/jars/%/.resolved: jvm/%/pom.xml
 	scripts/resolve-jars $*
 
-install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved
+install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved var/jars/spark/.resolved
 
 services: install
 	scripts/start-services

@@ -8,13 +8,16 @@ and starts neither.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,6 +143,70 @@ def python_daemon_conf(master: str) -> dict[str, str]:
     return {"spark.python.daemon.module": SPARK_DAEMON_MODULE}
 
 
+# The JVM artifacts a Spark of this project loads beside pyspark's own jars, pinned in a checked-in pom
+# and copied by Maven (``scripts/resolve-jars spark``, make install) into var/jars/spark/.
+SPARK_POM = Path(__file__).resolve().parent.parent / "jvm" / "spark" / "pom.xml"
+# The Spark Connect server: pyspark 3.5's wheel does not bundle it (4.x does).
+SPARK_CONNECT_ARTIFACT = "spark-connect_"
+# Iceberg's SQL extensions (CALL <catalog>.system.*, ALTER TABLE ... WRITE ORDERED BY) and Hudi's (its
+# SQL, CALL <procedure>). Hudi's parser comes last, so it sees a statement first: it takes the CALLs of
+# its own procedures and hands every other statement, Iceberg's CALLs too, to Iceberg's parser.
+SPARK_SQL_EXTENSIONS = (
+    "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+    "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
+)
+
+
+@functools.cache
+def pinned_spark_artifacts() -> tuple[tuple[str, str, str], ...]:
+    """(groupId, artifactId, version) of each artifact jvm/spark/pom.xml pins, properties resolved."""
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    root = ET.parse(SPARK_POM).getroot()
+    declared = root.find("m:properties", ns)
+    properties = {p.tag.split("}")[1]: p.text or "" for p in (declared if declared is not None else [])}
+
+    def text(element: ET.Element, tag: str) -> str:
+        value = element.findtext(f"m:{tag}", default="", namespaces=ns)
+        return re.sub(r"\$\{([^}]+)\}", lambda m: properties[m.group(1)], value)
+
+    return tuple(
+        (text(d, "groupId"), text(d, "artifactId"), text(d, "version"))
+        for d in root.findall("m:dependencies/m:dependency", ns)
+    )
+
+
+def spark_jars(*, server: bool) -> list[Path]:
+    """The pinned jars a Spark of this project loads (the Spark Connect server's own only for a ``server``),
+    as local paths; a missing one is named with the way to get it."""
+    jars = []
+    for group, artifact, version in pinned_spark_artifacts():
+        if artifact.startswith(SPARK_CONNECT_ARTIFACT) and not server:
+            continue
+        path = JARS_DIR / "spark" / f"{artifact}-{version}.jar"
+        if not path.is_file():
+            raise ServiceError(
+                f"{group}:{artifact}:{version} is not in {path.parent}: run `make install` (scripts/resolve-jars spark)"
+            )
+        jars.append(path)
+    return jars
+
+
+def spark_conf(*, server: bool = False) -> dict[str, str]:
+    """The Spark configuration of every Spark this project starts (the Spark Connect server, a worker
+    process's own session): Iceberg's runtime, Hudi's bundle and the PostgreSQL JDBC driver loaded, their
+    SQL extensions on, and Kryo as Hudi asks."""
+    return {
+        "spark.jars": ",".join(str(path) for path in spark_jars(server=server)),
+        "spark.sql.extensions": ",".join(SPARK_SQL_EXTENSIONS),
+        # Hudi's writer refuses Java serialization; its registrar registers Hudi's classes with Kryo.
+        "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+        "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
+        # Hudi's tables by name (spark_catalog); Iceberg's tables live in catalogs of their own
+        # (spark.sql.catalog.<name>), and format("iceberg") reads a metadata location without one.
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+    }
+
+
 def start_spark_connect(
     port: int, log_dir: Path, *, master: str = "local[*]", driver_memory: str = "2g", host: str = "127.0.0.1"
 ) -> ManagedProcess:
@@ -151,6 +218,7 @@ def start_spark_connect(
         raise ServiceError(f"port {host}:{port} is already in use; set SINKADMIN_SPARK_CONNECT_PORT to a free port")
     home = spark_home()
     daemon = python_daemon_conf(master)
+    conf = {**spark_conf(server=True), **daemon}
     argv = [
         str(home / "bin" / "spark-submit"),
         "--class",
@@ -165,7 +233,7 @@ def start_spark_connect(
         f"spark.connect.grpc.binding.port={port}",
         "--conf",
         "spark.ui.enabled=false",
-        *(f"--conf={key}={value}" for key, value in daemon.items()),
+        *(f"--conf={key}={value}" for key, value in conf.items()),
         "spark-internal",
     ]
     # Spark's Python workers (the data plane's decoder) run this interpreter,

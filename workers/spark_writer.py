@@ -39,6 +39,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -115,7 +116,7 @@ def spark_session() -> Any:
                         raise ConnectionRefusedError("nothing listens there")
                     session = _shared_session(settings.SPARK_REMOTE)
                 else:
-                    from sinkadmin.services import SPARK_DAEMON_PATH, python_daemon_conf
+                    from sinkadmin.services import SPARK_DAEMON_PATH, python_daemon_conf, spark_conf
 
                     # PySpark gives executors the Python that PYSPARK_PYTHON
                     # names when the context starts (else "python3"): this
@@ -125,7 +126,8 @@ def spark_session() -> Any:
                     builder = builder.config("spark.ui.enabled", "false")
                     # (Progress bars on a worker's stderr would only clutter its log.)
                     builder = builder.config("spark.ui.showConsoleProgress", "false")
-                    for key, value in SESSION_CONF.items():
+                    # Iceberg's and Hudi's runtimes, as the Spark Connect server has them.
+                    for key, value in {**spark_conf(), **SESSION_CONF}.items():
                         builder = builder.config(key, value)
                     if daemon := python_daemon_conf(settings.SPARK_MASTER):
                         # (Executors of the driver's own JVM: the daemon's directory comes through their environment.)
@@ -165,11 +167,10 @@ def _shared_session(remote: str) -> Any:
 
     A session the server has closed (idle beyond its timeout, or released)
     cannot be joined again: the server answers SESSION_CLOSED, and the
-    processes move on together to the next generation's id.
+    processes move on together to the next generation's id. (Spark 4's
+    servers do; a Spark 3.5 server never closes a session, it drops it and
+    answers the same id with a new, empty one: ``_session_lost``.)
     """
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client.retries import DefaultPolicy
-
     ids: list[str | None]
     if "session_id=" in remote:
         ids = [None]  # the operator chose the session
@@ -177,15 +178,9 @@ def _shared_session(remote: str) -> Any:
         ids = [shared_session_id(generation) for generation in range(SESSION_GENERATIONS)]
     for session_id in ids:
         url = remote if session_id is None else with_session_id(remote, session_id)
-        # A builder without options: creating the client makes no round trip.
-        session = SparkSession.builder.remote(url).create()
-        # The client retries an unreachable server for at least ten minutes
-        # by default; a commit would wait that long to be told. About 20 s,
-        # then the write fails and is retried.
-        session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=8000)])
+        session = connect(url)
         try:
-            for key, value in SESSION_CONF.items():
-                session.conf.set(key, value)
+            _apply_session_conf(session)
         except Exception as exc:
             if "SESSION_CLOSED" in str(exc) and session_id is not None:
                 continue
@@ -193,6 +188,37 @@ def _shared_session(remote: str) -> Any:
         _add_code(session)
         return session
     raise RuntimeError(f"the server has closed sessions of all {SESSION_GENERATIONS} generations of this code")
+
+
+def connect(url: str, *, max_retries: int = 6, max_backoff_ms: int = 8000) -> Any:
+    """A Spark Connect session of the server at ``url``, made without a round trip, whose client
+    retries an unreachable server ``max_retries`` times (50 ms, growing fourfold, at most
+    ``max_backoff_ms``): about 20 s by default, then a write fails and is retried. The client's own
+    policy retries for ten minutes and more; a commit would wait that long to be told.
+
+    Not ``SparkSession.builder.remote(url).create()``: Spark 3.5's builder sets ``spark.remote`` on
+    the server as it creates the session, a round trip under that default policy, whose failure it
+    only warns about. (Spark 3.5's client takes its policy as a dict; 4.x has
+    ``set_retry_policies([DefaultPolicy(...)])`` instead.)
+    """
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    # (As the builder does: pyspark's functions then build Spark Connect's columns.)
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    session = ConnectSession(connection=url)
+    session.client._retry_policy.update(max_retries=max_retries, max_backoff=max_backoff_ms)
+    ConnectSession._set_default_and_active_session(session)
+    return session
+
+
+def _apply_session_conf(session: Any) -> None:
+    for key, value in SESSION_CONF.items():
+        session.conf.set(key, value)
+
+
+def _is_connect(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect client's (else a session of this process's own JVM)."""
+    return type(session).__module__.startswith("pyspark.sql.connect.")
 
 
 def with_session_id(remote: str, session_id: str) -> str:
@@ -203,15 +229,21 @@ def with_session_id(remote: str, session_id: str) -> str:
 
 def _add_code(session: Any) -> None:
     """Give the session's Python workers this project's code (idempotent: the archive is named by its content)."""
+    import grpc
+
     try:
         session.addArtifacts(str(code_archive()), pyfile=True)
-    except Exception as exc:
-        # Another process added the same archive to the shared session at
-        # the same moment (the server's check-then-move is not atomic); added
-        # again, the server finds the same content and accepts it.
-        if "FileAlreadyExistsException" not in str(exc):
+    except grpc.RpcError as exc:
+        # A Spark 3.5 server refuses an artifact whose name the session has
+        # already ("Duplicate Artifact ... cannot be overwritten", in its log),
+        # whatever its content, and its client hears only UNKNOWN, without
+        # details. The name is the content's hash: another process of this
+        # code added it to the shared session. (Had the add failed for
+        # another reason, the job's Python workers cannot import the code,
+        # and the session is joined again: _session_lost.)
+        if exc.code() != grpc.StatusCode.UNKNOWN or exc.details():
             raise
-        session.addArtifacts(str(code_archive()), pyfile=True)
+        log.debug("the session has this code already (%s)", code_archive().name)
 
 
 def forget_session(session: Any) -> None:
@@ -222,8 +254,23 @@ def forget_session(session: Any) -> None:
             _session = None
 
 
-def _session_closed(exc: BaseException) -> bool:
-    return "INVALID_HANDLE.SESSION_CLOSED" in str(exc)
+# A Python worker of a session that lacks this project's code (SHIPPED_PACKAGES).
+_CODE_MISSING = re.compile(r"No module named '(?:" + "|".join(SHIPPED_PACKAGES) + r")[.']")
+
+
+def _session_lost(exc: BaseException) -> bool:
+    """Whether the session no longer holds what this process gave it, and must be joined again.
+
+    A Spark 4 server closes a session idle beyond its timeout and answers
+    INVALID_HANDLE.SESSION_CLOSED. A Spark 3.5 server keeps at most 100
+    sessions, each for an hour after its last use, and then drops it
+    silently: the same session id comes back as a new, empty session (its
+    server, restarted, does the same), without this code (the job's Python
+    workers cannot import it) or SESSION_CONF. Joined again, the session
+    gets both.
+    """
+    text = str(exc)
+    return "INVALID_HANDLE.SESSION_CLOSED" in text or _CODE_MISSING.search(text) is not None
 
 
 def _unreachable(exc: BaseException) -> bool:
@@ -620,12 +667,12 @@ class SparkWriter:
             try:
                 return collect()
             except Exception as exc:
-                if not _session_closed(exc):
+                if not _session_lost(exc):
                     raise
-                # The server closed the shared session (idle beyond its
-                # timeout: a connector whose topic was quiet that long):
-                # routine, not a failure. Join the next one and run again.
-                log.info("the Spark Connect session was closed (%s): joining the next one", _first_line(exc))
+                # The server closed or dropped the shared session (idle beyond
+                # its timeout: a connector whose topic was quiet that long):
+                # routine, not a failure. Join again and run again.
+                log.info("the Spark Connect session was closed or lost (%s): joining again", _first_line(exc))
                 self._forget_session()
                 return collect()
         except Exception as exc:
@@ -672,32 +719,42 @@ class SparkWriter:
         if self.config.evolve_schema and self.config.value_converter == "json" and not self.config.schemas_enable:
             raise ValueError(f"schema evolution of plain JSON needs the JSON decoder, and {reason}")
         result = WriteResult()
+        if _is_connect(self.spark):
+            # The JVM's decoding depends on the session's configuration (time
+            # zone, timestamp type), which a Spark 3.5 server that dropped the
+            # session has forgotten (_session_lost) with no error to tell.
+            _apply_session_conf(self.spark)
         raw = self.spark.read.schema(STAGING_DDL).parquet(*[uri(str(s.path)) for s in with_data])
         decoded, bad_condition, skip_condition = self._decode(raw, tables)
-        # The common case has no bad or skipped record: the write itself
-        # counts them (an observation rides along the one pass over the
-        # data), and only when there are some does a second pass find them.
-        # Unique per write: tasks of one commit may share this process and session.
-        observation = Observation(f"commit-{commit_id}-{uuid.uuid4().hex[:8]}")
-        observed = decoded.observe(
-            observation, F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped")
-        )
+        observation = None
+        observed = decoded
+        if not _is_connect(self.spark):
+            # The common case has no bad or skipped record: the write itself
+            # counts them (an observation rides along the one pass over the
+            # data), and only when there are some does a second pass find them.
+            # Unique per write: tasks of one commit may share this process and session.
+            # (Spark 3.5's Connect client has no Observation: there, the second pass always runs.)
+            observation = Observation(f"commit-{commit_id}-{uuid.uuid4().hex[:8]}")
+            observed = decoded.observe(
+                observation, F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped")
+            )
         good = observed.where(~bad_condition & ~skip_condition)
         for table in tables:
             rows = good
             if self.config.route_field and table.target.route_regex is not None:
                 rows = rows.where(F.col("_route").rlike(f"^(?:{table.target.route_regex.pattern})$"))
             result.files.extend(self._write_table(commit_id, rows, table, with_data))
-        metrics = observation.get
-        if not metrics.get("bad") and not metrics.get("skipped"):
-            return result
+        if observation is not None:
+            metrics = observation.get
+            if not metrics.get("bad") and not metrics.get("skipped"):
+                return result
         counts = (
             decoded.groupBy("topic", "partition")
             .agg(F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped"))
             .collect()
         )
         result.skipped = {(r["topic"], r["partition"]): r["skipped"] for r in counts if r["skipped"]}
-        if metrics.get("bad"):
+        if any(r["bad"] for r in counts):
             bad_rows = (
                 decoded.where(bad_condition)
                 .select(

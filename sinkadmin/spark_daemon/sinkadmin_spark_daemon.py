@@ -40,6 +40,9 @@ import zipimport
 PRELOADED_LIBRARIES = (
     "pyspark.daemon",
     "pyspark.worker",
+    # (PySpark 3.5 checks pyarrow's and pandas' versions with distutils' LooseVersion in each
+    # worker: on Python 3.12, setuptools' distutils, ~80 modules.)
+    "distutils.version",
     "numpy",
     "pyarrow",
     "pyarrow.acero",  # (grouping a partitioned table's rows by partition)

@@ -283,15 +283,12 @@ def test_a_compaction_killed_mid_way_leaves_the_table_readable_and_exact(
 
 def unreachable_spark() -> Any:
     """A Spark Connect client of a server that is not there (its retries cut short)."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from workers.spark_writer import connect
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # (free: nothing listens there)
-    session = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
-    session.client.set_retry_policies([DefaultPolicy(max_retries=1, max_backoff=100)])
-    return session
+    return connect(f"sc://127.0.0.1:{port}", max_retries=1, max_backoff_ms=100)
 
 
 def maintain(name: str, clock: float, rewriter: Any = None, **keys: str) -> MaintenanceRun:

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.conf import LazySettings
 
 from workers import spark_writer
 
@@ -83,50 +84,51 @@ def test_processes_that_join_at_once_share_one_session(
     assert spark.table(view).count() == 7
 
 
-@pytest.mark.django_db
-def test_a_session_the_server_closed_is_replaced_by_the_next_generation(
-    spark_remote: str, subprocess_env: dict[str, str], code_version: Path
-) -> None:
-    first = session_of(join(code_version, subprocess_env))
-    assert first == spark_writer.shared_session_id(0)
-    from pyspark.sql import SparkSession
+def test_a_spark_35_server_never_closes_a_session_it_drops_it() -> None:
+    """Spark 4's servers close a session idle beyond their timeout and answer SESSION_CLOSED, and the
+    processes move on to the next generation's id together. A Spark 3.5 client cannot close a session
+    (no ReleaseSession) and its server never answers SESSION_CLOSED: it drops a session idle for an
+    hour (or beyond its 100 sessions) and answers the same id with a new, empty one; the next test
+    shows a write rejoining it."""
+    from pyspark.sql.connect.client.core import SparkConnectClient
 
-    # Closed as the server closes a session idle beyond its timeout.
-    closing = SparkSession.builder.remote(spark_writer.with_session_id(spark_remote, first)).create()
-    closing.client.release_session()
-    closing.client.close()
-
-    assert session_of(join(code_version, subprocess_env)) == spark_writer.shared_session_id(1)
-    # And every later process joins that one too.
-    assert session_of(join(code_version, subprocess_env)) == spark_writer.shared_session_id(1)
+    assert not hasattr(SparkConnectClient, "release_session")
 
 
 @pytest.mark.django_db
-def test_a_write_that_meets_a_closed_session_joins_the_next_one_and_writes_every_record(
-    spark_remote: str, code_version: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_a_write_that_meets_a_dropped_session_joins_it_again_and_writes_every_record(
+    code_version: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, settings: LazySettings
 ) -> None:
-    """A connector whose topic was quiet longer than the server's session timeout: its next
-    write meets a closed session, which is routine, not a failure."""
+    """A connector whose topic was quiet longer than the server's session timeout: its next write
+    meets a session that lost this code (a Spark 3.5 server answers its id with a new, empty
+    session), which is routine, not a failure. A server of its own, restarted as the dropping."""
     import pyarrow.parquet as pq
-    from pyspark.sql import SparkSession
 
+    from sinkadmin.services import start_spark_connect
+    from tests.conftest import free_port
     from tests.test_spark_writer import config, job, staged_file
 
-    monkeypatch.setattr(spark_writer, "_session", None)  # this process joins as a runner would
-    writer = spark_writer.SparkWriter(config())
-    writer.warm_up()
+    port = free_port()
+    logs = settings.VAR_DIR / "log" / "tests"
+    server = start_spark_connect(port, logs, master="local[1]", driver_memory="1g")
+    try:
+        settings.SPARK_REMOTE = f"sc://127.0.0.1:{port}"
+        monkeypatch.setattr(spark_writer, "_session", None)  # this process joins as a runner would
+        writer = spark_writer.SparkWriter(config())
+        writer.warm_up()
+        assert writer.spark.session_id == spark_writer.shared_session_id(0)
+
+        server.stop()
+        server = start_spark_connect(port, logs, master="local[1]", driver_memory="1g")
+
+        values = [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(300)]
+        staged = staged_file(tmp_path, list(values))
+        work = job(tmp_path, config())
+        result = writer.write(work.commit_id, work.staging_id, [staged], list(work.tables))
+    finally:
+        server.stop()
+
     assert writer.spark.session_id == spark_writer.shared_session_id(0)
-
-    closing = SparkSession.builder.remote(spark_writer.with_session_id(spark_remote, writer.spark.session_id)).create()
-    closing.client.release_session()
-    closing.client.close()
-
-    values = [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(300)]
-    staged = staged_file(tmp_path, list(values))
-    work = job(tmp_path, config())
-    result = writer.write(work.commit_id, work.staging_id, [staged], list(work.tables))
-
-    assert writer.spark.session_id == spark_writer.shared_session_id(1)
     assert not result.bad
     rows = [row for f in result.files for row in pq.read_table(f.path.removeprefix("file://")).to_pylist()]
     assert sorted(row["id"] for row in rows) == list(range(300))

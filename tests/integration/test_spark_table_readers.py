@@ -1,0 +1,95 @@
+"""Spark's own Iceberg and Hudi readers, and Iceberg's procedures, through the Spark Connect server the
+project starts (sinkadmin.services.spark_conf): a table of the Iceberg SQL catalog on the project's
+PostgreSQL, mapped into Spark as Iceberg's JDBC catalog, and a table the Hudi sink wrote."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from django.conf import settings
+
+from tests.test_hudi_sink import Sink, changes, read
+from workers import spark_writer
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+def jdbc_catalog(name: str, warehouse: str) -> dict[str, str]:
+    """Iceberg's JdbcCatalog over the tables pyiceberg's SQL catalog keeps (iceberg_tables, by catalog_name)."""
+    db = settings.DATABASES["default"]
+    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or "5432"
+    prefix = f"spark.sql.catalog.{name}"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": f"jdbc:postgresql://{host}:{port}/{db['NAME']}",
+        f"{prefix}.jdbc.user": db.get("USER") or "",
+        f"{prefix}.jdbc.password": db.get("PASSWORD") or "",
+        f"{prefix}.warehouse": warehouse,
+    }
+
+
+def spark(spark_remote: str) -> Any:
+    if not spark_remote.startswith("sc://"):
+        pytest.skip("reads through the Spark Connect server")
+    return spark_writer.connect(spark_remote)
+
+
+def test_spark_reads_and_maintains_a_table_of_the_sql_catalog(spark_remote: str, tmp_path: Path) -> None:
+    from pyiceberg.catalog import load_catalog
+
+    from workers.tables import default_catalog_properties
+
+    name = f"c{uuid.uuid4().hex[:8]}"  # a catalog of its own: its own rows in iceberg_tables
+    warehouse = (tmp_path / "warehouse").as_uri()
+    catalog = load_catalog(name, **{**default_catalog_properties(), "warehouse": warehouse})
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.events", schema=pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    for n in range(3):
+        table.append(pa.table({"id": pa.array([2 * n, 2 * n + 1], pa.int64()), "name": [f"a{n}", f"b{n}"]}))
+    table = catalog.load_table("db.events")
+    expected = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+
+    session = spark(spark_remote)
+    for key, value in jdbc_catalog(name, warehouse).items():
+        session.conf.set(key, value)
+    by_location = session.read.format("iceberg").load(table.metadata_location).orderBy("id").collect()
+    by_name = session.read.format("iceberg").load(f"{name}.db.events").orderBy("id").collect()
+    assert [r.asDict() for r in by_location] == expected
+    assert [r.asDict() for r in by_name] == expected
+
+    rewritten = session.sql(
+        f"CALL {name}.system.rewrite_data_files(table => 'db.events', options => map('min-input-files', '2'))"
+    ).collect()
+    assert rewritten[0]["rewritten_data_files_count"] == 3 and rewritten[0]["added_data_files_count"] == 1
+    session.sql(
+        f"CALL {name}.system.expire_snapshots(table => 'db.events', "
+        "older_than => TIMESTAMP '2100-01-01 00:00:00', retain_last => 1)"
+    ).collect()
+    # pyiceberg reads what Spark's procedures committed to the same catalog.
+    table = catalog.load_table("db.events")
+    assert len(table.snapshots()) == 1 and len(table.inspect.files()) == 1
+    assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
+
+
+def test_spark_reads_a_table_the_hudi_sink_wrote(spark_remote: str, tmp_path: Path) -> None:
+    sink = Sink(tmp_path / "orders", **{"hoodie.payload.delete.field": "op", "hoodie.payload.delete.marker": "d"})
+    rng = random.Random(7)
+    for _ in range(4):
+        sink.commit(changes(rng, 200, 40, True))
+    expected = sorted(
+        json.dumps({k: v for k, v in r.items() if not k.startswith("_hoodie")}, sort_keys=True, default=str)
+        for r in read(tmp_path / "orders")
+    )
+
+    session = spark(spark_remote)
+    frame = session.read.format("hudi").load(str(tmp_path / "orders"))
+    data = frame.select(*[c for c in frame.columns if not c.startswith("_hoodie")])
+    found = sorted(json.dumps(r.asDict(), sort_keys=True, default=str) for r in data.collect())
+    assert found == expected and found
