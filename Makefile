@@ -26,7 +26,12 @@ static/vendor/htmx.min.js: package.json package-lock.json
 var/jars/%/.resolved: jvm/%/pom.xml
 	scripts/resolve-jars $*
 
-install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved var/jars/spark/.resolved
+# Our own interceptor, built from source by `mvn package` (connect-guard: the Spark Connect server answers
+# only this machine), again when its Java changes.
+var/jars/connect-guard/.resolved: $(shell find jvm/connect-guard/src -type f)
+
+install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved var/jars/spark/.resolved \
+	var/jars/connect-guard/.resolved
 
 services: install
 	scripts/start-services
