@@ -9,6 +9,7 @@ and starts neither.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import re
 import shutil
@@ -207,11 +208,42 @@ def spark_conf(*, server: bool = False) -> dict[str, str]:
     }
 
 
+# Spark 3.5's Spark Connect server listens on every interface (spark.connect.grpc.binding.address came in
+# 4.0), and whoever reaches its port runs code in it. Our interceptor (jvm/connect-guard, built by make
+# install into var/jars/connect-guard/) refuses every peer not on a loopback address with PERMISSION_DENIED
+# (docs/decisions/003-spark-connect-loopback-guard.md).
+CONNECT_GUARD_INTERCEPTOR = "sinkadmin.spark.LoopbackOnlyInterceptor"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback one (127.0.0.0/8, ::1); "" and 0.0.0.0 are not."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP) if host else []
+    except socket.gaierror:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
+
+
+def connect_guard_conf(host: str) -> dict[str, str]:
+    """The interceptor that refuses every peer not on a loopback address, for a Spark Connect server asked
+    to listen on ``host``; none where ``host`` is not a loopback address: whoever binds elsewhere means to
+    be reached from other machines (on Spark 3.5 such a server takes every peer that reaches its port)."""
+    if not is_loopback(host):
+        return {}
+    return {
+        "spark.jars": ",".join(str(path) for path in jvm_classpath("connect-guard")),
+        "spark.connect.grpc.interceptor.classes": CONNECT_GUARD_INTERCEPTOR,
+    }
+
+
 def start_spark_connect(
     port: int, log_dir: Path, *, master: str = "local[*]", driver_memory: str = "2g", host: str = "127.0.0.1"
 ) -> ManagedProcess:
     """A Spark Connect server from pyspark's own launcher, listening on ``host:port`` (its Python
-    workers fork from this project's daemon where ``python_daemon_conf`` says)."""
+    workers fork from this project's daemon where ``python_daemon_conf`` says).
+
+    Spark 3.5 listens on every interface whatever ``host`` says; for a loopback ``host`` the server
+    answers only peers on a loopback address (``connect_guard_conf``), for any other it answers all."""
     if not java_available():
         raise ServiceError("Java 17+ is needed for Spark: install a JDK (e.g. apt-get install openjdk-17-jre-headless)")
     if port_open(host, port):
@@ -219,6 +251,9 @@ def start_spark_connect(
     home = spark_home()
     daemon = python_daemon_conf(master)
     conf = {**spark_conf(server=True), **daemon}
+    guard = connect_guard_conf(host)
+    if guard:
+        conf = {**conf, **guard, "spark.jars": ",".join((conf["spark.jars"], guard["spark.jars"]))}
     argv = [
         str(home / "bin" / "spark-submit"),
         "--class",
