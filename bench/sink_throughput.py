@@ -98,6 +98,7 @@ from sinkadmin.services import (  # noqa: E402
 from workers.arrow_writer import JsonDecoder  # noqa: E402
 from workers.runtime import tune_process_for_tasks  # noqa: E402
 from workers.staging import RecordChunk  # noqa: E402
+from workers.tables import default_spark_catalog_conf  # noqa: E402
 
 # The files sink's runs write here (beside the warehouse), and each run's files are removed after it.
 FILES_ROOT = settings.VAR_DIR / "bench-files"
@@ -111,7 +112,9 @@ def ensure_services() -> list:
     if settings.SPARK_REMOTE:
         host, port = split_hostport(settings.SPARK_REMOTE.removeprefix("sc://"))
         if not port_open(host, port):
-            started.append(start_spark_connect(port, settings.VAR_DIR / "log" / "bench"))
+            # (As make run starts it: the project's catalog mapped.)
+            catalogs = default_spark_catalog_conf()
+            started.append(start_spark_connect(port, settings.VAR_DIR / "log" / "bench", catalogs=catalogs))
     return started
 
 

@@ -237,13 +237,24 @@ def connect_guard_conf(host: str) -> dict[str, str]:
 
 
 def start_spark_connect(
-    port: int, log_dir: Path, *, master: str = "local[*]", driver_memory: str = "2g", host: str = "127.0.0.1"
+    port: int,
+    log_dir: Path,
+    *,
+    master: str = "local[*]",
+    driver_memory: str = "2g",
+    host: str = "127.0.0.1",
+    catalogs: dict[str, str] | None = None,
 ) -> ManagedProcess:
     """A Spark Connect server from pyspark's own launcher, listening on ``host:port`` (its Python
-    workers fork from this project's daemon where ``python_daemon_conf`` says).
+    workers fork from this project's daemon where ``python_daemon_conf`` says), with the Spark
+    configuration of ``catalogs`` (``spark.sql.catalog.<name>.*``: the sink's tables by name).
 
     Spark 3.5 listens on every interface whatever ``host`` says; for a loopback ``host`` the server
-    answers only peers on a loopback address (``connect_guard_conf``), for any other it answers all."""
+    answers only peers on a loopback address (``connect_guard_conf``), for any other it answers all,
+    and a local master's driver binds its own ports to ``host`` too.
+
+    The configuration goes to spark-submit in a properties file only the
+    owner reads (a catalog's password would show in the process list)."""
     if not java_available():
         raise ServiceError("Java 17+ is needed for Spark: install a JDK (e.g. apt-get install openjdk-17-jre-headless)")
     if port_open(host, port):
@@ -254,6 +265,14 @@ def start_spark_connect(
     guard = connect_guard_conf(host)
     if guard:
         conf = {**conf, **guard, "spark.jars": ",".join((conf["spark.jars"], guard["spark.jars"]))}
+        if master.startswith("local"):
+            conf.update({"spark.driver.bindAddress": host, "spark.driver.host": host})
+    conf.update(catalogs or {})
+    properties = log_dir / "spark-connect.properties"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    properties.touch(mode=0o600)
+    properties.chmod(0o600)
+    properties.write_text("".join(f"{key} {value}\n" for key, value in conf.items()))
     argv = [
         str(home / "bin" / "spark-submit"),
         "--class",
@@ -268,7 +287,8 @@ def start_spark_connect(
         f"spark.connect.grpc.binding.port={port}",
         "--conf",
         "spark.ui.enabled=false",
-        *(f"--conf={key}={value}" for key, value in conf.items()),
+        "--properties-file",
+        str(properties),
         "spark-internal",
     ]
     # Spark's Python workers (the data plane's decoder) run this interpreter,

@@ -90,11 +90,20 @@ TEMPLATES = [
     },
 ]
 
-DATABASE_URL = env_url(
-    "DATABASE_URL",
-    "postgres:///sinkadmin",
-    schemes={"postgres", "postgresql", "pgsql"},
-)
+
+def _local_database_url() -> str:
+    """The database scripts/start-services creates on this machine: the role sinkadmin over TCP, with the
+    password it generated into var/postgres.password."""
+    password_file = VAR_DIR / "postgres.password"
+    password = password_file.read_text().strip() if password_file.exists() else ""
+    return (
+        f"postgres://sinkadmin:{password}@127.0.0.1:5432/sinkadmin"
+        if password
+        else "postgres://sinkadmin@127.0.0.1:5432/sinkadmin"
+    )
+
+
+DATABASE_URL = env_url("DATABASE_URL", _local_database_url(), schemes={"postgres", "postgresql", "pgsql"})
 try:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 except ValueError as exc:

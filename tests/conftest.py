@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,8 +120,11 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark_remote() -> Iterator[str]:
-    """A Spark Connect endpoint shared by the whole session (one JVM, started once)."""
+def spark_remote(django_db_setup: None) -> Iterator[str]:
+    """A Spark Connect endpoint shared by the whole session (one JVM, started once), as make run starts
+    it: the project's own Iceberg catalog mapped (on the test database: after django_db_setup)."""
+    from workers.tables import default_spark_catalog_conf
+
     server = None
     if settings.SPARK_REMOTE:
         host, port = split_hostport(settings.SPARK_REMOTE.removeprefix("sc://").split("/")[0])
@@ -128,7 +132,11 @@ def spark_remote() -> Iterator[str]:
             if not settings.SPARK_LOCAL_CONNECT:
                 pytest.fail(f"SPARK_REMOTE={settings.SPARK_REMOTE} is not reachable")
             server = start_spark_connect(
-                port, settings.VAR_DIR / "log" / "tests", master="local[2]", driver_memory="2g"
+                port,
+                settings.VAR_DIR / "log" / "tests",
+                master="local[2]",
+                driver_memory="2g",
+                catalogs=default_spark_catalog_conf(),
             )
     yield settings.SPARK_REMOTE or settings.SPARK_MASTER
     if server is not None:
@@ -152,10 +160,11 @@ def subprocess_env(db: None) -> dict[str, str]:
     """Environment for child processes (workers) so they use this test database."""
     db_settings = settings.DATABASES["default"]
     name = db_settings["NAME"]
-    user = db_settings.get("USER") or ""
+    user = urllib.parse.quote(db_settings.get("USER") or "", safe="")
+    password = urllib.parse.quote(db_settings.get("PASSWORD") or "", safe="")
     host = db_settings.get("HOST") or ""
     port = db_settings.get("PORT") or ""
-    auth = f"{user}@" if user else ""
+    auth = f"{user}:{password}@" if password else f"{user}@" if user else ""
     location = f"{host}:{port}" if host else ""
     env = dict(os.environ)
     env.update(

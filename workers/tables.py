@@ -115,17 +115,91 @@ def default_catalog_properties() -> dict[str, str]:
     return {"type": "sql", "uri": uri, "warehouse": warehouse, "init_catalog_tables": "true"}
 
 
+class SparkCatalogUnmappable(ValueError):
+    """A catalog Spark cannot open with the jars this project loads (sinkadmin.services.spark_conf)."""
+
+
+# Iceberg's SparkCatalog: the class every spark.sql.catalog.<name> of an Iceberg catalog names.
+SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+# pyiceberg's own settings, which Iceberg's Java catalogs do not take.
+PYICEBERG_ONLY = ("type", "uri", "init_catalog_tables", "py-io-impl")
+
+
+def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, str]:
+    """The Spark configuration (``spark.sql.catalog.<name>.*``, as Iceberg's Spark docs name it) of the
+    catalog pyiceberg opens with ``properties``: Spark then sees the sink's tables by name.
+
+    pyiceberg's SQL catalog on PostgreSQL is Iceberg's JdbcCatalog (the same
+    ``iceberg_tables`` rows, through the PostgreSQL JDBC driver Spark loads);
+    REST, Hive and Glue catalogs keep their type and URI. Every other
+    property (warehouse, credential, token, s3.*, ...) is passed through, the
+    names being Iceberg's in both. Spark's catalog caches no table: the sink
+    commits outside Spark, and a cached table is read as it was first found.
+    """
+    from sqlalchemy.engine import make_url
+
+    prefix = f"spark.sql.catalog.{name}"
+    kind = properties.get("type", "")
+    uri = properties.get("uri", "")
+    if not kind:
+        kind = "rest" if uri.startswith(("http://", "https://")) else "sql" if "://" in uri else ""
+    # The sink commits outside Spark: a session caching a table would read it as it first found it.
+    conf = {prefix: SPARK_CATALOG_CLASS, f"{prefix}.cache-enabled": "false"}
+    if kind == "sql":
+        url = make_url(uri)
+        if url.get_backend_name() != "postgresql":
+            raise SparkCatalogUnmappable(
+                f"catalog {name!r}: a SQL catalog on {url.get_backend_name()} has no JDBC driver in Spark"
+                " (the PostgreSQL driver is loaded)"
+            )
+        conf[f"{prefix}.type"] = "jdbc"
+        conf[f"{prefix}.uri"] = f"jdbc:postgresql://{url.host or '127.0.0.1'}:{url.port or 5432}/{url.database}"
+        if url.username:
+            conf[f"{prefix}.jdbc.user"] = url.username
+        if url.password:
+            conf[f"{prefix}.jdbc.password"] = str(url.password)
+    elif kind in ("rest", "hive", "glue"):
+        conf[f"{prefix}.type"] = kind
+        if uri:
+            conf[f"{prefix}.uri"] = uri
+    else:
+        raise SparkCatalogUnmappable(f"catalog {name!r}: Spark has no Iceberg catalog of type {kind or '(none)'!r}")
+    conf.update({f"{prefix}.{key}": value for key, value in properties.items() if key not in PYICEBERG_ONLY})
+    return conf
+
+
+def default_spark_catalog_conf() -> dict[str, str]:
+    """The Spark configuration of the project's own catalog (a connector without ``iceberg.catalog``)."""
+    from connectors.config.validation import DEFAULT_CATALOG_NAME
+
+    return spark_catalog_conf(DEFAULT_CATALOG_NAME, default_catalog_properties())
+
+
+def connector_spark_catalog_conf(config: SinkConfig) -> dict[str, str]:
+    """The Spark configuration of an Iceberg connector's catalog (``iceberg.catalog`` and its keys)."""
+    return spark_catalog_conf(config.catalog_name, connector_catalog_properties(config))
+
+
+def connector_catalog_properties(config: SinkConfig) -> dict[str, str]:
+    """pyiceberg's properties of a connector's catalog: its ``iceberg.catalog.*`` keys, over the project's
+    own SQL catalog (default_catalog_properties) unless they name another catalog."""
+    properties = config.catalog_properties()
+    if properties.get("type", "sql") != "sql" or "uri" in properties:
+        return properties
+    return {**default_catalog_properties(), **properties}
+
+
 def catalog_for(config: SinkConfig) -> Catalog:
     from pyiceberg.catalog import load_catalog
 
-    properties = config.catalog_properties()
-    if properties.get("type", "sql") != "sql" or "uri" in properties:
+    properties = connector_catalog_properties(config)
+    if properties.get("init_catalog_tables") != "true":
         catalog = load_catalog(config.catalog_name, **properties)
     else:
         # pyiceberg creates its catalog tables with check-then-create; several
         # processes starting at once would race, so creation is serialized.
         with advisory_lock("sinkadmin.iceberg-catalog-init"):
-            catalog = load_catalog(config.catalog_name, **{**default_catalog_properties(), **properties})
+            catalog = load_catalog(config.catalog_name, **properties)
     return _unpooled(catalog)
 
 

@@ -48,6 +48,11 @@ UNSUPPORTED_KEYS = {
 }
 
 
+# The Iceberg catalog a connector without ``iceberg.catalog`` writes to (the project's own SQL catalog),
+# and the name make run's Spark Connect server maps it under.
+DEFAULT_CATALOG_NAME = "iceberg"
+
+
 @dataclass
 class ConfigValidation:
     plugin: Plugin | None
@@ -632,4 +637,4 @@ class SinkConfig:
 
     @property
     def catalog_name(self) -> str:
-        return self.raw.get("iceberg.catalog", "iceberg") or "iceberg"
+        return self.raw.get("iceberg.catalog", DEFAULT_CATALOG_NAME) or DEFAULT_CATALOG_NAME

@@ -22,6 +22,7 @@ from django.db import connections
 
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector
+from tests.readers import assert_same_rows, spark_iceberg_rows
 from workers import runtime
 from workers.tables import PROP_COMMIT_ID, catalog_for
 
@@ -129,7 +130,12 @@ def alter(table: Any, change: str) -> None:
 
 
 def table_rows(name: str, table: str) -> list[dict[str, Any]]:
-    return table_of(name, table).scan().to_arrow().to_pylist()
+    """The table's rows as pyiceberg reads them, checked against Spark's own Iceberg reader: the same
+    rows, each as many times (tests.readers)."""
+    config = SinkConfig.parse(Connector.objects.get(name=name).config)
+    rows = table_in(config, table).scan().to_arrow().to_pylist()
+    assert_same_rows(f"Spark's Iceberg reader ({table})", rows, spark_iceberg_rows(config, table))
+    return rows
 
 
 def sink_snapshots(name: str, table: str) -> list[Any]:

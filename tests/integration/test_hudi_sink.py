@@ -41,6 +41,7 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.integration.test_crashes import Processes
+from tests.readers import assert_same_rows, spark_hudi_rows
 from workers.maintenance import BetweenCommits
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -74,9 +75,14 @@ def hudi_config(topic: str, base: Path, **overrides: str) -> dict[str, str]:
 
 
 def read(base: Path) -> list[dict[str, Any]]:
+    """The table's rows as hudi-rs reads them, checked against Hudi's own Spark reader: the same rows,
+    each as many times (tests.readers)."""
     hudi = HudiTableBuilder.from_base_uri(str(base)).build()
     batches = hudi.read(HudiReadOptions())
-    return pa.Table.from_batches(batches).to_pylist() if batches else []
+    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
+    if (base / ".hoodie").exists():
+        assert_same_rows("Spark's Hudi reader", rows, spark_hudi_rows(str(base)))
+    return rows
 
 
 def model_of_topic(bootstrap: str, ends: dict[tuple[str, int], int]) -> dict[int, dict[str, Any]]:

@@ -24,6 +24,7 @@ from sinkadmin.services import (
     start_spark_connect,
     supervisor_worker_argv,
 )
+from workers.tables import default_spark_catalog_conf
 
 
 class Command(BaseCommand):
@@ -66,7 +67,9 @@ class Command(BaseCommand):
                 raise CommandError(problem)
             if settings.SPARK_LOCAL_CONNECT:
                 self.stdout.write("starting the local Spark Connect server (a JVM, ~10-20 s)...")
-                started.append(start_spark_connect(settings.SPARK_CONNECT_PORT, log_dir))
+                started.append(
+                    start_spark_connect(settings.SPARK_CONNECT_PORT, log_dir, catalogs=default_spark_catalog_conf())
+                )
             started.append(
                 spawn("worker", connector_worker_argv("connectors@%h", options["worker_concurrency"]), log_dir)
             )

@@ -1,0 +1,65 @@
+"""A connector's Iceberg catalog as Spark's configuration (workers.tables.spark_catalog_conf), and the
+tests' comparison of two readers' rows (tests.readers.same_rows)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from tests.readers import same_rows
+from workers.tables import SparkCatalogUnmappable, spark_catalog_conf
+
+
+def test_the_projects_sql_catalog_is_icebergs_jdbc_catalog_on_the_same_postgres() -> None:
+    conf = spark_catalog_conf(
+        "iceberg",
+        {
+            "type": "sql",
+            "uri": "postgresql+psycopg://sinkadmin:s%40cret@127.0.0.1:5433/sinkadmin",
+            "warehouse": "file:///lake",
+            "init_catalog_tables": "true",
+        },
+    )
+    assert conf == {
+        "spark.sql.catalog.iceberg": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.iceberg.cache-enabled": "false",
+        "spark.sql.catalog.iceberg.type": "jdbc",
+        "spark.sql.catalog.iceberg.uri": "jdbc:postgresql://127.0.0.1:5433/sinkadmin",
+        "spark.sql.catalog.iceberg.jdbc.user": "sinkadmin",
+        "spark.sql.catalog.iceberg.jdbc.password": "s@cret",
+        "spark.sql.catalog.iceberg.warehouse": "file:///lake",
+    }
+
+
+def test_a_rest_catalog_keeps_its_uri_and_passes_its_other_properties_through() -> None:
+    conf = spark_catalog_conf(
+        "lake", {"uri": "https://catalog.example/api", "credential": "id:secret", "s3.endpoint": "http://s3:9000"}
+    )
+    assert conf["spark.sql.catalog.lake.type"] == "rest"
+    assert conf["spark.sql.catalog.lake.uri"] == "https://catalog.example/api"
+    assert conf["spark.sql.catalog.lake.credential"] == "id:secret"
+    assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://s3:9000"
+
+
+@pytest.mark.parametrize(
+    ("properties", "reason"),
+    [
+        ({"type": "sql", "uri": "sqlite:///catalog.db"}, "a SQL catalog on sqlite has no JDBC driver in Spark"),
+        ({"type": "dynamodb"}, "Spark has no Iceberg catalog of type 'dynamodb'"),
+    ],
+)
+def test_a_catalog_spark_cannot_open_is_refused_with_the_reason(properties: dict[str, str], reason: str) -> None:
+    with pytest.raises(SparkCatalogUnmappable, match=reason):
+        spark_catalog_conf("c", properties)
+
+
+def test_two_readers_rows_are_the_same_whatever_each_reader_gives_a_value_as() -> None:
+    arrow = [{"id": 1, "at": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), "raw": b"x", "tags": [("a", 1)]}]
+    spark = [{"id": 1, "at": datetime.datetime(2026, 1, 1), "raw": bytearray(b"x"), "tags": {"a": 1}}]
+    assert same_rows(arrow, spark) == ({}, {})
+
+
+def test_a_row_missing_or_read_twice_is_told() -> None:
+    missing, extra = same_rows([{"id": 1}, {"id": 2}], [{"id": 1}, {"id": 1}])
+    assert sum(missing.values()) == 1 and sum(extra.values()) == 1
