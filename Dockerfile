@@ -1,7 +1,8 @@
 FROM python:3.12-slim-bookworm
-# PySpark needs a JRE; Node builds the UI's front-end libraries.
+# PySpark needs a JRE, Maven fetches the jars Spark loads (jvm/spark/pom.xml);
+# Node builds the UI's front-end libraries.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless nodejs npm \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven nodejs npm \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY requirements.txt .
@@ -10,5 +11,6 @@ COPY package.json package-lock.json ./
 COPY static ./static
 RUN npm ci --ignore-scripts --no-audit --no-fund && npm run vendor && rm -rf node_modules
 COPY . .
+RUN scripts/resolve-jars spark
 ENV DJANGO_SETTINGS_MODULE=sinkadmin.settings PYTHONUNBUFFERED=1
 EXPOSE 8000

@@ -1,0 +1,55 @@
+"""Run a Spark Connect server as make run starts it (the pinned runtimes loaded, the project's Iceberg
+catalog mapped as ``iceberg``), in the foreground until interrupted: for a container of its own
+(docker-compose.yml's ``spark``) or a host that serves other hosts' workers."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from sinkadmin.services import ServiceError, start_spark_connect
+
+
+class Command(BaseCommand):
+    help = "Run a Spark Connect server with the sinks' runtimes and the project's catalog, until interrupted."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="a loopback host answers this machine only")
+        parser.add_argument("--port", type=int, default=settings.SPARK_CONNECT_PORT)
+        parser.add_argument("--master", default="local[*]")
+        parser.add_argument("--driver-memory", default="2g")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from workers.tables import default_spark_catalog_conf
+
+        try:
+            server = start_spark_connect(
+                options["port"],
+                settings.VAR_DIR / "log",
+                master=options["master"],
+                driver_memory=options["driver_memory"],
+                host=options["host"],
+                catalogs=default_spark_catalog_conf(),
+            )
+        except ServiceError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"Spark Connect at sc://{options['host']}:{options['port']}; Ctrl-C stops it")
+        stopping = False
+
+        def stop(*_: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        while not stopping and server.process.poll() is None:
+            time.sleep(0.5)
+        server.stop()
+        if not stopping:
+            raise CommandError(
+                f"the Spark Connect server exited with {server.process.returncode}: see {server.log_path}"
+            )
