@@ -72,6 +72,24 @@ class ManagedProcess:
             self.process.wait(5)
 
 
+def serve_in_foreground(service: ManagedProcess) -> None:
+    """Wait until SIGTERM or SIGINT (Ctrl-C), then stop ``service``; a service that exits by itself
+    first is an error naming its log."""
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while not stopping and service.process.poll() is None:
+        time.sleep(0.5)
+    service.stop()
+    if not stopping:
+        raise ServiceError(f"{service.name} exited with {service.process.returncode}: see {service.log_path}")
+
+
 def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> ManagedProcess:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"

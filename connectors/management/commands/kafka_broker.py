@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-import signal
-import time
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from sinkadmin.kafka_broker import start_configured_broker
-from sinkadmin.services import ServiceError
+from sinkadmin.services import ServiceError, serve_in_foreground
 
 
 class Command(BaseCommand):
@@ -23,14 +21,7 @@ class Command(BaseCommand):
             f"Kafka broker at 127.0.0.1:{settings.KAFKA_EMBEDDED_PORT} (log under {settings.KAFKA_EMBEDDED_DIR});"
             " Ctrl-C stops it"
         )
-        stopping = False
-
-        def stop(*_: Any) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        while not stopping and broker.process.poll() is None:
-            time.sleep(0.5)
-        broker.stop()
+        try:
+            serve_in_foreground(broker)
+        except ServiceError as exc:
+            raise CommandError(str(exc)) from None

@@ -4,14 +4,12 @@ catalog mapped as ``iceberg``), in the foreground until interrupted: for a conta
 
 from __future__ import annotations
 
-import signal
-import time
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from sinkadmin.services import ServiceError, start_spark_connect
+from sinkadmin.services import ServiceError, serve_in_foreground, start_spark_connect
 
 
 class Command(BaseCommand):
@@ -38,18 +36,7 @@ class Command(BaseCommand):
         except ServiceError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Spark Connect at sc://{options['host']}:{options['port']}; Ctrl-C stops it")
-        stopping = False
-
-        def stop(*_: Any) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        while not stopping and server.process.poll() is None:
-            time.sleep(0.5)
-        server.stop()
-        if not stopping:
-            raise CommandError(
-                f"the Spark Connect server exited with {server.process.returncode}: see {server.log_path}"
-            )
+        try:
+            serve_in_foreground(server)
+        except ServiceError as exc:
+            raise CommandError(str(exc)) from None
