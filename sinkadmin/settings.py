@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -93,8 +94,9 @@ TEMPLATES = [
 
 def _local_database_url() -> str:
     """The database scripts/start-services creates on this machine: the role sinkadmin over TCP, with the
-    password it generated into var/postgres.password."""
-    password_file = VAR_DIR / "postgres.password"
+    password it generated into ~/.config/sinkadmin/postgres.password."""
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    password_file = config_home / "sinkadmin" / "postgres.password"
     password = password_file.read_text().strip() if password_file.exists() else ""
     return (
         f"postgres://sinkadmin:{password}@127.0.0.1:5432/sinkadmin"
