@@ -1,6 +1,10 @@
-"""Kafka client properties reach every client a connector creates."""
+"""Kafka client properties reach every client a connector creates; log offsets are asked again while a
+partition's leader moves."""
 
-from workers.kafka import control_client_config, producer_config, source_consumer_config
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from workers.kafka import control_client_config, log_offsets, producer_config, source_consumer_config
 
 CONFIG = {
     "security.protocol": "SASL_SSL",
@@ -32,3 +36,36 @@ def test_security_settings_reach_the_producers_and_control_clients() -> None:
     control = control_client_config("b:9092", CONFIG)
     assert control["security.protocol"] == "SASL_SSL" and control["client.rack"] == "r1"
     assert "topics" not in control
+
+
+class MovingLeader:
+    """A consumer whose partition has no leader for its first ``refusals`` asks."""
+
+    def __init__(self, refusals: int, code: int = KafkaError.NOT_LEADER_FOR_PARTITION) -> None:
+        self.refusals, self.code, self.asked = refusals, code, 0
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        self.asked += 1
+        if self.asked <= self.refusals:
+            raise KafkaException(KafkaError(self.code))
+        return 3, 42
+
+
+def test_log_offsets_are_asked_again_while_a_new_partitions_leader_is_elected() -> None:
+    consumer = MovingLeader(refusals=2)
+    assert log_offsets(consumer, TopicPartition("control", 0), settle=10) == (3, 42)
+    assert consumer.asked == 3
+
+
+def test_log_offsets_give_up_at_once_on_an_error_that_asking_again_does_not_mend() -> None:
+    consumer = MovingLeader(refusals=1, code=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException):
+        log_offsets(consumer, TopicPartition("control", 0), settle=10)
+    assert consumer.asked == 1
+
+
+def test_log_offsets_give_up_when_the_leader_stays_away_past_the_settling_time() -> None:
+    consumer = MovingLeader(refusals=1000)
+    with pytest.raises(KafkaException):
+        log_offsets(consumer, TopicPartition("control", 0), settle=0.6)
+    assert 1 < consumer.asked < 5

@@ -5,7 +5,9 @@ dead-letter producer."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
@@ -199,7 +201,7 @@ class ControlChannel:
         self._consumer.assign([TopicPartition(self.topic, 0, offset)])
 
     def end_offset(self) -> int:
-        _, high = self._watermarks.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10, cached=False)
+        _, high = log_offsets(self._watermarks, TopicPartition(self.topic, 0))
         return max(0, high)
 
     def send(self, event: ControlEvent) -> int:
@@ -247,3 +249,25 @@ class ControlChannel:
         self._producer.flush(10)
         self._consumer.close()
         self._watermarks.close()
+
+
+# A partition whose leader is being elected or moved: a topic just created (the control topic, at a
+# connector's first start), a broker restarting. Asked again, it answers.
+LEADER_MOVING = frozenset(
+    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
+
+
+def log_offsets(consumer: Any, tp: TopicPartition, timeout: float = 10.0, settle: float = 30.0) -> tuple[int, int]:
+    """A partition's log start and end, asked of its leader (``get_watermark_offsets``, not cached); asked
+    again for up to ``settle`` seconds while its leader is moving (LEADER_MOVING)."""
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError) or error.code() not in LEADER_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

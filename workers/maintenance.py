@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from connectors.config.validation import MaintenanceConfig
 from workers.failpoints import failpoint
+from workers.spark_writer import raised_briefly
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -295,6 +296,7 @@ def _same_primitive(found: pa.DataType, wanted: pa.DataType) -> bool:
     return found.equals(wanted) or any(found in pair and wanted in pair for pair in widths)
 
 
+@raised_briefly
 def rewrite_bins(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The function Spark's Python workers run: ``mapInArrow`` over ``range(len(job.bins))``, a bin each."""
     for batch in batches:

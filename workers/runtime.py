@@ -64,6 +64,7 @@ from workers.kafka import (
     ControlChannel,
     admin_client,
     ensure_topic,
+    log_offsets,
     resolve_partitions,
     source_consumer_config,
 )
@@ -132,7 +133,7 @@ class DjangoLedger:
         seeds = {}
         for tp in partitions:
             if tp not in known:
-                low, high = self.watermarks.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)
+                low, high = log_offsets(self.watermarks, TopicPartition(*tp))
                 seeds[tp] = low if self.config.auto_offset_reset == "earliest" else high
         try:
             offsets = seed_offsets(self.connector.pk, self.epoch, seeds) if seeds else known
@@ -147,7 +148,7 @@ class DjangoLedger:
         logs: dict[TP, tuple[int, int]] = {}
         for tp in offsets:
             try:
-                logs[tp] = self.watermarks.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)
+                logs[tp] = log_offsets(self.watermarks, TopicPartition(*tp))
             except KafkaException as exc:
                 # (A partition deleted since it was listed: the supervisor says so.)
                 log.warning("%s: no log offsets for %s/%d: %s", self.connector.name, *tp, exc)

@@ -448,6 +448,34 @@ class UnitRunner:
 UNIT_OUTCOME = pa.schema([("unit", pa.int64()), ("outcome", pa.string())])
 
 
+def raised_briefly(
+    function: Callable[..., Iterator[pa.RecordBatch]],
+) -> Callable[..., Iterator[pa.RecordBatch]]:
+    """A function for Spark's Python workers whose error reaches the client whole.
+
+    Spark 3.5's Connect server cuts an error's text after its first
+    ``spark.connect.grpc.maxMetadataSize`` characters, and a Python worker's
+    error is its traceback, the error itself last: a storage outage deep in
+    pyarrow arrived as "OSError: When testing for existence of buck...",
+    which no check can read. Raised again here, it keeps its class and
+    message with a traceback of one frame.
+    """
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from function(*args, **kwargs)
+        except Exception as exc:
+            try:
+                brief = type(exc)(*exc.args)
+            except Exception:
+                brief = RuntimeError(f"{type(exc).__name__}: {exc}")
+            raise brief from None
+
+    return run
+
+
+@raised_briefly
 def run_job_units(job: UnitJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The function Spark's Python workers run for a UnitJob: one outcome row per unit."""
     _freeze_imports()
@@ -497,6 +525,7 @@ def _imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield batch.slice(0, 1)
 
 
+@raised_briefly
 def decode_staged_partitions(
     job: StagedJob, groups: tuple[tuple[int, ...], ...], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
