@@ -4,6 +4,7 @@ coordinator's thread only between two of the sink's commits."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -301,3 +302,52 @@ def test_a_file_is_copied_as_it_is_only_when_its_columns_are_the_tables_own() ->
         NestedField(2, "name", StructType(NestedField(3, "first", StringType(), required=False)), required=False),
     )
     assert not job.reads_as_is(with_ids(nested, None), schema_to_pyarrow(nested_schema))
+
+
+class Session:
+    """A Spark session as the rewriter uses it: a job's collect() fails with ``error``, else gives ``rows``."""
+
+    def __init__(self, rows: list[dict[str, Any]], error: str | None = None) -> None:
+        self.rows, self.error, self.jobs = rows, error, 0
+
+    def range(self, *_: Any) -> Session:
+        return self
+
+    def mapInArrow(self, *_: Any) -> Session:
+        return self
+
+    def collect(self) -> list[dict[str, Any]]:
+        self.jobs += 1
+        if self.error:
+            raise RuntimeError(self.error)
+        return self.rows
+
+
+REWRITTEN = [{"bin": 0, "files": json.dumps([["file:///t/data/new.parquet", 123]])}]
+
+
+def test_a_rewrite_that_meets_a_dropped_session_joins_again_and_runs_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workers import spark_writer
+    from workers.maintenance import RewriteJob, SparkRewriter
+
+    dropped = Session([], error="PythonException: ModuleNotFoundError: No module named 'workers'")
+    joined = Session(REWRITTEN)
+    sessions, forgotten = iter([dropped, joined]), []
+    monkeypatch.setattr(spark_writer, "spark_session", lambda: next(sessions))
+    monkeypatch.setattr(spark_writer, "forget_session", forgotten.append)
+
+    job = RewriteJob(run_id="r", metadata=None, io_properties={}, bins=((),))  # type: ignore[arg-type]
+    assert SparkRewriter().rewrite(job) == {0: [("file:///t/data/new.parquet", 123)]}
+    assert forgotten == [dropped] and dropped.jobs == 1 and joined.jobs == 1
+
+
+def test_a_rewrite_that_fails_otherwise_fails_once_with_sparks_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workers import spark_writer
+    from workers.maintenance import RewriteJob, SparkRewriter
+
+    broken = Session([], error='Traceback (most recent call last):\n  File "x", line 1\nOSError: disk full')
+    monkeypatch.setattr(spark_writer, "spark_session", lambda: broken)
+    job = RewriteJob(run_id="r", metadata=None, io_properties={}, bins=((),))  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="Spark job failed: OSError: disk full"):
+        SparkRewriter().rewrite(job)
+    assert broken.jobs == 1

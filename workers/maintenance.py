@@ -312,17 +312,30 @@ class SparkRewriter:
         self._session = session
 
     def rewrite(self, job: RewriteJob) -> dict[int, list[tuple[str, int]]]:
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        from workers.spark_writer import spark_failure, spark_session
+        """Run ``job``; the process's shared session, found dropped by the server (idle past its
+        timeout, or the server restarted), is joined again and the job run again, as a write does."""
+        from workers.spark_writer import forget_session, session_lost, spark_failure, spark_session
 
         spark = self._session if self._session is not None else spark_session()
-        frame = spark.range(0, len(job.bins), 1, len(job.bins))
         try:
-            rows = frame.mapInArrow(functools.partial(rewrite_bins, job), from_arrow_schema(REWRITE_OUTPUT)).collect()
+            rows = self._run(spark, job)
         except Exception as exc:
-            raise RuntimeError(spark_failure(exc)) from exc
+            if self._session is not None or not session_lost(exc):
+                raise RuntimeError(spark_failure(exc)) from exc
+            log.info("the Spark Connect session was lost before a rewrite: joining again")
+            forget_session(spark)
+            try:
+                rows = self._run(spark_session(), job)
+            except Exception as again:
+                raise RuntimeError(spark_failure(again)) from again
         return {row["bin"]: [(path, size) for path, size in json.loads(row["files"])] for row in rows}
+
+    @staticmethod
+    def _run(spark: Any, job: RewriteJob) -> list[Any]:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        frame = spark.range(0, len(job.bins), 1, len(job.bins))
+        return list(frame.mapInArrow(functools.partial(rewrite_bins, job), from_arrow_schema(REWRITE_OUTPUT)).collect())
 
 
 # --- between two commits ------------------------------------------------------------------

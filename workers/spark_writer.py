@@ -169,7 +169,7 @@ def _shared_session(remote: str) -> Any:
     cannot be joined again: the server answers SESSION_CLOSED, and the
     processes move on together to the next generation's id. (Spark 4's
     servers do; a Spark 3.5 server never closes a session, it drops it and
-    answers the same id with a new, empty one: ``_session_lost``.)
+    answers the same id with a new, empty one: ``session_lost``.)
     """
     ids: list[str | None]
     if "session_id=" in remote:
@@ -240,7 +240,7 @@ def _add_code(session: Any) -> None:
         # details. The name is the content's hash: another process of this
         # code added it to the shared session. (Had the add failed for
         # another reason, the job's Python workers cannot import the code,
-        # and the session is joined again: _session_lost.)
+        # and the session is joined again: session_lost.)
         if exc.code() != grpc.StatusCode.UNKNOWN or exc.details():
             raise
         log.debug("the session has this code already (%s)", code_archive().name)
@@ -258,7 +258,7 @@ def forget_session(session: Any) -> None:
 _CODE_MISSING = re.compile(r"No module named '(?:" + "|".join(SHIPPED_PACKAGES) + r")[.']")
 
 
-def _session_lost(exc: BaseException) -> bool:
+def session_lost(exc: BaseException) -> bool:
     """Whether the session no longer holds what this process gave it, and must be joined again.
 
     A Spark 4 server closes a session idle beyond its timeout and answers
@@ -696,7 +696,7 @@ class SparkWriter:
             try:
                 return collect()
             except Exception as exc:
-                if not _session_lost(exc):
+                if not session_lost(exc):
                     raise
                 # The server closed or dropped the shared session (idle beyond
                 # its timeout: a connector whose topic was quiet that long):
@@ -751,7 +751,7 @@ class SparkWriter:
         if _is_connect(self.spark):
             # The JVM's decoding depends on the session's configuration (time
             # zone, timestamp type), which a Spark 3.5 server that dropped the
-            # session has forgotten (_session_lost) with no error to tell.
+            # session has forgotten (session_lost) with no error to tell.
             _apply_session_conf(self.spark)
         raw = self.spark.read.schema(STAGING_DDL).parquet(*[uri(str(s.path)) for s in with_data])
         decoded, bad_condition, skip_condition = self._decode(raw, tables)
