@@ -453,9 +453,9 @@ def raised_briefly(
 ) -> Callable[..., Iterator[pa.RecordBatch]]:
     """A function for Spark's Python workers whose error reaches the client whole.
 
-    Spark 3.5's Connect server cuts an error's text after its first
-    ``spark.connect.grpc.maxMetadataSize`` characters, and a Python worker's
-    error is its traceback, the error itself last: a storage outage deep in
+    Spark 3.5's Connect server cuts the text of an error it relays to the
+    client (its end becomes "..."), and a Python worker's error is its
+    traceback, the error itself last: a storage outage deep in
     pyarrow arrived as "OSError: When testing for existence of buck...",
     which no check can read. Raised again here, it keeps its class and
     message with a traceback of one frame.
