@@ -123,13 +123,16 @@ def wait_ready(service: ManagedProcess, host: str, port: int, timeout: float) ->
 # JVM artifacts pinned by jvm/<name>/pom.xml, resolved from Maven Central by
 # scripts/resolve-jars (make install) into var/jars/<name>/.
 JARS_DIR = Path(__file__).resolve().parent.parent / "var" / "jars"
+JVM_DIR = Path(__file__).resolve().parent.parent / "jvm"
 
 
 def jvm_classpath(name: str) -> list[Path]:
-    """The jars of ``jvm/<name>/pom.xml``, as ``make install`` resolved them."""
+    """The jars of ``jvm/<name>/pom.xml``, as ``make install`` resolved them: refused when they were
+    never resolved, or resolved before the pom last changed (its pins may name other versions)."""
     folder = JARS_DIR / name
-    if not (folder / ".resolved").exists():
-        raise ServiceError(f"{folder} is not resolved yet: run `make install` (scripts/resolve-jars {name})")
+    marker, pom = folder / ".resolved", JVM_DIR / name / "pom.xml"
+    if not marker.exists() or marker.stat().st_mtime < pom.stat().st_mtime:
+        raise ServiceError(f"{folder} does not hold {pom}'s jars: run `make install` (scripts/resolve-jars {name})")
     return sorted(folder.glob("*.jar"))
 
 
@@ -164,7 +167,7 @@ def python_daemon_conf(master: str) -> dict[str, str]:
 
 # The JVM artifacts a Spark of this project loads beside pyspark's own jars, pinned in a checked-in pom
 # and copied by Maven (``scripts/resolve-jars spark``, make install) into var/jars/spark/.
-SPARK_POM = Path(__file__).resolve().parent.parent / "jvm" / "spark" / "pom.xml"
+SPARK_POM = JVM_DIR / "spark" / "pom.xml"
 # The Spark Connect server: pyspark 3.5's wheel does not bundle it (4.x does).
 SPARK_CONNECT_ARTIFACT = "spark-connect_"
 # Iceberg's SQL extensions (CALL <catalog>.system.*, ALTER TABLE ... WRITE ORDERED BY) and Hudi's (its
@@ -195,19 +198,8 @@ def pinned_spark_artifacts() -> tuple[tuple[str, str, str], ...]:
 
 
 def spark_jars(*, server: bool) -> list[Path]:
-    """The pinned jars a Spark of this project loads (the Spark Connect server's own only for a ``server``),
-    as local paths; a missing one is named with the way to get it."""
-    jars = []
-    for group, artifact, version in pinned_spark_artifacts():
-        if artifact.startswith(SPARK_CONNECT_ARTIFACT) and not server:
-            continue
-        path = JARS_DIR / "spark" / f"{artifact}-{version}.jar"
-        if not path.is_file():
-            raise ServiceError(
-                f"{group}:{artifact}:{version} is not in {path.parent}: run `make install` (scripts/resolve-jars spark)"
-            )
-        jars.append(path)
-    return jars
+    """The pinned jars a Spark of this project loads (the Spark Connect server's own only for a ``server``)."""
+    return [jar for jar in jvm_classpath("spark") if server or not jar.name.startswith(SPARK_CONNECT_ARTIFACT)]
 
 
 def spark_conf(*, server: bool = False) -> dict[str, str]:

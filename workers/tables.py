@@ -143,7 +143,6 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
     uri = properties.get("uri", "")
     if not kind:
         kind = "rest" if uri.startswith(("http://", "https://")) else "sql" if "://" in uri else ""
-    # The sink commits outside Spark: a session caching a table would read it as it first found it.
     conf = {prefix: SPARK_CATALOG_CLASS, f"{prefix}.cache-enabled": "false"}
     if kind == "sql":
         url = make_url(uri)
