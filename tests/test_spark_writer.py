@@ -211,6 +211,27 @@ def test_a_spark_that_cannot_be_reached_is_named_in_one_clear_message(settings: 
         _ = SparkWriter(config()).spark
 
 
+def test_closing_one_spark_connect_client_leaves_the_release_pool_to_the_others() -> None:
+    # Spark 3.5 shuts its process-wide pool of result releases down whenever any
+    # client closes (a session stopped or collected): another client's query
+    # then fails with "Pool not running" (SPARK-55406).
+    from multiprocessing.pool import RUN
+
+    from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as Results
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    kept = spark_writer.connect(f"sc://127.0.0.1:{closed}", max_retries=0)
+    spark_writer.connect(f"sc://127.0.0.1:{closed}", max_retries=0).stop()
+    Results._initialize_pool_if_necessary()
+    pool = Results._release_thread_pool
+    assert pool is not None
+    spark_writer.connect(f"sc://127.0.0.1:{closed}", max_retries=0).stop()
+    assert Results._release_thread_pool is pool and pool._state == RUN  # type: ignore[attr-defined]
+    assert not kept.client.is_closed
+
+
 def test_the_shared_session_is_named_in_the_spark_connect_url_beside_the_operators_parameters() -> None:
     session = spark_writer.shared_session_id(0)
     assert uuid.UUID(session).version == 4 and session != spark_writer.shared_session_id(1)

@@ -203,12 +203,32 @@ def connect(url: str, *, max_retries: int = 6, max_backoff_ms: int = 8000) -> An
     """
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+    _share_release_pool()
     # (As the builder does: pyspark's functions then build Spark Connect's columns.)
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     session = ConnectSession(connection=url)
     session.client._retry_policy.update(max_retries=max_retries, max_backoff=max_backoff_ms)
     ConnectSession._set_default_and_active_session(session)
     return session
+
+
+@functools.cache
+def _share_release_pool() -> None:
+    """Keep pyspark's one pool of release calls open for every Spark Connect client of the process.
+
+    Spark 3.5's client sends each result's release from a thread pool of its
+    iterator class, shared by all clients of the process, and closing any
+    client, or a session collected by the garbage collector in any thread,
+    closes that pool for all of them: a query of another client that then
+    releases its result fails with "ValueError: Pool not running" (SPARK-55406;
+    fixed upstream by apache/spark#54189, which waits for the closing client's
+    own releases instead, after 3.5). So the pool is never shut down here; its threads are daemons, and
+    a closing client's pending releases end with its channel, which the server
+    tolerates (it drops an unreleased result after its timeout).
+    """
+    from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator
+
+    ExecutePlanResponseReattachableIterator.shutdown = classmethod(lambda cls: None)  # type: ignore[method-assign,assignment]
 
 
 def _apply_session_conf(session: Any) -> None:
