@@ -4,8 +4,8 @@ beside it.
 
 1. A table of ``--files`` small files (``--rows-per-file`` records of ~1 KB,
    their text random so that the codec cannot make the bytes vanish) is
-   compacted by the product's own code (``workers.maintenance``: one Spark
-   job on the benchmark's Spark, one REPLACE snapshot). Baseline, same run,
+   compacted by the product's maintenance (``workers.maintenance``: Iceberg's
+   rewrite_data_files on the benchmark's Spark, one REPLACE snapshot). Baseline, same run,
    same files: a plain pyarrow copy in this process (read every file, write
    them as one), the least work a rewrite does. Reported: MB/s of input for
    both and their ratio; the row count is checked equal before and after.
@@ -54,9 +54,15 @@ from connectors.config import SinkConfig  # noqa: E402
 from connectors.models import Commit, CommitState, MaintenanceRun  # noqa: E402
 from sinks.hudi.clustering import ClusterOutcome, HudiClusterer  # noqa: E402
 from sinks.hudi.table import HudiTable, HudiTableSpec, new_file_id  # noqa: E402
-from workers.maintenance import BetweenCommits, SparkRewriter, TableMaintenance  # noqa: E402
+from workers.maintenance import BetweenCommits, SparkProcedures, TableMaintenance  # noqa: E402
 from workers.spark_writer import UnitRunner  # noqa: E402
-from workers.tables import catalog_for, create_table, describe_data_file, infer_schema_from_json  # noqa: E402
+from workers.tables import (  # noqa: E402
+    catalog_for,
+    connector_catalog_properties,
+    create_table,
+    describe_data_file,
+    infer_schema_from_json,
+)
 
 MB = 1e6
 
@@ -128,10 +134,11 @@ def pyarrow_copy(paths: list[str], target: Path) -> float:
 
 
 def compact(table_name: str) -> tuple[float, dict]:
-    """Seconds of the product's compaction of the table (the coordinator's turn played by a thread)."""
+    """Seconds of the product's compaction of the table (Iceberg's rewrite_data_files)."""
     config = config_for(table_name)
+    procedures = SparkProcedures(config.catalog_name, connector_catalog_properties(config))
     with BetweenCommits().served() as between, catalog_for(config) as catalog:
-        maintenance = TableMaintenance(config.maintenance, catalog, table_name, SparkRewriter(), between, NoLedger(), 0)
+        maintenance = TableMaintenance(config.maintenance, catalog, table_name, procedures, between, NoLedger(), 0)
         began = time.perf_counter()
         maintenance.compact()
         seconds = time.perf_counter() - began
@@ -200,7 +207,7 @@ def main() -> None:
     run = uuid.uuid4().hex[:8]
     try:
         # 1. Compaction alone, against a pyarrow copy of the same files. A
-        # first small one starts Spark's Python workers, as a `make run` that
+        # first small one loads Iceberg's classes in the server, as a `make run` that
         # has run a while has them (reported apart).
         warm_up = f"bench.warm_{run}"
         seed(warm_up, 10, args.rows_per_file)

@@ -321,7 +321,8 @@ class MaintenanceOutcome(models.TextChoices):
 
 
 class MaintenanceRun(models.Model):
-    """One maintenance run on one table (workers.maintenance): compaction, snapshot expiry, orphan removal."""
+    """One maintenance run on one table (workers.maintenance): compaction, manifest rewrite, snapshot expiry,
+    orphan removal (Hudi: clustering and cleaning)."""
 
     connector = models.ForeignKey(Connector, on_delete=models.SET_NULL, null=True, related_name="maintenance_runs")
     connector_name = models.CharField(max_length=255, db_index=True)
@@ -337,11 +338,16 @@ class MaintenanceRun(models.Model):
     added_files = models.IntegerField(default=0)
     added_bytes = models.BigIntegerField(default=0)
     replace_snapshot_id = models.BigIntegerField(null=True, blank=True)
+    # Manifests rewritten into fewer (Iceberg's rewrite_manifests).
+    rewritten_manifests = models.IntegerField(default=0)
+    added_manifests = models.IntegerField(default=0)
     # Expiry: snapshots removed, and the files that only they referenced (Hudi: old file slices cleaned).
     expired_snapshots = models.IntegerField(default=0)
     expired_files = models.IntegerField(default=0)
     # Orphans: unreferenced files older than the window.
     orphan_files = models.IntegerField(default=0)
+    # Bytes of the deleted files whose size is known: orphans, Hudi's cleaned
+    # files (Iceberg's expiry reports how many files it deleted, not their size).
     removed_bytes = models.BigIntegerField(default=0)
     error = models.TextField(blank=True, default="")
 

@@ -203,8 +203,8 @@ def test_maintenance_keys_have_safe_defaults_and_refuse_unsafe_values_per_key() 
     unsafe = validate_config(
         {
             **BASE,
-            # A window shorter than an hour could take a commit in flight for an orphan.
-            "sinkadmin.maintenance.orphans.older-than-ms": "60000",
+            # A window shorter than a day could take a write in flight for an orphan (and Iceberg refuses it).
+            "sinkadmin.maintenance.orphans.older-than-ms": "3600000",
             "sinkadmin.maintenance.expire.min-snapshots-to-keep": "0",
             "sinkadmin.maintenance.rewrite.min-input-files": "1",
             "sinkadmin.maintenance.enabled": "sometimes",
@@ -216,6 +216,6 @@ def test_maintenance_keys_have_safe_defaults_and_refuse_unsafe_values_per_key() 
         "sinkadmin.maintenance.orphans.older-than-ms",
         "sinkadmin.maintenance.rewrite.min-input-files",
     ]
-    assert "at least 3600000" in unsafe.errors["sinkadmin.maintenance.orphans.older-than-ms"][0]
+    assert "at least 86400000" in unsafe.errors["sinkadmin.maintenance.orphans.older-than-ms"][0]
     off = SinkConfig.parse({**BASE, "sinkadmin.maintenance.enabled": "false"}).maintenance
     assert not off.enabled

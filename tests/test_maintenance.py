@@ -1,10 +1,9 @@
-"""Table maintenance's decisions, without servers: which files compaction packs together,
-which snapshots expire, which files are orphans, and how its snapshot commits reach the
-coordinator's thread only between two of the sink's commits."""
+"""Table maintenance's decisions, without servers: which snapshots expire, how Iceberg's
+procedures are called and how their failures read, and how a sink's maintenance commits
+(Hudi's) reach the coordinator's thread only between two of the sink's commits."""
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
@@ -15,63 +14,14 @@ from workers.coordinator import Coordinator, CoordinatorSettings, Phase
 from workers.events import EventType
 from workers.maintenance import (
     BetweenCommits,
-    Candidate,
-    ListedFile,
     SnapshotInfo,
+    SparkProcedures,
     Stopped,
     file_key,
-    orphan_files,
-    plan_rewrite,
     snapshots_to_expire,
+    sql_map,
+    sql_timestamp,
 )
-
-KB = 1024
-
-
-def small(path: str, size: int = KB, partition: tuple[Any, ...] = (), **extra: Any) -> Candidate:
-    return Candidate(path=path, size=size, records=10, spec_id=0, partition=partition, **extra)
-
-
-# --- compaction -------------------------------------------------------------------------
-
-
-def test_small_files_of_a_partition_are_packed_into_bins_of_at_most_the_target() -> None:
-    files = [small(f"f{i}", size) for i, size in enumerate([40 * KB, 30 * KB, 30 * KB, 20 * KB, 10 * KB, 10 * KB])]
-    bins = plan_rewrite(files, target_bytes=64 * KB, min_input_files=5)
-    # Largest first, each into the first bin it fits: 40+20, 30+30, 10+10.
-    assert sorted(sorted(c.size // KB for c in b) for b in bins) == [[10, 10], [20, 40], [30, 30]]
-    assert sorted(c.path for b in bins for c in b) == sorted(f.path for f in files)
-
-
-def test_a_partition_with_fewer_small_files_than_min_input_files_is_left_alone() -> None:
-    files = [small(f"a{i}", partition=("a",)) for i in range(4)] + [small(f"b{i}", partition=("b",)) for i in range(5)]
-    bins = plan_rewrite(files, target_bytes=64 * KB, min_input_files=5)
-    assert [sorted(c.path for c in b) for b in bins] == [[f"b{i}" for i in range(5)]]
-
-
-def test_files_of_different_partitions_or_specs_never_share_a_bin() -> None:
-    files = [small(f"a{i}", partition=("a",)) for i in range(3)] + [small(f"b{i}", partition=("b",)) for i in range(3)]
-    files += [Candidate(f"s{i}", KB, 10, spec_id=1, partition=("a",)) for i in range(3)]
-    bins = plan_rewrite(files, target_bytes=64 * KB, min_input_files=2)
-    assert sorted(sorted(c.path[0] + str(c.spec_id) for c in b) for b in bins) == [
-        ["a0"] * 3,
-        ["b0"] * 3,
-        ["s1"] * 3,
-    ]
-
-
-def test_large_files_and_files_with_deletes_or_of_an_old_spec_are_not_rewritten() -> None:
-    files = [small(f"f{i}") for i in range(5)]
-    files.append(small("big", size=60 * KB))  # over three quarters of the target: not small
-    files.append(small("deleted", rewritable=False))
-    bins = plan_rewrite(files, target_bytes=64 * KB, min_input_files=5)
-    assert sorted(c.path for b in bins for c in b) == [f"f{i}" for i in range(5)]
-
-
-def test_a_bin_of_one_file_would_only_copy_it_and_is_left_out() -> None:
-    files = [small(f"f{i}", size=40 * KB) for i in range(5)]  # no two fit under 64 KB
-    assert plan_rewrite(files, target_bytes=64 * KB, min_input_files=5) == []
-
 
 # --- expiry -----------------------------------------------------------------------------
 
@@ -127,18 +77,6 @@ def test_a_snapshots_partitions_are_read_from_its_offsets_summary() -> None:
 
 
 # --- orphans ----------------------------------------------------------------------------
-
-
-def test_orphans_are_unreferenced_files_older_than_the_window() -> None:
-    listed = [
-        ListedFile("/lake/t/data/old-orphan.parquet", 10, 1000.0),
-        ListedFile("/lake/t/data/young-orphan.parquet", 10, 9000.0),
-        ListedFile("/lake/t/data/committed.parquet", 10, 1000.0),
-        ListedFile("s3://bucket/t/data/committed.parquet", 10, 1000.0),
-    ]
-    referenced = {file_key("file:///lake/t/data/committed.parquet"), file_key("s3a://bucket/t/data/committed.parquet")}
-    found = orphan_files(listed, referenced, now_s=10_000.0, older_than_s=3600.0)
-    assert [f.location for f in found] == ["/lake/t/data/old-orphan.parquet"]
 
 
 @pytest.mark.parametrize(
@@ -255,99 +193,108 @@ def test_maintenance_gets_its_turn_only_between_commits_and_never_before_a_prepa
     assert channel.last(EventType.ACK_COMMIT).commit_id == start.commit_id
 
 
-# --- copying a file as it is -------------------------------------------------------------
+# --- Iceberg's procedures ------------------------------------------------------------------
 
 
-def test_a_file_is_copied_as_it_is_only_when_its_columns_are_the_tables_own() -> None:
-    import pyarrow as pa
-    from pyiceberg.io.pyarrow import schema_to_pyarrow
-    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
-    from pyiceberg.schema import Schema
-    from pyiceberg.table import TableProperties
-    from pyiceberg.table.metadata import new_table_metadata
-    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-    from pyiceberg.types import LongType, NestedField, StringType, StructType
+def test_procedure_arguments_are_sql_literals_of_what_they_mean() -> None:
+    assert sql_timestamp(0) == "TIMESTAMP '1970-01-01T00:00:00.000+00:00'"
+    assert sql_timestamp(1_800_000_000.25) == "TIMESTAMP '2027-01-15T08:00:00.250+00:00'"
+    assert sql_map({"min-input-files": "5", "it's": "a\\b"}) == "map('min-input-files', '5', 'it\\'s', 'a\\\\b')"
 
-    from workers.maintenance import RewriteJob
 
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False)
-    )
-    mapping = schema.name_mapping.model_dump_json()
-    metadata = new_table_metadata(
-        schema,
-        UNPARTITIONED_PARTITION_SPEC,
-        UNSORTED_SORT_ORDER,
-        "file:///lake/t",
-        {TableProperties.DEFAULT_NAME_MAPPING: mapping},
-    )
-    job = RewriteJob("run", metadata, {}, ())
-    target = schema_to_pyarrow(metadata.schema())
-    ids = {"id": b"1", "name": b"2"}
-
-    def with_ids(fields: dict[str, pa.DataType], given: dict[str, bytes] | None) -> pa.Schema:
-        return pa.schema(
-            [pa.field(n, t, metadata={b"PARQUET:field_id": given[n]} if given else None) for n, t in fields.items()]
-        )
-
-    written = {"name": pa.large_string(), "id": pa.int64()}
-    assert job.reads_as_is(with_ids(written, None), target)  # by the name mapping, in any order
-    assert job.reads_as_is(with_ids(written, ids), target)  # by their own ids
-    assert not job.reads_as_is(with_ids(written, {"id": b"2", "name": b"1"}), target)  # swapped ids
-    assert not job.reads_as_is(with_ids({"id": pa.int64()}, None), target)  # an older schema
-    assert not job.reads_as_is(with_ids({"id": pa.int32(), "name": pa.string()}, None), target)  # promoted
-    nested = {"id": pa.int64(), "name": pa.struct([("first", pa.string())])}
-    nested_schema = Schema(
-        NestedField(1, "id", LongType(), required=False),
-        NestedField(2, "name", StructType(NestedField(3, "first", StringType(), required=False)), required=False),
-    )
-    assert not job.reads_as_is(with_ids(nested, None), schema_to_pyarrow(nested_schema))
+class Conf(dict[str, str]):
+    def set(self, key: str, value: str) -> None:
+        self[key] = value
 
 
 class Session:
-    """A Spark session as the rewriter uses it: a job's collect() fails with ``error``, else gives ``rows``."""
+    """A Spark session as the procedures use it: a statement's collect() fails with ``error``, else gives ``rows``."""
 
     def __init__(self, rows: list[dict[str, Any]], error: str | None = None) -> None:
-        self.rows, self.error, self.jobs = rows, error, 0
+        self.rows, self.error = rows, error
+        self.statements: list[str] = []
+        self.conf = Conf()
 
-    def range(self, *_: Any) -> Session:
+    def sql(self, statement: str) -> Session:
+        self.statements.append(statement)
         return self
 
-    def mapInArrow(self, *_: Any) -> Session:
-        return self
+    def collect(self) -> list[Any]:
+        from pyspark.sql import Row
 
-    def collect(self) -> list[dict[str, Any]]:
-        self.jobs += 1
         if self.error:
             raise RuntimeError(self.error)
-        return self.rows
+        return [Row(**row) for row in self.rows]
 
 
-REWRITTEN = [{"bin": 0, "files": json.dumps([["file:///t/data/new.parquet", 123]])}]
+PROPERTIES = {"uri": "postgresql+psycopg://u:pw@db:5432/lake", "warehouse": "file:///lake"}
 
 
-def test_a_rewrite_that_meets_a_dropped_session_joins_again_and_runs_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_call_runs_on_the_connectors_catalog_in_a_session_of_that_catalogs_own() -> None:
+    session = Session([{"rewritten_manifests_count": 3, "added_manifests_count": 1}])
+    procedures = SparkProcedures("lake", PROPERTIES, session)
+    rows = procedures.call("rewrite_manifests", "db.t")
+    assert rows == [{"rewritten_manifests_count": 3, "added_manifests_count": 1}]
+    assert session.statements == ["CALL `lake`.`system`.`rewrite_manifests`(table => '`db`.`t`')"]
+    assert session.conf["spark.sql.catalog.lake.uri"] == "jdbc:postgresql://db:5432/lake"
+    # One session for each catalog configuration: two catalogs named alike never meet in one.
+    assert procedures.session_id == SparkProcedures("lake", dict(PROPERTIES)).session_id
+    assert procedures.session_id != SparkProcedures("lake", {**PROPERTIES, "warehouse": "s3://b/"}).session_id
+
+
+def test_a_call_that_meets_a_dropped_session_joins_again_and_runs_again(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
     from workers import spark_writer
-    from workers.maintenance import RewriteJob, SparkRewriter
 
-    dropped = Session([], error="PythonException: ModuleNotFoundError: No module named 'workers'")
-    joined = Session(REWRITTEN)
-    sessions, forgotten = iter([dropped, joined]), []
-    monkeypatch.setattr(spark_writer, "spark_session", lambda: next(sessions))
-    monkeypatch.setattr(spark_writer, "forget_session", forgotten.append)
+    settings.SPARK_REMOTE = "sc://spark:15002"
+    dropped = Session([], error="[INVALID_HANDLE.SESSION_CLOSED] The handle 1 is invalid.")
+    joined = Session([{"orphan_file_location": "file:/lake/t/data/x.parquet"}])
+    sessions, urls = iter([dropped, joined]), []
+    monkeypatch.setattr(spark_writer, "connect", lambda url: urls.append(url) or next(sessions))
 
-    job = RewriteJob(run_id="r", metadata=None, io_properties={}, bins=((),))  # type: ignore[arg-type]
-    assert SparkRewriter().rewrite(job) == {0: [("file:///t/data/new.parquet", 123)]}
-    assert forgotten == [dropped] and dropped.jobs == 1 and joined.jobs == 1
+    procedures = SparkProcedures("lake", PROPERTIES)
+    rows = procedures.call("remove_orphan_files", "db.t", dry_run="true")
+    assert rows == [{"orphan_file_location": "file:/lake/t/data/x.parquet"}]
+    assert urls == [f"sc://spark:15002/;session_id={procedures.session_id}"] * 2
+    assert len(dropped.statements) == len(joined.statements) == 1
+    assert joined.conf == dropped.conf  # the catalog, mapped again in the session joined again
 
 
-def test_a_rewrite_that_fails_otherwise_fails_once_with_sparks_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("answer", "table_format"),
+    [
+        # What Spark 3.5 answers without Iceberg's runtime or its SQL extensions, and without Hudi's.
+        ("\n[PARSE_SYNTAX_ERROR] Syntax error at or near 'CALL'.(line 1, pos 0)\n\n== SQL ==\nCALL x", "Iceberg"),
+        (
+            "(org.apache.spark.SparkException) Cannot find catalog plugin class for catalog 'x': "
+            "org.apache.iceberg.spark.SparkCatalog.",
+            "Iceberg",
+        ),
+        (
+            "(org.apache.spark.SparkClassNotFoundException) [DATA_SOURCE_NOT_FOUND] Failed to find the data source: "
+            "iceberg. Please find packages at `https://spark.apache.org/third-party-projects.html`.",
+            "Iceberg",
+        ),
+        ("[DATA_SOURCE_NOT_FOUND] Failed to find the data source: hudi. Please find packages", "Hudi"),
+    ],
+)
+def test_a_spark_without_a_table_formats_runtime_is_named_with_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch, answer: str, table_format: str
+) -> None:
     from workers import spark_writer
-    from workers.maintenance import RewriteJob, SparkRewriter
 
-    broken = Session([], error='Traceback (most recent call last):\n  File "x", line 1\nOSError: disk full')
-    monkeypatch.setattr(spark_writer, "spark_session", lambda: broken)
-    job = RewriteJob(run_id="r", metadata=None, io_properties={}, bins=((),))  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError, match="Spark job failed: OSError: disk full"):
-        SparkRewriter().rewrite(job)
-    assert broken.jobs == 1
+    with pytest.raises(spark_writer.SparkRuntimeMissing) as missing:
+        SparkProcedures("lake", PROPERTIES, Session([], error=answer)).call("rewrite_data_files", "db.t")
+    message = str(missing.value)
+    assert message.startswith(f"Spark at {spark_writer.spark_endpoint()} has no {table_format} runtime (")
+    runtime = "iceberg-spark-runtime-3.5_2.12" if table_format == "Iceberg" else "hudi-spark3.5-bundle_2.12"
+    assert f":{runtime}:" in message and "spark.sql.extensions" in message
+
+
+def test_a_call_that_fails_otherwise_fails_once_with_sparks_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+
+    broken = Session([], error="(org.apache.iceberg.exceptions.ValidationException) Cannot commit: disk full")
+    with pytest.raises(RuntimeError, match=r"Spark job failed: .*Cannot commit: disk full"):
+        SparkProcedures("lake", PROPERTIES, broken).call("rewrite_data_files", "db.t")
+    assert len(broken.statements) == 1

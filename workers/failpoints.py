@@ -9,9 +9,12 @@ Unset in production, each point costs one dict lookup.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 
 _ACTIVE: dict[str, str] = {}
 _DELAYED: set[str] = set()
@@ -32,3 +35,19 @@ def failpoint(name: str) -> None:
     elif action is not None and action.startswith("delay:") and name not in _DELAYED:
         _DELAYED.add(name)
         time.sleep(float(action.removeprefix("delay:")))
+
+
+@contextlib.contextmanager
+def failpoint_while(name: str, after_s: float = 1.0) -> Iterator[None]:
+    """The point ``name``, reached ``after_s`` into the block by a thread of its own: a death while the
+    block waits on another process (Spark running a job). Nothing when the point is not set."""
+    if name not in _ACTIVE:
+        yield
+        return
+    timer = threading.Timer(after_s, failpoint, (name,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

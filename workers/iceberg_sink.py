@@ -21,8 +21,9 @@ def committer(connector: str, config: SinkConfig) -> Any:
 
 def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig, committer: Any) -> Any:
     """Table maintenance beside the sink, when the config asks for it."""
-    from workers.maintenance import IcebergTables, SparkRewriter
+    from workers.maintenance import IcebergTables, SparkProcedures
     from workers.runtime import start_maintainer
+    from workers.tables import connector_catalog_properties
 
     if not config.maintenance.enabled:
         return None
@@ -35,7 +36,7 @@ def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig
             config.maintenance,
             lambda: [t.name for t in config.tables],
             lambda: committer.catalog,
-            SparkRewriter(),
+            SparkProcedures(config.catalog_name, connector_catalog_properties(config)),
             ledger,
         ),
     )

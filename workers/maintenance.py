@@ -1,43 +1,51 @@
-"""Table maintenance beside the sink: compaction by Spark, snapshot expiry, orphan removal.
+"""Table maintenance beside the sink, on Iceberg's own Spark procedures.
 
 A streaming sink writes at least one file per partition and one snapshot per
 commit: at a 1 s interval over 16 partitions, ~57,000 files and 3,600
 snapshots an hour. Each coordinator maintains its connector's tables every
-``sinkadmin.maintenance.interval-ms``, one table after the other:
+``sinkadmin.maintenance.interval-ms``, one table after the other, with
+Iceberg's procedures (``CALL <catalog>.system.<procedure>``) on the process's
+Spark, in this order:
 
-1. **Compaction.** Small files (under three quarters of the target size) of
-   one table partition, at least ``min-input-files`` of them, are packed
-   into bins of about the target size. One Spark job rewrites the bins, a
-   Spark task each (``RewriteJob``): its Python worker reads the files as a
-   reader of the table does (pyiceberg's scan, projected to the current
-   schema) and writes one file. One REPLACE snapshot then swaps the small
-   files for the new ones: readers see the same rows, and incremental readers
-   know that no data changed.
-2. **Snapshot expiry** by age and count; the files that only expired
-   snapshots referenced (the compacted small files, manifests, manifest
-   lists) are deleted.
-3. **Orphan removal**: files under the table's location that no snapshot or
-   metadata references, older than a window (files of commits that never
-   completed, of compactions killed before their snapshot).
+1. **Manifest rewrite**, ``rewrite_manifests``: a commit adds a manifest, and
+   a scan plans over them all; they become a few, clustered by partition. It
+   runs between two of the sink's commits (``BetweenCommits``): Iceberg's
+   manifest rewrite fails when one of its manifests leaves the table
+   meanwhile, as a compaction's delete-only manifests do at the sink's next
+   append.
+2. **Compaction**, ``rewrite_data_files`` (bin-pack): files under three
+   quarters of ``target-file-size-bytes``, at least ``min-input-files`` of
+   them in a partition (or more than the target together), become files of
+   about that size, in one REPLACE snapshot: readers see the same rows,
+   incremental readers know no data changed.
+3. **Snapshot expiry**, ``expire_snapshots``, of the snapshots this module
+   chooses (``snapshots_to_expire``), and Iceberg deletes the files only they
+   referenced.
+4. **Orphan removal**, ``remove_orphan_files``, as a dry run: Iceberg lists
+   the table's location and finds the files no metadata references, older
+   than the window; those that no prepared commit of the ledger holds are
+   deleted here.
 
-Only the slow parts run in the maintenance thread: the Spark job, reading
-manifests, listing and deleting files. Snapshot commits (the replace and the
-expiry) are handed to the coordinator's own thread and run between two of
-its commits (``BetweenCommits``), so maintenance never races the sink for
-the table: the coordinator is the one writer of its tables' snapshots.
+What stays ours, and why (docs/maintenance.md): which snapshots expire
+(Iceberg's policy would expire a connector's last commit, which a lost ledger
+is rebuilt from, DESIGN I2), and the final cut of the orphans (a prepared
+commit's files are not yet in any metadata, and must stay appliable, I9).
 
-Exactly-once holds across a run killed at any point: a replace snapshot
-carries the same rows as the files it replaces and no ``sinkadmin.connector``
-property, so the sink's idempotence check (``tables.snapshot_of_commit``)
-walks past it; files written and never committed are orphans that a later
-run removes; the latest snapshot of each connector is never expired, so the
-ledger can still be rebuilt from the tables (DESIGN I2).
+Iceberg's procedures commit through the connector's catalog, mapped into
+Spark (``workers.tables.spark_catalog_conf``), beside the sink: a commit that
+loses the race to the other is retried by its writer (Iceberg's by its
+``commit.retry.*``, the sink's by ``tables.commit_to_table``, which checks
+first that its commit is not already in), and neither kind of snapshot
+changes what the other wrote. A run killed at any point leaves the table
+readable and exact: the sink's idempotence check walks past a REPLACE
+snapshot (it has no ``sinkadmin.connector``), and a rewrite that never
+committed leaves orphans a later run removes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import hashlib
 import json
 import logging
 import queue
@@ -45,82 +53,25 @@ import random
 import threading
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import pyarrow as pa
-
 from connectors.config.validation import MaintenanceConfig
-from workers.failpoints import failpoint
-from workers.spark_writer import raised_briefly
+from workers.failpoints import failpoint, failpoint_while
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
-    from pyiceberg.table import Table
-    from pyiceberg.table.metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Snapshot summary property of a compaction's replace snapshot (the run's id).
-PROP_MAINTENANCE_RUN = "sinkadmin.maintenance-run"
 
-# Small means under this share of the target size (Iceberg's rewrite_data_files default).
-SMALL_FILE_RATIO = 0.75
-
-
-# --- planning (pure: unit-tested without servers) ---------------------------------------
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A live data file as compaction sees it."""
-
-    path: str
-    size: int
-    records: int
-    spec_id: int
-    partition: tuple[Any, ...]
-    # Parquet, of the table's current partition spec, and with no delete
-    # files applying to it: a rewrite of it is a plain copy of its rows.
-    rewritable: bool = True
-    data_file: Any = field(default=None, compare=False, repr=False)
-
-
-def plan_rewrite(candidates: Iterable[Candidate], target_bytes: int, min_input_files: int) -> list[list[Candidate]]:
-    """Bins of small files to rewrite into one file each.
-
-    Per table partition: if it has at least ``min_input_files`` small
-    rewritable files, they are packed, largest first, into bins of at most
-    ``target_bytes`` (first fit). A bin of one file would only copy it and is
-    left out.
-    """
-    small_limit = target_bytes * SMALL_FILE_RATIO
-    groups: dict[tuple[int, tuple[Any, ...]], list[Candidate]] = defaultdict(list)
-    for c in candidates:
-        if c.rewritable and c.size < small_limit:
-            groups[(c.spec_id, c.partition)].append(c)
-    bins: list[list[Candidate]] = []
-    for key in sorted(groups, key=repr):
-        files = groups[key]
-        if len(files) < min_input_files:
-            continue
-        packed: list[tuple[int, list[Candidate]]] = []
-        for c in sorted(files, key=lambda f: (-f.size, f.path)):
-            for index, (size, members) in enumerate(packed):
-                if size + c.size <= target_bytes:
-                    members.append(c)
-                    packed[index] = (size + c.size, members)
-                    break
-            else:
-                packed.append((c.size, [c]))
-        bins.extend(members for _, members in packed if len(members) > 1)
-    return bins
+# --- expiry and orphans: what stays ours (pure: unit-tested without servers) -------------
 
 
 @dataclass(frozen=True)
@@ -178,21 +129,6 @@ def snapshot_info(snapshot: Any) -> SnapshotInfo:
     return SnapshotInfo(snapshot.snapshot_id, snapshot.timestamp_ms, props.get(PROP_CONNECTOR), partitions)
 
 
-@dataclass(frozen=True)
-class ListedFile:
-    location: str
-    size: int
-    mtime_s: float
-
-
-def orphan_files(
-    listed: Iterable[ListedFile], referenced: set[str], now_s: float, older_than_s: float
-) -> list[ListedFile]:
-    """Listed files that nothing references and that are older than the window (``referenced``: ``file_key``s)."""
-    cutoff = now_s - older_than_s
-    return [f for f in listed if file_key(f.location) not in referenced and f.mtime_s < cutoff]
-
-
 def file_key(location: str) -> str:
     """One spelling per file: ``file:/x``, ``file:///x`` and ``/x`` are one file, as are ``s3a://`` and ``s3://``."""
     from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -202,140 +138,89 @@ def file_key(location: str) -> str:
     return f"{scheme}://{path}" if scheme != "file" else path
 
 
-def _hidden(relative: str) -> bool:
-    # As Iceberg's DeleteOrphanFiles: paths under _ or . names are another
-    # tool's (Spark's _SUCCESS, checkpoints, a writer's temporary files).
-    return any(part.startswith(("_", ".")) for part in relative.split("/"))
+# --- Iceberg's procedures ------------------------------------------------------------------
 
 
-# --- the Spark job ------------------------------------------------------------------------
-
-REWRITE_OUTPUT = pa.schema([("bin", pa.int32()), ("files", pa.string())])
-
-
-@dataclass(frozen=True)
-class RewriteJob:
-    """One compaction's bins, as Spark's Python workers rewrite them (pickled with the job)."""
-
-    run_id: str
-    metadata: TableMetadata
-    io_properties: Mapping[str, str]
-    # The bins' data files (pyiceberg DataFile objects).
-    bins: tuple[tuple[Any, ...], ...]
-
-    def rewrite(self, index: int) -> list[tuple[str, int]]:
-        """Rewrite bin ``index`` into one file beside its inputs; its (location, size)."""
-        import pyarrow.parquet as pq
-        from pyiceberg.expressions import AlwaysTrue
-        from pyiceberg.io import load_file_io
-        from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
-        from pyiceberg.table import FileScanTask
-
-        files = self.bins[index]
-        io = load_file_io(dict(self.io_properties), self.metadata.location)
-        schema = self.metadata.schema()
-        # Field ids in the file, as Iceberg's own writers put them; the
-        # sink's files rely on the table's name mapping instead.
-        target = schema_to_pyarrow(schema)
-        codec = self.metadata.properties.get("write.parquet.compression-codec", "zstd")
-        scan = ArrowScan(self.metadata, io, schema, AlwaysTrue())
-        directory = files[0].file_path.rsplit("/", 1)[0]
-        location = f"{directory}/{self.run_id}-{index:05d}-compacted.parquet"
-        expected = sum(f.record_count for f in files)
-        written = 0
-        output = io.new_output(location)
-        with output.create(overwrite=True) as stream, pq.ParquetWriter(stream, target, compression=codec) as writer:
-            for f in files:
-                # One file at a time: memory holds a batch, not the bin.
-                with io.new_input(f.file_path).open() as source:
-                    parquet = pq.ParquetFile(source)
-                    if self.reads_as_is(parquet.schema_arrow, target):
-                        batches = parquet.iter_batches(batch_size=65536, columns=target.names)
-                    else:
-                        batches = scan.to_record_batches([FileScanTask(f)])
-                    for batch in batches:
-                        writer.write_batch(batch.cast(target))
-                        written += batch.num_rows
-                failpoint("executor.rewrite")  # (a test's executor dies here: mid-compaction)
-        if written != expected:
-            raise RuntimeError(f"compaction read {written} rows from files that hold {expected}")
-        return [(location, len(io.new_input(location)))]
-
-    def reads_as_is(self, found: pa.Schema, target: pa.Schema) -> bool:
-        """Whether the file's own columns are what a reader of the table sees, so it can be copied as it is.
-
-        pyiceberg's scan resolves every column of every file through field
-        ids or the table's name mapping (~8 ms a file, most of a small file's
-        rewrite). That resolution is the identity when the file has exactly
-        the table's top-level columns, each of a primitive type equal to the
-        table's (string and binary in either Arrow width), and each carries,
-        or the name mapping gives it, the id of the table's column of that
-        name: the common case of files this sink wrote under the current
-        schema. Any other file (older schema, nested columns, renamed or
-        promoted columns) goes through pyiceberg's scan.
-        """
-        if sorted(found.names) != sorted(target.names):
-            return False
-        mapping = self.metadata.name_mapping()
-        mapped = {name: f.field_id for f in (mapping.root if mapping is not None else []) for name in f.names}
-        for column in found:
-            wanted = target.field(column.name)
-            if not _same_primitive(column.type, wanted.type):
-                return False
-            stated = (column.metadata or {}).get(b"PARQUET:field_id")
-            field_id = int(stated) if stated is not None else mapped.get(column.name)
-            if field_id is None or str(field_id).encode() != (wanted.metadata or {}).get(b"PARQUET:field_id"):
-                return False
-        return True
+class IcebergProcedures(Protocol):
+    def call(self, procedure: str, table: str, **arguments: str) -> list[dict[str, Any]]:
+        """``CALL <catalog>.system.<procedure>(table => ..., <name> => <SQL literal>, ...)``; its rows."""
+        ...
 
 
-def _same_primitive(found: pa.DataType, wanted: pa.DataType) -> bool:
-    if pa.types.is_nested(found) or pa.types.is_nested(wanted):
-        return False
-    widths = ((pa.string(), pa.large_string()), (pa.binary(), pa.large_binary()))
-    return found.equals(wanted) or any(found in pair and wanted in pair for pair in widths)
+def sql_identifier(*parts: str) -> str:
+    """A multipart identifier, each part quoted (catalog names such as ``catalog-orders`` need it)."""
+    return ".".join("`" + part.replace("`", "``") + "`" for part in parts)
 
 
-@raised_briefly
-def rewrite_bins(job: RewriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The function Spark's Python workers run: ``mapInArrow`` over ``range(len(job.bins))``, a bin each."""
-    for batch in batches:
-        for index in batch.column("id").to_pylist():
-            files = json.dumps(job.rewrite(index))
-            yield pa.RecordBatch.from_pylist([{"bin": index, "files": files}], schema=REWRITE_OUTPUT)
+def sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-class SparkRewriter:
-    """Runs a RewriteJob as one Spark job on the host's Spark (as the participants' data plane does)."""
+def sql_map(values: Mapping[str, str]) -> str:
+    return "map(" + ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in values.items()) + ")"
 
-    def __init__(self, session: Any = None) -> None:
-        self._session = session
 
-    def rewrite(self, job: RewriteJob) -> dict[int, list[tuple[str, int]]]:
-        """Run ``job``; the process's shared session, found dropped by the server (idle past its
-        timeout, or the server restarted), is joined again and the job run again, as a write does."""
-        from workers.spark_writer import forget_session, session_lost, spark_failure, spark_session
+def sql_timestamp(epoch_s: float) -> str:
+    """A TIMESTAMP literal of the instant, whatever the session's time zone."""
+    return f"TIMESTAMP '{datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec='milliseconds')}'"
 
-        spark = self._session if self._session is not None else spark_session()
-        try:
-            rows = self._run(spark, job)
-        except Exception as exc:
-            if self._session is not None or not session_lost(exc):
-                raise RuntimeError(spark_failure(exc)) from exc
-            log.info("the Spark Connect session was lost before a rewrite: joining again")
-            forget_session(spark)
-            try:
-                rows = self._run(spark_session(), job)
-            except Exception as again:
-                raise RuntimeError(spark_failure(again)) from again
-        return {row["bin"]: [(path, size) for path, size in json.loads(row["files"])] for row in rows}
 
-    @staticmethod
-    def _run(spark: Any, job: RewriteJob) -> list[Any]:
-        from pyspark.sql.pandas.types import from_arrow_schema
+class SparkProcedures:
+    """Iceberg's Spark procedures on a connector's catalog, in a Spark session of that catalog's own.
 
-        frame = spark.range(0, len(job.bins), 1, len(job.bins))
-        return list(frame.mapInArrow(functools.partial(rewrite_bins, job), from_arrow_schema(REWRITE_OUTPUT)).collect())
+    The catalog is the one pyiceberg opens for the sink, mapped into Spark
+    under its own name (``spark_catalog_conf``: Iceberg's JDBC catalog finds
+    pyiceberg's SQL catalog's tables by that name). The session is one of
+    that configuration's own, shared by every process maintaining a table of
+    it: Spark keeps a catalog as first configured under a name in a session,
+    and connectors may name two catalogs alike. The configuration is set
+    before each call (a Spark 3.5 server that dropped an idle session gives
+    back an empty one); the procedures run in the JVM, so the session needs
+    none of the data plane's Python code.
+    """
+
+    def __init__(self, catalog_name: str, catalog_properties: Mapping[str, str], session: Any = None) -> None:
+        from workers.tables import spark_catalog_conf
+
+        self.catalog = catalog_name
+        self.conf = spark_catalog_conf(catalog_name, catalog_properties)
+        digest = hashlib.sha256(json.dumps(sorted(self.conf.items())).encode()).hexdigest()
+        self.session_id = str(uuid.UUID(digest[:32], version=4))
+        self._given = session
+        self._session: Any = session
+
+    def call(self, procedure: str, table: str, **arguments: str) -> list[dict[str, Any]]:
+        from workers.spark_writer import guarded
+
+        arguments = {"table": sql_string(sql_identifier(*table.split("."))), **arguments}
+        named = ", ".join(f"{name} => {value}" for name, value in arguments.items())
+        statement = f"CALL {sql_identifier(self.catalog, 'system', procedure)}({named})"
+
+        def run() -> list[dict[str, Any]]:
+            spark = self._spark()
+            for key, value in self.conf.items():
+                spark.conf.set(key, value)
+            # (A test's process dies here while Spark runs the procedure: the
+            # server goes on or gives up, and the table is exact either way.)
+            with failpoint_while(f"spark.{procedure}", after_s=0.25):
+                return [row.asDict() for row in spark.sql(statement).collect()]
+
+        return guarded(run, self._forget)
+
+    def _spark(self) -> Any:
+        if self._session is None:
+            from django.conf import settings
+
+            from workers.spark_writer import connect, spark_session, with_session_id
+
+            if settings.SPARK_REMOTE:
+                self._session = connect(with_session_id(settings.SPARK_REMOTE, self.session_id))
+            else:
+                self._session = spark_session().newSession()
+        return self._session
+
+    def _forget(self) -> None:
+        self._session = self._given
 
 
 # --- between two commits ------------------------------------------------------------------
@@ -426,99 +311,6 @@ class MaintenanceLedger(Protocol):
         ...
 
 
-class Rewriter(Protocol):
-    def rewrite(self, job: RewriteJob) -> dict[int, list[tuple[str, int]]]: ...
-
-
-def candidates(table: Table) -> list[Candidate]:
-    """The live data files of the table's current snapshot, for ``plan_rewrite``."""
-    from pyiceberg.manifest import FileFormat
-
-    spec_id = table.metadata.default_spec_id
-    found = []
-    for task in table.scan().plan_files():
-        f = task.file
-        found.append(
-            Candidate(
-                path=f.file_path,
-                size=f.file_size_in_bytes,
-                records=f.record_count,
-                spec_id=f.spec_id,
-                partition=tuple(f.partition[i] for i in range(len(f.partition))),
-                rewritable=f.file_format == FileFormat.PARQUET and f.spec_id == spec_id and not task.delete_files,
-                data_file=f,
-            )
-        )
-    return found
-
-
-class _Reachable:
-    """The files snapshots reference, reading each manifest once however many snapshots share it."""
-
-    def __init__(self, io: FileIO) -> None:
-        self.io = io
-        self._manifests: dict[str, set[str]] = {}
-
-    def of(self, metadata: TableMetadata, snapshot_ids: Iterable[int] | None = None) -> set[str]:
-        wanted = None if snapshot_ids is None else set(snapshot_ids)
-        found: set[str] = set()
-        for snapshot in metadata.snapshots:
-            if wanted is not None and snapshot.snapshot_id not in wanted:
-                continue
-            found.add(snapshot.manifest_list)
-            for manifest in snapshot.manifests(self.io):
-                files = self._manifests.get(manifest.manifest_path)
-                if files is None:
-                    entries = manifest.fetch_manifest_entry(self.io, discard_deleted=True)
-                    files = self._manifests[manifest.manifest_path] = {e.data_file.file_path for e in entries}
-                found.add(manifest.manifest_path)
-                found |= files
-        return found
-
-
-def metadata_files(table: Table) -> set[str]:
-    """Metadata files that are not a snapshot's: the current and logged metadata, statistics."""
-    metadata = table.metadata
-    files = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
-    files |= {s.statistics_path for s in metadata.statistics}
-    files |= {s.statistics_path for s in metadata.partition_statistics}
-    return files
-
-
-def list_files(io: FileIO, location: str) -> list[ListedFile]:
-    """Every file under ``location`` but hidden ones (``_hidden``)."""
-    import pyarrow.fs as pafs
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
-    if not isinstance(io, PyArrowFileIO):
-        raise RuntimeError(f"orphan removal lists files with pyarrow; the table's FileIO is {type(io).__name__}")
-    scheme, netloc, root = PyArrowFileIO.parse_location(location)
-    fs = io.fs_by_scheme(scheme, netloc)
-    listed = []
-    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
-        if info.type != pafs.FileType.File or _hidden(info.path[len(root) :].lstrip("/")):
-            continue
-        where = info.path if scheme == "file" else f"{scheme}://{info.path}"
-        mtime = info.mtime.timestamp() if info.mtime is not None else time.time()
-        listed.append(ListedFile(where, info.size or 0, mtime))
-    return listed
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """A compaction's rewritten files, waiting for their replace snapshot."""
-
-    run_id: str
-    replaced: list[Any]  # pyiceberg DataFiles
-    added: list[tuple[str, Any]]  # (location, partition record)
-    rewritten_bytes: int
-    added_bytes: int
-
-
-# What expiry did: the expired snapshot ids, and the table's metadata before and after.
-Expiry = tuple[list[int], "TableMetadata", "TableMetadata"]
-
-
 @dataclass
 class RunFigures:
     rewritten_files: int = 0
@@ -526,22 +318,28 @@ class RunFigures:
     added_files: int = 0
     added_bytes: int = 0
     replace_snapshot_id: int | None = None
+    rewritten_manifests: int = 0
+    added_manifests: int = 0
     expired_snapshots: int = 0
     expired_files: int = 0
     orphan_files: int = 0
     removed_bytes: int = 0
 
 
+# Snapshot ids Iceberg's expire_snapshots takes in one call (the statement's size).
+EXPIRE_BATCH = 1000
+
+
 class TableMaintenance:
-    """One maintenance run of one table (see the module's docstring)."""
+    """One maintenance run of one Iceberg table (see the module's docstring)."""
 
     def __init__(
         self,
         config: MaintenanceConfig,
         catalog: Catalog,
         table_name: str,
-        rewriter: Rewriter,
-        between_commits: BetweenCommits,
+        procedures: IcebergProcedures,
+        turns: BetweenCommits,
         ledger: MaintenanceLedger,
         run_id: int,
         clock: Callable[[], float] = time.time,
@@ -549,173 +347,149 @@ class TableMaintenance:
         self.config = config
         self.catalog = catalog
         self.table_name = table_name
-        self.rewriter = rewriter
-        self.between_commits = between_commits
+        self.procedures = procedures
+        self.turns = turns
         self.ledger = ledger
         self.run_id = run_id
+        # When snapshot ages are measured from (a test moves it on). Orphans are
+        # files whose age Iceberg measures by the server's own clock.
         self.clock = clock
         self.figures = RunFigures()
-        self._manifests: _Reachable | None = None
 
     def run(self) -> RunFigures:
-        """Every step; one that fails does not keep the others from running (a Spark outage
-        must not stop expiry), and the run then fails with what failed."""
+        """Every step; one that fails does not keep the others from running, and the run then fails with
+        what failed. An unreachable Spark ends the run at once: every step needs it."""
+        from workers.spark_writer import SparkUnavailable
+
         failures: list[str] = []
-        rewrite = None
-        try:
-            rewrite = self.rewrite()
-        except Stopped:
-            raise
-        except Exception as exc:
-            failures.append(f"compaction: {type(exc).__name__}: {exc}")
-        try:
-            # Both snapshot commits in one turn of the coordinator's: each
-            # turn waits for the commit in flight to end.
-            snapshot_id, expiry = self.between_commits.run(lambda: self._commit_snapshots(rewrite))
-            if rewrite is not None:
-                self._record_rewrite(rewrite, snapshot_id)
-            self._clean_expired(*expiry)
-        except Stopped:
-            raise
-        except Exception as exc:
-            failures.append(f"{'replace and ' if rewrite else ''}expiry: {type(exc).__name__}: {exc}")
-        try:
-            self.remove_orphans()
-        except Stopped:
-            raise
-        except Exception as exc:
-            failures.append(f"orphan removal: {type(exc).__name__}: {exc}")
+        steps = (
+            ("manifest rewrite", self.rewrite_manifests),
+            ("compaction", self.compact),
+            ("expiry", self.expire),
+            ("orphan removal", self.remove_orphans),
+        )
+        for step, work in steps:
+            if self.turns.stopped.is_set():
+                raise Stopped("the coordinator stopped")
+            try:
+                work()
+            except Stopped:
+                raise
+            except Exception as exc:
+                failures.append(f"{step}: {type(exc).__name__}: {exc}")
+                if isinstance(exc, SparkUnavailable):
+                    break
         if failures:
             raise MaintenanceFailed("; ".join(failures))
         return self.figures
-
-    def compact(self) -> None:
-        """Compaction alone: the rewrite, and its replace snapshot between two commits."""
-        rewrite = self.rewrite()
-        if rewrite is not None:
-            self._record_rewrite(rewrite, self.between_commits.run(lambda: self._replace(rewrite)))
 
     def _record(self, **figures: Any) -> None:
         for name, value in figures.items():
             setattr(self.figures, name, value)
         self.ledger.record(self.run_id, **figures)
 
-    # -- compaction --------------------------------------------------------------------------
+    def compact(self) -> None:
+        """``rewrite_data_files``; the figures, and the REPLACE snapshot it committed."""
+        from pyiceberg.table.snapshots import Operation
 
-    def rewrite(self) -> Rewrite | None:
-        """The Spark job that rewrites the small files (in the maintenance thread); None if there are too few."""
+        from workers.tables import PROP_CONNECTOR
+
         table = self.catalog.load_table(self.table_name)
         if table.current_snapshot() is None:
-            return None
-        bins = plan_rewrite(candidates(table), self.config.target_file_size_bytes, self.config.min_input_files)
-        if not bins:
-            return None
-        job = RewriteJob(
-            run_id=f"maintenance-{self.run_id}-{uuid.uuid4().hex[:8]}",
-            metadata=table.metadata,
-            io_properties=dict(table.io.properties),
-            bins=tuple(tuple(c.data_file for c in b) for b in bins),
-        )
-        log.info("%s: compacting %d files into %d", self.table_name, sum(len(b) for b in bins), len(bins))
-        written = self.rewriter.rewrite(job)
-        failpoint("maintenance.before_replace")
-        return Rewrite(
-            run_id=job.run_id,
-            replaced=[c.data_file for b in bins for c in b],
-            added=[(path, b[0].data_file.partition) for index, b in enumerate(bins) for path, _ in written[index]],
-            rewritten_bytes=sum(c.size for b in bins for c in b),
-            added_bytes=sum(size for files in written.values() for _, size in files),
-        )
-
-    def _commit_snapshots(self, rewrite: Rewrite | None) -> tuple[int | None, Expiry]:
-        """The replace, if there is one, and the expiry (in the coordinator's thread, between commits)."""
-        snapshot_id = None
-        if rewrite is not None:
-            snapshot_id = self._replace(rewrite)
-            failpoint("maintenance.after_replace")
-        return snapshot_id, self._expire()
-
-    def _replace(self, rewrite: Rewrite) -> int:
-        from workers.tables import replace_files
-
-        return replace_files(
-            self.catalog, self.table_name, rewrite.replaced, rewrite.added, {PROP_MAINTENANCE_RUN: rewrite.run_id}
-        )
-
-    def _record_rewrite(self, rewrite: Rewrite, snapshot_id: int | None) -> None:
-        self._record(
-            rewritten_files=len(rewrite.replaced),
-            rewritten_bytes=rewrite.rewritten_bytes,
-            added_files=len(rewrite.added),
-            added_bytes=rewrite.added_bytes,
-            replace_snapshot_id=snapshot_id,
-        )
-
-    # -- expiry ------------------------------------------------------------------------------
-
-    def _clean_expired(self, expired: list[int], before: TableMetadata, after: TableMetadata) -> None:
-        """Delete the files only the expired snapshots referenced (in the maintenance thread)."""
-        if not expired:
             return
-        table = self.catalog.load_table(self.table_name)
-        reachable = self._reachable(table.io)
-        kept = {file_key(location) for location in reachable.of(after)}
-        unreferenced = {location for location in reachable.of(before, expired) if file_key(location) not in kept}
-        removed = self._delete(table.io, sorted(unreferenced))
+        before = {s.snapshot_id for s in table.snapshots()}
+        options = {
+            "target-file-size-bytes": str(self.config.target_file_size_bytes),
+            "min-input-files": str(self.config.min_input_files),
+        }
+        (result,) = self.procedures.call("rewrite_data_files", self.table_name, options=sql_map(options))
+        failpoint("maintenance.after_rewrite")
+        if not result["rewritten_data_files_count"]:
+            return
+        replaces = [
+            s
+            for s in self.catalog.load_table(self.table_name).snapshots()
+            if s.snapshot_id not in before
+            and s.summary is not None
+            and s.summary.operation is Operation.REPLACE
+            and PROP_CONNECTOR not in s.summary.additional_properties
+        ]
+        replace = replaces[-1] if replaces else None
+        summary = replace.summary.additional_properties if replace is not None and replace.summary else {}
+        log.info(
+            "%s: compacted %d files into %d",
+            self.table_name,
+            result["rewritten_data_files_count"],
+            result["added_data_files_count"],
+        )
         self._record(
-            expired_snapshots=len(expired),
-            expired_files=len(removed),
-            removed_bytes=self.figures.removed_bytes + sum(size for _, size in removed),
+            rewritten_files=result["rewritten_data_files_count"],
+            rewritten_bytes=result["rewritten_bytes_count"],
+            added_files=result["added_data_files_count"],
+            added_bytes=int(summary.get("added-files-size", 0)),
+            replace_snapshot_id=replace.snapshot_id if replace is not None else None,
         )
 
-    def _expire(self) -> Expiry:
-        """Expire snapshots (in the coordinator's thread); what was expired, and the metadata before and after."""
+    def rewrite_manifests(self) -> None:
+        """``rewrite_manifests``, between two of the sink's commits.
+
+        Iceberg's manifest rewrite fails when a manifest it rewrites has left
+        the table meanwhile, and the sink's appends (pyiceberg's) carry over
+        no manifest that holds only deleted entries, as a compaction leaves:
+        so it runs in a turn of the coordinator's, where no commit of the
+        sink can land. It reads manifests only: a few seconds for thousands.
+        """
+        if self.catalog.load_table(self.table_name).current_snapshot() is None:
+            return
+        (result,) = self.turns.run(lambda: self.procedures.call("rewrite_manifests", self.table_name))
+        self._record(
+            rewritten_manifests=result["rewritten_manifests_count"], added_manifests=result["added_manifests_count"]
+        )
+
+    def expire(self) -> None:
+        """``expire_snapshots`` of the snapshots ``snapshots_to_expire`` chooses, and of no other: Iceberg's
+        own age cut is set before the first snapshot."""
         from pyiceberg.table.snapshots import ancestors_of
 
         table = self.catalog.load_table(self.table_name)
         metadata = table.metadata
         current = table.current_snapshot()
         lineage = [s.snapshot_id for s in ancestors_of(current, metadata)] if current is not None else []
-        infos = [snapshot_info(s) for s in metadata.snapshots]
-        protected = {ref.snapshot_id for ref in metadata.refs.values()}
         expired = snapshots_to_expire(
-            infos,
+            [snapshot_info(s) for s in metadata.snapshots],
             lineage,
-            protected,
+            {ref.snapshot_id for ref in metadata.refs.values()},
             int(self.clock() * 1000),
             self.config.max_snapshot_age_ms,
             self.config.min_snapshots_to_keep,
         )
-        if not expired:
-            return [], metadata, metadata
-        table.maintenance.expire_snapshots().by_ids(expired).commit()
-        return expired, metadata, self.catalog.load_table(self.table_name).metadata
-
-    # -- orphans -----------------------------------------------------------------------------
+        deleted = 0
+        for first in range(0, len(expired), EXPIRE_BATCH):
+            ids = ", ".join(f"{snapshot_id}L" for snapshot_id in expired[first : first + EXPIRE_BATCH])
+            (result,) = self.procedures.call(
+                "expire_snapshots", self.table_name, older_than=sql_timestamp(0), snapshot_ids=f"array({ids})"
+            )
+            deleted += sum(int(count or 0) for count in result.values())
+            self._record(expired_snapshots=min(len(expired), first + EXPIRE_BATCH), expired_files=deleted)
 
     def remove_orphans(self) -> None:
-        table = self.catalog.load_table(self.table_name)
-        # Listed before the references are read: a file written after the
-        # listing is not in it, and one committed before the reading is
-        # referenced, so no file is taken for an orphan while it is being
-        # committed, whatever the window.
-        listed = list_files(table.io, table.metadata.location)
-        table = self.catalog.load_table(self.table_name)
-        referenced = self._reachable(table.io).of(table.metadata) | metadata_files(table)
-        referenced |= self.ledger.protected_files([self.table_name])
-        keys = {file_key(location) for location in referenced}
-        orphans = orphan_files(listed, keys, self.clock(), self.config.orphan_older_than_ms / 1000)
-        removed = self._delete(table.io, [f.location for f in orphans])
-        self._record(
-            orphan_files=len(removed),
-            removed_bytes=self.figures.removed_bytes + sum(size for _, size in removed),
-        )
+        """``remove_orphan_files`` as a dry run, then the files no prepared commit holds are deleted.
 
-    def _reachable(self, io: FileIO) -> _Reachable:
-        # One per run: manifests never change, so expiry and orphan removal read each once.
-        if self._manifests is None:
-            self._manifests = _Reachable(io)
-        return self._manifests
+        The ledger's prepared files are read first: a commit applied while
+        Iceberg lists and reads was prepared before, its files among them.
+        """
+        protected = {file_key(location) for location in self.ledger.protected_files([self.table_name])}
+        older_than = time.time() - self.config.orphan_older_than_ms / 1000
+        rows = self.procedures.call(
+            "remove_orphan_files", self.table_name, older_than=sql_timestamp(older_than), dry_run="true"
+        )
+        orphans = [row["orphan_file_location"] for row in rows]
+        kept = [location for location in orphans if file_key(location) in protected]
+        if kept:
+            log.info("%s: %d unreferenced files are a prepared commit's: kept", self.table_name, len(kept))
+        table = self.catalog.load_table(self.table_name)
+        removed = self._delete(table.io, [location for location in orphans if file_key(location) not in protected])
+        self._record(orphan_files=len(removed), removed_bytes=sum(size for _, size in removed))
 
     def _delete(self, io: FileIO, locations: Sequence[str]) -> list[tuple[str, int]]:
         removed = []
@@ -727,7 +501,7 @@ class TableMaintenance:
                 continue
             removed.append((location, size))
         if removed:
-            log.info("%s: deleted %d files no snapshot references", self.table_name, len(removed))
+            log.info("%s: deleted %d orphan files", self.table_name, len(removed))
         return removed
 
 
@@ -748,21 +522,21 @@ class MaintainedTables(Protocol):
 
 
 class IcebergTables:
-    """The Iceberg sink's tables: compaction, snapshot expiry, orphan removal (``TableMaintenance``)."""
+    """The Iceberg sink's tables, maintained by Iceberg's own procedures (``TableMaintenance``)."""
 
     def __init__(
         self,
         config: MaintenanceConfig,
         tables: Callable[[], list[str]],
         catalog: Callable[[], Catalog],
-        rewriter: Rewriter,
+        procedures: IcebergProcedures,
         ledger: MaintenanceLedger,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.tables = tables
         self.catalog = catalog
-        self.rewriter = rewriter
+        self.procedures = procedures
         self.ledger = ledger
         self.clock = clock
 
@@ -772,7 +546,7 @@ class IcebergTables:
 
     def maintain(self, table: str, run_id: int, turns: BetweenCommits) -> None:
         TableMaintenance(
-            self.config, self.catalog(), table, self.rewriter, turns, self.ledger, run_id, self.clock
+            self.config, self.catalog(), table, self.procedures, turns, self.ledger, run_id, self.clock
         ).run()
 
 

@@ -94,6 +94,75 @@ class SparkUnavailable(Exception):
     """The configured Spark cannot be reached."""
 
 
+class SparkRuntimeMissing(RuntimeError):
+    """The Spark a table is read or maintained on lacks that table format's runtime."""
+
+
+# What a Spark lacking a table format's runtime answers: the data source or the
+# catalog class it cannot find, or (Iceberg's SQL extensions off) a CALL it cannot parse.
+_RUNTIME_MISSING = {
+    "Iceberg": re.compile(
+        r"Failed to find the data source: iceberg\b"
+        r"|catalog plugin class for catalog '[^']*': org\.apache\.iceberg\."
+        r"|Syntax error at or near 'CALL'"
+    ),
+    "Hudi": re.compile(
+        r"Failed to find the data source: (?:hudi|org\.apache\.hudi)\b"
+        r"|catalog plugin class for catalog '[^']*': org\.apache\.spark\.sql\.hudi\."
+    ),
+}
+
+
+def runtime_missing(exc: BaseException) -> SparkRuntimeMissing | None:
+    """ "Spark at … has no Iceberg runtime" (or Hudi), if that is what ``exc`` says, naming what it needs."""
+    text = str(exc)
+    for table_format, sign in _RUNTIME_MISSING.items():
+        if sign.search(text):
+            from sinkadmin.services import SPARK_SQL_EXTENSIONS, pinned_spark_artifacts
+
+            runtime = next(
+                f"{group}:{artifact}:{version}"
+                for group, artifact, version in pinned_spark_artifacts()
+                if table_format.lower() in artifact
+            )
+            extension = next(e for e in SPARK_SQL_EXTENSIONS if table_format.lower() in e.lower())
+            return SparkRuntimeMissing(
+                f"Spark at {spark_endpoint()} has no {table_format} runtime ({_first_line(exc)}): it needs {runtime}"
+                f" in spark.jars.packages and {extension} in spark.sql.extensions"
+                " (manage.py spark_conf prints this project's Spark configuration)"
+            )
+    return None
+
+
+def guarded[T](run: Callable[[], T], forget_session: Callable[[], None]) -> T:
+    """``run()``, a Spark job or statement on a session; how a Spark failure reads.
+
+    A session the server closed or dropped (idle beyond its timeout: a
+    connector whose topic was quiet that long) is routine, not a failure:
+    ``forget_session`` and run again, on the session joined again. An
+    unreachable Spark raises SparkUnavailable (and the session is forgotten:
+    a restarted Spark Connect server forgets every session), one without a
+    table format's runtime SparkRuntimeMissing, and any other failure a
+    RuntimeError with Spark's own cause first (``spark_failure``).
+    """
+    try:
+        try:
+            return run()
+        except Exception as exc:
+            if not session_lost(exc):
+                raise
+            log.info("the Spark Connect session was closed or lost (%s): joining again", _first_line(exc))
+            forget_session()
+            return run()
+    except Exception as exc:
+        if _unreachable(exc):
+            forget_session()
+            raise SparkUnavailable(f"Spark at {spark_endpoint()} is unreachable: {_first_line(exc)}") from exc
+        if (missing := runtime_missing(exc)) is not None:
+            raise missing from exc
+        raise RuntimeError(spark_failure(exc)) from exc
+
+
 def spark_endpoint() -> str:
     from django.conf import settings
 
@@ -324,6 +393,9 @@ def code_archive() -> Path:
 def spark_failure(exc: BaseException) -> str:
     """Spark's own cause first (the Python error in a worker, or the JVM's message), then the rest."""
     text = str(exc)
+    if "== SQL ==" in text:
+        # A statement Spark could not parse: its message, before the statement.
+        return f"Spark job failed: {_first_line(text.split('== SQL ==', maxsplit=1)[0])}"
     # (Spark 4 ends a relayed error with a line of its SQLSTATE: not the cause.)
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("SQLSTATE:")]
     cause = next(
@@ -337,7 +409,7 @@ def spark_failure(exc: BaseException) -> str:
     return f"Spark job failed: {cause}"
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException | str) -> str:
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
@@ -712,25 +784,7 @@ class SparkWriter:
         return [json.loads(r["outcome"]) for r in sorted(collected, key=lambda r: r["unit"])]
 
     def _guarded(self, collect: Callable[[], list[Any]]) -> list[Any]:
-        try:
-            try:
-                return collect()
-            except Exception as exc:
-                if not session_lost(exc):
-                    raise
-                # The server closed or dropped the shared session (idle beyond
-                # its timeout: a connector whose topic was quiet that long):
-                # routine, not a failure. Join again and run again.
-                log.info("the Spark Connect session was closed or lost (%s): joining again", _first_line(exc))
-                self._forget_session()
-                return collect()
-        except Exception as exc:
-            if _unreachable(exc):
-                # The next commit connects again (a restarted Spark Connect
-                # server forgets every session).
-                self._forget_session()
-                raise SparkUnavailable(f"Spark at {spark_endpoint()} is unreachable: {_first_line(exc)}") from exc
-            raise RuntimeError(spark_failure(exc)) from exc
+        return guarded(collect, self._forget_session)
 
     def _forget_session(self) -> None:
         forget_session(self._session)

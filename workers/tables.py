@@ -761,58 +761,6 @@ def describe_data_file(table: Table, path: str, partition: Record | None) -> Ice
     )
 
 
-def replace_files(
-    catalog: Catalog,
-    table_name: str,
-    replaced: Sequence[IcebergDataFile],
-    added: Sequence[tuple[str, Record]],
-    properties: Mapping[str, str],
-    attempts: int = 4,
-) -> int:
-    """Swap ``replaced`` for the ``added`` files (path, partition) in one REPLACE snapshot; its id.
-
-    The same rows before and after, so the operation is REPLACE, which tells
-    incremental readers that no data changed. pyiceberg writes REPLACE
-    snapshots only through its overwrite, whose summary it refuses to call
-    REPLACE: the snapshot is produced as an overwrite and renamed. The
-    overwrite checks that every replaced file is still live, so a file that
-    another writer removed meanwhile fails the replace instead of coming back.
-    """
-    from pyiceberg.table.snapshots import Operation, Summary
-    from pyiceberg.table.update.snapshot import _OverwriteFiles
-
-    class _ReplaceFiles(_OverwriteFiles):
-        def _summary(self, snapshot_properties: dict[str, str] = {}) -> Summary:  # noqa: B006 - pyiceberg's signature
-            summary = super()._summary(snapshot_properties)
-            return Summary(Operation.REPLACE, **summary.additional_properties)
-
-    for attempt in range(attempts):
-        table = without_automatic_retries(catalog.load_table(table_name))
-        spec_id = table.metadata.default_spec_id
-        if any(f.spec_id != spec_id for f in replaced):
-            # The new files are described under the current spec with their
-            # inputs' partition values: only right if that spec is theirs.
-            raise ValueError(f"the partition spec of {table_name} changed while its files were rewritten")
-        described = [describe_data_file(table, path, partition) for path, partition in added]
-        try:
-            with table.transaction() as tx:
-                replace = _ReplaceFiles(
-                    operation=Operation.OVERWRITE, transaction=tx, io=table.io, snapshot_properties=dict(properties)
-                )
-                with replace:
-                    for data_file in replaced:
-                        replace.delete_data_file(data_file)
-                    for data_file in described:
-                        replace.append_data_file(data_file)
-        except CommitFailedException:
-            log.info("replace on %s raced another writer (attempt %d); retrying", table_name, attempt + 1)
-            continue
-        snapshot = table.current_snapshot()
-        assert snapshot is not None
-        return snapshot.snapshot_id
-    raise CommitFailedException(f"could not replace files of {table_name} after {attempts} attempts")
-
-
 def without_automatic_retries(table: Table) -> Table:
     """``table`` with pyiceberg's own commit retries off, for commits that check the table themselves.
 

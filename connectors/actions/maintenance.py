@@ -22,6 +22,8 @@ FIGURES = (
     "added_files",
     "added_bytes",
     "replace_snapshot_id",
+    "rewritten_manifests",
+    "added_manifests",
     "expired_snapshots",
     "expired_files",
     "orphan_files",

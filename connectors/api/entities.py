@@ -139,6 +139,8 @@ def maintenance_run(run: MaintenanceRun) -> dict[str, Any]:
         "added_files": run.added_files,
         "added_bytes": run.added_bytes,
         "replace_snapshot_id": run.replace_snapshot_id,
+        "rewritten_manifests": run.rewritten_manifests,
+        "added_manifests": run.added_manifests,
         "expired_snapshots": run.expired_snapshots,
         "expired_files": run.expired_files,
         "orphan_files": run.orphan_files,

@@ -338,13 +338,18 @@ class MaintenanceRunSerializer(serializers.Serializer):  # type: ignore[type-arg
     added_files = serializers.IntegerField(help_text="Files compaction wrote in their place.")
     added_bytes = serializers.IntegerField()
     replace_snapshot_id = serializers.IntegerField(allow_null=True, help_text="The compaction's REPLACE snapshot.")
+    rewritten_manifests = serializers.IntegerField(help_text="Manifests rewritten into fewer (Iceberg).")
+    added_manifests = serializers.IntegerField(help_text="Manifests written in their place.")
     expired_snapshots = serializers.IntegerField()
     expired_files = serializers.IntegerField(
         help_text="Files no retained snapshot reads, deleted: of expired snapshots (Iceberg), old file slices "
         "cleaned (Hudi).",
     )
     orphan_files = serializers.IntegerField(help_text="Unreferenced files older than the window, deleted.")
-    removed_bytes = serializers.IntegerField(help_text="Bytes of the deleted files.")
+    removed_bytes = serializers.IntegerField(
+        help_text="Bytes of the deleted files whose size is known: orphans, and Hudi's cleaned files (Iceberg's "
+        "expiry reports a count of files, not their size).",
+    )
     error = serializers.CharField(allow_blank=True)
 
 

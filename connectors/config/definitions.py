@@ -585,15 +585,16 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         default="sql",
         order=2,
     ),
-    # Table maintenance (workers/maintenance.py). Key suffixes follow the
-    # Iceberg table properties and Spark procedures of the same meaning
-    # (write.target-file-size-bytes, rewrite_data_files' min-input-files,
+    # Table maintenance (workers/maintenance.py), by Iceberg's Spark procedures.
+    # Key suffixes follow their options of the same meaning
+    # (rewrite_data_files' target-file-size-bytes and min-input-files,
     # history.expire.*, remove_orphan_files' older_than).
     ConfigKey(
         "sinkadmin.maintenance.enabled",
         KeyType.BOOLEAN,
-        "Maintain the connector's tables beside the sink: compact small data files (a Spark job), expire old "
-        "snapshots and remove orphan files. Each run is recorded and shown with the connector.",
+        "Maintain the connector's tables beside the sink with Iceberg's Spark procedures: compact small data "
+        "files (rewrite_data_files), rewrite manifests, expire old snapshots and remove orphan files. Each run is "
+        "recorded and shown with the connector.",
         _G_MAINTENANCE,
         default="true",
         order=1,
@@ -610,8 +611,9 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.maintenance.rewrite.target-file-size-bytes",
         KeyType.LONG,
-        "Size compaction aims its files at. Files under three quarters of it are small; small files of one "
-        "table partition are rewritten together into files of about this size.",
+        "Size compaction aims its files at (rewrite_data_files' target-file-size-bytes). Files under three "
+        "quarters of it are small; small files of one table partition are rewritten together into files of "
+        "about this size.",
         _G_MAINTENANCE,
         default="134217728",
         minimum=1024,
@@ -620,7 +622,8 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.maintenance.rewrite.min-input-files",
         KeyType.INT,
-        "Small files a table partition must have before compaction rewrites them.",
+        "Small files a table partition must have before compaction rewrites them, unless together they "
+        "exceed the target size (rewrite_data_files' min-input-files).",
         _G_MAINTENANCE,
         default="5",
         minimum=2,
@@ -651,11 +654,12 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         "sinkadmin.maintenance.orphans.older-than-ms",
         KeyType.LONG,
         "Files under a table's location that no snapshot or metadata references (from writes that never "
-        "committed) are deleted once they are older than this. The window protects files of commits in "
-        "flight, so it is at least an hour.",
+        "committed) are deleted once they are older than this. The window protects files of writes in "
+        "flight, so it is at least a day, as Iceberg's remove_orphan_files requires. A prepared commit's "
+        "files are never deleted, however old.",
         _G_MAINTENANCE,
         default="259200000",
-        minimum=3600000,
+        minimum=86400000,
         order=7,
     ),
 )
