@@ -1,6 +1,7 @@
 """Spark's own Iceberg and Hudi readers, and Iceberg's procedures, through the Spark Connect server the
 project starts (sinkadmin.services.spark_conf): a table of the Iceberg SQL catalog on the project's
-PostgreSQL, mapped into Spark as Iceberg's JDBC catalog, and a table the Hudi sink wrote."""
+PostgreSQL, mapped into Spark as Iceberg's JDBC catalog, and a table the Hudi sink wrote; and what
+maintenance says on a Spark without Iceberg's runtime."""
 
 from __future__ import annotations
 
@@ -12,27 +13,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from django.conf import settings
 
 from tests.test_hudi_sink import Sink, changes, read
 from workers import spark_writer
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
-
-
-def jdbc_catalog(name: str, warehouse: str) -> dict[str, str]:
-    """Iceberg's JdbcCatalog over the tables pyiceberg's SQL catalog keeps (iceberg_tables, by catalog_name)."""
-    db = settings.DATABASES["default"]
-    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or "5432"
-    prefix = f"spark.sql.catalog.{name}"
-    return {
-        prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.type": "jdbc",
-        f"{prefix}.uri": f"jdbc:postgresql://{host}:{port}/{db['NAME']}",
-        f"{prefix}.jdbc.user": db.get("USER") or "",
-        f"{prefix}.jdbc.password": db.get("PASSWORD") or "",
-        f"{prefix}.warehouse": warehouse,
-    }
 
 
 def spark(spark_remote: str) -> Any:
@@ -44,11 +29,11 @@ def spark(spark_remote: str) -> Any:
 def test_spark_reads_and_maintains_a_table_of_the_sql_catalog(spark_remote: str, tmp_path: Path) -> None:
     from pyiceberg.catalog import load_catalog
 
-    from workers.tables import default_catalog_properties
+    from workers.tables import default_catalog_properties, spark_catalog_conf
 
     name = f"c{uuid.uuid4().hex[:8]}"  # a catalog of its own: its own rows in iceberg_tables
-    warehouse = (tmp_path / "warehouse").as_uri()
-    catalog = load_catalog(name, **{**default_catalog_properties(), "warehouse": warehouse})
+    properties = {**default_catalog_properties(), "warehouse": (tmp_path / "warehouse").as_uri()}
+    catalog = load_catalog(name, **properties)
     catalog.create_namespace("db")
     table = catalog.create_table("db.events", schema=pa.schema([("id", pa.int64()), ("name", pa.string())]))
     for n in range(3):
@@ -57,7 +42,7 @@ def test_spark_reads_and_maintains_a_table_of_the_sql_catalog(spark_remote: str,
     expected = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
 
     session = spark(spark_remote)
-    for key, value in jdbc_catalog(name, warehouse).items():
+    for key, value in spark_catalog_conf(name, properties).items():
         session.conf.set(key, value)
     by_location = session.read.format("iceberg").load(table.metadata_location).orderBy("id").collect()
     by_name = session.read.format("iceberg").load(f"{name}.db.events").orderBy("id").collect()
@@ -93,3 +78,62 @@ def test_spark_reads_a_table_the_hudi_sink_wrote(spark_remote: str, tmp_path: Pa
     data = frame.select(*[c for c in frame.columns if not c.startswith("_hoodie")])
     found = sorted(json.dumps(r.asDict(), sort_keys=True, default=str) for r in data.collect())
     assert found == expected and found
+
+
+class Figures:
+    """Where a maintenance run's figures go, for a run that is no connector's."""
+
+    def record(self, run_id: int, **figures: Any) -> None:
+        pass
+
+    def protected_files(self, tables: Any) -> set[str]:
+        return set()
+
+
+def test_maintenance_on_a_spark_without_icebergs_runtime_says_so(tmp_path: Path, settings: Any) -> None:
+    """A user's Spark Connect server started without Iceberg's runtime (pyspark's own launcher, only the
+    Spark Connect jar): maintenance fails saying what the server lacks, not with a JVM stack trace."""
+    from pyiceberg.catalog import load_catalog
+
+    from connectors.config.validation import MaintenanceConfig
+    from sinkadmin.services import jvm_classpath, spark_home, spawn, wait_ready
+    from tests.conftest import free_port
+    from workers.maintenance import BetweenCommits, MaintenanceFailed, SparkProcedures, TableMaintenance
+    from workers.tables import default_catalog_properties
+
+    name = f"c{uuid.uuid4().hex[:8]}"
+    properties = {**default_catalog_properties(), "warehouse": (tmp_path / "warehouse").as_uri()}
+    catalog = load_catalog(name, **properties)
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.events", schema=pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+
+    port = free_port()
+    connect_jar = next(j for j in jvm_classpath("spark") if j.name.startswith("spark-connect_"))
+    argv = [
+        str(spark_home() / "bin" / "spark-submit"),
+        *("--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[1]"),
+        *("--driver-memory", "512m", "--jars", str(connect_jar)),
+        *("--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false"),
+        "spark-internal",
+    ]
+    server = spawn("bare-spark-connect", argv, tmp_path / "log", env={"SPARK_HOME": str(spark_home())})
+    try:
+        wait_ready(server, "127.0.0.1", port, timeout=120)
+        settings.SPARK_REMOTE = f"sc://127.0.0.1:{port}"
+        maintenance = TableMaintenance(
+            MaintenanceConfig(True, 3_600_000, 128 << 20, 5, 86_400_000, 1, 3 * 86_400_000),
+            catalog,
+            "db.events",
+            SparkProcedures(name, properties),
+            BetweenCommits(),
+            Figures(),  # type: ignore[arg-type]
+            0,
+        )
+        with maintenance.turns.served(), pytest.raises(MaintenanceFailed) as failed:
+            maintenance.run()
+    finally:
+        server.stop()
+    reason = str(failed.value)
+    assert reason.startswith(f"manifest rewrite: SparkRuntimeMissing: Spark at sc://127.0.0.1:{port} has no Iceberg")
+    assert "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:" in reason and "at org." not in reason
