@@ -298,3 +298,11 @@ def test_a_call_that_fails_otherwise_fails_once_with_sparks_cause(monkeypatch: p
     with pytest.raises(RuntimeError, match=r"Spark job failed: .*Cannot commit: disk full"):
         SparkProcedures("lake", PROPERTIES, broken).call("rewrite_data_files", "db.t")
     assert len(broken.statements) == 1
+
+
+def test_a_catalog_spark_cannot_open_fails_the_call_that_needs_it_not_the_coordinator() -> None:
+    from workers.tables import SparkCatalogUnmappable
+
+    procedures = SparkProcedures("lake", {"uri": "sqlite:////tmp/lake.db", "warehouse": "file:///lake"}, Session([]))
+    with pytest.raises(SparkCatalogUnmappable, match="a SQL catalog on sqlite has no JDBC driver in Spark"):
+        procedures.call("rewrite_manifests", "db.t")

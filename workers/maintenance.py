@@ -45,6 +45,7 @@ committed leaves orphans a later run removes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -180,14 +181,19 @@ class SparkProcedures:
     """
 
     def __init__(self, catalog_name: str, catalog_properties: Mapping[str, str], session: Any = None) -> None:
-        from workers.tables import spark_catalog_conf
-
         self.catalog = catalog_name
-        self.conf = spark_catalog_conf(catalog_name, catalog_properties)
-        digest = hashlib.sha256(json.dumps(sorted(self.conf.items())).encode()).hexdigest()
-        self.session_id = str(uuid.UUID(digest[:32], version=4))
+        self.properties = dict(catalog_properties)
+        identity = json.dumps([catalog_name, sorted(self.properties.items())])
+        self.session_id = str(uuid.UUID(hashlib.sha256(identity.encode()).hexdigest()[:32], version=4))
         self._given = session
         self._session: Any = session
+
+    @functools.cached_property
+    def conf(self) -> dict[str, str]:
+        """The catalog's Spark configuration (raises SparkCatalogUnmappable, failing the run that needs it)."""
+        from workers.tables import spark_catalog_conf
+
+        return spark_catalog_conf(self.catalog, self.properties)
 
     def call(self, procedure: str, table: str, **arguments: str) -> list[dict[str, Any]]:
         from workers.spark_writer import guarded
@@ -196,9 +202,11 @@ class SparkProcedures:
         named = ", ".join(f"{name} => {value}" for name, value in arguments.items())
         statement = f"CALL {sql_identifier(self.catalog, 'system', procedure)}({named})"
 
+        conf = self.conf
+
         def run() -> list[dict[str, Any]]:
             spark = self._spark()
-            for key, value in self.conf.items():
+            for key, value in conf.items():
                 spark.conf.set(key, value)
             # (A test's process dies here while Spark runs the procedure: the
             # server goes on or gives up, and the table is exact either way.)
