@@ -403,7 +403,8 @@ class TableMaintenance:
         from workers.tables import PROP_CONNECTOR
 
         table = self.catalog.load_table(self.table_name)
-        if table.current_snapshot() is None:
+        current = table.current_snapshot()
+        if current is None or not self._may_compact(current.summary):
             return
         before = {s.snapshot_id for s in table.snapshots()}
         options = {
@@ -438,6 +439,17 @@ class TableMaintenance:
             replace_snapshot_id=replace.snapshot_id if replace is not None else None,
         )
 
+    def _may_compact(self, summary: Any) -> bool:
+        """Whether Iceberg's bin-pack could find work, by the current snapshot's totals: with fewer data
+        files than ``min-input-files``, only if together they pass the target size. (A Spark job for
+        nothing, every run of every table, is what this saves.)"""
+        totals = summary.additional_properties if summary is not None else {}
+        try:
+            files, size = int(totals["total-data-files"]), int(totals["total-files-size"])
+        except (KeyError, ValueError):
+            return True
+        return files >= self.config.min_input_files or (files > 1 and size > self.config.target_file_size_bytes)
+
     def rewrite_manifests(self) -> None:
         """``rewrite_manifests``, between two of the sink's commits.
 
@@ -446,8 +458,11 @@ class TableMaintenance:
         no manifest that holds only deleted entries, as a compaction leaves:
         so it runs in a turn of the coordinator's, where no commit of the
         sink can land. It reads manifests only: a few seconds for thousands.
+        A table with fewer than ``min-input-files`` manifests is left as it is.
         """
-        if self.catalog.load_table(self.table_name).current_snapshot() is None:
+        table = self.catalog.load_table(self.table_name)
+        current = table.current_snapshot()
+        if current is None or len(current.manifests(table.io)) < self.config.min_input_files:
             return
         (result,) = self.turns.run(lambda: self.procedures.call("rewrite_manifests", self.table_name))
         self._record(

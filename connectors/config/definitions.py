@@ -623,7 +623,8 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         "sinkadmin.maintenance.rewrite.min-input-files",
         KeyType.INT,
         "Small files a table partition must have before compaction rewrites them, unless together they "
-        "exceed the target size (rewrite_data_files' min-input-files).",
+        "exceed the target size (rewrite_data_files' min-input-files); and manifests a table must have "
+        "before they are rewritten.",
         _G_MAINTENANCE,
         default="5",
         minimum=2,

@@ -367,8 +367,8 @@ def test_snapshots_expire_by_age_and_count_and_orphans_older_than_the_window_are
     config_of = SinkConfig.parse(connector.config)
     unreachable = SparkProcedures(config_of.catalog_name, connector_catalog_properties(config_of), unreachable_spark())
     run = maintain("expiring", time.time(), unreachable)
-    assert run.outcome == MaintenanceOutcome.FAILED and run.error.startswith("manifest rewrite: SparkUnavailable: ")
-    assert "is unreachable" in run.error and "compaction" not in run.error and old_orphan.exists()
+    assert run.outcome == MaintenanceOutcome.FAILED and ": SparkUnavailable: Spark at " in run.error
+    assert "is unreachable" in run.error and ";" not in run.error and old_orphan.exists()  # (one step's error)
 
     # Now: nothing is a day old, so nothing expires; of the unreferenced files, only the old
     # orphan goes (not the young one, nor a hidden one, nor the prepared commit's).
@@ -379,16 +379,12 @@ def test_snapshots_expire_by_age_and_count_and_orphans_older_than_the_window_are
     assert run.expired_snapshots == 0 and run.orphan_files == 1
     assert run.removed_bytes == len(b"PAR1 not a committed file")
     assert not old_orphan.exists() and young_orphan.exists() and hidden.exists() and prepared.exists()
-    # One manifest a commit, rewritten into one: a REPLACE snapshot of its own, now the current one.
-    assert run.rewritten_manifests >= 4 and run.added_manifests == 1
+    assert run.rewritten_manifests == run.rewritten_files == 0  # (fewer than min-input-files of either)
     table = table_of("expiring", TABLE)
-    snapshots = table.snapshots()
-    current = table.current_snapshot()
-    assert current is not None and current.summary is not None and current.summary.operation is Operation.REPLACE
-    kept.add(current.snapshot_id)
+    assert len(table.snapshots()) == len(snapshots)
 
-    # Two days on: every snapshot is past the age; kept are the current one, the connector's
-    # latest commit and the latest holding partition 1's offsets, which a ledger rebuild needs.
+    # Two days on: every snapshot is past the age; kept are the current one (the connector's
+    # latest commit) and the latest holding partition 1's offsets, which a ledger rebuild needs.
     run = maintain(
         "expiring",
         time.time() + 2 * 86400,
