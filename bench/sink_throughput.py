@@ -353,7 +353,7 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     spark = spark_process()
     for attempt in ("cold", "warm"):
         # Each task's share of the partitions, as the sink's tasks would hand them to Spark.
-        cpu_before = usage(spark).cpu_seconds
+        cpu_before, (jvm_before, _) = usage(spark).cpu_seconds, jvm_cpu_seconds(spark)
         started = time.perf_counter()
         written = 0
         for share in (parts[0::2], parts[1::2]):
@@ -364,6 +364,7 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
         result[f"{attempt}_seconds"] = round(seconds, 2)
         result[f"{attempt}_records_per_s"] = round(total / seconds)
         result[f"{attempt}_spark_cpu_seconds"] = round(usage(spark).cpu_seconds - cpu_before, 2)
+        result[f"{attempt}_spark_jvm_cpu_seconds"] = round(jvm_cpu_seconds(spark)[0] - jvm_before, 2)
     writer.close()
     return result
 
@@ -709,9 +710,13 @@ def _measured(
     # taken between the samples nearest the sink's first START and last
     # commit; RSS over time shows whether memory follows the backlog.
     samples: list[tuple[float, dict[str, Usage]]] = []
+    # (wall clock, (the Spark JVM's own CPU seconds, its JIT threads')), at the same moments: the
+    # Spark role's CPU less the JVM's own is its Python workers'.
+    jvm_samples: list[tuple[float, tuple[float, float | None]]] = []
     target = sum(ends.values())
     while True:
         samples.append((time.time(), {role: usage(p) for role, p in watched.items()}))
+        jvm_samples.append((time.time(), jvm_cpu_seconds(watched["spark"])))
         done = sum(PartitionOffset.objects.filter(connector__name=name).values_list("next_offset", flat=True))
         pending = Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
         if done >= target and not pending:
@@ -748,6 +753,19 @@ def _measured(
 
     cpu_from, cpu_to = at(first_start.timestamp()), at(last_committed.timestamp())
     sink_cpu = {role: round(cpu_to[role].cpu_seconds - cpu_from[role].cpu_seconds, 2) for role in cpu_to}
+
+    def jvm_at(moment: float) -> tuple[float, float | None]:
+        return min(jvm_samples, key=lambda sample: abs(sample[0] - moment))[1]
+
+    (jvm_from, jit_from), (jvm_to, jit_to) = jvm_at(first_start.timestamp()), jvm_at(last_committed.timestamp())
+    jvm_cpu = jvm_to - jvm_from
+    spark_parts = {
+        "jvm": round(jvm_cpu * 1e6 / target, 2),
+        "jvm_jit_compiler_threads": round((jit_to - jit_from) * 1e6 / target, 2)
+        if jit_to is not None and jit_from is not None
+        else None,
+        "python_workers": round((sink_cpu.get("spark", 0.0) - jvm_cpu) * 1e6 / target, 2),
+    }
     # The same from the first commit on: without the sessions' start (the
     # warm-up of Spark's Python workers), as the Spark-alone baseline is warm.
     steady_records = sum(c.records for c in commits[1:])
@@ -806,6 +824,9 @@ def _measured(
         # is the Spark Connect server with its Python workers.
         "cpu_seconds_sink": sink_cpu,
         "spark_cpu_seconds_per_million_records": round(sink_cpu.get("spark", 0.0) * 1e6 / target, 2),
+        # The same, split: the Spark Connect server's JVM (of which its JIT
+        # compiler threads), and its Python workers (the decoder and writer).
+        "spark_cpu_seconds_per_million_records_by_part": spark_parts,
         "spark_cpu_seconds_per_million_records_after_first_commit": (
             round(steady_spark * 1e6 / steady_records, 2) if steady_records else None
         ),
@@ -962,6 +983,7 @@ def main() -> None:
                             run["cpu_seconds_sink"].pop("spark", None)
                             run.pop("spark_cpu_seconds_per_million_records", None)
                             run.pop("spark_cpu_seconds_per_million_records_after_first_commit", None)
+                            run.pop("spark_cpu_seconds_per_million_records_by_part", None)
                         rounds.setdefault(label, []).append(run)
                         rate = run["sink_records_per_s"]
                         print(
