@@ -375,35 +375,65 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
 WARM_UP_ROUND, WARM_UP_MIN_JOBS, WARM_UP_MAX_JOBS, WARM_UP_JIT_SHARE = 100, 300, 6000, 0.1
 
 
-def jit_cpu_seconds(jvm: psutil.Process) -> float | None:
-    """CPU seconds of a JVM's JIT compiler threads (HotSpot's "C1/C2 CompilerThread<n>"), from
-    Linux's per-thread figures; None where they cannot be read."""
-    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+# The Spark JVM's threads by what they do, by the start of their name as Linux keeps it (15 characters).
+JVM_THREAD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("jit_compilers", ("C1 Compiler", "C2 Compiler")),
+    ("garbage_collector", ("G1 ", "GC Thread", "VM Thread", "VM Periodic", "Service Thread", "Sweeper")),
+    ("spark_tasks", ("Executor task",)),
+    ("spark_connect_grpc", ("grpc-", "SparkConnectExe")),
+    (
+        "scheduler_and_rpc",
+        (
+            "dag-scheduler",
+            "spark-listener",
+            "dispatcher-",
+            "task-result",
+            "map-output",
+            "block-manager",
+            "rpc-",
+            "netty-rpc",
+            "files-client",
+            "shuffle-",
+            "executor-heartb",
+            "driver-heartbea",
+            "heartbeat-recei",
+            "element-tracki",
+            "context-cleaner",
+            "Spark Context",
+        ),
+    ),
+    ("main_and_class_loading", ("java",)),
+)
+
+
+def jvm_thread_cpu(jvm: psutil.Process) -> dict[str, float] | None:
+    """CPU seconds of a JVM's live threads, summed by JVM_THREAD_GROUPS (the rest as "other"), from
+    Linux's per-thread figures; None where they cannot be read. A thread that ended takes its CPU
+    with it: between two readings, the process's CPU less these is the ended threads' (the Python
+    workers' stdout writers, task threads retired by their pool)."""
+    groups: dict[str, float] = {name: 0.0 for name, _ in JVM_THREAD_GROUPS} | {"other": 0.0}
+    tick = os.sysconf("SC_CLK_TCK")
     try:
         for thread in os.listdir(f"/proc/{jvm.pid}/task"):
             try:
-                if (
-                    not Path(f"/proc/{jvm.pid}/task/{thread}/comm")
-                    .read_text()
-                    .startswith(("C1 Compiler", "C2 Compiler"))
-                ):
-                    continue
+                name = Path(f"/proc/{jvm.pid}/task/{thread}/comm").read_text().strip()
                 fields = Path(f"/proc/{jvm.pid}/task/{thread}/stat").read_text().rsplit(")", 1)[1].split()
             except FileNotFoundError:
-                continue  # (a compiler thread that ended meanwhile)
-            total += (int(fields[11]) + int(fields[12])) / tick
+                continue  # (a thread that ended meanwhile)
+            group = next((g for g, starts in JVM_THREAD_GROUPS if name.startswith(starts)), "other")
+            groups[group] += (int(fields[11]) + int(fields[12])) / tick
     except OSError:
         return None
-    return total
+    return groups
 
 
-def jvm_cpu_seconds(jvm: psutil.Process | None) -> tuple[float, float | None]:
-    """CPU seconds of a JVM's own process (not its Python workers), and of its JIT compiler threads
+def jvm_cpu_seconds(jvm: psutil.Process | None) -> tuple[float, dict[str, float] | None]:
+    """CPU seconds of a JVM's own process (not its Python workers), and of its live threads by group
     (None where they cannot be read)."""
     if jvm is None:
         return 0.0, None
     own = jvm.cpu_times()
-    return own.user + own.system, jit_cpu_seconds(jvm)
+    return own.user + own.system, jvm_thread_cpu(jvm)
 
 
 def warm_spark_server() -> list[dict[str, float]]:
@@ -438,13 +468,17 @@ def warm_spark_server() -> list[dict[str, float]]:
     curve: list[dict[str, float]] = []
     jobs = quiet_rounds = 0
     while jobs < WARM_UP_MAX_JOBS:
-        spark_before, (jvm_before, jit_before) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
+        spark_before, (jvm_before, threads_before) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
         for _ in range(WARM_UP_ROUND):
             spark.range(0, cores, 1, cores).mapInArrow(_imported, answer).collect()
         jobs += WARM_UP_ROUND
-        spark_after, (jvm_after, jit_after) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
+        spark_after, (jvm_after, threads_after) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
         jvm = jvm_after - jvm_before
-        jit = jit_after - jit_before if jit_before is not None and jit_after is not None else None
+        jit = (
+            threads_after["jit_compilers"] - threads_before["jit_compilers"]
+            if threads_before is not None and threads_after is not None
+            else None
+        )
         curve.append(
             {
                 "jobs": jobs,
@@ -710,9 +744,9 @@ def _measured(
     # taken between the samples nearest the sink's first START and last
     # commit; RSS over time shows whether memory follows the backlog.
     samples: list[tuple[float, dict[str, Usage]]] = []
-    # (wall clock, (the Spark JVM's own CPU seconds, its JIT threads')), at the same moments: the
+    # (wall clock, (the Spark JVM's own CPU seconds, its threads' by group)), at the same moments: the
     # Spark role's CPU less the JVM's own is its Python workers'.
-    jvm_samples: list[tuple[float, tuple[float, float | None]]] = []
+    jvm_samples: list[tuple[float, tuple[float, dict[str, float] | None]]] = []
     target = sum(ends.values())
     while True:
         samples.append((time.time(), {role: usage(p) for role, p in watched.items()}))
@@ -754,16 +788,20 @@ def _measured(
     cpu_from, cpu_to = at(first_start.timestamp()), at(last_committed.timestamp())
     sink_cpu = {role: round(cpu_to[role].cpu_seconds - cpu_from[role].cpu_seconds, 2) for role in cpu_to}
 
-    def jvm_at(moment: float) -> tuple[float, float | None]:
+    def jvm_at(moment: float) -> tuple[float, dict[str, float] | None]:
         return min(jvm_samples, key=lambda sample: abs(sample[0] - moment))[1]
 
-    (jvm_from, jit_from), (jvm_to, jit_to) = jvm_at(first_start.timestamp()), jvm_at(last_committed.timestamp())
+    (jvm_from, threads_from), (jvm_to, threads_to) = jvm_at(first_start.timestamp()), jvm_at(last_committed.timestamp())
     jvm_cpu = jvm_to - jvm_from
+    jvm_threads: dict[str, float] | None = None
+    if threads_from is not None and threads_to is not None:
+        jvm_threads = {
+            group: round((threads_to[group] - threads_from[group]) * 1e6 / target, 2) for group in threads_to
+        }
+        jvm_threads["threads_that_ended"] = round(jvm_cpu * 1e6 / target - sum(jvm_threads.values()), 2)
     spark_parts = {
         "jvm": round(jvm_cpu * 1e6 / target, 2),
-        "jvm_jit_compiler_threads": round((jit_to - jit_from) * 1e6 / target, 2)
-        if jit_to is not None and jit_from is not None
-        else None,
+        "jvm_by_thread_group": jvm_threads,
         "python_workers": round((sink_cpu.get("spark", 0.0) - jvm_cpu) * 1e6 / target, 2),
     }
     # The same from the first commit on: without the sessions' start (the

@@ -57,8 +57,8 @@ def _passed_on(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def server_cpu(server: psutil.Process) -> tuple[float, float, float]:
     """CPU seconds so far of a Spark Connect server's JVM, of its JIT compiler threads, and of its
     Python workers (its descendants, with those that exited: ``usage`` keeps them)."""
-    jvm, jit = jvm_cpu_seconds(server)
-    return jvm, jit or 0.0, usage(server).cpu_seconds - jvm
+    jvm, threads = jvm_cpu_seconds(server)
+    return jvm, threads["jit_compilers"] if threads is not None else 0.0, usage(server).cpu_seconds - jvm
 
 
 def per_job_ms(job: Callable[[], object], jobs: int, server: psutil.Process | None) -> dict[str, float]:
