@@ -143,7 +143,11 @@ MAINTENANCE_TOTALS: tuple[tuple[str, str, Any], ...] = (
         "Files deleted: those only expired snapshots referenced, and orphans.",
         F("expired_files") + F("orphan_files"),
     ),
-    ("sinkadmin_maintenance_removed_bytes", "Bytes of the deleted orphan files and Hudi's cleaned files.", F("removed_bytes")),
+    (
+        "sinkadmin_maintenance_removed_bytes",
+        "Bytes of the deleted orphan files and Hudi's cleaned files.",
+        F("removed_bytes"),
+    ),
 )
 
 

@@ -90,7 +90,10 @@ def serve_in_foreground(service: ManagedProcess) -> None:
         raise ServiceError(f"{service.name} exited with {service.process.returncode}: see {service.log_path}")
 
 
-def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> ManagedProcess:
+def spawn(
+    name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> ManagedProcess:
+    """``argv`` in a session of its own, its output in ``log_dir/<name>.log``, in ``cwd`` (else this one)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed with it
@@ -101,6 +104,7 @@ def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
         stdin=subprocess.DEVNULL,
         start_new_session=True,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
     return ManagedProcess(name, process, log_path)
 
@@ -307,7 +311,9 @@ def start_spark_connect(
     env = {"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
     if daemon:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SPARK_DAEMON_PATH), os.environ.get("PYTHONPATH")) if p)
-    service = spawn("spark-connect", argv, log_dir, env=env)
+    # In its log directory: the server keeps its sessions' artifacts (and Spark its
+    # spark-warehouse/) under the directory it runs in.
+    service = spawn("spark-connect", argv, log_dir, env=env, cwd=log_dir)
     wait_ready(service, host, port, timeout=120)
     return service
 
