@@ -336,6 +336,7 @@ class RunFigures:
 
 # Snapshot ids Iceberg's expire_snapshots takes in one call (the statement's size).
 EXPIRE_BATCH = 1000
+ORPHAN_CLOCK_MARGIN_S = 60
 
 
 class TableMaintenance:
@@ -502,7 +503,9 @@ class TableMaintenance:
         Iceberg lists and reads was prepared before, its files among them.
         """
         protected = {file_key(location) for location in self.ledger.protected_files([self.table_name])}
-        older_than = time.time() - self.config.orphan_older_than_ms / 1000
+        # (A minute more than the window: Iceberg refuses an interval under a day by the
+        # server's clock, which may lag this host's.)
+        older_than = time.time() - self.config.orphan_older_than_ms / 1000 - ORPHAN_CLOCK_MARGIN_S
         rows = self.procedures.call(
             "remove_orphan_files", self.table_name, older_than=sql_timestamp(older_than), dry_run="true"
         )

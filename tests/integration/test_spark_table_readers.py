@@ -135,5 +135,6 @@ def test_maintenance_on_a_spark_without_icebergs_runtime_says_so(tmp_path: Path,
     finally:
         server.stop()
     reason = str(failed.value)
-    assert reason.startswith(f"manifest rewrite: SparkRuntimeMissing: Spark at sc://127.0.0.1:{port} has no Iceberg")
+    # (The first step that needs Spark: here orphan removal, the table having too few files for the others.)
+    assert f": SparkRuntimeMissing: Spark at sc://127.0.0.1:{port} has no Iceberg runtime (" in reason
     assert "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:" in reason and "at org." not in reason
