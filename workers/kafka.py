@@ -252,9 +252,16 @@ class ControlChannel:
 
 
 # A partition whose leader is being elected or moved: a topic just created (the control topic, at a
-# connector's first start), a broker restarting. Asked again, it answers.
+# connector's first start, which the client's metadata may not know yet: _UNKNOWN_PARTITION, seen in
+# CI), a broker restarting. Asked again, it answers.
 LEADER_MOVING = frozenset(
-    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+    }
 )
 
 
