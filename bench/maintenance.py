@@ -54,15 +54,16 @@ from connectors.config import SinkConfig  # noqa: E402
 from connectors.models import Commit, CommitState, MaintenanceRun  # noqa: E402
 from sinks.hudi.clustering import ClusterOutcome, HudiClusterer  # noqa: E402
 from sinks.hudi.table import HudiTable, HudiTableSpec, new_file_id  # noqa: E402
-from workers.maintenance import BetweenCommits, SparkProcedures, TableMaintenance  # noqa: E402
-from workers.spark_writer import UnitRunner  # noqa: E402
-from workers.tables import (  # noqa: E402
+from sinks.iceberg.maintenance import SparkProcedures, TableMaintenance  # noqa: E402
+from sinks.iceberg.tables import (  # noqa: E402
     catalog_for,
     connector_catalog_properties,
     create_table,
     describe_data_file,
     infer_schema_from_json,
 )
+from workers.maintenance import BetweenCommits  # noqa: E402
+from workers.spark_writer import UnitRunner  # noqa: E402
 
 MB = 1e6
 
@@ -136,9 +137,11 @@ def pyarrow_copy(paths: list[str], target: Path) -> float:
 def compact(table_name: str) -> tuple[float, dict]:
     """Seconds of the product's compaction of the table (Iceberg's rewrite_data_files)."""
     config = config_for(table_name)
-    procedures = SparkProcedures(config.catalog_name, connector_catalog_properties(config))
+    procedures = SparkProcedures(config.settings.catalog_name, connector_catalog_properties(config))
     with BetweenCommits().served() as between, catalog_for(config) as catalog:
-        maintenance = TableMaintenance(config.maintenance, catalog, table_name, procedures, between, NoLedger(), 0)
+        maintenance = TableMaintenance(
+            config.settings.maintenance, catalog, table_name, procedures, between, NoLedger(), 0
+        )
         began = time.perf_counter()
         maintenance.compact()
         seconds = time.perf_counter() - began

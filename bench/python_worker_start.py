@@ -44,8 +44,9 @@ from spark_job_floor import server_cpu
 
 from connectors.config import SinkConfig
 from sinkadmin.services import SPARK_DAEMON_MODULE, listening_process, port_open, start_spark_connect
-from workers.spark_writer import SparkWriter, forget_session, spark_session
-from workers.writes import TargetTable
+from sinks.iceberg.spark_writer import SparkWriter
+from sinks.iceberg.writes import TargetTable
+from workers.spark_writer import forget_session, spark_session
 
 PORT = 15077
 
@@ -91,7 +92,7 @@ def measure(preload: bool, rounds: int, warm: int, work: Path) -> dict:
         config = SinkConfig.parse({"connector.class": "iceberg", "topics": "bench", "iceberg.tables": "bench.t"})
         writer = SparkWriter(config, session)
         staged = stage(work / "staging", 8 * 2_500, 8)
-        table = TargetTable(config.tables[0], SCHEMA, str(work / "out"))
+        table = TargetTable(config.settings.tables[0], SCHEMA, str(work / "out"))
 
         def commit() -> None:
             writer.write(uuid.uuid4(), uuid.uuid4(), staged, [table])

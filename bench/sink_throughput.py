@@ -5,7 +5,7 @@ Produces N JSON records (~1 KB) over P partitions, reads them once with
 bare confluent-kafka batch consumers, as many processes as the connector has
 tasks, each with its share of the partitions (the baseline), and once more
 with the same consumers decoding each batch as the tasks do
-(workers.arrow_writer's JsonDecoder: what decoding costs, with the allocator
+(workers.json_decoder's JsonDecoder: what decoding costs, with the allocator
 the tasks use), then runs the sink once per sink and data plane (``--sinks``: iceberg,
 files (Parquet files in the HDFS sink's layout), hudi-insert (a Hudi table
 appended to) and hudi-upsert (a Hudi table upserted by a key that half the
@@ -95,10 +95,10 @@ from sinkadmin.services import (  # noqa: E402
     split_hostport,
     start_spark_connect,
 )
-from workers.arrow_writer import JsonDecoder  # noqa: E402
+from sinks.iceberg.tables import default_spark_catalog_conf  # noqa: E402
+from workers.json_decoder import JsonDecoder  # noqa: E402
 from workers.runtime import tune_process_for_tasks  # noqa: E402
 from workers.staging import RecordChunk  # noqa: E402
-from workers.tables import default_spark_catalog_conf  # noqa: E402
 
 # The files sink's runs write here (beside the warehouse), and each run's files are removed after it.
 FILES_ROOT = settings.VAR_DIR / "bench-files"
@@ -312,9 +312,9 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     (no consumer, coordinator or catalog commit). Timed and CPU-counted over those jobs only,
     once cold (the first jobs of the session) and once warm."""
     from connectors.config import SinkConfig
-    from workers.runtime import TableWriter
+    from sinks.iceberg.tables import catalog_for, create_table, infer_schema_from_json
+    from sinks.iceberg.writer import TableWriter
     from workers.staging import RawStagingFile, StagedPartition, raw_staging_path
-    from workers.tables import catalog_for, create_table, infer_schema_from_json
 
     config = SinkConfig.parse(
         {
@@ -346,7 +346,7 @@ def spark_alone(ends: dict[tuple[str, int], int], staging: Path) -> dict[str, fl
     with catalog_for(config) as catalog:
         # The columns auto-create gives the benchmark's records.
         sample = {"id": 0, "user": "u", "amount": 0.5, "ok": True, "note": "x"}
-        create_table(catalog, config.tables[0].name, infer_schema_from_json([sample]), [])
+        create_table(catalog, config.settings.tables[0].name, infer_schema_from_json([sample]), [])
     writer = TableWriter(config)
     _ = writer.spark.spark  # connected first: the baseline times the jobs, not the session
     result: dict[str, float] = {}

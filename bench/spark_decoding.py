@@ -46,12 +46,10 @@ from pyiceberg.schema import Schema  # noqa: E402
 from pyiceberg.types import BooleanType, DoubleType, LongType, NestedField, StringType  # noqa: E402
 
 from connectors.config import SinkConfig  # noqa: E402
-from workers.spark_writer import STAGING_DDL, SparkWriter  # noqa: E402
+from sinks.iceberg.spark_writer import SparkWriter  # noqa: E402
+from sinks.iceberg.writes import TargetTable, arrow_schema  # noqa: E402
+from workers.spark_writer import STAGING_DDL  # noqa: E402
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition, raw_staging_path  # noqa: E402
-from workers.writes import (  # noqa: E402
-    TargetTable,
-    arrow_schema,
-)
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -98,7 +96,7 @@ def from_json(spark: object, staged: list[StagedPartition], out: str) -> None:
 
 
 def _decode_batches(columns: pa.Schema, batches):  # type: ignore[no-untyped-def]
-    from workers.arrow_writer import JsonDecoder
+    from workers.json_decoder import JsonDecoder
 
     decoder = JsonDecoder(columns)
     for batch in batches:
@@ -156,7 +154,7 @@ def main() -> None:
         total = sum(s.records for s in staged)
 
         def own_files(out: str) -> None:
-            table = TargetTable(config.tables[0], SCHEMA, out)
+            table = TargetTable(config.settings.tables[0], SCHEMA, out)
             files = writer.write(uuid.uuid4(), uuid.uuid4(), staged, [table]).files
             assert sum(f.records for f in files) == total
 

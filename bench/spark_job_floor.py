@@ -46,8 +46,9 @@ from spark_decoding import ROOT, SCHEMA, add_spark_arguments, stage, use_spark, 
 
 from connectors.config import SinkConfig
 from sinkadmin.services import listening_process, split_hostport
-from workers.spark_writer import SparkWriter, spark_session
-from workers.writes import TargetTable
+from sinks.iceberg.spark_writer import SparkWriter
+from sinks.iceberg.writes import TargetTable
+from workers.spark_writer import spark_session
 
 
 def _passed_on(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -103,7 +104,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="spark-job-floor-"))
     try:
         staged = stage(work / "staging", 8 * 2_500, 8)
-        table = TargetTable(config.tables[0], SCHEMA, str(work / "out"))
+        table = TargetTable(config.settings.tables[0], SCHEMA, str(work / "out"))
         kinds = {
             "JVM only (range, collect), one task": lambda: spark.range(0, 2, 1, 1).collect(),
             "mapInArrow, one task": lambda: spark.range(0, 1, 1, 1).mapInArrow(_passed_on, "id long").collect(),

@@ -40,9 +40,9 @@ from spark_decoding import (  # (sets up Django, which the imports below need)
 
 from connectors.config import SinkConfig
 from sinkadmin.services import listening_process, split_hostport
-from workers.spark_writer import SparkWriter
+from sinks.iceberg.spark_writer import SparkWriter
+from sinks.iceberg.writes import TargetTable
 from workers.staging import StagedPartition
-from workers.writes import TargetTable
 
 
 def spark_cpu_seconds(spark: psutil.Process) -> float:
@@ -88,7 +88,7 @@ def main() -> None:
             # (What the warm-up learnt, set by hand: the number of Spark tasks a job may have.)
             writer._cores = tasks_per_job
             out = str(work / "out" / uuid.uuid4().hex)
-            table = TargetTable(config.tables[0], SCHEMA, out)
+            table = TargetTable(config.settings.tables[0], SCHEMA, out)
             cpu, started = spark_cpu_seconds(spark), time.perf_counter()
             written = sum(
                 f.records for commit in commits for f in writer.write(uuid.uuid4(), uuid.uuid4(), commit, [table]).files

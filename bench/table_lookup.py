@@ -2,7 +2,7 @@
 """What resolving its table costs a task at each commit, as the table's history grows.
 
 A task resolves each target table for every commit it writes
-(``workers.runtime.TableWriter``). Until START_COMMIT carried the tables'
+(``sinks.iceberg.writer.TableWriter``). Until START_COMMIT carried the tables'
 versions it loaded the table every time: one catalog query, then the
 metadata file read and parsed, and that file holds every snapshot until
 maintenance expires them (24 h by default: 86,400 snapshots at 1 s commits).
@@ -43,8 +43,15 @@ import pyarrow as pa
 from spark_decoding import ROOT  # (sets up Django)
 
 from connectors.config import SinkConfig
-from workers.runtime import TableWriter
-from workers.tables import PROP_COMMIT_ID, PROP_CONNECTOR, PROP_EPOCH, PROP_OFFSETS, catalog_for, committed_version
+from sinks.iceberg.tables import (
+    PROP_COMMIT_ID,
+    PROP_CONNECTOR,
+    PROP_EPOCH,
+    PROP_OFFSETS,
+    catalog_for,
+    committed_version,
+)
+from sinks.iceberg.writer import TableWriter
 
 TABLE = "bench.table_lookup"
 SAMPLES: list[bytes | None] = [json.dumps({"id": i, "name": f"n{i}", "amount": i * 0.5}).encode() for i in range(3)]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from connectors.config.definitions import ICEBERG, Plugin
+from connectors.config.definitions import Plugin
 from sinks.files.plugin import FILES
 from sinks.hudi.plugin import HUDI
+from sinks.iceberg.plugin import ICEBERG
 from sinks.mirror.plugin import MIRROR
 
 PLUGINS: tuple[Plugin, ...] = (ICEBERG, FILES, HUDI, MIRROR)

@@ -123,7 +123,7 @@ def s3_endpoint() -> Iterator[str]:
 def spark_remote(django_db_setup: None) -> Iterator[str]:
     """A Spark Connect endpoint shared by the whole session (one JVM, started once), as make run starts
     it: the project's own Iceberg catalog mapped (on the test database: after django_db_setup)."""
-    from workers.tables import default_spark_catalog_conf
+    from sinks.iceberg.tables import default_spark_catalog_conf
 
     server = None
     if settings.SPARK_REMOTE:

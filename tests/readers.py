@@ -32,14 +32,14 @@ def spark_reader() -> Any:
 
 def spark_iceberg_rows(config: SinkConfig, table: str) -> list[dict[str, Any]]:
     """The table's rows as Spark's Iceberg reader gives them, by name in the connector's catalog mapped
-    into Spark (workers.tables.connector_spark_catalog_conf)."""
-    from workers.maintenance import sql_identifier
-    from workers.tables import connector_spark_catalog_conf
+    into Spark (sinks.iceberg.tables.connector_spark_catalog_conf)."""
+    from sinks.iceberg.maintenance import sql_identifier
+    from sinks.iceberg.tables import connector_spark_catalog_conf
 
     session = spark_reader()
     for key, value in connector_spark_catalog_conf(config).items():
         session.conf.set(key, value)
-    name = sql_identifier(config.catalog_name, *table.split("."))
+    name = sql_identifier(config.settings.catalog_name, *table.split("."))
     return [row.asDict(recursive=True) for row in session.table(name).collect()]
 
 

@@ -20,10 +20,11 @@ from pyiceberg.types import (
 )
 
 from connectors.config.transforms import PartitionField
-from connectors.config.validation import TableTarget
-from workers.arrow_writer import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder, split_by_partition
-from workers.tables import missing_fields, partition_spec, partition_values_json
-from workers.writes import TargetTable, arrow_schema
+from sinks.iceberg.arrow_writer import split_by_partition
+from sinks.iceberg.settings import TableTarget
+from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_spec, partition_values_json
+from sinks.iceberg.writes import TargetTable, arrow_schema
+from workers.json_decoder import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder
 
 SCHEMA = pa.schema(
     [
@@ -330,7 +331,7 @@ def test_with_schema_evolution_new_fields_are_reported_typed_as_auto_create_type
     assert decoded.columns.schema == SCHEMA and decoded.positions == [0, 1, 2]
     assert decoded.columns.column("address").to_pylist() == [{"city": "Oslo"}, None, None]
     assert decoded.records_schema is not None
-    additions = missing_fields(TABLE_OF_SCHEMA, decoded.records_schema)
+    additions = missing_fields(TABLE_OF_SCHEMA, iceberg_schema(decoded.records_schema))
     assert additions is not None
     added = {f.name: f for f in additions.fields}
     # Null in every record so far ("nothing", an empty list): no type to give it yet.

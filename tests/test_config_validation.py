@@ -26,8 +26,8 @@ def test_a_config_written_for_the_iceberg_sink_is_valid() -> None:
     parsed = SinkConfig.parse(config)
     assert parsed.tasks_max == 4
     assert parsed.value_converter == "json"
-    assert [str(f) for f in parsed.tables[0].partition_by] == ["day(ts)", "truncate(16, id)"]
-    assert parsed.catalog_properties() == {"type": "rest", "uri": "http://catalog:8181"}
+    assert [str(f) for f in parsed.settings.tables[0].partition_by] == ["day(ts)", "truncate(16, id)"]
+    assert parsed.settings.catalog_properties == {"type": "rest", "uri": "http://catalog:8181"}
 
 
 @pytest.mark.parametrize("name", ["iceberg", "io.tabular.iceberg.connect.IcebergSinkConnector"])
@@ -134,7 +134,8 @@ def test_upserts_need_the_identifier_columns_of_every_table() -> None:
     assert validate_config({**keyed, "iceberg.tables.default-id-columns": "id"}).ok
     assert validate_config({**keyed, "iceberg.table.db.orders.id-columns": "id, region"}).ok
     config = SinkConfig.parse({**keyed, "iceberg.tables.default-id-columns": "id", "iceberg.tables.cdc-field": "op"})
-    assert config.upsert_mode and config.cdc_field == "op" and config.tables[0].id_columns == ("id",)
+    settings = config.settings
+    assert settings.upsert_mode and settings.cdc_field == "op" and settings.tables[0].id_columns == ("id",)
 
 
 def test_non_string_values_are_coerced_or_rejected() -> None:
@@ -195,8 +196,9 @@ def test_offsets_policies_are_the_ledgers_and_the_consumers_own_reset_is_refused
 
 
 def test_maintenance_keys_have_safe_defaults_and_refuse_unsafe_values_per_key() -> None:
-    maintenance = SinkConfig.parse(BASE).maintenance
-    assert maintenance.enabled and maintenance.interval_ms == 3_600_000
+    config = SinkConfig.parse(BASE)
+    assert config.maintenance.enabled and config.maintenance.interval_ms == 3_600_000
+    maintenance = config.settings.maintenance
     assert maintenance.target_file_size_bytes == 128 * 1024 * 1024 and maintenance.min_input_files == 5
     assert maintenance.max_snapshot_age_ms == 86_400_000 and maintenance.min_snapshots_to_keep == 1
     assert maintenance.orphan_older_than_ms == 3 * 86_400_000

@@ -140,7 +140,13 @@ class Committer:
 def world_with(committer: Committer) -> tuple[Coordinator, Clock, Channel, Ledger, Committer]:
     clock, channel, ledger = Clock(), Channel(), Ledger()
     coordinator = Coordinator(
-        CoordinatorSettings("c", epoch=1, commit_interval_s=10, commit_timeout_s=30),
+        CoordinatorSettings(
+            "c",
+            epoch=1,
+            commit_interval_s=10,
+            commit_timeout_s=30,
+            versioned_tables=isinstance(committer, VersionedCommitter),
+        ),
         channel,
         ledger,
         committer,

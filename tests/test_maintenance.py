@@ -9,19 +9,18 @@ from typing import Any
 
 import pytest
 
-from tests.test_coordinator import TP0, Channel, Clock, Committer, Ledger, start_and_end, status
-from workers.coordinator import Coordinator, CoordinatorSettings, Phase
-from workers.events import EventType
-from workers.maintenance import (
-    BetweenCommits,
+from sinks.iceberg.maintenance import (
     SnapshotInfo,
     SparkProcedures,
-    Stopped,
     file_key,
     snapshots_to_expire,
     sql_map,
     sql_timestamp,
 )
+from tests.test_coordinator import TP0, Channel, Clock, Committer, Ledger, start_and_end, status
+from workers.coordinator import Coordinator, CoordinatorSettings, Phase
+from workers.events import EventType
+from workers.maintenance import BetweenCommits, Stopped
 
 # --- expiry -----------------------------------------------------------------------------
 
@@ -65,7 +64,7 @@ def test_the_latest_snapshot_holding_each_partitions_offsets_is_kept_however_old
 def test_a_snapshots_partitions_are_read_from_its_offsets_summary() -> None:
     from types import SimpleNamespace
 
-    from workers.maintenance import snapshot_info
+    from sinks.iceberg.maintenance import snapshot_info
 
     def snapshot(props: dict[str, str]) -> Any:
         summary = SimpleNamespace(additional_properties=props)
@@ -301,7 +300,7 @@ def test_a_call_that_fails_otherwise_fails_once_with_sparks_cause(monkeypatch: p
 
 
 def test_a_catalog_spark_cannot_open_fails_the_call_that_needs_it_not_the_coordinator() -> None:
-    from workers.tables import SparkCatalogUnmappable
+    from sinks.iceberg.tables import SparkCatalogUnmappable
 
     procedures = SparkProcedures("lake", {"uri": "sqlite:////tmp/lake.db", "warehouse": "file:///lake"}, Session([]))
     with pytest.raises(SparkCatalogUnmappable, match="a SQL catalog on sqlite has no JDBC driver in Spark"):

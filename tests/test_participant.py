@@ -22,6 +22,7 @@ from connectors.config import SinkConfig
 from tests.test_coordinator import Channel
 from workers.events import ControlEvent, EventType, TableVersion
 from workers.participant import TaskRunner
+from workers.sink import plugin_of
 from workers.staging import RecordChunk, StagedPartition
 from workers.writes import WriteResult
 
@@ -133,7 +134,7 @@ class Writer:
         self.versions.append(versions)
 
     def unavailable(self, exc: BaseException) -> str | None:
-        # As the table writer judges its catalog's errors (workers.tables.catalog_outage).
+        # As the table writer judges its catalog's errors (sinks.iceberg.tables.catalog_outage).
         return f"cannot reach the catalog: {exc}" if isinstance(exc, ConnectionRefusedError) else None
 
 
@@ -182,6 +183,7 @@ def runner(
         dead_letters=None,
         staging_dir=tmp_path,
         batch_size=10,
+        versioned_tables=plugin_of(config).versioned_tables,
         write_executor=WriteAtOnce(),
     )
 

@@ -175,7 +175,7 @@ def test_json_values_in_the_wire_format_are_checked_against_the_registry_and_unw
 
 
 def test_json_schemas_become_table_schemas_as_connect_types_them() -> None:
-    from workers.tables import schema_from_json_schema
+    from sinks.iceberg.tables import schema_from_json_schema
 
     schema = schema_from_json_schema(
         {

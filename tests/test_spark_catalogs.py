@@ -1,4 +1,4 @@
-"""A connector's Iceberg catalog as Spark's configuration (workers.tables.spark_catalog_conf), and the
+"""A connector's Iceberg catalog as Spark's configuration (sinks.iceberg.tables.spark_catalog_conf), and the
 tests' comparison of two readers' rows (tests.readers.same_rows)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import datetime
 
 import pytest
 
+from sinks.iceberg.tables import SparkCatalogUnmappable, spark_catalog_conf
 from tests.readers import same_rows
-from workers.tables import SparkCatalogUnmappable, spark_catalog_conf
 
 
 def test_the_projects_sql_catalog_is_icebergs_jdbc_catalog_on_the_same_postgres() -> None:

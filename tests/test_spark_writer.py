@@ -23,11 +23,11 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from connectors.config import SinkConfig
+from sinks.iceberg.spark_writer import SparkWriter, StagedDecode
+from sinks.iceberg.writes import TargetTable
 from workers import spark_writer
 from workers.spark_writer import (
     SparkUnavailable,
-    SparkWriter,
-    StagedDecode,
     balanced_groups,
     code_archive,
     decode_staged_partitions,
@@ -36,7 +36,6 @@ from workers.spark_writer import (
     task_groups,
 )
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition
-from workers.writes import TargetTable
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False))
 
@@ -64,7 +63,7 @@ def staged_file(tmp_path: Path, values: list[bytes | None], chunk_bytes: int = 1
 
 
 def job(tmp_path: Path, cfg: SinkConfig, schema: Schema = SCHEMA) -> StagedDecode:
-    table = TargetTable(cfg.tables[0], schema, str(tmp_path / "warehouse" / "orders"))
+    table = TargetTable(cfg.settings.tables[0], schema, str(tmp_path / "warehouse" / "orders"))
     return StagedDecode(cfg, (table,), uuid.uuid4(), uuid.uuid4())
 
 
@@ -137,11 +136,16 @@ def test_a_job_has_a_spark_task_per_core_each_with_about_equal_records() -> None
 def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> None:
     archive = code_archive()
     names = set(zipfile.ZipFile(archive).namelist())
-    assert {"workers/arrow_writer.py", "workers/spark_writer.py", "connectors/config/validation.py"} <= names
+    assert {
+        "sinks/iceberg/arrow_writer.py",
+        "workers/json_decoder.py",
+        "workers/spark_writer.py",
+        "connectors/config/validation.py",
+    } <= names
     assert code_archive() == archive  # named by content: shipped once per session
     # What a Python worker does first: import the decoder from the archive, without Django settings.
     probe = subprocess.run(
-        [sys.executable, "-c", "import workers.spark_writer, workers.arrow_writer; print('ok')"],
+        [sys.executable, "-c", "import workers.spark_writer, sinks.iceberg.arrow_writer; print('ok')"],
         env={"PYTHONPATH": str(archive)},
         capture_output=True,
         text=True,

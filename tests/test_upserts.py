@@ -1,4 +1,4 @@
-"""workers.upserts without servers: which records of a commit win, and how files are rewritten."""
+"""sinks.iceberg.upserts without servers: which records of a commit win, and how files are rewritten."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from workers.upserts import RewriteUnit, UpsertRewrite, key_column, winners
+from sinks.iceberg.upserts import RewriteUnit, UpsertRewrite, key_column, winners
 
 
 def write(path: Path, rows: list[dict[str, object]]) -> str:

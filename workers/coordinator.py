@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from workers.events import (
     ControlEvent,
@@ -31,6 +31,9 @@ from workers.events import (
     start_commit,
 )
 from workers.failpoints import failpoint
+
+if TYPE_CHECKING:
+    from workers.sink import VersionedCommitter
 
 log = logging.getLogger(__name__)
 
@@ -195,19 +198,8 @@ class CommitterPort(Protocol):
         Raises SinkUnavailable when a table's catalog cannot be reached."""
         ...
 
-
-@runtime_checkable
-class VersionedTables(Protocol):
-    """A committer whose tasks write with copies of its tables (the Iceberg sink's TableWriter).
-
-    What its commits left each table at goes with every START
-    (``table_versions``), so a task whose copy is still current writes with
-    it instead of looking the table up again for every commit.
-    """
-
-    @property
-    def table_versions(self) -> dict[str, TableVersion]:
-        """Each table the last commit added to, as it left it."""
+    def close(self) -> None:
+        """Release what the committer holds (a catalog's connections): a worker process outlives it."""
         ...
 
 
@@ -221,6 +213,9 @@ class CoordinatorSettings:
     # END comes early once the commit's partitions have staged this many
     # records (0: no such threshold).
     max_records: int = 0
+    # The committer is a VersionedCommitter (Plugin.versioned_tables): what each commit left the
+    # tables at goes with every START.
+    versioned_tables: bool = False
 
 
 @dataclass
@@ -610,8 +605,8 @@ class Coordinator:
             return
         self._unapplied = None
         self.outage, self.outages = None, 0
-        if isinstance(self.committer, VersionedTables):
-            self.table_versions.update(self.committer.table_versions)
+        if self.settings.versioned_tables:
+            self.table_versions.update(cast("VersionedCommitter", self.committer).table_versions)
         failpoint("coordinator.after_table_commit")
         self.ledger.committed(prepared.commit_id, snapshot_ids)
         current = self.current

@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 from confluent_kafka import Producer
 
 from workers.kafka import admin_client, ensure_topic, producer_config
-from workers.spark_writer import BadRecord
+from workers.writes import BadRecord
 
 ERROR_CLASS = "org.apache.kafka.connect.errors.DataException"
 

@@ -152,7 +152,7 @@ class DataFile:
     partition: int
     records: int
     bytes: int
-    # The file's Iceberg partition (workers.tables.partition_values_json);
+    # The file's Iceberg partition (sinks.iceberg.tables.partition_values_json);
     # None when the committer reads it from the file's bounds.
     partition_values: str | None = None
     # Where the file was written, if the commit moves it to ``path`` (the files
@@ -174,12 +174,12 @@ class DataFile:
 
 @dataclass(frozen=True)
 class TableVersion:
-    """A table as a commit left it: what tasks write by (``workers.tables.table_version``:
+    """A table as a commit left it: what tasks write by (``sinks.iceberg.tables.table_version``:
     identity, schema, spec, location) and the metadata file the commit made current.
 
     A task whose copy of the table has ``version``, while the catalog still
     points at ``metadata_location``, writes with its copy: nothing has
-    changed the table since that commit (``workers.runtime.TableWriter``).
+    changed the table since that commit (``sinks.iceberg.writer.TableWriter``).
     """
 
     version: str

@@ -16,23 +16,26 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.config import SinkConfig
 from workers.converters import value_decoder
-from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus, TableVersion
+from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
 from workers.kafka import OUT_OF_RANGE_ERRORS
 from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory
 from workers.writes import WriteResult
+
+if TYPE_CHECKING:
+    from workers.sink import VersionedWriter
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +61,13 @@ class WritePort(Protocol):
         """Why a service the writes need cannot be reached, if that is what ``exc`` says (an outage)."""
         ...
 
-    def tables_committed(self, versions: Mapping[str, TableVersion]) -> None:
-        """Each table as the coordinator's commits left it, as a START says (START_COMMIT's
-        table_versions): a writer that keeps copies of its tables need not look them up again."""
+    def warm_up(self) -> None:
+        """Be ready for the first write before it comes (open the store, join Spark); run on a thread of
+        its own as the task starts. A failure here is met again, and reported, by the first write."""
+        ...
+
+    def close(self) -> None:
+        """Release what the writer holds (a catalog's connections): a worker process outlives its tasks."""
         ...
 
 
@@ -165,8 +172,12 @@ class TaskRunner:
         batch_size: int = 5000,
         write_executor: Executor | None = None,
         watermarks: Consumer | None = None,
+        versioned_tables: bool = False,
     ) -> None:
         self.connector = connector
+        # The writer is a VersionedWriter (Plugin.versioned_tables): it is told what each START says
+        # the coordinator's commits left the tables at.
+        self.versioned_tables = versioned_tables
         self.task_index = task_index
         self.task_epoch = task_epoch
         self.config = config
@@ -422,7 +433,8 @@ class TaskRunner:
             self._discard(self.current)
         if self.writing is not None:
             self._supersede_write(self.writing)
-        self.writer.tables_committed(event.table_versions)
+        if self.versioned_tables:
+            cast("VersionedWriter", self.writer).tables_committed(event.table_versions)
         ahead, self.ahead = self.ahead, {}
         staging_id, self.ahead_id = self.ahead_id or event.commit_id, None
         mine = {tp: offset for tp, offset in event.offsets.items() if tp in self.partitions}

@@ -18,10 +18,15 @@ from typing import Any
 import pyarrow as pa
 
 from connectors.config import SinkConfig
-from workers.arrow_writer import Decoded, JsonDecoder, _text_column
 from workers.converters import sample_json_objects
-from workers.tables import infer_schema_from_json, schema_from_avro, schema_from_connect, schemas_from_registered
-from workers.writes import arrow_schema
+from workers.json_decoder import Decoded, JsonDecoder, text_column
+from workers.schemas import (
+    infer_schema_from_json,
+    plain,
+    schema_from_avro,
+    schema_from_connect,
+    schemas_from_registered,
+)
 
 
 def widened(schema: pa.Schema, additions: pa.Schema) -> pa.Schema:
@@ -52,7 +57,7 @@ class RecordRuns:
         self.registered: pa.Schema | None = None
         schema_type = config.schema_registry.schema_type if config.schema_registry else "AVRO"
         for typed in schemas_from_registered(value_schemas, schema_type):
-            schema = arrow_schema(typed)
+            schema = plain(typed)
             self.registered = schema if self.registered is None else widened(self.registered, schema)
         # An Avro value decoded to JSON names every field of its schema version, null or
         # not: its fields tell its version. A JSON value leaves optional fields out.
@@ -71,10 +76,10 @@ class RecordRuns:
             self.schema = pa.schema([("value", pa.string() if cfg.value_converter == "string" else pa.binary())])
             return
         if cfg.value_converter == "avro" and cfg.avro_schema and cfg.schema_registry is None:
-            schema = arrow_schema(schema_from_avro(json.loads(cfg.avro_schema)))
+            schema = plain(schema_from_avro(json.loads(cfg.avro_schema)))
         elif envelope:
             found = sample_json_objects(samples, envelope=True)
-            schema = arrow_schema(schema_from_connect(found[0]["schema"])) if found else pa.schema([])
+            schema = plain(schema_from_connect(found[0]["schema"])) if found else pa.schema([])
         else:
             objects = sample_json_objects(samples, envelope=False)
             # Avro through a registry: the first value's version's fields, so
@@ -101,7 +106,7 @@ class RecordRuns:
 
     @staticmethod
     def _inferred(values: list[dict[str, Any]]) -> pa.Schema:
-        return arrow_schema(infer_schema_from_json(values))
+        return plain(infer_schema_from_json(values))
 
     def _use(self, schema: pa.Schema) -> None:
         cfg = self.config
@@ -125,7 +130,7 @@ class RecordRuns:
         with fields the open files' schema lacks ends the run, and is decoded (with the
         wider schema, into new files) by the next call."""
         if self.decoder is None:
-            column, bad = _text_column(values, as_string=self.config.value_converter == "string")
+            column, bad = text_column(values, as_string=self.config.value_converter == "string")
             bad += [(i, str(e)) for i, e in enumerate(errors) if e is not None]
             positions = [i for i in range(len(values)) if i not in {b for b, _ in bad}]
             skipped = 0
@@ -136,7 +141,7 @@ class RecordRuns:
         decoded = self.decoder.decode(values, errors)
         if decoded.records_schema is not None:
             assert self.schema is not None
-            candidate = widened(self.schema, arrow_schema(decoded.records_schema))
+            candidate = widened(self.schema, plain(decoded.records_schema))
             if candidate != self.schema:
                 # Records with a new schema start new files, as the Confluent sinks do:
                 # those before the first of them go to the open files first, and the
@@ -153,7 +158,7 @@ class RecordRuns:
                     if self.versions_by_fields:
                         candidate = widened(self.schema, fields)
                     elif run.records_schema is not None:
-                        candidate = widened(self.schema, arrow_schema(run.records_schema))
+                        candidate = widened(self.schema, plain(run.records_schema))
                 self.schema_changing()
                 self._use(candidate)
                 assert self.decoder is not None

@@ -1,14 +1,12 @@
 """Wiring of the coordinator and tasks to the real world: the ledger in
-Postgres, Kafka, Spark and the Iceberg catalog. Celery tasks and the
-``run_connector`` command both run connectors through these functions."""
+Postgres, Kafka, and the sink's runtime (``workers.sink``). Celery tasks and
+the ``run_connector`` command both run connectors through these functions."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import gc
-import importlib
-import json
 import logging
 import os
 import socket
@@ -22,21 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-
-# The SQL catalog, SQLAlchemy's dialect of the default catalog and pyiceberg's
-# table and I/O modules are imported with the runtime, at start-up: the catalog
-# code would import them in the first commit, which took over a second of that
-# commit. (workers.tables imports them where it uses them, for Spark's Python
-# workers, which need its schema functions only.)
-import pyiceberg.catalog.sql
-import pyiceberg.io.pyarrow
-import pyiceberg.table  # noqa: F401
-import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from django.conf import settings
 from django.db import close_old_connections, connections
-from pyiceberg.schema import Schema
 
 from connectors import actions
 from connectors.actions import maintenance as maintenance_actions
@@ -44,8 +30,6 @@ from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
 from connectors.config import SinkConfig, resolve_plugin
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, MaintenanceOutcome
-from workers.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
-from workers.converters import sample_json_objects, value_decoder
 from workers.coordinator import (
     ConnectorFailed,
     Coordinator,
@@ -54,11 +38,10 @@ from workers.coordinator import (
     OffsetsOutOfRange,
     Phase,
     PreparedCommit,
-    SinkUnavailable,
     check_offsets,
 )
 from workers.dead_letters import DeadLetterSink
-from workers.events import PartitionStatus, TableVersion
+from workers.events import PartitionStatus
 from workers.kafka import (
     OUT_OF_RANGE_ERRORS,
     ControlChannel,
@@ -69,30 +52,9 @@ from workers.kafka import (
     source_consumer_config,
 )
 from workers.maintenance import MaintainedTables, Maintainer, MaintenanceLedger
-from workers.participant import TaskRunner
+from workers.participant import TaskRunner, WritePort
 from workers.participant import TaskState as ParticipantState
-from workers.schema_registry import RegistryUnavailable
-from workers.spark_writer import SparkWriter, UnitRunner
-from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.tables import (
-    CommitFile,
-    TableCommit,
-    catalog_for,
-    catalog_outage,
-    commit_to_table,
-    create_table,
-    evolve_table,
-    infer_schema_from_json,
-    load_table,
-    metadata_location,
-    schema_from_avro,
-    schema_from_connect,
-    schemas_from_registered,
-    table_version,
-    with_metadata_columns,
-)
-from workers.upserts import commit_upserts
-from workers.writes import TargetTable, WritePlan, WriteResult
+from workers.sink import coordinated_sink, maintained_sink, plugin_of, self_committing_sink
 
 log = logging.getLogger(__name__)
 
@@ -380,315 +342,6 @@ def start_maintainer(
     return maintainer
 
 
-class IcebergCommitter:
-    def __init__(self, connector: str, config: SinkConfig) -> None:
-        self.connector = connector
-        self.config = config
-        self._catalog: Any = None
-        # Where an upsert's rewrite runs.
-        self._run_units = UnitRunner(config)
-        # What the last commit left its tables at (coordinator.VersionedTables).
-        self.table_versions: dict[str, TableVersion] = {}
-
-    @property
-    def catalog(self) -> Any:
-        # Opened at the first commit, not at start-up: a coordinator whose
-        # catalog is out starts, heartbeats and says so (SinkUnavailable).
-        if self._catalog is None:
-            self._catalog = catalog_for(self.config)
-        return self._catalog
-
-    def close(self) -> None:
-        # A SQL catalog holds a connection pool; a worker process outlives
-        # the coordinators it hosts.
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None
-
-    def commit(self, prepared: PreparedCommit) -> dict[str, int]:
-        try:
-            return self._commit(prepared)
-        except Exception as exc:
-            outage = catalog_outage(exc, self.config)
-            if outage is None:
-                raise
-            raise SinkUnavailable(outage) from exc
-
-    def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
-        by_table: dict[str, list[CommitFile]] = {}
-        # In stream order (topic, partition, then the files' names, which number a task's files in
-        # the order it wrote them): upserts take the last record of a key.
-        for f in sorted(prepared.files, key=lambda f: (f["topic"], f["partition"], f["path"])):
-            by_table.setdefault(f["table"], []).append(CommitFile(f["path"], f.get("partition_values")))
-        if self.config.allow_empty_commit:
-            for target in self.config.tables:
-                by_table.setdefault(target.name, [])
-        snapshot_ids, self.table_versions = {}, {}
-        targets = {t.name: t for t in self.config.tables}
-        for table_name, files in sorted(by_table.items()):
-            commit = TableCommit(
-                connector=self.connector,
-                commit_id=str(prepared.commit_id),
-                epoch=prepared.epoch,
-                files=tuple(files),
-                offsets=prepared.offsets,
-                watermark_ms=prepared.watermark_ms,
-            )
-            keyed = targets.get(table_name)
-            if self.config.upsert_mode and keyed is not None and keyed.id_columns:
-                committed = commit_upserts(
-                    self.catalog, table_name, commit, files, keyed.id_columns, self.config.cdc_field, self._run_units
-                )
-            else:
-                committed = commit_to_table(self.catalog, table_name, commit)
-            snapshot_ids[table_name] = committed.snapshot_id
-            self.table_versions[table_name] = committed.table
-        return snapshot_ids
-
-
-class TableWriter:
-    """Resolves (or creates) a commit's target tables and has its records written.
-
-    With the spark data plane (the default) participants stage raw records and
-    Spark decodes and writes them when the commit ends (``workers.spark_writer``);
-    with arrow they decode as they consume (``workers.arrow_writer``). The
-    tables are resolved per staging round (a commit, or what is read ahead for
-    the next one): at the first chunk for arrow, at the write for spark.
-    """
-
-    # Staging rounds alive at once: a commit being written, one staging, one read ahead.
-    LIVE_ROUNDS = 3
-
-    def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
-        self.config = config
-        self._catalog: Any = None
-        self._opening_catalog = threading.Lock()  # (the warm-up's thread and the write's)
-        self._spark = spark
-        # Per staging round: its tables (arrow resolves them while staging).
-        self._plans: dict[uuid.UUID, WritePlan] = {}
-        # The tables as this task last loaded, created or evolved them, by
-        # name, each as it writes it (TargetTable); and what the
-        # coordinator's commits left them at, from the latest START.
-        self._copies: dict[str, tuple[Any, TargetTable]] = {}
-        self._committed: Mapping[str, TableVersion] = {}
-
-    @property
-    def spark(self) -> SparkWriter:
-        if self._spark is None:
-            self._spark = SparkWriter(self.config)
-        return self._spark
-
-    def close(self) -> None:
-        """Release the catalog's connections (a worker process outlives the tasks it hosts)."""
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None
-
-    @property
-    def catalog(self) -> Any:
-        # Opened by the warm-up or the first write, not on the task's own
-        # thread: a task heartbeats within its first second whatever the catalog's latency.
-        with self._opening_catalog:
-            if self._catalog is None:
-                self._catalog = catalog_for(self.config)
-            return self._catalog
-
-    def warm_up(self) -> None:
-        """Ready for the first write before it comes: the catalog open, and Spark joined with its
-        Python workers' imports done (spark). A first commit of a make-run connector on the 2-core
-        host spent 0.1-0.4 s of its write opening the catalog."""
-        _ = self.catalog
-        if self.config.writer == "spark":
-            self.spark.warm_up()
-
-    def tables_committed(self, versions: Mapping[str, TableVersion]) -> None:
-        self._committed = versions
-
-    def unavailable(self, exc: BaseException) -> str | None:
-        if isinstance(exc, RegistryUnavailable):
-            return str(exc)
-        return catalog_outage(exc, self.config)
-
-    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
-        if self.config.writer == "spark":
-            return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
-        return ArrowPartitionWriter(
-            self.config,
-            lambda samples: self.plan(staging_id, samples),
-            lambda additions: self.evolve(staging_id, additions),
-            staging_id,
-            topic,
-            partition,
-            start,
-            directory,
-        )
-
-    def plan(self, staging_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
-        """The tables of what is staged under ``staging_id`` (created from ``samples`` if missing)."""
-        if (plan := self._plans.get(staging_id)) is not None:
-            return plan
-        tables = tuple(self._target(t, lambda: samples) for t in self.config.tables)
-        if self.config.writer == "arrow" and (reason := arrow_unsupported(self.config, tables)) is not None:
-            raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
-        plan = self._plans[staging_id] = WritePlan(tables, self.config.writer)
-        while len(self._plans) > self.LIVE_ROUNDS:
-            # (Rounds are dropped when their write is done; these were discarded.)
-            del self._plans[next(iter(self._plans))]
-        return plan
-
-    def evolve(self, staging_id: uuid.UUID, additions: Schema) -> tuple[TargetTable, ...]:
-        """Add new record fields to every table (schema evolution); the tables as they are then.
-
-        With a Schema Registry the fields come from the registered schemas
-        first, typed from them; ``additions`` (typed from the values) then
-        only adds what no schema had."""
-        registered = self._value_schemas() if self.config.schema_registry is not None else []
-        evolved = []
-        for target in self.config.tables:
-            # The task's copy when it is current, only to see whether a field
-            # is missing: evolve_table updates from the catalog's table.
-            table = self._table(target.name)
-            for schema in [*registered, additions]:
-                table = evolve_table(self.catalog, target.name, schema, table)
-            evolved.append(self._keep(target, table))
-        tables = tuple(evolved)
-        if staging_id in self._plans:
-            # Partitions that settle from now on start with the new columns.
-            self._plans[staging_id] = WritePlan(tables, self._plans[staging_id].engine)
-        return tables
-
-    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
-        result = WriteResult()
-        # Partitions the Arrow writer decoded only need their files published
-        # (a partition with no records has none, whatever its sink).
-        for s in staged:
-            if s.decoded:
-                result.files.extend(publish_decoded(commit_id, s))
-                result.bad.extend(s.bad)
-                if s.skipped:
-                    result.skipped[(s.topic, s.partition)] = s.skipped
-        raw = [s for s in staged if not s.decoded and s.records]
-        if raw:
-            plan = self._plans.get(staging_id)
-            if plan is not None:
-                tables = list(plan.tables)
-            else:
-                tables = [self._target(t, lambda: self._samples(raw)) for t in self.config.tables]
-            if self.config.evolve_schema and self.config.schemas_enable:
-                # Envelopes carry their schema: fields of any of them that
-                # the tables lack are added before Spark decodes.
-                for schema in self.spark.envelope_schemas(raw):
-                    tables = list(self.evolve(staging_id, schema))
-            spark = self.spark.write(
-                commit_id, staging_id, raw, tables, lambda additions: self.evolve(staging_id, additions)
-            )
-            result.files.extend(spark.files)
-            result.bad.extend(spark.bad)
-            result.skipped.update(spark.skipped)
-        self._plans.pop(staging_id, None)
-        result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))
-        return result
-
-    def _table(self, name: str) -> Any:
-        """The table as the catalog has it now: the task's copy when nothing has changed it since.
-
-        The copy is current if the catalog still points at its metadata file,
-        or at the one the coordinator's last commit made (the START's
-        TableVersion) while that commit left the copy's schema, spec and
-        location as they were: a commit only adds a snapshot. Asking costs a
-        query (a SQL catalog; with others the table is loaded), where loading
-        the table reads and parses its metadata file, which grows with every
-        commit until snapshots expire (bench/table_lookup.py: 7.5 ms at one
-        snapshot, 30.5 at 600, against 5.8-7.5 for the query). An altered
-        table is loaded whenever the write would have loaded it without the copy.
-        """
-        copy = self._copies.get(name)
-        if copy is not None:
-            now = metadata_location(self.catalog, name)
-            committed = self._committed.get(name)
-            if now is not None and (
-                now == copy[0].metadata_location
-                or (
-                    committed is not None
-                    and now == committed.metadata_location
-                    and committed.version == table_version(copy[0])
-                )
-            ):
-                return copy[0]
-        return load_table(self.catalog, name)
-
-    def _keep(self, target: Any, table: Any) -> TargetTable:
-        """``table`` as this task writes it (its copy from now on)."""
-        copy = self._copies.get(target.name)
-        if copy is not None and copy[0] is table:
-            return copy[1]
-        described = self._described(target, table)
-        self._copies[target.name] = (table, described)
-        return described
-
-    def _target(self, target: Any, samples: Callable[[], Sequence[bytes | None]]) -> TargetTable:
-        table = self._table(target.name)
-        if table is None:
-            if not self.config.auto_create:
-                raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
-            schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
-            table = create_table(self.catalog, target.name, schema, target.partition_by)
-        if self.config.evolve_schema and (self.config.value_converter == "avro" or self.config.schema_registry):
-            # The schemas are the config's Avro schema (fields added there, and
-            # the connector restarted, become columns) or the registry's, Avro
-            # or JSON Schema (each new version's fields become columns before
-            # its records are decoded, typed from the schema): only missing
-            # fields are added.
-            for additions in self._value_schemas():
-                table = evolve_table(self.catalog, target.name, additions, table)
-        return self._keep(target, table)
-
-    def _value_schemas(self) -> list[Schema]:
-        """The schemas the tables follow, as Iceberg schemas: the config's Avro schema, or with a
-        registry every schema values were decoded with, oldest id first. JSON Schemas without
-        properties, or with what has no column type, are left to the values to type."""
-        registry = self.config.schema_registry
-        if registry is None:
-            return [schema_from_avro(json.loads(self.config.avro_schema or "{}"))]
-        decoder = value_decoder(self.config)
-        schemas = schemas_from_registered(decoder.schemas() if decoder else [], registry.schema_type)
-        if not schemas and registry.schema_type == "AVRO":
-            raise ValueError("no value has been decoded with a registered schema yet")
-        return schemas
-
-    @staticmethod
-    def _described(target: Any, table: Any) -> TargetTable:
-        return TargetTable(target=target, schema=table.schema(), location=table.location(), spec=table.spec())
-
-    @staticmethod
-    def _samples(staged: Sequence[StagedPartition]) -> list[bytes | None]:
-        values: list[bytes | None] = []
-        for s in staged:
-            if s.path is not None and len(values) < 500:
-                # The first batch only: staged files can hold gigabytes.
-                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=500, columns=["value"]), None)
-                values.extend(batch.column(0).to_pylist() if batch is not None else [])
-        return values
-
-    def _schema_from(self, values: Sequence[bytes | None]) -> Any:
-        from pyiceberg.types import BinaryType, NestedField, StringType
-
-        cfg = self.config
-        if cfg.value_converter == "avro" or cfg.schema_registry is not None:
-            registered = self._value_schemas()
-            if registered:
-                return registered[0]
-        if cfg.value_converter in ("string", "bytearray"):
-            value_type = StringType() if cfg.value_converter == "string" else BinaryType()
-            return Schema(NestedField(1, "value", value_type, required=False))
-        samples = sample_json_objects(values, envelope=cfg.schemas_enable)
-        if cfg.schemas_enable:
-            if not samples:
-                raise ValueError("cannot create the table: no record carries a Kafka Connect schema envelope")
-            return schema_from_connect(samples[0]["schema"])
-        return infer_schema_from_json(samples)
-
-
 class WritingThread(ThreadPoolExecutor):
     """The thread a task writes its commits on (see TaskRunner.writing)."""
 
@@ -705,13 +358,6 @@ class WritingThread(ThreadPoolExecutor):
                 connections.close_all()
 
         return super().submit(closing_connections)
-
-
-def sink_runtime(config: SinkConfig) -> Any:
-    """The runtime module of the config's sink plugin (its writer, committer and maintainer)."""
-    plugin = resolve_plugin(config.raw.get("connector.class", ""))
-    assert plugin is not None  # (the config was validated)
-    return importlib.import_module(plugin.runtime)
 
 
 def connector_config(name: str) -> tuple[Connector, SinkConfig]:
@@ -738,9 +384,10 @@ def run_coordinator(
     channel = ControlChannel(bootstrap, config.raw, config.control_topic, f"{name}-coordinator-{epoch}")
     channel.seek(None)
     watermarks = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
-    sink = sink_runtime(config)
-    committer = sink.committer(name, config)
-    maintainer = sink.maintainer(name, connector.pk, epoch, config, committer) if hasattr(sink, "maintainer") else None
+    plugin = plugin_of(config)
+    committer = coordinated_sink(plugin).committer(name, config)
+    maintained = maintained_sink(plugin)
+    maintainer = maintained.maintainer(name, connector.pk, epoch, config, committer) if maintained else None
     coordinator = Coordinator(
         CoordinatorSettings(
             name,
@@ -749,6 +396,7 @@ def run_coordinator(
             config.commit_timeout_ms / 1000,
             config.allow_empty_commit,
             config.commit_max_records,
+            versioned_tables=plugin.versioned_tables,
         ),
         channel,
         DjangoLedger(connector, epoch, config, watermarks),
@@ -900,7 +548,8 @@ def run_task(
             config.dlq_replication_factor,
             config.dlq_context_headers,
         )
-    writer = sink_runtime(config).writer(config)
+    plugin = plugin_of(config)
+    writer = coordinated_sink(plugin).writer(config)
     writing = WritingThread(f"{name}-{task_index}-write")
     # While the first commit stages, on a thread of its own: a first write
     # that comes before the warm-up is done does what does not need Spark
@@ -921,6 +570,7 @@ def run_task(
         staging_dir=Path(settings.STAGING_DIR) / name,
         write_executor=writing,
         watermarks=Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}")),
+        versioned_tables=plugin.versioned_tables,
     )
     tune_process_for_tasks()
     log.info("%s: task %d started with %d partitions", name, task_index, len(partitions))
@@ -943,8 +593,8 @@ def run_task(
         close_old_connections()
 
 
-def _warm_up(writer: Any, name: str, task_index: int) -> None:
-    """The sink writer's ``warm_up`` (TableWriter, RawStagedWriter), logged."""
+def _warm_up(writer: WritePort, name: str, task_index: int) -> None:
+    """The sink writer's ``warm_up``, logged."""
     began = time.monotonic()
     try:
         writer.warm_up()
@@ -987,7 +637,7 @@ def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
 
     plugin = resolve_plugin(str(task.connector.config.get("connector.class", "")))
     # A sink without a coordinator runs its own tasks (the mirror's transactions); the others host participants.
-    run = run_task if plugin is None or plugin.coordinated else importlib.import_module(plugin.runtime).run_task
+    run = run_task if plugin is None or plugin.coordinated else self_committing_sink(plugin).run_task
     try:
         run(task.connector.name, task.task_index, partitions, shutting_down, task_epoch=task.epoch, heartbeat=beat)
     except Exception as exc:

@@ -1,33 +1,21 @@
-"""Spark is the data plane: it decodes a commit's staged records and writes the table data files.
+"""Spark is the data plane: the process's session, and the jobs sinks run on it.
 
 Participants stage raw records (``workers.staging.RawStagingFile``) while they
 consume; at END_COMMIT a task hands its staged files to Spark in **one job**
-(a Spark task per core, each decoding a group of staged partitions: ``task_groups``)
-and goes on consuming for the next commit
-while the job runs (``workers.participant``). Spark's Python workers run the
-same decoder as the arrow data plane (``workers.arrow_writer``: arrow-rs's or
-Arrow C++'s JSON reader, Iceberg's partition transforms, routing, bad-record
-isolation) over each staged file, write zstd Parquet under the table location
-and move each file to its immutable name; the job returns only the files'
-descriptions, the bad records and the skip counts. So both planes turn the same
-records into the same rows and the same bad-record decisions, and bucket
-partitions and schema evolution work on both.
-
-Why ``mapInArrow`` over the staged files rather than ``from_json`` (measured on
-the 2-core host, ``local[2]`` in-process, 400k staged 1 KB JSON records in 8
-files, five typed columns, warm; ``bench/spark_decoding.py``): ``from_json``
-plus Spark's Parquet writer 212-232k records/s; ``mapInArrow`` over Spark's
-reading of the staged files, the participants' decoder, Spark's writer
-112-118k/s (every value crosses the JVM-Python boundary twice); ``mapInArrow``
-whose Python workers read the staged files and write the data files themselves
-380-403k/s. Over Spark Connect the last took 313-378k/s, with ~0.19 s per job.
+(a Spark task per core, each decoding a group of staged partitions:
+``task_groups``) and goes on consuming for the next commit while the job runs
+(``workers.participant``). What a Spark task does with a staged partition is
+the sink's (a ``StagedJob``: the Iceberg sink decodes into its tables' data
+files, the files sink into its layout, Hudi into its base files); the job
+returns only each partition's outcome (files written, bad records, skips).
+A coordinator's work in units (a Hudi merge, an Iceberg upsert's rewrite) is
+a ``UnitJob``. Both are Python functions over ``mapInArrow``: Spark's Python
+workers read the staged files and write the data files themselves, the
+fastest of the ways measured (docs/spark.md, bench/spark_decoding.py).
 
 One process connects once and keeps its session; the project's code reaches
 Spark's Python workers as a Python artifact of that session, so it works on a
 cluster whose executors have only the Python packages installed.
-
-Tables with column types the JSON decoder cannot produce (binary, map, time,
-UUID, fixed) are decoded in the JVM with ``from_json`` instead (``_write_with_sql``).
 """
 
 from __future__ import annotations
@@ -35,6 +23,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import importlib
 import io
 import json
 import logging
@@ -46,23 +35,14 @@ import threading
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
-from connectors.config.transforms import PartitionField
-from workers.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
-from workers.events import DataFile
-from workers.failpoints import failpoint
 from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition
-from workers.tables import schema_from_connect, spark_ddl
-from workers.writes import BadRecord, TargetTable, WritePlan, WriteResult, publish, uri
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +229,7 @@ def _shared_session(remote: str) -> Any:
         url = remote if session_id is None else with_session_id(remote, session_id)
         session = connect(url)
         try:
-            _apply_session_conf(session)
+            apply_session_conf(session)
         except Exception as exc:
             if "SESSION_CLOSED" in str(exc) and session_id is not None:
                 continue
@@ -300,12 +280,12 @@ def _share_release_pool() -> None:
     ExecutePlanResponseReattachableIterator.shutdown = classmethod(lambda cls: None)  # type: ignore[method-assign,assignment]
 
 
-def _apply_session_conf(session: Any) -> None:
+def apply_session_conf(session: Any) -> None:
     for key, value in SESSION_CONF.items():
         session.conf.set(key, value)
 
 
-def _is_connect(session: Any) -> bool:
+def is_connect(session: Any) -> bool:
     """Whether ``session`` is a Spark Connect client's (else a session of this process's own JVM)."""
     return type(session).__module__.startswith("pyspark.sql.connect.")
 
@@ -413,18 +393,6 @@ def _first_line(exc: BaseException | str) -> str:
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
-class SchemaChanged(Exception):
-    """A staged partition's records have fields the tables lack (schema evolution)."""
-
-    def __init__(self, additions: Schema) -> None:
-        super().__init__("records have new fields")
-        self.additions = additions
-
-
-def _schema_changed(additions: Schema) -> tuple[TargetTable, ...]:
-    raise SchemaChanged(additions)
-
-
 def read_staged_chunks(path: Path, chunk_bytes: int) -> Iterator[RecordChunk]:
     """A raw staging file's records in chunks of about ``chunk_bytes``, as the participants hand them over."""
     staged = pq.ParquetFile(path)
@@ -462,50 +430,6 @@ class StagedJob(Protocol):
     def decode(self, staged: StagedPartition) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True)
-class StagedDecode:
-    """A task's share of one commit, as Spark's Python workers decode it (pickled with the job)."""
-
-    config: SinkConfig
-    tables: tuple[TargetTable, ...]
-    commit_id: uuid.UUID
-    staging_id: uuid.UUID
-    # The job's work: Spark task n decodes staged[n].
-    staged: tuple[StagedPartition, ...] = ()
-
-    def decode(self, staged: StagedPartition) -> dict[str, Any]:
-        """Decode one staged partition into data files under their final names; what became of it."""
-        assert staged.path is not None
-        failpoint("executor.decode")  # (a test's executor dies or stalls here: mid-write)
-        plan = WritePlan(self.tables, "spark")
-        sink = ArrowPartitionWriter(
-            self.config,
-            lambda _: plan,
-            _schema_changed,
-            self.staging_id,
-            staged.topic,
-            staged.partition,
-            staged.start,
-            staged.path.parent,
-            keep_rejects=False,  # the staged file holds every record, for the dead-letter topic
-        )
-        try:
-            for chunk in read_staged_chunks(staged.path, sink.chunk_bytes):
-                sink.write(chunk)
-            finished = sink.finish(replace(staged, path=None))
-        except SchemaChanged as change:
-            sink.discard()
-            return {"additions": change.additions.model_dump_json()}
-        except BaseException:
-            sink.discard()
-            raise
-        return {
-            "files": [f.as_dict() for f in publish_decoded(self.commit_id, finished)],
-            "bad": [[b.offset, b.reason] for b in finished.bad],
-            "skipped": finished.skipped,
-        }
-
-
 class UnitJob(Protocol):
     """Work split in units, as Spark runs it: Spark task n runs ``run_unit(n)`` (pickled with the job)."""
 
@@ -520,7 +444,7 @@ class UnitRunner:
     plane runs: as one Spark job, or (the arrow plane) in this process. Spark out of reach is an outage
     of the sink (SinkUnavailable): the prepared commit is rolled forward once it answers."""
 
-    def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
+    def __init__(self, config: SinkConfig, spark: SparkJobs | None = None) -> None:
         self.config = config
         self._spark = spark
 
@@ -530,7 +454,7 @@ class UnitRunner:
         if self.config.writer != "spark":
             return [job.run_unit(n) for n in range(job.count)]
         if self._spark is None:
-            self._spark = SparkWriter(self.config)
+            self._spark = SparkJobs()
         try:
             return self._spark.run_units(job)
         except SparkUnavailable as exc:
@@ -604,10 +528,11 @@ def _freeze_imports() -> None:
         _frozen_modules = len(sys.modules)
 
 
-def _imported(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A warm-up job's function: the Python worker imports what decoding needs, and answers one row
-    per Spark task (so the job's rows count the tasks it ran)."""
-    import workers.arrow_writer  # noqa: F401
+def _imported(modules: Sequence[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A warm-up job's function: the Python worker imports what decoding needs (``modules``), and
+    answers one row per Spark task (so the job's rows count the tasks it ran)."""
+    for module in modules:
+        importlib.import_module(module)
 
     _freeze_imports()
     answered = False
@@ -662,41 +587,15 @@ def task_groups(staged: Sequence[StagedPartition], cores: int) -> tuple[tuple[in
     return balanced_groups([s.records for s in staged], cores)
 
 
-def partition_value(field: PartitionField, schema: Schema) -> Any:
-    """A Spark expression with one value per Iceberg partition of ``field``.
+class SparkJobs:
+    """Runs a sink's jobs on the process's Spark session: a ``StagedJob`` (a task's share of a commit,
+    decoded by Spark's Python workers) or a ``UnitJob`` (a coordinator's work in units). A session Spark
+    dropped is joined again and the job retried (``guarded``); Spark out of reach is ``SparkUnavailable``."""
 
-    Files are split by these values so that each file holds one partition,
-    as Iceberg requires of the files it is given.
-    """
-    from pyiceberg.types import StringType
-    from pyspark.sql import functions as F
-
-    column = F.col(field.column)
-    if field.transform == "identity":
-        return column
-    if field.transform == "year":
-        return F.year(column)
-    if field.transform == "month":
-        return F.date_trunc("month", column)
-    if field.transform == "day":
-        return F.to_date(column)
-    if field.transform == "hour":
-        return F.date_trunc("hour", column)
-    if field.transform == "void":
-        return F.lit(None)
-    if field.transform == "truncate" and field.argument:
-        if isinstance(schema.find_field(field.column).field_type, StringType):
-            return F.substring(column, 1, field.argument)
-        return column - F.pmod(column, F.lit(field.argument))
-    if field.transform == "bucket":
-        raise ValueError(f"{field}: Spark SQL has no Iceberg bucket hash (the JSON decoder computes it)")
-    raise ValueError(f"partition transform {field} is not supported by the spark writer")
-
-
-class SparkWriter:
-    def __init__(self, config: SinkConfig, session: Any = None) -> None:
-        self.config = config
+    def __init__(self, session: Any = None, decoder_modules: Sequence[str] = ("workers.json_decoder",)) -> None:
         self._session = session
+        # What the sink's Python workers import to decode (imported by the warm-up job).
+        self.decoder_modules = tuple(decoder_modules)
         self._cores: int | None = None
         # The warm-up and a first write that came before it was done ask at once: one job learns.
         self._learning_cores = threading.Lock()
@@ -725,53 +624,10 @@ class SparkWriter:
                 from pyspark.sql.types import LongType, StructField, StructType
 
                 frame = self.spark.range(0, 1 << 16)
-                answers = frame.mapInArrow(_imported, StructType([StructField("id", LongType())])).collect()
+                imported = functools.partial(_imported, self.decoder_modules)
+                answers = frame.mapInArrow(imported, StructType([StructField("id", LongType())])).collect()
                 self._cores = max(1, len(answers))
             return self._cores
-
-    # Rounds of schema evolution one commit may take before giving up.
-    MAX_SCHEMA_ROUNDS = 8
-
-    def write(
-        self,
-        commit_id: uuid.UUID,
-        staging_id: uuid.UUID,
-        staged: Sequence[StagedPartition],
-        tables: Sequence[TargetTable],
-        evolve: Callable[[Schema], tuple[TargetTable, ...]] | None = None,
-    ) -> WriteResult:
-        """One Spark job decodes every staged partition into data files under their final names.
-
-        With schema evolution, a partition whose records have fields the
-        tables lack comes back with those fields instead of files; they are
-        added (``evolve``) and that partition decoded again.
-        """
-        with_data = [s for s in staged if s.path is not None and s.records > 0]
-        if not with_data:
-            return WriteResult()
-        if (reason := arrow_unsupported(self.config, tables)) is not None:
-            return self._write_with_sql(commit_id, with_data, tables, reason)
-        result = WriteResult()
-        pending, current = with_data, tuple(tables)
-        for _ in range(self.MAX_SCHEMA_ROUNDS):
-            outcomes = self.run(StagedDecode(self.config, current, commit_id, staging_id, tuple(pending)))
-            changed: list[StagedPartition] = []
-            for s in pending:
-                outcome = outcomes[(s.topic, s.partition)]
-                if "additions" in outcome:
-                    if evolve is None:
-                        raise ValueError(f"records of {s.topic}/{s.partition} have fields the tables lack")
-                    current = evolve(Schema.model_validate_json(outcome["additions"]))
-                    changed.append(s)
-                    continue
-                result.files.extend(DataFile(**f) for f in outcome["files"])
-                result.bad.extend(BadRecord(s.topic, s.partition, offset, reason) for offset, reason in outcome["bad"])
-                if outcome["skipped"]:
-                    result.skipped[(s.topic, s.partition)] = outcome["skipped"]
-            if not changed:
-                return result
-            pending = changed
-        raise RuntimeError(f"the tables' schema changed {self.MAX_SCHEMA_ROUNDS} times while writing one commit")
 
     def run(self, job: StagedJob) -> dict[tuple[str, int], dict[str, Any]]:
         """One Spark job over the staged partitions; each one's outcome, by (topic, partition)."""
@@ -808,183 +664,3 @@ class SparkWriter:
 
         frame = self.spark.range(0, job.count, 1, job.count)
         return list(frame.mapInArrow(functools.partial(run_job_units, job), from_arrow_schema(UNIT_OUTCOME)).collect())
-
-    def _write_with_sql(
-        self, commit_id: uuid.UUID, with_data: Sequence[StagedPartition], tables: Sequence[TargetTable], reason: str
-    ) -> WriteResult:
-        """Decode in the JVM with ``from_json``, for column types the JSON decoder cannot produce (``reason``)."""
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
-
-        bucketed = [str(f) for t in tables for f in t.partition_by if f.transform == "bucket"]
-        if bucketed:
-            raise ValueError(f"tables partitioned by {', '.join(bucketed)} cannot be written when {reason}")
-        if self.config.evolve_schema and self.config.value_converter == "json" and not self.config.schemas_enable:
-            raise ValueError(f"schema evolution of plain JSON needs the JSON decoder, and {reason}")
-        result = WriteResult()
-        if _is_connect(self.spark):
-            # The JVM's decoding depends on the session's configuration (time
-            # zone, timestamp type), which a Spark 3.5 server that dropped the
-            # session has forgotten (session_lost) with no error to tell.
-            _apply_session_conf(self.spark)
-        raw = self.spark.read.schema(STAGING_DDL).parquet(*[uri(str(s.path)) for s in with_data])
-        decoded, bad_condition, skip_condition = self._decode(raw, tables)
-        observation = None
-        observed = decoded
-        if not _is_connect(self.spark):
-            # The common case has no bad or skipped record: the write itself
-            # counts them (an observation rides along the one pass over the
-            # data), and only when there are some does a second pass find them.
-            # Unique per write: tasks of one commit may share this process and session.
-            # (Spark 3.5's Connect client has no Observation: there, the second pass always runs.)
-            observation = Observation(f"commit-{commit_id}-{uuid.uuid4().hex[:8]}")
-            observed = decoded.observe(
-                observation, F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped")
-            )
-        good = observed.where(~bad_condition & ~skip_condition)
-        for table in tables:
-            rows = good
-            if self.config.route_field and table.target.route_regex is not None:
-                rows = rows.where(F.col("_route").rlike(f"^(?:{table.target.route_regex.pattern})$"))
-            result.files.extend(self._write_table(commit_id, rows, table, with_data))
-        if observation is not None:
-            metrics = observation.get
-            if not metrics.get("bad") and not metrics.get("skipped"):
-                return result
-        counts = (
-            decoded.groupBy("topic", "partition")
-            .agg(F.count_if(bad_condition).alias("bad"), F.count_if(skip_condition).alias("skipped"))
-            .collect()
-        )
-        result.skipped = {(r["topic"], r["partition"]): r["skipped"] for r in counts if r["skipped"]}
-        if any(r["bad"] for r in counts):
-            bad_rows = (
-                decoded.where(bad_condition)
-                .select(
-                    "topic", "partition", "offset", F.coalesce("error", F.lit("undecodable record")).alias("reason")
-                )
-                .orderBy("topic", "partition", "offset")
-            )
-            if self.config.errors_tolerance == "none":
-                bad_rows = bad_rows.limit(1)
-            result.bad = [BadRecord(r["topic"], r["partition"], r["offset"], r["reason"]) for r in bad_rows.collect()]
-        return result
-
-    def envelope_schemas(self, staged: Sequence[StagedPartition]) -> list[Schema]:
-        """The distinct record schemas of the staged Kafka Connect envelopes, as table schemas
-        (schema evolution; one extra pass over the records, in the JVM). A schema that is not
-        a struct is left out: its records are bad records when decoded."""
-        from pyspark.sql import functions as F
-
-        paths = [uri(str(s.path)) for s in staged if s.path is not None and s.records > 0]
-        if not paths:
-            return []
-        raw = self.spark.read.schema(STAGING_DDL).parquet(*paths)
-        texts = raw.select(F.get_json_object(F.col("value").cast("string"), "$.schema").alias("schema"))
-        schemas = []
-        for row in texts.where(F.col("schema").isNotNull()).distinct().collect():
-            try:
-                schemas.append(schema_from_connect(json.loads(row["schema"])))
-            except ValueError:
-                continue
-        return schemas
-
-    def _decode(self, raw: Any, tables: Sequence[TargetTable]) -> tuple[Any, Any, Any]:
-        """Columns of the first table's schema (plus metadata), a bad-record and a skip condition."""
-        from pyspark.sql import functions as F
-
-        cfg = self.config
-        schema = tables[0].schema
-        data_fields = [f for f in schema.fields if not f.name.startswith("_kafka_")]
-        ddl = spark_ddl(Schema(*data_fields)) if data_fields else "`value` STRING"
-        tombstone = F.col("value").isNull()
-        if cfg.value_converter in ("json", "avro"):
-            text = F.col("value").cast("string")
-            options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
-            if cfg.schemas_enable and cfg.value_converter == "json":
-                parsed = F.from_json(text, f"`payload` STRUCT<{ddl}>, `_corrupt` STRING", options)
-                record = parsed.getField("payload")
-                corrupt = parsed.getField("_corrupt").isNotNull() | (parsed.isNotNull() & record.isNull())
-            else:
-                parsed = F.from_json(text, f"{ddl}, `_corrupt` STRING", options)
-                record = parsed
-                corrupt = parsed.getField("_corrupt").isNotNull()
-            decoded = raw.withColumn("_record", record)
-            bad = F.col("error").isNotNull() | (~tombstone & (corrupt | F.col("_record").isNull()))
-            reason = (
-                F.when(F.col("error").isNotNull(), F.col("error"))
-                .when(corrupt, F.lit("value is not valid JSON, or a field does not fit its column type"))
-                .otherwise(F.lit("value is not a JSON object"))
-            )
-            decoded = decoded.withColumn("error", F.when(bad, reason))
-            columns = [F.col("_record").getField(f.name).alias(f.name) for f in data_fields]
-        else:
-            decoded = raw
-            bad = F.col("error").isNotNull()
-            value = F.col("value").cast("string") if cfg.value_converter == "string" else F.col("value")
-            columns = [value.alias(data_fields[0].name if data_fields else "value")]
-        metadata = {
-            "_kafka_topic": F.col("topic"),
-            "_kafka_partition": F.col("partition"),
-            "_kafka_offset": F.col("offset"),
-            "_kafka_timestamp": F.timestamp_millis(F.col("timestamp")),
-            "_kafka_key": F.col("key").cast("string") if cfg.key_converter != "bytearray" else F.col("key"),
-        }
-        names = {f.name for f in schema.fields}
-        columns += [expr.alias(name) for name, expr in metadata.items() if name in names]
-        skip = tombstone if cfg.value_converter in ("json", "avro") else F.lit(False)
-        # Conditions become columns: later aggregations cannot see the raw
-        # value or the parsed record any more.
-        keep = [F.col(c) for c in ("topic", "partition", "offset", "error")]
-        keep += [bad.alias("_bad"), (skip & ~bad).alias("_skip")]
-        if cfg.route_field:
-            keep.append(F.col("_record").getField(cfg.route_field).cast("string").alias("_route"))
-        decoded = decoded.select(*keep, *columns)
-        return decoded, F.col("_bad"), F.col("_skip")
-
-    def _write_table(
-        self, commit_id: uuid.UUID, rows: Any, table: TargetTable, staged: Sequence[StagedPartition]
-    ) -> list[DataFile]:
-        from pyspark.sql import functions as F
-
-        topics = sorted({s.topic for s in staged})
-        topic_index = F.lit(0)
-        for index, topic in enumerate(topics):
-            topic_index = F.when(F.col("topic") == topic, F.lit(index)).otherwise(topic_index)
-        columns = [F.col(f.name) for f in table.schema.fields]
-        slot = (topic_index * F.lit(1_000_000) + F.col("partition")).alias("_slot")
-        values = [partition_value(pf, table.schema).alias(f"_p{i}") for i, pf in enumerate(table.partition_by)]
-        attempt = uuid.uuid4().hex[:8]
-        tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{commit_id}-{attempt}"
-        out = rows.select(slot, *values, *columns)
-        # No repartition: each staged file belongs to one slot, so partitionBy
-        # alone yields per-partition files without a shuffle. The partition
-        # value columns only name directories; they are not in the files.
-        out.write.mode("error").partitionBy("_slot", *[f"_p{i}" for i in range(len(values))]).parquet(uri(tmp_dir))
-        return self._publish(commit_id, attempt, tmp_dir, table, staged, topics)
-
-    def _publish(
-        self,
-        commit_id: uuid.UUID,
-        attempt: str,
-        tmp_dir: str,
-        table: TargetTable,
-        staged: Sequence[StagedPartition],
-        topics: list[str],
-    ) -> list[DataFile]:
-        """Move Spark's part files (one directory per slot) to their immutable names."""
-        fs, tmp_path = pafs.FileSystem.from_uri(uri(tmp_dir))
-        by_slot = {topics.index(s.topic) * 1_000_000 + s.partition: s for s in staged}
-        parts: dict[int, list[str]] = {}
-        for info in fs.get_file_info(pafs.FileSelector(tmp_path, recursive=True)):
-            if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
-                continue
-            slot_dir = info.path[len(tmp_path) :].strip("/").split("/")[0]
-            parts.setdefault(int(slot_dir.removeprefix("_slot=")), []).append(info.path)
-        files = [
-            publish(commit_id, attempt, path, n, table.target.name, table.location, by_slot[slot])
-            for slot, paths in sorted(parts.items())
-            for n, path in enumerate(sorted(paths))
-        ]
-        fs.delete_dir(tmp_path)
-        return files

@@ -5,7 +5,7 @@ Records are buffered in memory up to the sink's ``chunk_bytes`` (at most
 partition's sink and the buffer starts over, so memory does not grow with the
 size of the commit. Two sinks exist: a raw staging file that
 Spark decodes at the end of the commit, and the Arrow writer
-(``workers.arrow_writer``) that decodes each chunk at once and appends it to
+(``sinks.iceberg.arrow_writer``) that decodes each chunk at once and appends it to
 the commit's data files.
 """
 
@@ -119,7 +119,7 @@ class StagedFile:
     # On the location's filesystem, as pyarrow names it there (no scheme).
     path: str
     records: int
-    # Its Iceberg partition (workers.tables.partition_values_json).
+    # Its Iceberg partition (sinks.iceberg.tables.partition_values_json).
     partition_values: str | None = None
 
 

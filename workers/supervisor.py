@@ -9,7 +9,6 @@ message, so several supervisors may run without starting anything twice.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from connectors.config import Plugin, SinkConfig, resolve_plugin
 from connectors.config.definitions import SourceCluster, resolve
 from connectors.models import Connector, ConnectorTask, DesiredState
 from workers.kafka import admin_client, partitions_in, source_warnings
+from workers.sink import self_committing_sink
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class Supervisor:
         if not pending:
             return True
         try:
-            importlib.import_module(plugin.runtime).fence(connector.name, config, pending)
+            self_committing_sink(plugin).fence(connector.name, config, pending)
         except Exception as exc:
             log.exception("supervisor: cannot fence the old tasks %s of %s", pending, connector.name)
             runtime_state.report_source_warnings(

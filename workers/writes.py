@@ -1,5 +1,6 @@
-"""What both data planes (Arrow in the participant, Spark on the host) share:
-the tables of a commit, its results, and how data files are named."""
+"""What every sink's writer and both data planes (Arrow in the participant, Spark on the host)
+share: a write's results, how data files are named, and the writer of the sinks that decode
+staged records at the commit's end (``RawStagedWriter``)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
-from pyiceberg.schema import Schema
 
-from connectors.config.transforms import PartitionField
-from connectors.config.validation import SinkConfig, TableTarget
+from connectors.config.validation import SinkConfig
 from workers.events import DataFile, TableVersion
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.tables import spec_fields
 
 
 def uri(path: str) -> str:
@@ -44,44 +41,6 @@ def narrow_type(arrow_type: pa.DataType, dates_as_text: bool = False) -> pa.Data
     if pa.types.is_large_list(arrow_type) or pa.types.is_list(arrow_type):
         return pa.list_(arrow_type.value_field.with_type(narrow_type(arrow_type.value_type, dates_as_text)))
     return arrow_type
-
-
-def arrow_schema(schema: Schema) -> pa.Schema:
-    """The Arrow schema the data planes write an Iceberg schema's columns with."""
-    # Imported here: pyiceberg's I/O module costs Spark's Python workers half
-    # a second to import, and they get TargetTable's arrow_schema computed.
-    from pyiceberg.io.pyarrow import schema_to_pyarrow
-
-    return pa.schema([f.with_type(narrow_type(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
-
-
-@dataclass(frozen=True)
-class TargetTable:
-    """A table records are written to, as resolved (or created) for a commit."""
-
-    target: TableTarget
-    schema: Schema
-    location: str
-    # The table's current partition spec (what the Arrow data plane splits by).
-    spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC
-    # The columns' Arrow types, computed where the table is resolved and
-    # pickled with it to Spark's Python workers (see arrow_schema).
-    arrow_schema: pa.Schema = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "arrow_schema", arrow_schema(self.schema))
-
-    @property
-    def partition_by(self) -> tuple[PartitionField, ...]:
-        """The spec as transforms of source columns (what the Spark data plane splits by)."""
-        return spec_fields(self.spec, self.schema)
-
-
-@dataclass(frozen=True)
-class WritePlan:
-    tables: tuple[TargetTable, ...]
-    # "arrow": participants decode; "spark": they stage raw records for Spark.
-    engine: str
 
 
 @dataclass(frozen=True)
@@ -215,9 +174,9 @@ class RawStagedWriter:
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            from workers.spark_writer import SparkWriter
+            from workers.spark_writer import SparkJobs
 
-            self._spark = SparkWriter(self.config)
+            self._spark = SparkJobs()
         return self._spark
 
     def close(self) -> None:

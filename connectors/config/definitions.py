@@ -1,14 +1,15 @@
-"""Config keys of the sink plugins, shaped like Kafka Connect's ConfigDef.
+"""Config keys of the sink plugins, shaped like Kafka Connect's ConfigDef, and the ``Plugin`` a sink
+package defines (``sinks.registry`` lists them).
 
-Key names follow the Iceberg Kafka Connect sink where the meaning is the same,
-so a config written for that sink works here unchanged. Keys with no
-counterpart there live under ``sinkadmin.``.
+Key names follow the Kafka Connect connector a sink replaces where the
+meaning is the same, so a config written for that connector works here
+unchanged. Keys with no counterpart there live under ``sinkadmin.``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -52,6 +53,22 @@ class ConfigKey:
         return self.display_name or self.name
 
 
+class CheckStatus(StrEnum):
+    OK = "ok"
+    WARNING = "warning"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of "Test connection" (a plugin's ``probe`` returns its store's)."""
+
+    name: str
+    status: str
+    detail: str
+
+
 @dataclass(frozen=True)
 class SourceCluster:
     """Where a sink's topics are read, when it is not the product's own cluster (``Plugin.source``)."""
@@ -88,18 +105,26 @@ class Plugin:
     version: str
     keys: tuple[ConfigKey, ...]
     prefix_keys: tuple[PrefixKey, ...] = field(default_factory=tuple)
-    # The keys the shared coordinator reads, as this sink's family names them.
-    control_topic_key: str = "iceberg.control.topic"
-    commit_interval_key: str = "iceberg.control.commit.interval-ms"
-    commit_timeout_key: str = "iceberg.control.commit.timeout-ms"
+    # The keys the shared coordinator reads, as this sink's family names them (the product's own by default).
+    control_topic_key: str = "sinkadmin.control.topic"
+    commit_interval_key: str = "sinkadmin.commit.interval-ms"
+    commit_timeout_key: str = "sinkadmin.commit.timeout-ms"
     # A key of the sink's family that, set above 0, is the commit interval
     # instead (the files sink's rotate.schedule.interval.ms).
     interval_override_key: str = ""
     # The boolean key that makes the coordinator commit intervals with no records.
     allow_empty_key: str = "sinkadmin.commit.allow-empty"
+    # Capabilities: which of the runtime contract's protocols (workers.sink) its runtime module follows.
     # False for a sink that needs no coordinator: its tasks commit on their own (the Kafka
-    # mirror's transactions), so the supervisor starts tasks only.
+    # mirror's transactions), so the supervisor starts tasks only (workers.sink.SelfCommittingSink).
     coordinated: bool = True
+    # Its runtime maintains its tables beside the coordinator (workers.sink.MaintainedSink).
+    maintained: bool = False
+    # Its store records each commit, so a lost ledger can be rebuilt from it (workers.sink.RecoverableSink).
+    recoverable: bool = False
+    # Its committer tells what each commit left the tables at, and its writer keeps copies of them
+    # (workers.sink.VersionedCommitter and VersionedWriter).
+    versioned_tables: bool = False
     # What the UI's plugin chooser says of it.
     title: str = ""
     description: str = ""
@@ -107,8 +132,8 @@ class Plugin:
     check: str = ""
     # ``parse(raw) -> settings``: the sink's typed settings, as SinkConfig.settings.
     parse: str = ""
-    # ``probe(config) -> (check, found)``: reach the sink's store for "Test connection"
-    # (raises with why not); empty for iceberg, whose catalog checks are built in.
+    # ``probe(config) -> [CheckResult]``: reach the sink's store for "Test connection", as the
+    # runtime will (raises with why not, shown as the "Store" check's error).
     probe: str = ""
     # ``destinations(config) -> [str]``: where the sink writes (tables, a directory), as
     # the list and detail pages show and search it. Read from the stored config alone.
@@ -123,9 +148,7 @@ class Plugin:
     # sink that keeps its own offsets (the mirror's group on its target cluster): the offsets API reads
     # and moves those, and the ledger follows. Empty: the ledger's offsets are the truth.
     offsets: str = ""
-    # A module with ``writer(config)`` (the participants' WritePort) and
-    # ``committer(connector, config)`` (the coordinator's CommitterPort), and
-    # optionally ``maintainer(...)``.
+    # Its runtime module: the protocols of workers.sink its capabilities above name.
     runtime: str = ""
 
     def key(self, name: str) -> ConfigKey | None:
@@ -466,219 +489,8 @@ SHARED_KEYS: tuple[ConfigKey, ...] = (
     ),
 )
 
-ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
-    ConfigKey(
-        "iceberg.tables",
-        KeyType.LIST,
-        "Comma-separated target tables, as namespace.table.",
-        _G_TABLES,
-        importance=Importance.HIGH,
-        required=True,
-        order=1,
-    ),
-    ConfigKey(
-        "iceberg.tables.route-field",
-        KeyType.STRING,
-        "Record field whose value is matched against iceberg.table.<name>.route-regex to pick tables. "
-        "Without it every record goes to every table.",
-        _G_TABLES,
-        order=2,
-    ),
-    ConfigKey(
-        "iceberg.tables.auto-create-enabled",
-        KeyType.BOOLEAN,
-        "Create missing tables (and namespaces), with a schema from the converter or the first records.",
-        _G_TABLES,
-        default="false",
-        order=3,
-    ),
-    ConfigKey(
-        "iceberg.tables.evolve-schema-enabled",
-        KeyType.BOOLEAN,
-        "Add columns to the table for new record fields (top-level, and in structs), typed as auto-create "
-        "types them: from the Kafka Connect schema envelope, the Avro schema in the config, or the values "
-        "of plain JSON (arrow data plane).",
-        _G_TABLES,
-        default="false",
-        order=4,
-    ),
-    ConfigKey(
-        "iceberg.tables.default-id-columns",
-        KeyType.LIST,
-        "Columns that identify a row (its key) in every table, for upserts: a record replaces the row of its "
-        "key. iceberg.table.<table>.id-columns overrides it per table.",
-        _G_TABLES,
-        importance=Importance.LOW,
-        order=5,
-    ),
-    ConfigKey(
-        "iceberg.tables.upsert-mode-enabled",
-        KeyType.BOOLEAN,
-        "Upsert instead of append: in each commit the last record of a key replaces the table's row of that key "
-        "(copy-on-write: the data files that hold the commit's keys are rewritten by Spark, and the commit "
-        "replaces them in one snapshot). Needs the identifier columns.",
-        _G_TABLES,
-        default="false",
-        order=6,
-    ),
-    ConfigKey(
-        "iceberg.tables.cdc-field",
-        KeyType.STRING,
-        "Record field holding the change's operation, as the Iceberg sink reads it: a value starting with D "
-        "deletes the row of the record's key; U and I upsert it. Implies upserts (needs the identifier columns).",
-        _G_TABLES,
-        order=7,
-    ),
-    ConfigKey(
-        "sinkadmin.metadata-columns",
-        KeyType.LIST,
-        "Kafka metadata to add as columns _kafka_<name>: any of key, topic, partition, offset, timestamp.",
-        _G_TABLES,
-        default="",
-        importance=Importance.LOW,
-        order=8,
-    ),
-    ConfigKey(
-        "iceberg.control.topic",
-        KeyType.STRING,
-        "Control topic for commit coordination (one partition).",
-        _G_COMMIT,
-        default="control-iceberg",
-        order=1,
-    ),
-    ConfigKey(
-        "iceberg.control.commit.interval-ms",
-        KeyType.LONG,
-        "How often the coordinator commits.",
-        _G_COMMIT,
-        default="300000",
-        minimum=100,
-        importance=Importance.HIGH,
-        order=2,
-    ),
-    ConfigKey(
-        "iceberg.control.commit.timeout-ms",
-        KeyType.LONG,
-        "How long the coordinator waits for write statuses; then it commits the partitions that answered. "
-        "After a commit that some task did not answer in time, the next waits twice as long (up to 8 times "
-        "this) until every task answers in time.",
-        _G_COMMIT,
-        default="30000",
-        minimum=100,
-        order=3,
-    ),
-    ConfigKey(
-        "sinkadmin.commit.allow-empty",
-        KeyType.BOOLEAN,
-        "Write a snapshot even for an interval with no records.",
-        _G_COMMIT,
-        default="false",
-        importance=Importance.LOW,
-        order=5,
-    ),
-    ConfigKey("iceberg.catalog", KeyType.STRING, "Catalog name.", _G_CATALOG, default="iceberg", order=1),
-    ConfigKey(
-        "iceberg.catalog.type",
-        KeyType.STRING,
-        "pyiceberg catalog type: sql (default: this service's Postgres), rest, glue, hive, ...",
-        _G_CATALOG,
-        default="sql",
-        order=2,
-    ),
-    # Table maintenance (workers/maintenance.py), by Iceberg's Spark procedures.
-    # Key suffixes follow their options of the same meaning
-    # (rewrite_data_files' target-file-size-bytes and min-input-files,
-    # history.expire.*, remove_orphan_files' older_than).
-    ConfigKey(
-        "sinkadmin.maintenance.enabled",
-        KeyType.BOOLEAN,
-        "Maintain the connector's tables beside the sink with Iceberg's Spark procedures: compact small data "
-        "files (rewrite_data_files), rewrite manifests, expire old snapshots and remove orphan files. Each run is "
-        "recorded and shown with the connector.",
-        _G_MAINTENANCE,
-        default="true",
-        order=1,
-    ),
-    ConfigKey(
-        "sinkadmin.maintenance.interval-ms",
-        KeyType.LONG,
-        "Time between maintenance runs, from the end of one to the start of the next.",
-        _G_MAINTENANCE,
-        default="3600000",
-        minimum=1000,
-        order=2,
-    ),
-    ConfigKey(
-        "sinkadmin.maintenance.rewrite.target-file-size-bytes",
-        KeyType.LONG,
-        "Size compaction aims its files at (rewrite_data_files' target-file-size-bytes). Files under three "
-        "quarters of it are small; small files of one table partition are rewritten together into files of "
-        "about this size.",
-        _G_MAINTENANCE,
-        default="134217728",
-        minimum=1024,
-        order=3,
-    ),
-    ConfigKey(
-        "sinkadmin.maintenance.rewrite.min-input-files",
-        KeyType.INT,
-        "Small files a table partition must have before compaction rewrites them, unless together they "
-        "exceed the target size (rewrite_data_files' min-input-files); and manifests a table must have "
-        "before they are rewritten.",
-        _G_MAINTENANCE,
-        default="5",
-        minimum=2,
-        order=4,
-    ),
-    ConfigKey(
-        "sinkadmin.maintenance.expire.max-snapshot-age-ms",
-        KeyType.LONG,
-        "Snapshots older than this are expired (readers can no longer travel back to them), and the files "
-        "only they referenced are deleted. The current snapshot, the min-snapshots-to-keep latest, branch and "
-        "tag heads, and each connector's latest commit and latest commit of each partition (the ledger is rebuilt "
-        "from them) are always kept.",
-        _G_MAINTENANCE,
-        default="86400000",
-        minimum=60000,
-        order=5,
-    ),
-    ConfigKey(
-        "sinkadmin.maintenance.expire.min-snapshots-to-keep",
-        KeyType.INT,
-        "Latest snapshots kept whatever their age.",
-        _G_MAINTENANCE,
-        default="1",
-        minimum=1,
-        order=6,
-    ),
-    ConfigKey(
-        "sinkadmin.maintenance.orphans.older-than-ms",
-        KeyType.LONG,
-        "Files under a table's location that no snapshot or metadata references (from writes that never "
-        "committed) are deleted once they are older than this. The window protects files of writes in "
-        "flight, so it is at least a day, as Iceberg's remove_orphan_files requires. A prepared commit's "
-        "files are never deleted, however old.",
-        _G_MAINTENANCE,
-        default="259200000",
-        minimum=86400000,
-        order=7,
-    ),
-)
-
-ICEBERG_KEYS = in_group_order(SHARED_KEYS + ICEBERG_OWN_KEYS)
-
-ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
-    PrefixKey(
-        "iceberg.catalog.", "Catalog properties passed to pyiceberg (uri, warehouse, credentials...).", _G_CATALOG
-    ),
-    PrefixKey(
-        "iceberg.table.",
-        "Per-table settings: <table>.partition-by (Iceberg transforms, e.g. "
-        "'days(ts), bucket(16, id)'), <table>.route-regex, <table>.id-columns.",
-        _G_TABLES,
-        pattern="{table}.{setting}",
-    ),
-    PrefixKey("iceberg.kafka.", "Kafka client properties for the control topic clients.", _G_KAFKA),
+# Prefix keys every plugin passes to its Kafka clients and converters.
+SHARED_PREFIX_KEYS: tuple[PrefixKey, ...] = (
     PrefixKey("consumer.override.", "Kafka properties for the source consumer.", _G_KAFKA),
     PrefixKey("producer.override.", "Kafka properties for the control and dead-letter producers.", _G_KAFKA),
     PrefixKey("ssl.", "Kafka TLS settings for every client.", _G_KAFKA),
@@ -688,36 +500,14 @@ ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
     PrefixKey("errors.", "Error handling settings.", _G_ERRORS),
 )
 
-
-def iceberg_tables(config: Mapping[str, Any]) -> list[str]:
-    return [t.strip() for t in str(config.get("iceberg.tables", "")).split(",") if t.strip()]
-
-
-ICEBERG = Plugin(
-    short_name="iceberg",
-    class_name="org.apache.iceberg.connect.IcebergSinkConnector",
-    aliases=("iceberg", "io.tabular.iceberg.connect.IcebergSinkConnector", "IcebergSinkConnector"),
-    version="0.1.0",
-    keys=ICEBERG_KEYS,
-    prefix_keys=ICEBERG_PREFIX_KEYS,
-    title="Iceberg tables",
-    description="Topics into Apache Iceberg tables through a catalog (SQL, REST, Glue, Hive): one snapshot per "
-    "table and commit, with schema evolution, partitioning, routing and table maintenance.",
-    check="connectors.config.validation:check_iceberg",
-    destinations="connectors.config.definitions:iceberg_tables",
-    maintenance="Compaction by Spark, snapshot expiry and orphan removal, between the sink's commits.",
-    runtime="workers.iceberg_sink",
-)
-
-# Prefix keys every plugin passes to its Kafka clients and converters.
-SHARED_PREFIX_KEYS = tuple(k for k in ICEBERG_PREFIX_KEYS if not k.prefix.startswith("iceberg."))
-
 # Keys whose values are secrets: never returned by the API or shown in the UI.
 SECRET_SUFFIXES = (".password", ".secret", ".key", "jaas.config", "secret.access.key", "credential")
 
 
-def is_secret_key(name: str, plugin: Plugin | None = ICEBERG) -> bool:
-    definition = plugin.key(name) if plugin else None
+def is_secret_key(name: str, plugin: Plugin | None = None) -> bool:
+    """Whether ``name``'s value is a secret: a PASSWORD key of ``plugin`` (or of every plugin's shared
+    keys), or a name that says so."""
+    definition = (plugin.key(name) if plugin else None) or next((k for k in SHARED_KEYS if k.name == name), None)
     if definition is not None and definition.type is KeyType.PASSWORD:
         return True
     lowered = name.lower()

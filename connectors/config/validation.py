@@ -26,7 +26,6 @@ from connectors.config.definitions import (
 )
 from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
-from connectors.config.transforms import PartitionField, parse_partition_by
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
 # this: at short intervals a commit's cycle (its longest write, up to 1.75x
@@ -37,20 +36,10 @@ from connectors.config.transforms import PartitionField, parse_partition_by
 WRITE_TARGET_MIN_MS = 1500
 SHARED_DEFAULTS = {key.name: key.default for key in SHARED_KEYS if key.default is not None}
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-IDENTIFIER_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
-TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
-UNSUPPORTED_SWITCHES = {
-    "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet; list tables in iceberg.tables",
-}
 UNSUPPORTED_KEYS = {
     "consumer.override.auto.offset.reset": "offsets come from the commit ledger: where a new partition starts is "
     "consumer.auto.offset.reset, and what an offset out of range does is sinkadmin.offsets.out-of-range",
 }
-
-
-# The Iceberg catalog a connector without ``iceberg.catalog`` writes to (the project's own SQL catalog),
-# and the name make run's Spark Connect server maps it under.
-DEFAULT_CATALOG_NAME = "iceberg"
 
 
 @dataclass
@@ -174,14 +163,6 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
     return result
 
 
-def check_iceberg(result: ConfigValidation, config: dict[str, str]) -> None:
-    """The Iceberg sink's own checks."""
-    _check_tables(result, config)
-    _check_writer(result, config)
-    _check_evolve_schema(result, config)
-    _check_unsupported(result, config)
-
-
 def _check_hidden_passwords(result: ConfigValidation, config: dict[str, str]) -> None:
     # A URI shown with its password hidden came back for a key that has no
     # stored password to keep (a new connector, a renamed key, another user).
@@ -216,12 +197,13 @@ def _check_key(result: ConfigValidation, key: ConfigKey, value: str | None) -> N
         )
 
 
-def _split(value: str | None) -> list[str]:
+def split_list(value: str | None) -> list[str]:
+    """A comma-separated value's items, stripped, empty ones left out."""
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
 def _check_topics(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
-    topics = _split(config.get("topics"))
+    topics = split_list(config.get("topics"))
     regex = config.get("topics.regex", "").strip()
     if topics and regex:
         for key in ("topics", "topics.regex"):
@@ -262,7 +244,7 @@ def _check_converters(result: ConfigValidation, config: dict[str, str]) -> None:
                 f"unknown converter {value!r}; use json, string, bytearray or avro "
                 "(or their Kafka Connect class names)",
             )
-    registry = _split(config.get("value.converter.schema.registry.url"))
+    registry = split_list(config.get("value.converter.schema.registry.url"))
     _check_registry(config, registry, result)
     if CONVERTERS.get(config.get("value.converter", "json")) == "avro":
         schema = config.get("value.converter.avro.schema", "")
@@ -282,7 +264,7 @@ def _check_converters(result: ConfigValidation, config: dict[str, str]) -> None:
             error = avro_schema_error(schema)
             if error:
                 result.add("value.converter.avro.schema", error)
-    columns = _split(config.get("sinkadmin.metadata-columns"))
+    columns = split_list(config.get("sinkadmin.metadata-columns"))
     for column in columns:
         if column not in METADATA_COLUMNS:
             result.add(
@@ -327,117 +309,16 @@ def avro_schema_error(schema: str) -> str | None:
     return None
 
 
-def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
-    tables = _split(config.get("iceberg.tables"))
-    for table in tables:
-        parts = table.split(".")
-        if len(parts) < 2 or not all(IDENTIFIER_PART.match(p) for p in parts):
-            result.add("iceberg.tables", f"{table!r} must be namespace.table (letters, digits, '_')")
-    if len(set(tables)) != len(tables):
-        result.add("iceberg.tables", "lists a table twice")
-    route_field = config.get("iceberg.tables.route-field", "").strip()
-    for key, value in config.items():
-        if not key.startswith("iceberg.table."):
-            continue
-        rest = key[len("iceberg.table.") :]
-        table, _, setting = rest.rpartition(".")
-        if setting not in TABLE_SETTINGS or not table:
-            result.add(key, f"unknown table setting; use iceberg.table.<table>.{{{','.join(TABLE_SETTINGS)}}}")
-            continue
-        if table not in tables:
-            result.add(key, f"{table!r} is not one of iceberg.tables")
-        if setting == "id-columns":
-            if not _split(value):
-                result.add(key, "name the table's identifier column(s)")
-        elif setting == "partition-by":
-            try:
-                parse_partition_by(value)
-            except ValueError as exc:
-                result.add(key, str(exc))
-        elif setting == "route-regex":
-            try:
-                re.compile(value)
-            except re.error as exc:
-                result.add(key, f"not a valid regular expression: {exc}")
-            if not route_field:
-                result.add(key, "route-regex needs iceberg.tables.route-field")
-    if route_field and tables and not any(f"iceberg.table.{t}.route-regex" in config for t in tables):
-        result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
-    _check_upserts(result, config, tables)
-
-
-def _check_upserts(result: ConfigValidation, config: dict[str, str], tables: list[str]) -> None:
-    """Keyed writes (upsert mode, or a CDC field) need every table's identifier columns."""
-    keyed = config.get("iceberg.tables.upsert-mode-enabled", "false").strip().lower() == "true" or bool(
-        config.get("iceberg.tables.cdc-field", "").strip()
-    )
-    default = _split(config.get("iceberg.tables.default-id-columns"))
-    if not keyed:
-        for key in ["iceberg.tables.default-id-columns", *(f"iceberg.table.{t}.id-columns" for t in tables)]:
-            if config.get(key, "").strip():
-                result.add(key, "identifier columns key upserts: set iceberg.tables.upsert-mode-enabled=true")
-        return
-    missing = [t for t in tables if not default and not _split(config.get(f"iceberg.table.{t}.id-columns"))]
-    if missing:
-        key = (
-            "iceberg.tables.cdc-field"
-            if config.get("iceberg.tables.cdc-field")
-            else "iceberg.tables.upsert-mode-enabled"
-        )
-        result.add(
-            key,
-            f"upserts need the identifier columns of {', '.join(missing)}: set iceberg.tables.default-id-columns "
-            "or iceberg.table.<table>.id-columns",
-        )
-
-
 def _check_errors(result: ConfigValidation, config: dict[str, str]) -> None:
     dlq = config.get("errors.deadletterqueue.topic.name", "").strip()
     if not dlq:
         return
     if not TOPIC_NAME.match(dlq):
         result.add("errors.deadletterqueue.topic.name", f"{dlq!r} is not a valid topic name")
-    if dlq in _split(config.get("topics")):
+    if dlq in split_list(config.get("topics")):
         result.add("errors.deadletterqueue.topic.name", "the dead-letter topic cannot be a source topic")
     if config.get("errors.tolerance", "none") != "all":
         result.add("errors.deadletterqueue.topic.name", "a dead-letter topic needs errors.tolerance=all")
-
-
-def _value_format(config: dict[str, str]) -> tuple[str | None, bool]:
-    """The value converter's short name, and whether values come in Kafka Connect's schema envelope."""
-    return (
-        CONVERTERS.get(config.get("value.converter", "json").strip()),
-        config.get("value.converter.schemas.enable", "false").strip().lower() == "true",
-    )
-
-
-def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
-    writer = config.get("sinkadmin.writer", "spark").strip()
-    evolve = config.get("iceberg.tables.evolve-schema-enabled", "false").strip().lower() == "true"
-    converter, envelope = _value_format(config)
-    if writer == "arrow" and evolve and converter == "json" and envelope:
-        # (The envelopes' schemas are collected by a Spark pass over the commit's records.)
-        result.add(
-            "sinkadmin.writer", "schema evolution from Kafka Connect envelopes needs the spark data plane; use spark"
-        )
-
-
-def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> None:
-    key = "iceberg.tables.evolve-schema-enabled"
-    if config.get(key, "false").strip().lower() != "true":
-        return
-    converter, _ = _value_format(config)
-    if converter in ("string", "bytearray"):
-        result.add(key, "schema evolution adds columns for the fields of records; these values have none")
-
-
-def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
-    for key, reason in UNSUPPORTED_SWITCHES.items():
-        if config.get(key, "false").strip().lower() == "true":
-            result.add(key, reason)
-    for key, reason in UNSUPPORTED_KEYS.items():
-        if config.get(key):
-            result.add(key, reason)
 
 
 def _check_own_namespace(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
@@ -446,15 +327,6 @@ def _check_own_namespace(result: ConfigValidation, plugin: Plugin, config: dict[
     for key in config:
         if key.startswith("sinkadmin.") and plugin.key(key) is None:
             result.add(key, "unknown sinkadmin setting")
-
-
-@dataclass(frozen=True)
-class TableTarget:
-    name: str
-    partition_by: tuple[PartitionField, ...]
-    route_regex: re.Pattern[str] | None
-    # The columns that identify a row, for upserts (iceberg.table.<name>.id-columns or the default).
-    id_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -469,7 +341,7 @@ class SchemaRegistryConfig:
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> SchemaRegistryConfig | None:
-        urls = tuple(_split(raw.get("value.converter.schema.registry.url")))
+        urls = tuple(split_list(raw.get("value.converter.schema.registry.url")))
         schema_type = REGISTRY_CONVERTERS.get(raw.get("value.converter", "json"))
         if not urls or schema_type is None:
             return None
@@ -487,16 +359,12 @@ class SchemaRegistryConfig:
 
 
 @dataclass(frozen=True)
-class MaintenanceConfig:
-    """The ``sinkadmin.maintenance.*`` keys (see workers.maintenance)."""
+class MaintenanceSchedule:
+    """When a sink's maintenance runs beside its coordinator (``sinkadmin.maintenance.*``, see
+    workers.maintenance); what it does is the sink's own."""
 
     enabled: bool
     interval_ms: int
-    target_file_size_bytes: int
-    min_input_files: int
-    max_snapshot_age_ms: int
-    min_snapshots_to_keep: int
-    orphan_older_than_ms: int
 
 
 @dataclass(frozen=True)
@@ -507,10 +375,6 @@ class SinkConfig:
     topics: tuple[str, ...]
     topics_regex: str | None
     tasks_max: int
-    tables: tuple[TableTarget, ...]
-    route_field: str | None
-    auto_create: bool
-    evolve_schema: bool
     key_converter: str
     value_converter: str
     schemas_enable: bool
@@ -534,14 +398,10 @@ class SinkConfig:
     buffer_bytes: int
     staging_max_bytes: int
     writer: str
-    maintenance: MaintenanceConfig
-    # Keyed writes (workers.upserts): iceberg.tables.upsert-mode-enabled, or a CDC field.
-    upsert_mode: bool = False
-    cdc_field: str | None = None
-    # The plugin's short name, and its own typed settings (Plugin.parse; None for iceberg,
-    # whose settings are the fields above).
-    plugin: str = "iceberg"
-    settings: Any = None
+    maintenance: MaintenanceSchedule
+    # The plugin's short name, and its own typed settings (Plugin.parse).
+    plugin: str
+    settings: Any
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> SinkConfig:
@@ -570,34 +430,17 @@ class SinkConfig:
         commit_interval_ms = int(get(plugin.commit_interval_key))
         if plugin.interval_override_key and int(get(plugin.interval_override_key, "-1")) > 0:
             commit_interval_ms = int(get(plugin.interval_override_key))
-        tables = tuple(
-            TableTarget(
-                name=name,
-                partition_by=tuple(parse_partition_by(raw.get(f"iceberg.table.{name}.partition-by", ""))),
-                route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
-                if f"iceberg.table.{name}.route-regex" in raw
-                else None,
-                id_columns=tuple(
-                    _split(raw.get(f"iceberg.table.{name}.id-columns") or raw.get("iceberg.tables.default-id-columns"))
-                ),
-            )
-            for name in _split(raw.get("iceberg.tables"))
-        )
         return cls(
             raw=dict(raw),
-            topics=tuple(_split(raw.get("topics"))),
+            topics=tuple(split_list(raw.get("topics"))),
             topics_regex=raw.get("topics.regex") or None,
             tasks_max=int(get("tasks.max")),
-            tables=tables,
-            route_field=raw.get("iceberg.tables.route-field") or None,
-            auto_create=flag("iceberg.tables.auto-create-enabled"),
-            evolve_schema=flag("iceberg.tables.evolve-schema-enabled"),
             key_converter=CONVERTERS[get("key.converter")],
             value_converter=CONVERTERS[get("value.converter")],
             schemas_enable=flag("value.converter.schemas.enable"),
             avro_schema=raw.get("value.converter.avro.schema") or None,
             schema_registry=SchemaRegistryConfig.parse(raw),
-            metadata_columns=tuple(_split(get("sinkadmin.metadata-columns"))),
+            metadata_columns=tuple(split_list(get("sinkadmin.metadata-columns"))),
             control_topic=get(plugin.control_topic_key),
             commit_interval_ms=commit_interval_ms,
             commit_timeout_ms=int(get(plugin.commit_timeout_key, "0")),
@@ -615,26 +458,10 @@ class SinkConfig:
             staging_max_bytes=int(get("sinkadmin.staging.max-bytes")),
             # ("auto", the default before Spark became the data plane, means spark.)
             writer="arrow" if get("sinkadmin.writer") == "arrow" else "spark",
-            maintenance=MaintenanceConfig(
+            maintenance=MaintenanceSchedule(
                 enabled=flag("sinkadmin.maintenance.enabled"),
                 interval_ms=int(get("sinkadmin.maintenance.interval-ms", "0")),
-                target_file_size_bytes=int(get("sinkadmin.maintenance.rewrite.target-file-size-bytes", "0")),
-                min_input_files=int(get("sinkadmin.maintenance.rewrite.min-input-files", "0")),
-                max_snapshot_age_ms=int(get("sinkadmin.maintenance.expire.max-snapshot-age-ms", "0")),
-                min_snapshots_to_keep=int(get("sinkadmin.maintenance.expire.min-snapshots-to-keep", "0")),
-                orphan_older_than_ms=int(get("sinkadmin.maintenance.orphans.older-than-ms", "0")),
             ),
-            upsert_mode=flag("iceberg.tables.upsert-mode-enabled") or bool(raw.get("iceberg.tables.cdc-field")),
-            cdc_field=raw.get("iceberg.tables.cdc-field") or None,
             plugin=plugin.short_name,
             settings=settings,
         )
-
-    def catalog_properties(self) -> dict[str, str]:
-        """``iceberg.catalog.*`` keys without the prefix (pyiceberg's property names)."""
-        prefix = "iceberg.catalog."
-        return {k[len(prefix) :]: v for k, v in self.raw.items() if k.startswith(prefix)}
-
-    @property
-    def catalog_name(self) -> str:
-        return self.raw.get("iceberg.catalog", DEFAULT_CATALOG_NAME) or DEFAULT_CATALOG_NAME

@@ -1,10 +1,11 @@
-""" "Test connection": can this config reach its brokers, topics and catalog?
+""" "Test connection": can this config reach its brokers, topics and store?
 
 Run before saving, with short timeouts, so a typo in a broker address or a
 catalog URI shows up in the form instead of as a failed task minutes later.
-The Kafka admin client and the catalog are built exactly as the runtime
-builds them (``workers.kafka.admin_client``, ``workers.tables.catalog_for``),
-so a check that passes here tests the same settings the tasks will use.
+The Kafka admin client is built exactly as the runtime builds it
+(``workers.kafka.admin_client``), and the sink's store is reached by its
+plugin's ``probe`` as its runtime reaches it, so a check that passes here
+tests the same settings the tasks will use.
 """
 
 from __future__ import annotations
@@ -12,26 +13,18 @@ from __future__ import annotations
 import concurrent.futures
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from django import db
 from django.conf import settings
 
 from connectors.config import SinkConfig, resolve_plugin
-from connectors.config.definitions import resolve
+from connectors.config.definitions import CheckResult, CheckStatus, resolve
 from connectors.config.secrets import redact
 
-OK, WARNING, ERROR, SKIPPED = "ok", "warning", "error", "skipped"
+OK, WARNING, ERROR, SKIPPED = CheckStatus.OK, CheckStatus.WARNING, CheckStatus.ERROR, CheckStatus.SKIPPED
 KAFKA_TIMEOUT_S = 5.0
-CATALOG_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    status: str
-    detail: str
+STORE_TIMEOUT_S = 10.0
 
 
 def check_connection(config: Mapping[str, str], bootstrap: str | None = None) -> list[CheckResult]:
@@ -56,34 +49,10 @@ def check_connection(config: Mapping[str, str], bootstrap: str | None = None) ->
 
     if plugin is not None and plugin.probe:
         probe = resolve(plugin.probe)
-        found, error = _bounded(lambda: probe(sink), CATALOG_TIMEOUT_S)
-        results.append(CheckResult(found[0], OK, found[1]) if found else CheckResult("Store", ERROR, error))
-    else:
-        results += _catalog_checks(sink)
+        found, error = _bounded(lambda: probe(sink), STORE_TIMEOUT_S)
+        results += found if found is not None else [CheckResult("Store", ERROR, error)]
     # A library's error may quote the URI it was given, password and all.
     return [CheckResult(r.name, r.status, redact(r.detail)) for r in results]
-
-
-def _catalog_checks(sink: SinkConfig) -> list[CheckResult]:
-    catalog, error = _bounded(lambda: _load_catalog(sink), CATALOG_TIMEOUT_S)
-    if catalog is None:
-        return [
-            CheckResult("Iceberg catalog", ERROR, f"{sink.catalog_name}: {error}"),
-            CheckResult("Tables", SKIPPED, "needs the catalog"),
-        ]
-    results = [CheckResult("Iceberg catalog", OK, f"catalog {sink.catalog_name!r} loaded and listed")]
-    tables, error = _bounded(lambda: _check_tables(sink, catalog), CATALOG_TIMEOUT_S)
-    results.append(tables if tables is not None else CheckResult("Tables", ERROR, error))
-    _close(catalog)
-    return results
-
-
-def _close(catalog: Any) -> None:
-    # A SQL catalog keeps a connection pool; a check that leaves it open
-    # would hold database connections for every click on "Test connection".
-    engine = getattr(catalog, "engine", None)
-    if engine is not None:
-        engine.dispose()
 
 
 def _bounded(call: Callable[[], Any], timeout: float) -> tuple[Any, str]:
@@ -133,23 +102,3 @@ def _check_topics(sink: SinkConfig, topics: Mapping[str, Any]) -> CheckResult:
         return CheckResult("Topics", ERROR, f"missing: {', '.join(missing)}")
     partitions = sum(len(topics[t].partitions) for t in sink.topics)
     return CheckResult("Topics", OK, f"{len(sink.topics)} topic(s), {partitions} partition(s)")
-
-
-def _load_catalog(sink: SinkConfig) -> Any:
-    from workers.tables import catalog_for
-
-    catalog = catalog_for(sink)
-    # Loading is lazy for some catalog types; listing proves the catalog answers.
-    catalog.list_namespaces()
-    return catalog
-
-
-def _check_tables(sink: SinkConfig, catalog: Any) -> CheckResult:
-    missing = [t.name for t in sink.tables if not catalog.table_exists(t.name)]
-    if not missing:
-        return CheckResult("Tables", OK, f"{len(sink.tables)} table(s) exist")
-    if sink.auto_create:
-        return CheckResult("Tables", OK, f"will be created on first records: {', '.join(missing)}")
-    return CheckResult(
-        "Tables", ERROR, f"missing: {', '.join(missing)} (create them or set iceberg.tables.auto-create-enabled)"
-    )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from connectors.config.definitions import CheckResult, CheckStatus
 from sinks.files.layout import (
     DAILY_FORMAT,
     DAY_MS,
@@ -287,7 +288,7 @@ class FilesSettings:
         )
 
 
-def probe(config: SinkConfig) -> tuple[str, str]:
+def probe(config: SinkConfig) -> list[CheckResult]:
     """Write and delete a file under the topics directory: what the tasks and the commit will do there."""
     settings: FilesSettings = config.settings
     fs, root = settings.storage.filesystem()
@@ -297,7 +298,7 @@ def probe(config: SinkConfig) -> tuple[str, str]:
     with fs.open_output_stream(path) as stream:
         stream.write(b"probe")
     fs.delete_file(path)
-    return "Store", f"wrote and deleted a file under {settings.storage.uri(folder)}"
+    return [CheckResult("Store", CheckStatus.OK, f"wrote and deleted a file under {settings.storage.uri(folder)}")]
 
 
 def destinations(config: Mapping[str, Any]) -> list[str]:

@@ -30,9 +30,9 @@ import pyarrow.parquet as pq
 from connectors.config import SinkConfig
 from sinks.files.layout import default_directory, field_directory, file_name
 from sinks.files.settings import FilesSettings
-from workers.arrow_writer import Decoded
 from workers.events import DataFile
 from workers.failpoints import failpoint
+from workers.json_decoder import Decoded
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition

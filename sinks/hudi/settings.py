@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from connectors.config.definitions import CheckResult, CheckStatus
 from sinks.hudi.plugin import HUDI, KEEP_LATEST_COMMITS, SYNONYMS
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ class HudiSettings:
         )
 
 
-def probe(config: SinkConfig) -> tuple[str, str]:
+def probe(config: SinkConfig) -> list[CheckResult]:
     """Write and delete a file at the base path, and check a table already there is this one."""
     from sinks.hudi.table import HudiTable
 
@@ -223,9 +224,10 @@ def probe(config: SinkConfig) -> tuple[str, str]:
     table = HudiTable(fs, base, settings.spec())
     found = table.stored_properties()
     if found is None:
-        return "Table", f"{base} is writable; the table is created by the first commit"
+        return [CheckResult("Table", CheckStatus.OK, f"{base} is writable; the table is created by the first commit")]
     HudiTable.create_or_load(fs, base, settings.spec())  # raises if it is another table
-    return "Table", f"Hudi table {found.get('hoodie.table.name')} at {base}, {len(table.completed())} commits"
+    detail = f"Hudi table {found.get('hoodie.table.name')} at {base}, {len(table.completed())} commits"
+    return [CheckResult("Table", CheckStatus.OK, detail)]
 
 
 def destinations(config: Mapping[str, Any]) -> list[str]:

@@ -5,15 +5,7 @@ Kept free of the engine's imports: the web process reads it for forms, the API a
 
 from __future__ import annotations
 
-from connectors.config.definitions import (
-    SHARED_KEYS,
-    ConfigKey,
-    Importance,
-    KeyType,
-    Plugin,
-    PrefixKey,
-    in_group_order,
-)
+from connectors.config.definitions import SHARED_KEYS, ConfigKey, Importance, KeyType, Plugin, PrefixKey, in_group_order
 
 _G_CLUSTERS = "Clusters"
 _G_TOPICS = "Topics"

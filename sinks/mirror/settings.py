@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from connectors.config.definitions import SourceCluster
+from connectors.config.definitions import CheckResult, CheckStatus, SourceCluster
 from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR, REFUSED
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def source(config: SinkConfig) -> SourceCluster:
     return SourceCluster(settings.source_bootstrap, settings.source_client, settings.selects)
 
 
-def probe(config: SinkConfig) -> tuple[str, str]:
+def probe(config: SinkConfig) -> list[CheckResult]:
     """Reach the target cluster and say which replicas are there already."""
     from confluent_kafka.admin import AdminClient
 
@@ -140,4 +140,5 @@ def probe(config: SinkConfig) -> tuple[str, str]:
     metadata = admin.list_topics(timeout=5)
     replicas = sorted(t for t in metadata.topics if not settings.identity and t.startswith(settings.target_topic("")))
     found = f"{len(replicas)} replica topic(s) there already" if replicas else "replicas are created by the tasks"
-    return "Target cluster", f"{len(metadata.brokers)} broker(s) answered at {settings.target_bootstrap}; {found}"
+    detail = f"{len(metadata.brokers)} broker(s) answered at {settings.target_bootstrap}; {found}"
+    return [CheckResult("Target cluster", CheckStatus.OK, detail)]

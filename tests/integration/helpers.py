@@ -22,9 +22,9 @@ from django.db import connections
 
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector
+from sinks.iceberg.tables import PROP_COMMIT_ID, catalog_for
 from tests.readers import assert_same_rows, spark_iceberg_rows
 from workers import runtime
-from workers.tables import PROP_COMMIT_ID, catalog_for
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -1,7 +1,7 @@
 """Both data planes turn the same records into the same rows and the same bad-record decisions.
 
 Each case stages the same records twice through the task's own writer
-(``workers.runtime.TableWriter``): once into the arrow data plane's sinks,
+(``sinks.iceberg.writer.TableWriter``): once into the arrow data plane's sinks,
 which decode in this process, and once into raw staging files that one job on
 the real Spark (the test session's Spark Connect server) decodes. Each plane
 writes its own table, created by the plane from the records as auto-create
@@ -38,10 +38,10 @@ from pyiceberg.types import (
 )
 
 from connectors.config import SinkConfig
+from sinks.iceberg.tables import catalog_for, create_table
+from sinks.iceberg.writer import TableWriter
 from workers.converters import AvroValueDecoder
-from workers.runtime import TableWriter
 from workers.staging import RecordChunk, StagingBuffer
-from workers.tables import catalog_for, create_table
 from workers.writes import WriteResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -226,7 +226,7 @@ def write_with(plane: str, case: str, table: str, topic: str, tmp_path: Path) ->
     config = SinkConfig.parse(config_map)
     if given is not None:
         with catalog_for(config) as catalog:
-            create_table(catalog, table, given, config.tables[0].partition_by)
+            create_table(catalog, table, given, config.settings.tables[0].partition_by)
     writer = TableWriter(config)
     staging_id, commit_id = uuid.uuid4(), uuid.uuid4()
     directory = tmp_path / plane

@@ -8,6 +8,7 @@ import pytest
 
 from connectors import actions
 from connectors.models import Commit, CommitState
+from sinks.iceberg.tables import PROP_OFFSETS
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -20,7 +21,6 @@ from tests.integration.helpers import (
     table_rows,
     wait_until,
 )
-from workers.tables import PROP_OFFSETS
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

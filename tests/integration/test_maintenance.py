@@ -34,6 +34,18 @@ from rest_framework.test import APIClient
 from connectors import actions
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector, MaintenanceOutcome, MaintenanceRun, PartitionOffset
+from sinks.iceberg.maintenance import IcebergProcedures, IcebergTables, SparkProcedures
+from sinks.iceberg.tables import (
+    PROP_CONNECTOR,
+    PROP_OFFSETS,
+    catalog_for,
+    connector_catalog_properties,
+    create_table,
+    describe_data_file,
+    evolve_table,
+    load_table,
+    schema_from_connect,
+)
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -48,19 +60,8 @@ from tests.integration.helpers import (
     topic_ids,
     wait_until,
 )
-from workers.maintenance import IcebergProcedures, IcebergTables, Maintainer, SparkProcedures
+from workers.maintenance import Maintainer
 from workers.runtime import DjangoMaintenanceLedger
-from workers.tables import (
-    PROP_CONNECTOR,
-    PROP_OFFSETS,
-    catalog_for,
-    connector_catalog_properties,
-    create_table,
-    describe_data_file,
-    evolve_table,
-    load_table,
-    schema_from_connect,
-)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -299,10 +300,12 @@ def maintain(name: str, clock: float, procedures: IcebergProcedures | None = Non
     """One maintenance run of TABLE as the connector's coordinator runs it, snapshot ages measured at ``clock``."""
     connector = Connector.objects.get(name=name)
     config = SinkConfig.parse({**connector.config, **keys})
-    procedures = procedures or SparkProcedures(config.catalog_name, connector_catalog_properties(config))
+    procedures = procedures or SparkProcedures(config.settings.catalog_name, connector_catalog_properties(config))
     with catalog_for(config) as catalog:
         ledger = DjangoMaintenanceLedger(connector.pk, connector.coordinator_epoch)
-        tables = IcebergTables(config.maintenance, lambda: [TABLE], lambda: catalog, procedures, ledger, lambda: clock)
+        tables = IcebergTables(
+            config.settings.maintenance, lambda: [TABLE], lambda: catalog, procedures, ledger, lambda: clock
+        )
         maintainer = Maintainer(name, config.maintenance, tables, ledger=ledger, last_run=None)
         try:
             with maintainer.queue.served():

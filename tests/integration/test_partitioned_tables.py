@@ -15,9 +15,9 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 from connectors import actions
 from connectors.config import SinkConfig
 from connectors.config.transforms import parse_partition_by
+from sinks.iceberg.tables import catalog_for, create_table
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import caught_up, create_topic, produce, running_in_threads, table_of, wait_until
-from workers.tables import catalog_for, create_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -178,7 +178,7 @@ def test_a_table_someone_else_alters_while_the_connector_runs_is_written_as_it_n
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str, change: str
 ) -> None:
     # Between commits the tasks write with their copies of the table
-    # (workers.runtime.TableWriter): a change made by someone else (Spark SQL,
+    # (sinks.iceberg.writer.TableWriter): a change made by someone else (Spark SQL,
     # say) must reach the next write all the same.
     create_topic(kafka_bootstrap, topic_name, 4)
     actions.create_connector("altered", sink_config(topic_name, "db.altered"))

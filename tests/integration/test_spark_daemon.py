@@ -19,8 +19,9 @@ from django.conf import LazySettings, settings
 from pyspark import cloudpickle
 
 from sinkadmin.services import SPARK_DAEMON_MODULE, SPARK_DAEMON_PATH, python_daemon_conf
+from sinks.iceberg.spark_writer import StagedDecode
 from tests.test_spark_writer import config, job, staged_file
-from workers.spark_writer import StagedDecode, spark_session
+from workers.spark_writer import spark_session
 from workers.staging import StagedPartition
 
 ROOT = Path(__file__).resolve().parents[2]

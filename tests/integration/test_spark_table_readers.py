@@ -29,7 +29,7 @@ def spark(spark_remote: str) -> Any:
 def test_spark_reads_and_maintains_a_table_of_the_sql_catalog(spark_remote: str, tmp_path: Path) -> None:
     from pyiceberg.catalog import load_catalog
 
-    from workers.tables import default_catalog_properties, spark_catalog_conf
+    from sinks.iceberg.tables import default_catalog_properties, spark_catalog_conf
 
     name = f"c{uuid.uuid4().hex[:8]}"  # a catalog of its own: its own rows in iceberg_tables
     properties = {**default_catalog_properties(), "warehouse": (tmp_path / "warehouse").as_uri()}
@@ -95,11 +95,12 @@ def test_maintenance_on_a_spark_without_icebergs_runtime_says_so(tmp_path: Path,
     Spark Connect jar): maintenance fails saying what the server lacks, not with a JVM stack trace."""
     from pyiceberg.catalog import load_catalog
 
-    from connectors.config.validation import MaintenanceConfig
     from sinkadmin.services import jvm_classpath, spark_home, spawn, wait_ready
+    from sinks.iceberg.maintenance import SparkProcedures, TableMaintenance
+    from sinks.iceberg.settings import IcebergMaintenance
+    from sinks.iceberg.tables import default_catalog_properties
     from tests.conftest import free_port
-    from workers.maintenance import BetweenCommits, MaintenanceFailed, SparkProcedures, TableMaintenance
-    from workers.tables import default_catalog_properties
+    from workers.maintenance import BetweenCommits, MaintenanceFailed
 
     name = f"c{uuid.uuid4().hex[:8]}"
     properties = {**default_catalog_properties(), "warehouse": (tmp_path / "warehouse").as_uri()}
@@ -122,7 +123,7 @@ def test_maintenance_on_a_spark_without_icebergs_runtime_says_so(tmp_path: Path,
         wait_ready(server, "127.0.0.1", port, timeout=120)
         settings.SPARK_REMOTE = f"sc://127.0.0.1:{port}"
         maintenance = TableMaintenance(
-            MaintenanceConfig(True, 3_600_000, 128 << 20, 5, 86_400_000, 1, 3 * 86_400_000),
+            IcebergMaintenance(128 << 20, 5, 86_400_000, 1, 3 * 86_400_000),
             catalog,
             "db.events",
             SparkProcedures(name, properties),

@@ -1,5 +1,5 @@
 """A task writes with its copy of a table while nothing has changed the table,
-and with the table as it is now once something has (workers.runtime.TableWriter),
+and with the table as it is now once something has (sinks.iceberg.writer.TableWriter),
 against the real SQL catalog on Postgres.
 
 The copy is current when the catalog still points at the copy's metadata, or
@@ -22,12 +22,12 @@ import pytest
 from pyiceberg.types import StringType
 
 from connectors.config import SinkConfig
+from sinks.iceberg.tables import catalog_for, committed_version
+from sinks.iceberg.writer import TableWriter
+from sinks.iceberg.writes import TargetTable
 from tests.conftest import sink_config
 from tests.integration.helpers import alter
 from workers.events import TableVersion
-from workers.runtime import TableWriter
-from workers.tables import catalog_for, committed_version
-from workers.writes import TargetTable
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -104,8 +104,8 @@ def test_the_coordinators_commit_reports_the_version_that_vouches_for_the_copy(
     # The whole chain but the control topic: a data file committed as the
     # coordinator commits one (IcebergCommitter), whose table_versions the
     # START carries to the task.
+    from sinks.iceberg.committer import IcebergCommitter
     from workers.coordinator import PreparedCommit
-    from workers.runtime import IcebergCommitter
 
     created = writer.created()
     data = Path(created.location.removeprefix("file://")) / "data" / "orders+0+0+1-c.parquet"

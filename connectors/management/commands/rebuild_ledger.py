@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from connectors import actions
 from connectors.config import SinkConfig
-from workers.runtime import sink_runtime
+from workers.sink import plugin_of, recoverable_sink
 
 
 class Command(BaseCommand):
@@ -32,8 +32,8 @@ class Command(BaseCommand):
         except actions.ConnectorNotFound as exc:
             raise CommandError(str(exc)) from None
         config = SinkConfig.parse(connector.config)
-        runtime = sink_runtime(config)
-        if not hasattr(runtime, "recovered_commits"):
+        runtime = recoverable_sink(plugin_of(config))
+        if runtime is None:
             raise CommandError(f"the {config.plugin} sink keeps no record of its commits outside the ledger")
         found = runtime.recovered_commits(connector.name, config)
         self.stdout.write(f"{connector.name}: {len(found)} commit(s) found in what the sink wrote")

@@ -24,7 +24,7 @@ from sinkadmin.services import (
     start_spark_connect,
     supervisor_worker_argv,
 )
-from workers.tables import default_spark_catalog_conf
+from sinks.iceberg.tables import default_spark_catalog_conf
 
 
 class Command(BaseCommand):

@@ -29,7 +29,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from workers.tables import (
+        from sinks.iceberg.tables import (
             SparkCatalogUnmappable,
             connector_spark_catalog_conf,
             default_spark_catalog_conf,

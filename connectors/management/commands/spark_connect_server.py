@@ -22,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--driver-memory", default="2g")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from workers.tables import default_spark_catalog_conf
+        from sinks.iceberg.tables import default_spark_catalog_conf
 
         try:
             server = start_spark_connect(

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -61,6 +62,7 @@ from pyiceberg.utils.properties import property_as_bool
 from connectors.config import SinkConfig
 from connectors.config.secrets import redact
 from connectors.config.transforms import PartitionField
+from workers import schemas
 from workers.failpoints import failpoint
 from workers.locks import advisory_lock
 
@@ -68,7 +70,7 @@ from workers.locks import advisory_lock
 # workers import this module for its schema functions, and each of them would
 # pay about a second for pyiceberg's catalog, table and I/O modules and
 # SQLAlchemy (participants and coordinators import those at start-up, see
-# workers.runtime).
+# sinks.iceberg.runtime).
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
@@ -169,20 +171,20 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
 
 def default_spark_catalog_conf() -> dict[str, str]:
     """The Spark configuration of the project's own catalog (a connector without ``iceberg.catalog``)."""
-    from connectors.config.validation import DEFAULT_CATALOG_NAME
+    from sinks.iceberg.settings import DEFAULT_CATALOG_NAME
 
     return spark_catalog_conf(DEFAULT_CATALOG_NAME, default_catalog_properties())
 
 
 def connector_spark_catalog_conf(config: SinkConfig) -> dict[str, str]:
     """The Spark configuration of an Iceberg connector's catalog (``iceberg.catalog`` and its keys)."""
-    return spark_catalog_conf(config.catalog_name, connector_catalog_properties(config))
+    return spark_catalog_conf(config.settings.catalog_name, connector_catalog_properties(config))
 
 
 def connector_catalog_properties(config: SinkConfig) -> dict[str, str]:
     """pyiceberg's properties of a connector's catalog: its ``iceberg.catalog.*`` keys, over the project's
     own SQL catalog (default_catalog_properties) unless they name another catalog."""
-    properties = config.catalog_properties()
+    properties = dict(config.settings.catalog_properties)
     if properties.get("type", "sql") != "sql" or "uri" in properties:
         return properties
     return {**default_catalog_properties(), **properties}
@@ -193,12 +195,12 @@ def catalog_for(config: SinkConfig) -> Catalog:
 
     properties = connector_catalog_properties(config)
     if properties.get("init_catalog_tables") != "true":
-        catalog = load_catalog(config.catalog_name, **properties)
+        catalog = load_catalog(config.settings.catalog_name, **properties)
     else:
         # pyiceberg creates its catalog tables with check-then-create; several
         # processes starting at once would race, so creation is serialized.
         with advisory_lock("sinkadmin.iceberg-catalog-init"):
-            catalog = load_catalog(config.catalog_name, **properties)
+            catalog = load_catalog(config.settings.catalog_name, **properties)
     return _unpooled(catalog)
 
 
@@ -212,10 +214,10 @@ def catalog_outage(exc: BaseException, config: SinkConfig) -> str | None:
     """
     for error in _causes(exc):
         if _is_connection_error(error):
-            uri = config.catalog_properties().get("uri")
+            uri = config.settings.catalog_properties.get("uri")
             where = f" at {redact(uri)}" if uri else " (the project's database)"
             reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-            return f"cannot reach the catalog '{config.catalog_name}'{where}: {redact(reason)}"
+            return f"cannot reach the catalog '{config.settings.catalog_name}'{where}: {redact(reason)}"
     return None
 
 
@@ -302,264 +304,37 @@ def _spark_type(t: IcebergType) -> str:
     raise ValueError(f"column type {t} is not supported by the sink yet")
 
 
-class _Ids:
-    def __init__(self) -> None:
-        self.next = 0
+def iceberg_schema(columns: pa.Schema) -> Schema:
+    """The Iceberg schema of columns typed by ``workers.schemas`` (their field ids are Iceberg's)."""
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
 
-    def __call__(self) -> int:
-        self.next += 1
-        return self.next
-
-
-def _json_type(values: list[Any], ids: _Ids) -> IcebergType | None:
-    present = [v for v in values if v is not None]
-    if not present:
-        return None
-    if all(isinstance(v, bool) for v in present):
-        return BooleanType()
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return LongType()
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
-        return DoubleType()
-    if all(isinstance(v, dict) for v in present):
-        return _struct_from_samples(present, ids)
-    if all(isinstance(v, list) for v in present):
-        element = _json_type([e for v in present for e in v], ids) or StringType()
-        return ListType(element_id=ids(), element_type=element, element_required=False)
-    return StringType()
-
-
-def _struct_from_samples(samples: list[dict[str, Any]], ids: _Ids) -> StructType:
-    names: list[str] = []
-    for sample in samples:
-        names.extend(k for k in sample if k not in names)
-    fields = []
-    for name in names:
-        field_id = ids()
-        field_type = _json_type([s.get(name) for s in samples], ids) or StringType()
-        fields.append(NestedField(field_id=field_id, name=name, field_type=field_type, required=False))
-    return StructType(*fields)
+    return pyarrow_to_schema(columns)
 
 
 def infer_schema_from_json(samples: Iterable[Any]) -> Schema:
-    """Column types from sample JSON values: all columns optional, types widened to fit every sample."""
-    objects = [s for s in samples if isinstance(s, dict)]
-    if not objects:
-        raise ValueError("cannot infer a table schema: no JSON object among the first records")
-    struct = _struct_from_samples(objects, _Ids())
-    return Schema(*struct.fields)
-
-
-_CONNECT_TYPES: dict[str, IcebergType] = {
-    "int8": IntegerType(),
-    "int16": IntegerType(),
-    "int32": IntegerType(),
-    "int64": LongType(),
-    "float": FloatType(),
-    "float32": FloatType(),
-    "double": DoubleType(),
-    "float64": DoubleType(),
-    "boolean": BooleanType(),
-    "string": StringType(),
-    "bytes": BinaryType(),
-}
-
-
-def _connect_type(schema: Mapping[str, Any], ids: _Ids) -> IcebergType:
-    kind = schema.get("type")
-    if kind == "struct":
-        return StructType(
-            *[
-                NestedField(field_id=ids(), name=f["field"], field_type=_connect_type(f, ids), required=False)
-                for f in schema.get("fields", [])
-            ]
-        )
-    if kind == "array":
-        return ListType(element_id=ids(), element_type=_connect_type(schema["items"], ids), element_required=False)
-    if kind == "map":
-        key_id, value_id = ids(), ids()
-        return MapType(
-            key_id=key_id,
-            key_type=_connect_type(schema["keys"], ids),
-            value_id=value_id,
-            value_type=_connect_type(schema["values"], ids),
-            value_required=False,
-        )
-    if kind in _CONNECT_TYPES:
-        return _CONNECT_TYPES[str(kind)]
-    raise ValueError(f"Kafka Connect schema type {kind!r} is not supported")
+    """The table schema of sample JSON values (``workers.schemas.infer_schema_from_json``)."""
+    return iceberg_schema(schemas.infer_schema_from_json(samples))
 
 
 def schema_from_connect(connect_schema: Mapping[str, Any]) -> Schema:
     """The table schema for Kafka Connect's JSON envelope schema of a struct."""
-    if connect_schema.get("type") != "struct":
-        raise ValueError("the record schema in the JSON envelope must be a struct")
-    struct = _connect_type(connect_schema, _Ids())
-    assert isinstance(struct, StructType)
-    return Schema(*struct.fields)
-
-
-_AVRO_PRIMITIVES: dict[str, IcebergType] = {
-    "boolean": BooleanType(),
-    "int": IntegerType(),
-    "long": LongType(),
-    "float": FloatType(),
-    "double": DoubleType(),
-    "string": StringType(),
-    "bytes": BinaryType(),
-    "enum": StringType(),
-    "fixed": BinaryType(),
-}
-_AVRO_LOGICAL: dict[str, IcebergType] = {
-    "timestamp-millis": TimestamptzType(),
-    "timestamp-micros": TimestamptzType(),
-    "local-timestamp-millis": TimestampType(),
-    "local-timestamp-micros": TimestampType(),
-    "date": DateType(),
-    "uuid": StringType(),
-}
-
-
-def _avro_type(schema: Any, ids: _Ids) -> IcebergType:
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        if len(branches) != 1:
-            raise ValueError(f"Avro union {schema} is not supported; only [null, T]")
-        return _avro_type(branches[0], ids)
-    if isinstance(schema, str):
-        if schema not in _AVRO_PRIMITIVES:
-            raise ValueError(f"Avro type {schema!r} is not supported")
-        return _AVRO_PRIMITIVES[schema]
-    logical = schema.get("logicalType")
-    if logical == "decimal":
-        return DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
-    if logical in _AVRO_LOGICAL:
-        return _AVRO_LOGICAL[logical]
-    kind = schema.get("type")
-    if kind == "record":
-        return StructType(
-            *[
-                NestedField(field_id=ids(), name=f["name"], field_type=_avro_type(f["type"], ids), required=False)
-                for f in schema["fields"]
-            ]
-        )
-    if kind == "array":
-        return ListType(element_id=ids(), element_type=_avro_type(schema["items"], ids), element_required=False)
-    if kind == "map":
-        key_id, value_id = ids(), ids()
-        return MapType(
-            key_id=key_id,
-            key_type=StringType(),
-            value_id=value_id,
-            value_type=_avro_type(schema["values"], ids),
-            value_required=False,
-        )
-    return _avro_type(kind, ids)
+    return iceberg_schema(schemas.schema_from_connect(connect_schema))
 
 
 def schema_from_avro(avro_schema: Mapping[str, Any]) -> Schema:
     """The table schema for an Avro record schema; every column optional."""
-    struct = _avro_type(dict(avro_schema), _Ids())
-    if not isinstance(struct, StructType):
-        raise ValueError("the value schema must be an Avro record")
-    return Schema(*struct.fields)
-
-
-# JSON Schema's numbers with the Kafka Connect type Confluent's JsonSchemaConverter annotates them with.
-_JSON_INTEGERS: dict[str | None, IcebergType] = {"int8": IntegerType(), "int16": IntegerType(), "int32": IntegerType()}
-_JSON_NUMBERS: dict[str | None, IcebergType] = {"float32": FloatType()}
-
-
-def _json_schema_type(node: Any, ids: _Ids, where: str) -> IcebergType:
-    if not isinstance(node, Mapping):
-        raise ValueError(f"{where}: not a JSON Schema")
-    for keyword in ("oneOf", "anyOf"):
-        if keyword in node:
-            # A nullable field ([null, T]): every column is optional anyway.
-            branches = [b for b in node[keyword] if not (isinstance(b, Mapping) and b.get("type") == "null")]
-            if len(branches) != 1:
-                raise ValueError(f"{where}: {keyword} of several types is not supported; only null and one type")
-            return _json_schema_type(branches[0], ids, where)
-    kind = node.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        if len(kinds) != 1:
-            raise ValueError(f"{where}: a type of {kind} is not supported; only null and one type")
-        kind = kinds[0]
-    connect = node.get("connect.type")
-    if kind == "object":
-        properties = node.get("properties")
-        if isinstance(properties, Mapping) and properties:
-            return StructType(
-                *[
-                    NestedField(
-                        field_id=ids(),
-                        name=name,
-                        field_type=_json_schema_type(sub, ids, f"{where}.{name}"),
-                        required=False,
-                    )
-                    for name, sub in properties.items()
-                ]
-            )
-        values = node.get("additionalProperties")
-        if isinstance(values, Mapping):
-            key_id, value_id = ids(), ids()
-            value_type = _json_schema_type(values, ids, f"{where}.*")
-            return MapType(
-                key_id=key_id, key_type=StringType(), value_id=value_id, value_type=value_type, value_required=False
-            )
-        raise ValueError(f"{where}: an object without properties has no columns")
-    if kind == "array":
-        element_id = ids()
-        element = _json_schema_type(node.get("items", {}), ids, f"{where}[]")
-        return ListType(element_id=element_id, element_type=element, element_required=False)
-    if kind == "integer":
-        return _JSON_INTEGERS.get(connect, LongType())
-    if kind == "number":
-        return _JSON_NUMBERS.get(connect, DoubleType())
-    if kind == "boolean":
-        return BooleanType()
-    if kind == "string":
-        # Formats (date-time...) stay text: values are not parsed as times here.
-        return StringType()
-    raise ValueError(f"{where}: JSON Schema type {kind!r} is not supported")
+    return iceberg_schema(schemas.schema_from_avro(avro_schema))
 
 
 def schema_from_json_schema(json_schema: Mapping[str, Any]) -> Schema | None:
-    """The table schema for a JSON Schema of objects; None when it names no properties
-    (``{"type": "object"}``): the values' own fields then type the table, as for plain JSON."""
-    if json_schema.get("type") == "object" and not json_schema.get("properties"):
-        return None
-    struct = _json_schema_type(json_schema, _Ids(), "$")
-    if not isinstance(struct, StructType):
-        raise ValueError("the value schema must be a JSON Schema of objects")
-    return Schema(*struct.fields)
-
-
-# Registered JSON Schemas with no column types (warned about once a process).
-_UNTYPED_JSON_SCHEMAS: set[str] = set()
+    """The table schema for a JSON Schema of objects; None when it names no properties."""
+    columns = schemas.schema_from_json_schema(json_schema)
+    return iceberg_schema(columns) if columns is not None else None
 
 
 def schemas_from_registered(texts: Iterable[str], schema_type: str) -> list[Schema]:
-    """Table schemas for the schemas (AVRO or JSON) a Schema Registry holds. An Avro schema
-    that has no table schema is an error; a JSON Schema without properties, or with what has
-    no column type, is left out (its values type the columns, as plain JSON's do)."""
-    schemas = []
-    for text in texts:
-        document = json.loads(text)
-        if schema_type == "AVRO":
-            schemas.append(schema_from_avro(document))
-            continue
-        try:
-            schema = schema_from_json_schema(document)
-        except ValueError as exc:
-            if text not in _UNTYPED_JSON_SCHEMAS:  # (once: callers ask at every commit)
-                _UNTYPED_JSON_SCHEMAS.add(text)
-                log.warning("a registered JSON Schema is not used, its values type the columns: %s", exc)
-            continue
-        if schema is not None:
-            schemas.append(schema)
-    return schemas
+    """Table schemas for the schemas (AVRO or JSON) a Schema Registry holds (``workers.schemas``)."""
+    return [iceberg_schema(columns) for columns in schemas.schemas_from_registered(texts, schema_type)]
 
 
 def with_metadata_columns(schema: Schema, columns: Iterable[str]) -> Schema:
@@ -935,7 +710,7 @@ def evolve_table(
     ``table``: the table as the caller has it, if it does: the catalog is
     only asked when that lacks a field. An update then starts from the table
     as the catalog has it now, never from the caller's: a task's copy
-    (workers.runtime.TableWriter) can be older than the table in what its
+    (sinks.iceberg.writer.TableWriter) can be older than the table in what its
     schema is not, and pyiceberg derives the name mapping it writes with the
     new columns from the metadata it starts from, so from a copy older than
     the coordinator's first commit, which sets the mapping, the columns'

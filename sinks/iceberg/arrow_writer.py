@@ -1,50 +1,27 @@
-"""Decoding records into table data files: the JSON decoder both data planes share, and
-the arrow data plane.
+"""The arrow data plane of the Iceberg sink, and the decode Spark's Python workers run for it.
 
-With ``sinkadmin.writer=spark`` (the default) Spark's Python workers run the
-code of this module over each staged file (``workers.spark_writer``); with
-``arrow`` each participant runs it as it consumes, with no JVM: it decodes a
-chunk as soon as its buffer is full and appends it to the commit's data files,
-so the end of a commit only closes files. Either way the same records give the
-same rows and the same bad-record decisions. Values are plain JSON, the
-payload of Kafka Connect's schema envelope, Avro (decoded to JSON by the
-participant while staging), string or bytes.
-
-Two JSON readers decode plain JSON. Into columns of boolean, integer,
-floating-point and string types (and structs and lists of them: all that
-auto-create makes from plain JSON), arrow-rs's reader (through arro3): on the
-benchmark's 1 KB records, in 1 MiB chunks on one thread, it took 0.37 µs a
-record against Arrow C++'s 1.41, with the same columns. It converts as
-the Iceberg sink's RecordConverter does: a number with a fraction into an
-integer column is truncated toward zero (Java's ``longValue()``) and a string
-of digits into a numeric column is parsed; what does not fit (an overflow, a
-string that is not a number, a boolean for a number...) fails. Arrow C++'s
-reader, stricter on both, serves tables with date, timestamp or decimal
-columns (arrow-rs would take a number into a timestamp column as
-microseconds, the Iceberg sink takes milliseconds) and schema evolution,
-which needs its typing of fields the table lacks.
-
-Undecodable records are found without giving up the fast path: a chunk that
-fails to parse is split in halves until the bad records stand alone, so a
-poison record costs O(log chunk) parses, not one per record.
+Each staged partition's records are decoded by the shared JSON decoder
+(``workers.json_decoder``) into the first table's columns, routed to the
+tables (``iceberg.tables.route-field``), split by each table's Iceberg
+partition with Iceberg's own transforms (pyiceberg on Arrow arrays: a bucket
+is the hash every Iceberg engine computes) and written as zstd Parquet under
+the table's location. With ``sinkadmin.writer=arrow`` each participant does
+this as it consumes, so the end of a commit only closes files; with spark
+(the default) Spark's Python workers do it over the staged files
+(``sinks.iceberg.spark_writer``).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import arro3.core
-import arro3.io
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-import pyarrow.json as pj
 import pyarrow.parquet as pq
 from pyiceberg.partitioning import partition_record_value
 from pyiceberg.schema import Schema
@@ -58,7 +35,6 @@ from pyiceberg.types import (
     IntegerType,
     ListType,
     LongType,
-    NestedField,
     StringType,
     StructType,
     TimestampType,
@@ -66,10 +42,12 @@ from pyiceberg.types import (
 )
 
 from connectors.config import SinkConfig
+from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
+from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.events import DataFile
+from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.tables import missing_fields, partition_values_json
-from workers.writes import BadRecord, TargetTable, WritePlan, narrow_type, publish, uri
+from workers.writes import BadRecord, publish, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -85,26 +63,6 @@ _JSON_PRIMITIVES = (
     TimestampType,
     TimestamptzType,
 )
-
-NOT_AN_OBJECT = "value is not a JSON object"
-NO_PAYLOAD = "the Kafka Connect envelope has no payload (schemas.enable=true needs one)"
-PRESENT = "_payload_present"
-DOES_NOT_FIT = "value is not valid JSON, or a field does not fit its column type"
-
-
-def _rust_readable(arrow_type: pa.DataType) -> bool:
-    """Whether arrow-rs's JSON reader fills a column of this type as the Iceberg sink converts
-    JSON to it (see the module doc)."""
-    if pa.types.is_struct(arrow_type):
-        return all(_rust_readable(f.type) for f in arrow_type)
-    if pa.types.is_list(arrow_type):
-        return _rust_readable(arrow_type.value_type)
-    return (
-        pa.types.is_boolean(arrow_type)
-        or pa.types.is_integer(arrow_type)
-        or pa.types.is_floating(arrow_type)
-        or pa.types.is_string(arrow_type)
-    )
 
 
 def _json_decodable(field_type: IcebergType) -> bool:
@@ -126,250 +84,6 @@ def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str 
                     f"column {f.name} of {table.target.name} has type {f.field_type}, which Arrow cannot read from JSON"
                 )
     return None
-
-
-@dataclass
-class Decoded:
-    """The records of a chunk that decoded: their columns and their positions in the chunk."""
-
-    columns: pa.Table
-    positions: list[int]
-    bad: list[tuple[int, str]] = field(default_factory=list)
-    skipped: int = 0
-    # With schema evolution, when the records have fields the table's
-    # columns lack (not in ``columns``): every field of theirs as the reader
-    # typed it, for workers.tables.missing_fields to find the new ones.
-    records_schema: Schema | None = None
-
-
-def _inferred_type(arrow_type: pa.DataType, ids: Callable[[], int]) -> IcebergType | None:
-    """The column type for a field Arrow's JSON reader inferred, as auto-create would type its values
-    (workers.tables.infer_schema_from_json); None while every value is null."""
-    if pa.types.is_boolean(arrow_type):
-        return BooleanType()
-    if pa.types.is_integer(arrow_type):
-        return LongType()
-    if pa.types.is_floating(arrow_type):
-        return DoubleType()
-    if pa.types.is_string(arrow_type) or pa.types.is_timestamp(arrow_type):
-        # (Arrow infers timestamps from ISO 8601 text; the table gets text.)
-        return StringType()
-    if pa.types.is_struct(arrow_type):
-        fields = _inferred_fields(list(arrow_type), ids)
-        return StructType(*fields) if fields else None
-    if pa.types.is_list(arrow_type):
-        element = _inferred_type(arrow_type.value_type, ids)
-        return ListType(ids(), element, element_required=False) if element is not None else None
-    return None
-
-
-def _inferred_fields(fields: Sequence[pa.Field], ids: Callable[[], int]) -> list[NestedField]:
-    typed = []
-    for f in fields:
-        field_type = _inferred_type(f.type, ids)
-        if field_type is not None:
-            typed.append(NestedField(ids(), f.name, field_type, required=False))
-    return typed
-
-
-def records_schema(parsed: pa.Schema) -> Schema:
-    """The columns of what the JSON reader parsed (and inferred), as optional Iceberg fields;
-    fields null in every record so far are left out."""
-    counter = iter(range(1, 1 << 31))
-    return Schema(*_inferred_fields(list(parsed), lambda: next(counter)))
-
-
-class JsonDecoder:
-    """JSON objects to the columns of the first table: plain JSON, or the ``payload`` of
-    Kafka Connect's schema envelope (``envelope``). Both data planes decode with it:
-    the participants (arrow) and Spark's Python workers (spark), so the same records
-    give the same rows and the same bad-record decisions on both."""
-
-    MIN_BLOCK = 1 << 20
-
-    def __init__(self, data_schema: pa.Schema, evolve: bool = False, envelope: bool = False) -> None:
-        self.data_schema = data_schema
-        self.envelope = envelope
-        columns = pa.schema([f.with_type(narrow_type(f.type, dates_as_text=True)) for f in data_schema])
-        # An envelope's payload is read as a struct of the columns; its
-        # `schema` is an unknown field, skipped by both readers.
-        self.parse_schema = pa.schema([pa.field("payload", pa.struct(list(columns)))]) if envelope else columns
-        self.columns_schema = columns
-        self.needs_cast = columns != data_schema
-        # What a parsed chunk is cast to: the columns, and for an envelope
-        # whether each record had a payload.
-        self.cast_schema = data_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else data_schema
-        if evolve and envelope:
-            raise ValueError("an envelope's new fields come from its schema, not from typing its values")
-        # With schema evolution the reader also types the fields the table
-        # lacks, as it would for a table it knew nothing of; without, it
-        # skips them (as the Iceberg sink ignores them).
-        self.evolve = evolve
-        self._options = pj.ParseOptions(
-            explicit_schema=self.parse_schema, unexpected_field_behavior="infer" if evolve else "ignore"
-        )
-        self.rust_reader = not evolve and all(_rust_readable(f.type) for f in self.parse_schema)
-        self._rust_schema = arro3.core.Schema.from_arrow(self.parse_schema)
-        self._records_schema: Schema | None = None
-
-    def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
-        self._records_schema = None
-        lines: list[bytes] = []
-        positions: list[int] = []
-        bad: list[tuple[int, str]] = []
-        skipped = 0
-        for i, value in enumerate(values):
-            if errors[i] is not None:
-                bad.append((i, str(errors[i])))
-            elif value is None:
-                skipped += 1  # a tombstone: nothing to write
-            elif value[:1] == b"{":
-                lines.append(value)
-                positions.append(i)
-            else:
-                # Arrow's reader only takes objects (and must never be shown
-                # a bare `null`): anything else is refused here, with why.
-                stripped = value.strip()
-                if stripped[:1] == b"{":
-                    lines.append(stripped)
-                    positions.append(i)
-                else:
-                    bad.append((i, _not_an_object(stripped)))
-        tables: list[pa.Table] = []
-        good: list[int] = []
-        if lines:
-            self._isolate(lines, positions, tables, good, bad)
-        columns = pa.concat_tables(tables) if tables else self.data_schema.empty_table()
-        if self.envelope and tables:
-            present = columns.column(PRESENT).combine_chunks()
-            columns = columns.drop_columns([PRESENT])
-            if present.false_count:
-                # Kafka Connect's JsonConverter refuses an envelope without
-                # a payload; a null value is a tombstone, not an envelope.
-                kept = present.to_pylist()
-                bad += [(p, NO_PAYLOAD) for p, k in zip(good, kept, strict=True) if not k]
-                good = [p for p, k in zip(good, kept, strict=True) if k]
-                columns = columns.filter(present)
-        bad.sort()
-        return Decoded(columns, good, bad, skipped, self._records_schema)
-
-    def _parse(self, lines: Sequence[bytes]) -> pa.Table:
-        data = b"\n".join(lines)
-        table = self._read_rust(data, len(lines)) if self.rust_reader else self._read_cpp(data)
-        if table.num_rows != len(lines):
-            # A value holding more than one JSON value (or, for Arrow C++'s
-            # reader, which takes a line for a record, a line break).
-            raise ValueError("value holds more than one JSON value")
-        if self.envelope:
-            payload = table.column("payload").combine_chunks()
-            table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
-        elif self.evolve and table.schema != self.parse_schema:
-            if self._records_schema is None:
-                self._records_schema = records_schema(table.schema)
-            # The table's columns only (casting a struct drops its new fields).
-            table = table.select(self.parse_schema.names)
-            if table.schema != self.parse_schema:
-                table = table.cast(self.parse_schema)
-        if self.needs_cast:
-            table = table.cast(self.cast_schema)
-        table.validate(full=True)  # e.g. invalid UTF-8 in a string
-        return table
-
-    def _read_rust(self, data: bytes, rows: int) -> pa.Table:
-        try:
-            batches = arro3.io.read_json(data, self._rust_schema, batch_size=rows).read_all()
-        except Exception as exc:
-            # (arro3 raises plain Exceptions; with our own schema, only for
-            # records that do not decode.)
-            raise ValueError(str(exc)) from exc
-        return pa.table(batches)
-
-    def _read_cpp(self, data: bytes) -> pa.Table:
-        # The whole chunk as one block, parsed on this thread. Arrow's
-        # streaming reader, not read_json: read_json starts a read-ahead
-        # thread and its pool for every call and waits on it, which held a
-        # task idle for a sixth of its time on a busy host (py-spy) and cost
-        # more CPU per chunk; handing blocks to Arrow's thread pool cost a
-        # tenth more CPU, and the tasks already keep every core busy. One
-        # block also means one schema for the chunk, whatever it infers.
-        reader = pj.open_json(
-            pa.BufferReader(data),
-            read_options=pj.ReadOptions(block_size=max(self.MIN_BLOCK, len(data) + 1), use_threads=False),
-            parse_options=self._options,
-        )
-        return reader.read_all()
-
-    def _isolate(
-        self,
-        lines: Sequence[bytes],
-        positions: Sequence[int],
-        tables: list[pa.Table],
-        good: list[int],
-        bad: list[tuple[int, str]],
-    ) -> None:
-        try:
-            tables.append(self._parse(lines))
-            good.extend(positions)
-            return
-        except (pa.ArrowInvalid, ValueError) as exc:
-            # (Not ArrowNotImplementedError: a type the reader lacks is the
-            # writer's fault, not the records'; it fails the write.)
-            if len(lines) > 1:
-                middle = len(lines) // 2
-                self._isolate(lines[:middle], positions[:middle], tables, good, bad)
-                self._isolate(lines[middle:], positions[middle:], tables, good, bad)
-                return
-            error = exc
-        # One value alone: it may be pretty-printed (line breaks are only
-        # whitespace between JSON tokens).
-        line = lines[0].replace(b"\r", b" ").replace(b"\n", b" ")
-        try:
-            tables.append(self._parse([line]))
-            good.append(positions[0])
-        except (pa.ArrowInvalid, ValueError) as exc:
-            error = exc
-            bad.append((positions[0], f"{DOES_NOT_FIT}: {_reason(error)}"))
-
-
-def _reason(exc: BaseException) -> str:
-    first_line = str(exc).split("\n")[0]
-    for prefix in ("JSON parse error: ", "C Data interface error: ", "Json error: "):
-        first_line = first_line.removeprefix(prefix)
-    return first_line
-
-
-def _not_an_object(value: bytes) -> str:
-    try:
-        parsed = json.loads(value)
-    except ValueError as exc:
-        return f"{DOES_NOT_FIT}: {exc}"
-    return f"{NOT_AN_OBJECT} (it is {type(parsed).__name__ if parsed is not None else 'null'})"
-
-
-def _text_column(values: Sequence[bytes | None], as_string: bool) -> tuple[pa.Array, list[tuple[int, str]]]:
-    """Raw values as binary or UTF-8 text; values that are not UTF-8 are bad for a string column."""
-    array = pa.array(values, pa.binary())
-    if not as_string:
-        return array, []
-    try:
-        return array.cast(pa.string()), []
-    except pa.ArrowInvalid:
-        bad, text = [], []
-        for i, value in enumerate(values):
-            try:
-                text.append(value.decode() if value is not None else None)
-            except UnicodeDecodeError as exc:
-                bad.append((i, f"value is not UTF-8 text: {exc}"))
-                text.append(None)
-        return pa.array(text, pa.string()), bad
-
-
-def _utf8_lossy(values: Sequence[bytes | None]) -> pa.Array:
-    array = pa.array(values, pa.binary())
-    try:
-        return array.cast(pa.string())
-    except pa.ArrowInvalid:
-        return pa.array([v.decode("utf-8", "replace") if v is not None else None for v in values], pa.string())
 
 
 def split_by_partition(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[Any, ...], pa.Table]]:
@@ -532,7 +246,7 @@ class ArrowPartitionWriter:
         additions = None
         if decoded.records_schema is not None:
             # (outputs[0] writes the first table, whose columns the decoder decodes)
-            additions = missing_fields(self.outputs[0].table.schema, decoded.records_schema)
+            additions = missing_fields(self.outputs[0].table.schema, iceberg_schema(decoded.records_schema))
         if additions is not None:
             # New fields (schema evolution): add them to the tables, then
             # decode the chunk again with them. (A field another task added
@@ -568,10 +282,10 @@ class ArrowPartitionWriter:
         plan = self.plan = self.plan_for(chunk.values[:500])
         self._open(plan.tables)
         first = plan.tables[0]
-        route_field = self.config.route_field
+        route_field = self.config.settings.route_field
         if route_field and self.decoder is not None and route_field not in self.decoder.data_schema.names:
             raise ValueError(
-                f"iceberg.tables.route-field {self.config.route_field!r} is not a column of {first.target.name}"
+                f"iceberg.tables.route-field {self.config.settings.route_field!r} is not a column of {first.target.name}"
             )
 
     def _open(self, tables: Sequence[TargetTable]) -> None:
@@ -580,7 +294,7 @@ class ArrowPartitionWriter:
         if self.config.value_converter in ("json", "avro"):
             # (Avro values reach the sinks as JSON: the participant decodes them while staging.)
             envelope = self.config.value_converter == "json" and self.config.schemas_enable
-            evolve = self.config.evolve_schema and self.config.value_converter == "json" and not envelope
+            evolve = self.config.settings.evolve_schema and self.config.value_converter == "json" and not envelope
             columns = pa.schema([tables[0].arrow_schema.field(f.name) for f in data_fields])
             self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
         else:
@@ -598,7 +312,7 @@ class ArrowPartitionWriter:
     def _decode(self, chunk: RecordChunk) -> Decoded:
         if self.decoder is not None:
             return self.decoder.decode(chunk.values, chunk.errors)
-        column, bad = _text_column(chunk.values, as_string=self.config.value_converter == "string")
+        column, bad = text_column(chunk.values, as_string=self.config.value_converter == "string")
         bad += [(i, str(e)) for i, e in enumerate(chunk.errors) if e is not None]
         bad_positions = {i for i, _ in bad}
         positions = [i for i in range(len(chunk)) if i not in bad_positions]
@@ -630,15 +344,15 @@ class ArrowPartitionWriter:
             keys = (
                 pa.array(chunk.keys, pa.binary())
                 if self.config.key_converter == "bytearray"
-                else _utf8_lossy(chunk.keys)
+                else utf8_lossy(chunk.keys)
             )
             columns = columns.append_column("_kafka_key", picked(keys))
         return columns
 
     def _route(self, columns: pa.Table) -> pa.ChunkedArray | None:
-        if not self.config.route_field or self.config.route_field not in columns.column_names:
+        if not self.config.settings.route_field or self.config.settings.route_field not in columns.column_names:
             return None
-        return pc.cast(columns.column(self.config.route_field), pa.string())
+        return pc.cast(columns.column(self.config.settings.route_field), pa.string())
 
     def finish(self, staged: StagedPartition) -> StagedPartition:
         staged.decoded = True

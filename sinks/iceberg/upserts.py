@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from workers.failpoints import failpoint
 
 if TYPE_CHECKING:
-    from workers.tables import CommittedTable
+    from sinks.iceberg.tables import CommittedTable
 
 log = logging.getLogger(__name__)
 KEY_SEPARATOR = "\x1f"
@@ -182,14 +182,14 @@ def commit_upserts(
     attempts: int = 8,
 ) -> CommittedTable:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
-    in one OVERWRITE snapshot, exactly once (as ``workers.tables.commit_to_table`` appends)."""
+    in one OVERWRITE snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends)."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue, In
     from pyiceberg.table import TableProperties
     from pyiceberg.table.snapshots import Operation
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
-    from workers.tables import (
+    from sinks.iceberg.tables import (
         CommittedTable,
         committed_version,
         data_files,

@@ -1,0 +1,83 @@
+"""The Iceberg sink's committer (``workers.coordinator.CommitterPort``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connectors.config import SinkConfig
+from sinks.iceberg.settings import IcebergSettings
+from sinks.iceberg.tables import CommitFile, TableCommit, catalog_for, catalog_outage, commit_to_table
+from sinks.iceberg.upserts import commit_upserts
+from workers.coordinator import PreparedCommit, SinkUnavailable
+from workers.events import TableVersion
+from workers.spark_writer import UnitRunner
+
+
+class IcebergCommitter:
+    """The coordinator's committer: a prepared commit's files into each table, one snapshot per table,
+    idempotently (a table that already holds the commit is skipped, DESIGN I4)."""
+
+    def __init__(self, connector: str, config: SinkConfig) -> None:
+        self.connector = connector
+        self.config = config
+        self.settings: IcebergSettings = config.settings
+        self._catalog: Any = None
+        # Where an upsert's rewrite runs.
+        self._run_units = UnitRunner(config)
+        # What the last commit left its tables at (coordinator.VersionedTables).
+        self.table_versions: dict[str, TableVersion] = {}
+
+    @property
+    def catalog(self) -> Any:
+        # Opened at the first commit, not at start-up: a coordinator whose
+        # catalog is out starts, heartbeats and says so (SinkUnavailable).
+        if self._catalog is None:
+            self._catalog = catalog_for(self.config)
+        return self._catalog
+
+    def close(self) -> None:
+        # A SQL catalog holds a connection pool; a worker process outlives
+        # the coordinators it hosts.
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
+
+    def commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        try:
+            return self._commit(prepared)
+        except Exception as exc:
+            outage = catalog_outage(exc, self.config)
+            if outage is None:
+                raise
+            raise SinkUnavailable(outage) from exc
+
+    def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
+        by_table: dict[str, list[CommitFile]] = {}
+        # In stream order (topic, partition, then the files' names, which number a task's files in
+        # the order it wrote them): upserts take the last record of a key.
+        for f in sorted(prepared.files, key=lambda f: (f["topic"], f["partition"], f["path"])):
+            by_table.setdefault(f["table"], []).append(CommitFile(f["path"], f.get("partition_values")))
+        if self.config.allow_empty_commit:
+            for target in self.settings.tables:
+                by_table.setdefault(target.name, [])
+        snapshot_ids, self.table_versions = {}, {}
+        targets = {t.name: t for t in self.settings.tables}
+        for table_name, files in sorted(by_table.items()):
+            commit = TableCommit(
+                connector=self.connector,
+                commit_id=str(prepared.commit_id),
+                epoch=prepared.epoch,
+                files=tuple(files),
+                offsets=prepared.offsets,
+                watermark_ms=prepared.watermark_ms,
+            )
+            keyed = targets.get(table_name)
+            if self.settings.upsert_mode and keyed is not None and keyed.id_columns:
+                committed = commit_upserts(
+                    self.catalog, table_name, commit, files, keyed.id_columns, self.settings.cdc_field, self._run_units
+                )
+            else:
+                committed = commit_to_table(self.catalog, table_name, commit)
+            snapshot_ids[table_name] = committed.snapshot_id
+            self.table_versions[table_name] = committed.table
+        return snapshot_ids

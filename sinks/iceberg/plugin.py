@@ -1,0 +1,272 @@
+"""The Iceberg sink's config definitions: the Iceberg Kafka Connect sink's keys where the meaning is the same.
+
+Kept free of the data plane's imports: the web process reads it for forms,
+the API and validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from connectors.config.definitions import (
+    SHARED_KEYS,
+    SHARED_PREFIX_KEYS,
+    ConfigKey,
+    Importance,
+    KeyType,
+    Plugin,
+    PrefixKey,
+    in_group_order,
+)
+
+_G_TABLES = "Tables"
+_G_COMMIT = "Commit control"
+_G_CATALOG = "Catalog"
+_G_KAFKA = "Kafka clients"
+_G_MAINTENANCE = "Table maintenance"
+
+ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "iceberg.tables",
+        KeyType.LIST,
+        "Comma-separated target tables, as namespace.table.",
+        _G_TABLES,
+        importance=Importance.HIGH,
+        required=True,
+        order=1,
+    ),
+    ConfigKey(
+        "iceberg.tables.route-field",
+        KeyType.STRING,
+        "Record field whose value is matched against iceberg.table.<name>.route-regex to pick tables. "
+        "Without it every record goes to every table.",
+        _G_TABLES,
+        order=2,
+    ),
+    ConfigKey(
+        "iceberg.tables.auto-create-enabled",
+        KeyType.BOOLEAN,
+        "Create missing tables (and namespaces), with a schema from the converter or the first records.",
+        _G_TABLES,
+        default="false",
+        order=3,
+    ),
+    ConfigKey(
+        "iceberg.tables.evolve-schema-enabled",
+        KeyType.BOOLEAN,
+        "Add columns to the table for new record fields (top-level, and in structs), typed as auto-create "
+        "types them: from the Kafka Connect schema envelope, the Avro schema in the config, or the values "
+        "of plain JSON (arrow data plane).",
+        _G_TABLES,
+        default="false",
+        order=4,
+    ),
+    ConfigKey(
+        "iceberg.tables.default-id-columns",
+        KeyType.LIST,
+        "Columns that identify a row (its key) in every table, for upserts: a record replaces the row of its "
+        "key. iceberg.table.<table>.id-columns overrides it per table.",
+        _G_TABLES,
+        importance=Importance.LOW,
+        order=5,
+    ),
+    ConfigKey(
+        "iceberg.tables.upsert-mode-enabled",
+        KeyType.BOOLEAN,
+        "Upsert instead of append: in each commit the last record of a key replaces the table's row of that key "
+        "(copy-on-write: the data files that hold the commit's keys are rewritten by Spark, and the commit "
+        "replaces them in one snapshot). Needs the identifier columns.",
+        _G_TABLES,
+        default="false",
+        order=6,
+    ),
+    ConfigKey(
+        "iceberg.tables.cdc-field",
+        KeyType.STRING,
+        "Record field holding the change's operation, as the Iceberg sink reads it: a value starting with D "
+        "deletes the row of the record's key; U and I upsert it. Implies upserts (needs the identifier columns).",
+        _G_TABLES,
+        order=7,
+    ),
+    ConfigKey(
+        "sinkadmin.metadata-columns",
+        KeyType.LIST,
+        "Kafka metadata to add as columns _kafka_<name>: any of key, topic, partition, offset, timestamp.",
+        _G_TABLES,
+        default="",
+        importance=Importance.LOW,
+        order=8,
+    ),
+    ConfigKey(
+        "iceberg.control.topic",
+        KeyType.STRING,
+        "Control topic for commit coordination (one partition).",
+        _G_COMMIT,
+        default="control-iceberg",
+        order=1,
+    ),
+    ConfigKey(
+        "iceberg.control.commit.interval-ms",
+        KeyType.LONG,
+        "How often the coordinator commits.",
+        _G_COMMIT,
+        default="300000",
+        minimum=100,
+        importance=Importance.HIGH,
+        order=2,
+    ),
+    ConfigKey(
+        "iceberg.control.commit.timeout-ms",
+        KeyType.LONG,
+        "How long the coordinator waits for write statuses; then it commits the partitions that answered. "
+        "After a commit that some task did not answer in time, the next waits twice as long (up to 8 times "
+        "this) until every task answers in time.",
+        _G_COMMIT,
+        default="30000",
+        minimum=100,
+        order=3,
+    ),
+    ConfigKey(
+        "sinkadmin.commit.allow-empty",
+        KeyType.BOOLEAN,
+        "Write a snapshot even for an interval with no records.",
+        _G_COMMIT,
+        default="false",
+        importance=Importance.LOW,
+        order=5,
+    ),
+    ConfigKey("iceberg.catalog", KeyType.STRING, "Catalog name.", _G_CATALOG, default="iceberg", order=1),
+    ConfigKey(
+        "iceberg.catalog.type",
+        KeyType.STRING,
+        "pyiceberg catalog type: sql (default: this service's Postgres), rest, glue, hive, ...",
+        _G_CATALOG,
+        default="sql",
+        order=2,
+    ),
+    # Table maintenance (workers/maintenance.py), by Iceberg's Spark procedures.
+    # Key suffixes follow their options of the same meaning
+    # (rewrite_data_files' target-file-size-bytes and min-input-files,
+    # history.expire.*, remove_orphan_files' older_than).
+    ConfigKey(
+        "sinkadmin.maintenance.enabled",
+        KeyType.BOOLEAN,
+        "Maintain the connector's tables beside the sink with Iceberg's Spark procedures: compact small data "
+        "files (rewrite_data_files), rewrite manifests, expire old snapshots and remove orphan files. Each run is "
+        "recorded and shown with the connector.",
+        _G_MAINTENANCE,
+        default="true",
+        order=1,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.interval-ms",
+        KeyType.LONG,
+        "Time between maintenance runs, from the end of one to the start of the next.",
+        _G_MAINTENANCE,
+        default="3600000",
+        minimum=1000,
+        order=2,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.rewrite.target-file-size-bytes",
+        KeyType.LONG,
+        "Size compaction aims its files at (rewrite_data_files' target-file-size-bytes). Files under three "
+        "quarters of it are small; small files of one table partition are rewritten together into files of "
+        "about this size.",
+        _G_MAINTENANCE,
+        default="134217728",
+        minimum=1024,
+        order=3,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.rewrite.min-input-files",
+        KeyType.INT,
+        "Small files a table partition must have before compaction rewrites them, unless together they "
+        "exceed the target size (rewrite_data_files' min-input-files); and manifests a table must have "
+        "before they are rewritten.",
+        _G_MAINTENANCE,
+        default="5",
+        minimum=2,
+        order=4,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.expire.max-snapshot-age-ms",
+        KeyType.LONG,
+        "Snapshots older than this are expired (readers can no longer travel back to them), and the files "
+        "only they referenced are deleted. The current snapshot, the min-snapshots-to-keep latest, branch and "
+        "tag heads, and each connector's latest commit and latest commit of each partition (the ledger is rebuilt "
+        "from them) are always kept.",
+        _G_MAINTENANCE,
+        default="86400000",
+        minimum=60000,
+        order=5,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.expire.min-snapshots-to-keep",
+        KeyType.INT,
+        "Latest snapshots kept whatever their age.",
+        _G_MAINTENANCE,
+        default="1",
+        minimum=1,
+        order=6,
+    ),
+    ConfigKey(
+        "sinkadmin.maintenance.orphans.older-than-ms",
+        KeyType.LONG,
+        "Files under a table's location that no snapshot or metadata references (from writes that never "
+        "committed) are deleted once they are older than this. The window protects files of writes in "
+        "flight, so it is at least a day, as Iceberg's remove_orphan_files requires. A prepared commit's "
+        "files are never deleted, however old.",
+        _G_MAINTENANCE,
+        default="259200000",
+        minimum=86400000,
+        order=7,
+    ),
+)
+
+
+ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
+    PrefixKey(
+        "iceberg.catalog.", "Catalog properties passed to pyiceberg (uri, warehouse, credentials...).", _G_CATALOG
+    ),
+    PrefixKey(
+        "iceberg.table.",
+        "Per-table settings: <table>.partition-by (Iceberg transforms, e.g. "
+        "'days(ts), bucket(16, id)'), <table>.route-regex, <table>.id-columns.",
+        _G_TABLES,
+        pattern="{table}.{setting}",
+    ),
+    PrefixKey("iceberg.kafka.", "Kafka client properties for the control topic clients.", _G_KAFKA),
+    *SHARED_PREFIX_KEYS,
+)
+
+
+def iceberg_tables(config: Mapping[str, Any]) -> list[str]:
+    return [t.strip() for t in str(config.get("iceberg.tables", "")).split(",") if t.strip()]
+
+
+ICEBERG = Plugin(
+    short_name="iceberg",
+    class_name="org.apache.iceberg.connect.IcebergSinkConnector",
+    aliases=("iceberg", "io.tabular.iceberg.connect.IcebergSinkConnector", "IcebergSinkConnector"),
+    version="0.1.0",
+    keys=in_group_order(SHARED_KEYS + ICEBERG_OWN_KEYS),
+    prefix_keys=ICEBERG_PREFIX_KEYS,
+    title="Iceberg tables",
+    description="Topics into Apache Iceberg tables through a catalog (SQL, REST, Glue, Hive): one snapshot per "
+    "table and commit, with schema evolution, partitioning, routing and table maintenance.",
+    control_topic_key="iceberg.control.topic",
+    commit_interval_key="iceberg.control.commit.interval-ms",
+    commit_timeout_key="iceberg.control.commit.timeout-ms",
+    maintained=True,
+    recoverable=True,
+    versioned_tables=True,
+    check="sinks.iceberg.settings:check",
+    parse="sinks.iceberg.settings:IcebergSettings.parse",
+    probe="sinks.iceberg.settings:probe",
+    destinations="sinks.iceberg.plugin:iceberg_tables",
+    maintenance="Compaction, manifest rewrite, snapshot expiry and orphan removal by Iceberg's Spark procedures, "
+    "between the sink's commits.",
+    runtime="sinks.iceberg.runtime",
+)

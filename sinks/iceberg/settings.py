@@ -1,0 +1,265 @@
+"""The Iceberg sink's settings: checked per key for the form, API and admin, then typed for the runtime."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from connectors.config.definitions import CONVERTERS
+from connectors.config.transforms import PartitionField, parse_partition_by
+from connectors.config.validation import UNSUPPORTED_KEYS, split_list
+from sinks.iceberg.plugin import ICEBERG
+
+if TYPE_CHECKING:
+    from connectors.config.definitions import CheckResult
+    from connectors.config.validation import ConfigValidation, SinkConfig
+
+IDENTIFIER_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
+TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
+UNSUPPORTED_SWITCHES = {
+    "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet; list tables in iceberg.tables",
+}
+# The Iceberg catalog a connector without ``iceberg.catalog`` writes to (the project's own SQL catalog),
+# and the name make run's Spark Connect server maps it under.
+DEFAULT_CATALOG_NAME = "iceberg"
+
+
+def _get(config: Mapping[str, str], name: str) -> str:
+    value = config.get(name)
+    if value is None or value == "":
+        key = ICEBERG.key(name)
+        return (key.default if key else None) or ""
+    return value.strip()
+
+
+def _flag(config: Mapping[str, str], name: str) -> bool:
+    return _get(config, name).lower() == "true"
+
+
+def check(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Per-key errors of an Iceberg sink config (beside the checks every plugin shares)."""
+    _check_tables(result, config)
+    _check_writer(result, config)
+    _check_evolve_schema(result, config)
+    _check_unsupported(result, config)
+
+
+def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
+    tables = split_list(config.get("iceberg.tables"))
+    for table in tables:
+        parts = table.split(".")
+        if len(parts) < 2 or not all(IDENTIFIER_PART.match(p) for p in parts):
+            result.add("iceberg.tables", f"{table!r} must be namespace.table (letters, digits, '_')")
+    if len(set(tables)) != len(tables):
+        result.add("iceberg.tables", "lists a table twice")
+    route_field = config.get("iceberg.tables.route-field", "").strip()
+    for key, value in config.items():
+        if not key.startswith("iceberg.table."):
+            continue
+        rest = key[len("iceberg.table.") :]
+        table, _, setting = rest.rpartition(".")
+        if setting not in TABLE_SETTINGS or not table:
+            result.add(key, f"unknown table setting; use iceberg.table.<table>.{{{','.join(TABLE_SETTINGS)}}}")
+            continue
+        if table not in tables:
+            result.add(key, f"{table!r} is not one of iceberg.tables")
+        if setting == "id-columns":
+            if not split_list(value):
+                result.add(key, "name the table's identifier column(s)")
+        elif setting == "partition-by":
+            try:
+                parse_partition_by(value)
+            except ValueError as exc:
+                result.add(key, str(exc))
+        elif setting == "route-regex":
+            try:
+                re.compile(value)
+            except re.error as exc:
+                result.add(key, f"not a valid regular expression: {exc}")
+            if not route_field:
+                result.add(key, "route-regex needs iceberg.tables.route-field")
+    if route_field and tables and not any(f"iceberg.table.{t}.route-regex" in config for t in tables):
+        result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
+    _check_upserts(result, config, tables)
+
+
+def _check_upserts(result: ConfigValidation, config: dict[str, str], tables: list[str]) -> None:
+    """Keyed writes (upsert mode, or a CDC field) need every table's identifier columns."""
+    keyed = config.get("iceberg.tables.upsert-mode-enabled", "false").strip().lower() == "true" or bool(
+        config.get("iceberg.tables.cdc-field", "").strip()
+    )
+    default = split_list(config.get("iceberg.tables.default-id-columns"))
+    if not keyed:
+        for key in ["iceberg.tables.default-id-columns", *(f"iceberg.table.{t}.id-columns" for t in tables)]:
+            if config.get(key, "").strip():
+                result.add(key, "identifier columns key upserts: set iceberg.tables.upsert-mode-enabled=true")
+        return
+    missing = [t for t in tables if not default and not split_list(config.get(f"iceberg.table.{t}.id-columns"))]
+    if missing:
+        key = (
+            "iceberg.tables.cdc-field"
+            if config.get("iceberg.tables.cdc-field")
+            else "iceberg.tables.upsert-mode-enabled"
+        )
+        result.add(
+            key,
+            f"upserts need the identifier columns of {', '.join(missing)}: set iceberg.tables.default-id-columns "
+            "or iceberg.table.<table>.id-columns",
+        )
+
+
+def _value_format(config: dict[str, str]) -> tuple[str | None, bool]:
+    """The value converter's short name, and whether values come in Kafka Connect's schema envelope."""
+    return (
+        CONVERTERS.get(config.get("value.converter", "json").strip()),
+        config.get("value.converter.schemas.enable", "false").strip().lower() == "true",
+    )
+
+
+def _check_writer(result: ConfigValidation, config: dict[str, str]) -> None:
+    writer = config.get("sinkadmin.writer", "spark").strip()
+    evolve = config.get("iceberg.tables.evolve-schema-enabled", "false").strip().lower() == "true"
+    converter, envelope = _value_format(config)
+    if writer == "arrow" and evolve and converter == "json" and envelope:
+        # (The envelopes' schemas are collected by a Spark pass over the commit's records.)
+        result.add(
+            "sinkadmin.writer", "schema evolution from Kafka Connect envelopes needs the spark data plane; use spark"
+        )
+
+
+def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> None:
+    key = "iceberg.tables.evolve-schema-enabled"
+    if config.get(key, "false").strip().lower() != "true":
+        return
+    converter, _ = _value_format(config)
+    if converter in ("string", "bytearray"):
+        result.add(key, "schema evolution adds columns for the fields of records; these values have none")
+
+
+def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
+    for key, reason in UNSUPPORTED_SWITCHES.items():
+        if config.get(key, "false").strip().lower() == "true":
+            result.add(key, reason)
+    for key, reason in UNSUPPORTED_KEYS.items():
+        if config.get(key):
+            result.add(key, reason)
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    name: str
+    partition_by: tuple[PartitionField, ...]
+    route_regex: re.Pattern[str] | None
+    # The columns that identify a row, for upserts (iceberg.table.<name>.id-columns or the default).
+    id_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IcebergMaintenance:
+    """What the Iceberg sink's maintenance does (``sinkadmin.maintenance.*``, see sinks.iceberg.maintenance);
+    when it runs is the connector's MaintenanceSchedule."""
+
+    target_file_size_bytes: int
+    min_input_files: int
+    max_snapshot_age_ms: int
+    min_snapshots_to_keep: int
+    orphan_older_than_ms: int
+
+
+@dataclass(frozen=True)
+class IcebergSettings:
+    """A valid Iceberg sink config's own settings, typed (``SinkConfig.settings``)."""
+
+    tables: tuple[TableTarget, ...]
+    route_field: str | None
+    auto_create: bool
+    evolve_schema: bool
+    # Keyed writes (sinks.iceberg.upserts): iceberg.tables.upsert-mode-enabled, or a CDC field.
+    upsert_mode: bool
+    cdc_field: str | None
+    catalog_name: str
+    # ``iceberg.catalog.*`` keys without the prefix (pyiceberg's property names).
+    catalog_properties: dict[str, str]
+    maintenance: IcebergMaintenance
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> IcebergSettings:
+        tables = tuple(
+            TableTarget(
+                name=name,
+                partition_by=tuple(parse_partition_by(raw.get(f"iceberg.table.{name}.partition-by", ""))),
+                route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
+                if f"iceberg.table.{name}.route-regex" in raw
+                else None,
+                id_columns=tuple(
+                    split_list(
+                        raw.get(f"iceberg.table.{name}.id-columns") or raw.get("iceberg.tables.default-id-columns")
+                    )
+                ),
+            )
+            for name in split_list(raw.get("iceberg.tables"))
+        )
+        prefix = "iceberg.catalog."
+        return cls(
+            tables=tables,
+            route_field=raw.get("iceberg.tables.route-field") or None,
+            auto_create=_flag(raw, "iceberg.tables.auto-create-enabled"),
+            evolve_schema=_flag(raw, "iceberg.tables.evolve-schema-enabled"),
+            upsert_mode=_flag(raw, "iceberg.tables.upsert-mode-enabled") or bool(raw.get("iceberg.tables.cdc-field")),
+            cdc_field=raw.get("iceberg.tables.cdc-field") or None,
+            catalog_name=raw.get("iceberg.catalog") or DEFAULT_CATALOG_NAME,
+            catalog_properties={k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix)},
+            maintenance=IcebergMaintenance(
+                target_file_size_bytes=int(_get(raw, "sinkadmin.maintenance.rewrite.target-file-size-bytes")),
+                min_input_files=int(_get(raw, "sinkadmin.maintenance.rewrite.min-input-files")),
+                max_snapshot_age_ms=int(_get(raw, "sinkadmin.maintenance.expire.max-snapshot-age-ms")),
+                min_snapshots_to_keep=int(_get(raw, "sinkadmin.maintenance.expire.min-snapshots-to-keep")),
+                orphan_older_than_ms=int(_get(raw, "sinkadmin.maintenance.orphans.older-than-ms")),
+            ),
+        )
+
+
+def probe(config: SinkConfig) -> list[CheckResult]:
+    """The catalog loads and lists, and the tables exist (or will be created): what the runtime will
+    need of it, with the catalog built as the runtime builds it (``sinks.iceberg.tables.catalog_for``)."""
+    from connectors.config.definitions import CheckResult, CheckStatus
+    from sinks.iceberg.tables import catalog_for
+
+    settings: IcebergSettings = config.settings
+    try:
+        catalog = catalog_for(config)
+        # Loading is lazy for some catalog types; listing proves the catalog answers.
+        catalog.list_namespaces()
+    except Exception as exc:  # every catalog raises its own types; the message is what the user needs
+        return [
+            CheckResult("Iceberg catalog", CheckStatus.ERROR, f"{settings.catalog_name}: {_first_line(exc)}"),
+            CheckResult("Tables", CheckStatus.SKIPPED, "needs the catalog"),
+        ]
+    try:
+        found = [CheckResult("Iceberg catalog", CheckStatus.OK, f"catalog {settings.catalog_name!r} loaded and listed")]
+        missing = [t.name for t in settings.tables if not catalog.table_exists(t.name)]
+        if not missing:
+            return [*found, CheckResult("Tables", CheckStatus.OK, f"{len(settings.tables)} table(s) exist")]
+        if settings.auto_create:
+            return [
+                *found,
+                CheckResult("Tables", CheckStatus.OK, f"will be created on first records: {', '.join(missing)}"),
+            ]
+        return [
+            *found,
+            CheckResult(
+                "Tables",
+                CheckStatus.ERROR,
+                f"missing: {', '.join(missing)} (create them or set iceberg.tables.auto-create-enabled)",
+            ),
+        ]
+    finally:
+        # A SQL catalog keeps a connection pool; a check that left it open would hold database
+        # connections for every click on "Test connection".
+        catalog.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:500]

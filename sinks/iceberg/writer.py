@@ -1,0 +1,282 @@
+"""The Iceberg sink's participants' writer (``workers.participant.WritePort``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyiceberg.schema import Schema
+
+from connectors.config import SinkConfig
+from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
+from sinks.iceberg.settings import IcebergSettings
+from sinks.iceberg.spark_writer import SparkWriter
+from sinks.iceberg.tables import (
+    catalog_for,
+    catalog_outage,
+    create_table,
+    evolve_table,
+    infer_schema_from_json,
+    load_table,
+    metadata_location,
+    schema_from_avro,
+    schema_from_connect,
+    schemas_from_registered,
+    table_version,
+    with_metadata_columns,
+)
+from sinks.iceberg.writes import TargetTable, WritePlan
+from workers.converters import sample_json_objects, value_decoder
+from workers.events import TableVersion
+from workers.schema_registry import RegistryUnavailable
+from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
+from workers.writes import WriteResult
+
+
+class TableWriter:
+    """Resolves (or creates) a commit's target tables and has its records written.
+
+    With the spark data plane (the default) participants stage raw records and
+    Spark decodes and writes them when the commit ends (``sinks.iceberg.spark_writer``);
+    with arrow they decode as they consume (``sinks.iceberg.arrow_writer``). The
+    tables are resolved per staging round (a commit, or what is read ahead for
+    the next one): at the first chunk for arrow, at the write for spark.
+    """
+
+    # Staging rounds alive at once: a commit being written, one staging, one read ahead.
+    LIVE_ROUNDS = 3
+
+    def __init__(self, config: SinkConfig, spark: SparkWriter | None = None) -> None:
+        self.config = config
+        self.settings: IcebergSettings = config.settings
+        self._catalog: Any = None
+        self._opening_catalog = threading.Lock()  # (the warm-up's thread and the write's)
+        self._spark = spark
+        # Per staging round: its tables (arrow resolves them while staging).
+        self._plans: dict[uuid.UUID, WritePlan] = {}
+        # The tables as this task last loaded, created or evolved them, by
+        # name, each as it writes it (TargetTable); and what the
+        # coordinator's commits left them at, from the latest START.
+        self._copies: dict[str, tuple[Any, TargetTable]] = {}
+        self._committed: Mapping[str, TableVersion] = {}
+
+    @property
+    def spark(self) -> SparkWriter:
+        if self._spark is None:
+            self._spark = SparkWriter(self.config)
+        return self._spark
+
+    def close(self) -> None:
+        """Release the catalog's connections (a worker process outlives the tasks it hosts)."""
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
+
+    @property
+    def catalog(self) -> Any:
+        # Opened by the warm-up or the first write, not on the task's own
+        # thread: a task heartbeats within its first second whatever the catalog's latency.
+        with self._opening_catalog:
+            if self._catalog is None:
+                self._catalog = catalog_for(self.config)
+            return self._catalog
+
+    def warm_up(self) -> None:
+        """Ready for the first write before it comes: the catalog open, and Spark joined with its
+        Python workers' imports done (spark). A first commit of a make-run connector on the 2-core
+        host spent 0.1-0.4 s of its write opening the catalog."""
+        _ = self.catalog
+        if self.config.writer == "spark":
+            self.spark.warm_up()
+
+    def tables_committed(self, versions: Mapping[str, TableVersion]) -> None:
+        self._committed = versions
+
+    def unavailable(self, exc: BaseException) -> str | None:
+        if isinstance(exc, RegistryUnavailable):
+            return str(exc)
+        return catalog_outage(exc, self.config)
+
+    def sink(self, staging_id: uuid.UUID, topic: str, partition: int, start: int, directory: Path) -> ChunkSink:
+        if self.config.writer == "spark":
+            return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
+        return ArrowPartitionWriter(
+            self.config,
+            lambda samples: self.plan(staging_id, samples),
+            lambda additions: self.evolve(staging_id, additions),
+            staging_id,
+            topic,
+            partition,
+            start,
+            directory,
+        )
+
+    def plan(self, staging_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
+        """The tables of what is staged under ``staging_id`` (created from ``samples`` if missing)."""
+        if (plan := self._plans.get(staging_id)) is not None:
+            return plan
+        tables = tuple(self._target(t, lambda: samples) for t in self.settings.tables)
+        if self.config.writer == "arrow" and (reason := arrow_unsupported(self.config, tables)) is not None:
+            raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
+        plan = self._plans[staging_id] = WritePlan(tables, self.config.writer)
+        while len(self._plans) > self.LIVE_ROUNDS:
+            # (Rounds are dropped when their write is done; these were discarded.)
+            del self._plans[next(iter(self._plans))]
+        return plan
+
+    def evolve(self, staging_id: uuid.UUID, additions: Schema) -> tuple[TargetTable, ...]:
+        """Add new record fields to every table (schema evolution); the tables as they are then.
+
+        With a Schema Registry the fields come from the registered schemas
+        first, typed from them; ``additions`` (typed from the values) then
+        only adds what no schema had."""
+        registered = self._value_schemas() if self.config.schema_registry is not None else []
+        evolved = []
+        for target in self.settings.tables:
+            # The task's copy when it is current, only to see whether a field
+            # is missing: evolve_table updates from the catalog's table.
+            table = self._table(target.name)
+            for schema in [*registered, additions]:
+                table = evolve_table(self.catalog, target.name, schema, table)
+            evolved.append(self._keep(target, table))
+        tables = tuple(evolved)
+        if staging_id in self._plans:
+            # Partitions that settle from now on start with the new columns.
+            self._plans[staging_id] = WritePlan(tables, self._plans[staging_id].engine)
+        return tables
+
+    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        result = WriteResult()
+        # Partitions the Arrow writer decoded only need their files published
+        # (a partition with no records has none, whatever its sink).
+        for s in staged:
+            if s.decoded:
+                result.files.extend(publish_decoded(commit_id, s))
+                result.bad.extend(s.bad)
+                if s.skipped:
+                    result.skipped[(s.topic, s.partition)] = s.skipped
+        raw = [s for s in staged if not s.decoded and s.records]
+        if raw:
+            plan = self._plans.get(staging_id)
+            if plan is not None:
+                tables = list(plan.tables)
+            else:
+                tables = [self._target(t, lambda: self._samples(raw)) for t in self.settings.tables]
+            if self.settings.evolve_schema and self.config.schemas_enable:
+                # Envelopes carry their schema: fields of any of them that
+                # the tables lack are added before Spark decodes.
+                for schema in self.spark.envelope_schemas(raw):
+                    tables = list(self.evolve(staging_id, schema))
+            spark = self.spark.write(
+                commit_id, staging_id, raw, tables, lambda additions: self.evolve(staging_id, additions)
+            )
+            result.files.extend(spark.files)
+            result.bad.extend(spark.bad)
+            result.skipped.update(spark.skipped)
+        self._plans.pop(staging_id, None)
+        result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))
+        return result
+
+    def _table(self, name: str) -> Any:
+        """The table as the catalog has it now: the task's copy when nothing has changed it since.
+
+        The copy is current if the catalog still points at its metadata file,
+        or at the one the coordinator's last commit made (the START's
+        TableVersion) while that commit left the copy's schema, spec and
+        location as they were: a commit only adds a snapshot. Asking costs a
+        query (a SQL catalog; with others the table is loaded), where loading
+        the table reads and parses its metadata file, which grows with every
+        commit until snapshots expire (bench/table_lookup.py: 7.5 ms at one
+        snapshot, 30.5 at 600, against 5.8-7.5 for the query). An altered
+        table is loaded whenever the write would have loaded it without the copy.
+        """
+        copy = self._copies.get(name)
+        if copy is not None:
+            now = metadata_location(self.catalog, name)
+            committed = self._committed.get(name)
+            if now is not None and (
+                now == copy[0].metadata_location
+                or (
+                    committed is not None
+                    and now == committed.metadata_location
+                    and committed.version == table_version(copy[0])
+                )
+            ):
+                return copy[0]
+        return load_table(self.catalog, name)
+
+    def _keep(self, target: Any, table: Any) -> TargetTable:
+        """``table`` as this task writes it (its copy from now on)."""
+        copy = self._copies.get(target.name)
+        if copy is not None and copy[0] is table:
+            return copy[1]
+        described = self._described(target, table)
+        self._copies[target.name] = (table, described)
+        return described
+
+    def _target(self, target: Any, samples: Callable[[], Sequence[bytes | None]]) -> TargetTable:
+        table = self._table(target.name)
+        if table is None:
+            if not self.settings.auto_create:
+                raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
+            schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
+            table = create_table(self.catalog, target.name, schema, target.partition_by)
+        if self.settings.evolve_schema and (self.config.value_converter == "avro" or self.config.schema_registry):
+            # The schemas are the config's Avro schema (fields added there, and
+            # the connector restarted, become columns) or the registry's, Avro
+            # or JSON Schema (each new version's fields become columns before
+            # its records are decoded, typed from the schema): only missing
+            # fields are added.
+            for additions in self._value_schemas():
+                table = evolve_table(self.catalog, target.name, additions, table)
+        return self._keep(target, table)
+
+    def _value_schemas(self) -> list[Schema]:
+        """The schemas the tables follow, as Iceberg schemas: the config's Avro schema, or with a
+        registry every schema values were decoded with, oldest id first. JSON Schemas without
+        properties, or with what has no column type, are left to the values to type."""
+        registry = self.config.schema_registry
+        if registry is None:
+            return [schema_from_avro(json.loads(self.config.avro_schema or "{}"))]
+        decoder = value_decoder(self.config)
+        schemas = schemas_from_registered(decoder.schemas() if decoder else [], registry.schema_type)
+        if not schemas and registry.schema_type == "AVRO":
+            raise ValueError("no value has been decoded with a registered schema yet")
+        return schemas
+
+    @staticmethod
+    def _described(target: Any, table: Any) -> TargetTable:
+        return TargetTable(target=target, schema=table.schema(), location=table.location(), spec=table.spec())
+
+    @staticmethod
+    def _samples(staged: Sequence[StagedPartition]) -> list[bytes | None]:
+        values: list[bytes | None] = []
+        for s in staged:
+            if s.path is not None and len(values) < 500:
+                # The first batch only: staged files can hold gigabytes.
+                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=500, columns=["value"]), None)
+                values.extend(batch.column(0).to_pylist() if batch is not None else [])
+        return values
+
+    def _schema_from(self, values: Sequence[bytes | None]) -> Any:
+        from pyiceberg.types import BinaryType, NestedField, StringType
+
+        cfg = self.config
+        if cfg.value_converter == "avro" or cfg.schema_registry is not None:
+            registered = self._value_schemas()
+            if registered:
+                return registered[0]
+        if cfg.value_converter in ("string", "bytearray"):
+            value_type = StringType() if cfg.value_converter == "string" else BinaryType()
+            return Schema(NestedField(1, "value", value_type, required=False))
+        samples = sample_json_objects(values, envelope=cfg.schemas_enable)
+        if cfg.schemas_enable:
+            if not samples:
+                raise ValueError("cannot create the table: no record carries a Kafka Connect schema envelope")
+            return schema_from_connect(samples[0]["schema"])
+        return infer_schema_from_json(samples)

@@ -1,0 +1,52 @@
+"""The tables of an Iceberg commit as the writers see them: resolved (or created) per staging round."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
+
+from connectors.config.transforms import PartitionField
+from sinks.iceberg.settings import TableTarget
+from sinks.iceberg.tables import spec_fields
+from workers.writes import narrow_type
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema the data planes write an Iceberg schema's columns with."""
+    # Imported here: pyiceberg's I/O module costs Spark's Python workers half
+    # a second to import, and they get TargetTable's arrow_schema computed.
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    return pa.schema([f.with_type(narrow_type(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """A table records are written to, as resolved (or created) for a commit."""
+
+    target: TableTarget
+    schema: Schema
+    location: str
+    # The table's current partition spec (what the Arrow data plane splits by).
+    spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC
+    # The columns' Arrow types, computed where the table is resolved and
+    # pickled with it to Spark's Python workers (see arrow_schema).
+    arrow_schema: pa.Schema = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arrow_schema", arrow_schema(self.schema))
+
+    @property
+    def partition_by(self) -> tuple[PartitionField, ...]:
+        """The spec as transforms of source columns (what the Spark data plane splits by)."""
+        return spec_fields(self.spec, self.schema)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    tables: tuple[TargetTable, ...]
+    # "arrow": participants decode; "spark": they stage raw records for Spark.
+    engine: str

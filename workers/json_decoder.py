@@ -1,0 +1,267 @@
+"""The JSON decoder every sink and both data planes share: JSON objects to Arrow columns.
+
+With ``sinkadmin.writer=spark`` (the default) Spark's Python workers run it
+over each staged file (``workers.spark_writer``); with ``arrow`` each
+participant runs it as it consumes, with no JVM. Either way the same records
+give the same rows and the same bad-record decisions, on every sink. Values
+are plain JSON, the payload of Kafka Connect's schema envelope, or Avro
+(decoded to JSON by the participant while staging).
+
+Two JSON readers decode plain JSON. Into columns of boolean, integer,
+floating-point and string types (and structs and lists of them: all that
+schema inference makes from plain JSON), arrow-rs's reader (through arro3),
+several times faster than Arrow C++'s (bench/spark_decoding.py). It converts
+as the Iceberg sink's RecordConverter does: a number with a fraction into an
+integer column is truncated toward zero (Java's ``longValue()``) and a string
+of digits into a numeric column is parsed; what does not fit (an overflow, a
+string that is not a number, a boolean for a number...) fails. Arrow C++'s
+reader, stricter on both, serves columns of date, timestamp or decimal types
+(arrow-rs would take a number into a timestamp column as microseconds, Kafka
+Connect takes milliseconds) and schema evolution, which needs its typing of
+fields the columns lack.
+
+Undecodable records are found without giving up the fast path: a chunk that
+fails to parse is split in halves until the bad records stand alone, so a
+poison record costs O(log chunk) parses, not one per record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import arro3.core
+import arro3.io
+import pyarrow as pa
+import pyarrow.json as pj
+
+from workers.schemas import inferred_from_parsed
+from workers.writes import narrow_type
+
+NOT_AN_OBJECT = "value is not a JSON object"
+NO_PAYLOAD = "the Kafka Connect envelope has no payload (schemas.enable=true needs one)"
+PRESENT = "_payload_present"
+DOES_NOT_FIT = "value is not valid JSON, or a field does not fit its column type"
+
+
+def _rust_readable(arrow_type: pa.DataType) -> bool:
+    """Whether arrow-rs's JSON reader fills a column of this type as the Iceberg sink converts
+    JSON to it (see the module doc)."""
+    if pa.types.is_struct(arrow_type):
+        return all(_rust_readable(f.type) for f in arrow_type)
+    if pa.types.is_list(arrow_type):
+        return _rust_readable(arrow_type.value_type)
+    return (
+        pa.types.is_boolean(arrow_type)
+        or pa.types.is_integer(arrow_type)
+        or pa.types.is_floating(arrow_type)
+        or pa.types.is_string(arrow_type)
+    )
+
+
+@dataclass
+class Decoded:
+    """The records of a chunk that decoded: their columns and their positions in the chunk."""
+
+    columns: pa.Table
+    positions: list[int]
+    bad: list[tuple[int, str]] = field(default_factory=list)
+    skipped: int = 0
+    # With schema evolution, when the records have fields the table's
+    # columns lack (not in ``columns``): every field of theirs as the reader
+    # typed it (workers.schemas.inferred_from_parsed), for the sink to find the new ones.
+    records_schema: pa.Schema | None = None
+
+
+class JsonDecoder:
+    """JSON objects to the columns of the first table: plain JSON, or the ``payload`` of
+    Kafka Connect's schema envelope (``envelope``). Both data planes decode with it:
+    the participants (arrow) and Spark's Python workers (spark), so the same records
+    give the same rows and the same bad-record decisions on both."""
+
+    MIN_BLOCK = 1 << 20
+
+    def __init__(self, data_schema: pa.Schema, evolve: bool = False, envelope: bool = False) -> None:
+        self.data_schema = data_schema
+        self.envelope = envelope
+        columns = pa.schema([f.with_type(narrow_type(f.type, dates_as_text=True)) for f in data_schema])
+        # An envelope's payload is read as a struct of the columns; its
+        # `schema` is an unknown field, skipped by both readers.
+        self.parse_schema = pa.schema([pa.field("payload", pa.struct(list(columns)))]) if envelope else columns
+        self.columns_schema = columns
+        self.needs_cast = columns != data_schema
+        # What a parsed chunk is cast to: the columns, and for an envelope
+        # whether each record had a payload.
+        self.cast_schema = data_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else data_schema
+        if evolve and envelope:
+            raise ValueError("an envelope's new fields come from its schema, not from typing its values")
+        # With schema evolution the reader also types the fields the table
+        # lacks, as it would for a table it knew nothing of; without, it
+        # skips them (as the Iceberg sink ignores them).
+        self.evolve = evolve
+        self._options = pj.ParseOptions(
+            explicit_schema=self.parse_schema, unexpected_field_behavior="infer" if evolve else "ignore"
+        )
+        self.rust_reader = not evolve and all(_rust_readable(f.type) for f in self.parse_schema)
+        self._rust_schema = arro3.core.Schema.from_arrow(self.parse_schema)
+        self._records_schema: pa.Schema | None = None
+
+    def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
+        self._records_schema = None
+        lines: list[bytes] = []
+        positions: list[int] = []
+        bad: list[tuple[int, str]] = []
+        skipped = 0
+        for i, value in enumerate(values):
+            if errors[i] is not None:
+                bad.append((i, str(errors[i])))
+            elif value is None:
+                skipped += 1  # a tombstone: nothing to write
+            elif value[:1] == b"{":
+                lines.append(value)
+                positions.append(i)
+            else:
+                # Arrow's reader only takes objects (and must never be shown
+                # a bare `null`): anything else is refused here, with why.
+                stripped = value.strip()
+                if stripped[:1] == b"{":
+                    lines.append(stripped)
+                    positions.append(i)
+                else:
+                    bad.append((i, _not_an_object(stripped)))
+        tables: list[pa.Table] = []
+        good: list[int] = []
+        if lines:
+            self._isolate(lines, positions, tables, good, bad)
+        columns = pa.concat_tables(tables) if tables else self.data_schema.empty_table()
+        if self.envelope and tables:
+            present = columns.column(PRESENT).combine_chunks()
+            columns = columns.drop_columns([PRESENT])
+            if present.false_count:
+                # Kafka Connect's JsonConverter refuses an envelope without
+                # a payload; a null value is a tombstone, not an envelope.
+                kept = present.to_pylist()
+                bad += [(p, NO_PAYLOAD) for p, k in zip(good, kept, strict=True) if not k]
+                good = [p for p, k in zip(good, kept, strict=True) if k]
+                columns = columns.filter(present)
+        bad.sort()
+        return Decoded(columns, good, bad, skipped, self._records_schema)
+
+    def _parse(self, lines: Sequence[bytes]) -> pa.Table:
+        data = b"\n".join(lines)
+        table = self._read_rust(data, len(lines)) if self.rust_reader else self._read_cpp(data)
+        if table.num_rows != len(lines):
+            # A value holding more than one JSON value (or, for Arrow C++'s
+            # reader, which takes a line for a record, a line break).
+            raise ValueError("value holds more than one JSON value")
+        if self.envelope:
+            payload = table.column("payload").combine_chunks()
+            table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
+        elif self.evolve and table.schema != self.parse_schema:
+            if self._records_schema is None:
+                self._records_schema = inferred_from_parsed(table.schema)
+            # The table's columns only (casting a struct drops its new fields).
+            table = table.select(self.parse_schema.names)
+            if table.schema != self.parse_schema:
+                table = table.cast(self.parse_schema)
+        if self.needs_cast:
+            table = table.cast(self.cast_schema)
+        table.validate(full=True)  # e.g. invalid UTF-8 in a string
+        return table
+
+    def _read_rust(self, data: bytes, rows: int) -> pa.Table:
+        try:
+            batches = arro3.io.read_json(data, self._rust_schema, batch_size=rows).read_all()
+        except Exception as exc:
+            # (arro3 raises plain Exceptions; with our own schema, only for
+            # records that do not decode.)
+            raise ValueError(str(exc)) from exc
+        return pa.table(batches)
+
+    def _read_cpp(self, data: bytes) -> pa.Table:
+        # The whole chunk as one block, parsed on this thread. Arrow's
+        # streaming reader, not read_json: read_json starts a read-ahead
+        # thread and its pool for every call and waits on it, which held a
+        # task idle for a sixth of its time on a busy host (py-spy) and cost
+        # more CPU per chunk; handing blocks to Arrow's thread pool cost a
+        # tenth more CPU, and the tasks already keep every core busy. One
+        # block also means one schema for the chunk, whatever it infers.
+        reader = pj.open_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(block_size=max(self.MIN_BLOCK, len(data) + 1), use_threads=False),
+            parse_options=self._options,
+        )
+        return reader.read_all()
+
+    def _isolate(
+        self,
+        lines: Sequence[bytes],
+        positions: Sequence[int],
+        tables: list[pa.Table],
+        good: list[int],
+        bad: list[tuple[int, str]],
+    ) -> None:
+        try:
+            tables.append(self._parse(lines))
+            good.extend(positions)
+            return
+        except (pa.ArrowInvalid, ValueError) as exc:
+            # (Not ArrowNotImplementedError: a type the reader lacks is the
+            # writer's fault, not the records'; it fails the write.)
+            if len(lines) > 1:
+                middle = len(lines) // 2
+                self._isolate(lines[:middle], positions[:middle], tables, good, bad)
+                self._isolate(lines[middle:], positions[middle:], tables, good, bad)
+                return
+            error = exc
+        # One value alone: it may be pretty-printed (line breaks are only
+        # whitespace between JSON tokens).
+        line = lines[0].replace(b"\r", b" ").replace(b"\n", b" ")
+        try:
+            tables.append(self._parse([line]))
+            good.append(positions[0])
+        except (pa.ArrowInvalid, ValueError) as exc:
+            error = exc
+            bad.append((positions[0], f"{DOES_NOT_FIT}: {_reason(error)}"))
+
+
+def _reason(exc: BaseException) -> str:
+    first_line = str(exc).split("\n")[0]
+    for prefix in ("JSON parse error: ", "C Data interface error: ", "Json error: "):
+        first_line = first_line.removeprefix(prefix)
+    return first_line
+
+
+def _not_an_object(value: bytes) -> str:
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        return f"{DOES_NOT_FIT}: {exc}"
+    return f"{NOT_AN_OBJECT} (it is {type(parsed).__name__ if parsed is not None else 'null'})"
+
+
+def text_column(values: Sequence[bytes | None], as_string: bool) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """Raw values as binary or UTF-8 text; values that are not UTF-8 are bad for a string column."""
+    array = pa.array(values, pa.binary())
+    if not as_string:
+        return array, []
+    try:
+        return array.cast(pa.string()), []
+    except pa.ArrowInvalid:
+        bad, text = [], []
+        for i, value in enumerate(values):
+            try:
+                text.append(value.decode() if value is not None else None)
+            except UnicodeDecodeError as exc:
+                bad.append((i, f"value is not UTF-8 text: {exc}"))
+                text.append(None)
+        return pa.array(text, pa.string()), bad
+
+
+def utf8_lossy(values: Sequence[bytes | None]) -> pa.Array:
+    array = pa.array(values, pa.binary())
+    try:
+        return array.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([v.decode("utf-8", "replace") if v is not None else None for v in values], pa.string())

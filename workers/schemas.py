@@ -1,0 +1,341 @@
+"""The records' schema from the converter, or inferred from the values, as every sink types its columns.
+
+Schemas are Arrow schemas, the form both data planes decode and write with,
+and every column is optional. Each field carries an id in its
+``PARQUET:field_id`` metadata, numbered as Iceberg numbers a new table's
+fields, so a sink whose format has field ids (Iceberg) takes them as they
+are: ``pyiceberg.io.pyarrow.pyarrow_to_schema`` reads them. Arrow's writers
+leave field metadata out of data files unless asked (``plain`` strips it
+for those that would write it).
+
+The sources, as the connectors we replace read them:
+- Kafka Connect's schema envelope (``schemas.enable=true``);
+- an Avro record schema (the config's, or a Schema Registry's);
+- a JSON Schema of objects (a Schema Registry's, Confluent's JsonSchemaConverter);
+- plain JSON values: types widened to fit every sample (a long and a double
+  make a double; anything else mixed makes text).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+FIELD_ID = b"PARQUET:field_id"
+
+
+class _Ids:
+    """Field ids in the order they are handed out (Iceberg's numbering of a new schema)."""
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def __call__(self) -> int:
+        self.next += 1
+        return self.next
+
+
+def field(name: str, arrow_type: pa.DataType, field_id: int, nullable: bool = True) -> pa.Field:
+    """An optional (``nullable``) field with its id."""
+    return pa.field(name, arrow_type, nullable, metadata={FIELD_ID: str(field_id).encode()})
+
+
+def list_of(element: pa.DataType, element_id: int) -> pa.DataType:
+    return pa.list_(field("element", element, element_id))
+
+
+def map_of(key: pa.DataType, key_id: int, value: pa.DataType, value_id: int) -> pa.DataType:
+    return pa.map_(field("key", key, key_id, nullable=False), field("value", value, value_id))
+
+
+def plain(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without field metadata (the ids), at every depth."""
+    return pa.schema([_plain_field(f) for f in schema])
+
+
+def _plain_field(f: pa.Field) -> pa.Field:
+    t = f.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_plain_field(c) for c in t])
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        element = _plain_field(t.value_field)
+        t = pa.list_(element) if pa.types.is_list(t) else pa.large_list(element)
+    elif pa.types.is_map(t):
+        t = pa.map_(_plain_field(t.key_field), _plain_field(t.item_field))
+    return f.with_type(t).remove_metadata()
+
+
+# --- plain JSON ----------------------------------------------------------------
+
+
+def _json_type(values: list[Any], ids: _Ids) -> pa.DataType | None:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    if all(isinstance(v, bool) for v in present):
+        return pa.bool_()
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pa.int64()
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return pa.float64()
+    if all(isinstance(v, dict) for v in present):
+        return pa.struct(_fields_from_samples(present, ids))
+    if all(isinstance(v, list) for v in present):
+        element = _json_type([e for v in present for e in v], ids) or pa.string()
+        return list_of(element, ids())
+    return pa.string()
+
+
+def _fields_from_samples(samples: list[dict[str, Any]], ids: _Ids) -> list[pa.Field]:
+    names: list[str] = []
+    for sample in samples:
+        names.extend(k for k in sample if k not in names)
+    fields = []
+    for name in names:
+        field_id = ids()
+        fields.append(field(name, _json_type([s.get(name) for s in samples], ids) or pa.string(), field_id))
+    return fields
+
+
+def infer_schema_from_json(samples: Iterable[Any]) -> pa.Schema:
+    """Column types from sample JSON values: all columns optional, types widened to fit every sample."""
+    objects = [s for s in samples if isinstance(s, dict)]
+    if not objects:
+        raise ValueError("cannot infer a table schema: no JSON object among the first records")
+    return pa.schema(_fields_from_samples(objects, _Ids()))
+
+
+def inferred_from_parsed(parsed: pa.Schema) -> pa.Schema:
+    """What Arrow's JSON reader typed (inferring the fields it was not given), as
+    ``infer_schema_from_json`` would type those values; fields null in every record
+    so far are left out."""
+    return pa.schema(_parsed_fields(list(parsed), _Ids()))
+
+
+def _parsed_type(arrow_type: pa.DataType, ids: _Ids) -> pa.DataType | None:
+    if pa.types.is_boolean(arrow_type):
+        return pa.bool_()
+    if pa.types.is_integer(arrow_type):
+        return pa.int64()
+    if pa.types.is_floating(arrow_type):
+        return pa.float64()
+    if pa.types.is_string(arrow_type) or pa.types.is_timestamp(arrow_type):
+        # (Arrow infers timestamps from ISO 8601 text; the column gets text.)
+        return pa.string()
+    if pa.types.is_struct(arrow_type):
+        fields = _parsed_fields(list(arrow_type), ids)
+        return pa.struct(fields) if fields else None
+    if pa.types.is_list(arrow_type):
+        element = _parsed_type(arrow_type.value_type, ids)
+        return list_of(element, ids()) if element is not None else None
+    return None
+
+
+def _parsed_fields(fields: list[pa.Field], ids: _Ids) -> list[pa.Field]:
+    typed = []
+    for f in fields:
+        field_type = _parsed_type(f.type, ids)
+        if field_type is not None:
+            typed.append(field(f.name, field_type, ids()))
+    return typed
+
+
+# --- Kafka Connect's schema envelope ------------------------------------------------
+
+_CONNECT_TYPES: dict[str, pa.DataType] = {
+    # (Iceberg and Spark have no 8- or 16-bit integers: Kafka Connect's int8 and int16 widen to 32 bits.)
+    "int8": pa.int32(),
+    "int16": pa.int32(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float": pa.float32(),
+    "float32": pa.float32(),
+    "double": pa.float64(),
+    "float64": pa.float64(),
+    "boolean": pa.bool_(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
+
+
+def _connect_type(schema: Mapping[str, Any], ids: _Ids) -> pa.DataType:
+    kind = schema.get("type")
+    if kind == "struct":
+        fields = []
+        for f in schema.get("fields", []):
+            field_id = ids()
+            fields.append(field(f["field"], _connect_type(f, ids), field_id))
+        return pa.struct(fields)
+    if kind == "array":
+        element_id = ids()
+        return list_of(_connect_type(schema["items"], ids), element_id)
+    if kind == "map":
+        key_id, value_id = ids(), ids()
+        return map_of(_connect_type(schema["keys"], ids), key_id, _connect_type(schema["values"], ids), value_id)
+    if kind in _CONNECT_TYPES:
+        return _CONNECT_TYPES[str(kind)]
+    raise ValueError(f"Kafka Connect schema type {kind!r} is not supported")
+
+
+def schema_from_connect(connect_schema: Mapping[str, Any]) -> pa.Schema:
+    """The columns of Kafka Connect's JSON envelope schema of a struct."""
+    if connect_schema.get("type") != "struct":
+        raise ValueError("the record schema in the JSON envelope must be a struct")
+    return pa.schema(list(_connect_type(connect_schema, _Ids())))
+
+
+# --- Avro ------------------------------------------------------------------------
+
+_AVRO_PRIMITIVES: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+    "enum": pa.string(),
+    "fixed": pa.binary(),
+}
+_AVRO_LOGICAL: dict[str, pa.DataType] = {
+    "timestamp-millis": pa.timestamp("us", tz="UTC"),
+    "timestamp-micros": pa.timestamp("us", tz="UTC"),
+    "local-timestamp-millis": pa.timestamp("us"),
+    "local-timestamp-micros": pa.timestamp("us"),
+    "date": pa.date32(),
+    "uuid": pa.string(),
+}
+
+
+def _avro_type(schema: Any, ids: _Ids) -> pa.DataType:
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"Avro union {schema} is not supported; only [null, T]")
+        return _avro_type(branches[0], ids)
+    if isinstance(schema, str):
+        if schema not in _AVRO_PRIMITIVES:
+            raise ValueError(f"Avro type {schema!r} is not supported")
+        return _AVRO_PRIMITIVES[schema]
+    logical = schema.get("logicalType")
+    if logical == "decimal":
+        return pa.decimal128(int(schema["precision"]), int(schema.get("scale", 0)))
+    if logical in _AVRO_LOGICAL:
+        return _AVRO_LOGICAL[logical]
+    kind = schema.get("type")
+    if kind == "record":
+        fields = []
+        for f in schema["fields"]:
+            field_id = ids()
+            fields.append(field(f["name"], _avro_type(f["type"], ids), field_id))
+        return pa.struct(fields)
+    if kind == "array":
+        element_id = ids()
+        return list_of(_avro_type(schema["items"], ids), element_id)
+    if kind == "map":
+        key_id, value_id = ids(), ids()
+        return map_of(pa.string(), key_id, _avro_type(schema["values"], ids), value_id)
+    return _avro_type(kind, ids)
+
+
+def schema_from_avro(avro_schema: Mapping[str, Any]) -> pa.Schema:
+    """The columns of an Avro record schema."""
+    struct = _avro_type(dict(avro_schema), _Ids())
+    if not pa.types.is_struct(struct):
+        raise ValueError("the value schema must be an Avro record")
+    return pa.schema(list(struct))
+
+
+# --- JSON Schema -------------------------------------------------------------------
+
+# JSON Schema's numbers with the Kafka Connect type Confluent's JsonSchemaConverter annotates them with.
+_JSON_INTEGERS: dict[str | None, pa.DataType] = {"int8": pa.int32(), "int16": pa.int32(), "int32": pa.int32()}
+_JSON_NUMBERS: dict[str | None, pa.DataType] = {"float32": pa.float32()}
+
+
+def _json_schema_type(node: Any, ids: _Ids, where: str) -> pa.DataType:
+    if not isinstance(node, Mapping):
+        raise ValueError(f"{where}: not a JSON Schema")
+    for keyword in ("oneOf", "anyOf"):
+        if keyword in node:
+            # A nullable field ([null, T]): every column is optional anyway.
+            branches = [b for b in node[keyword] if not (isinstance(b, Mapping) and b.get("type") == "null")]
+            if len(branches) != 1:
+                raise ValueError(f"{where}: {keyword} of several types is not supported; only null and one type")
+            return _json_schema_type(branches[0], ids, where)
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        if len(kinds) != 1:
+            raise ValueError(f"{where}: a type of {kind} is not supported; only null and one type")
+        kind = kinds[0]
+    connect = node.get("connect.type")
+    if kind == "object":
+        properties = node.get("properties")
+        if isinstance(properties, Mapping) and properties:
+            fields = []
+            for name, sub in properties.items():
+                field_id = ids()
+                fields.append(field(name, _json_schema_type(sub, ids, f"{where}.{name}"), field_id))
+            return pa.struct(fields)
+        values = node.get("additionalProperties")
+        if isinstance(values, Mapping):
+            key_id, value_id = ids(), ids()
+            return map_of(pa.string(), key_id, _json_schema_type(values, ids, f"{where}.*"), value_id)
+        raise ValueError(f"{where}: an object without properties has no columns")
+    if kind == "array":
+        element_id = ids()
+        return list_of(_json_schema_type(node.get("items", {}), ids, f"{where}[]"), element_id)
+    if kind == "integer":
+        return _JSON_INTEGERS.get(connect, pa.int64())
+    if kind == "number":
+        return _JSON_NUMBERS.get(connect, pa.float64())
+    if kind == "boolean":
+        return pa.bool_()
+    if kind == "string":
+        # Formats (date-time...) stay text: values are not parsed as times here.
+        return pa.string()
+    raise ValueError(f"{where}: JSON Schema type {kind!r} is not supported")
+
+
+def schema_from_json_schema(json_schema: Mapping[str, Any]) -> pa.Schema | None:
+    """The columns of a JSON Schema of objects; None when it names no properties
+    (``{"type": "object"}``): the values' own fields then type the columns, as for plain JSON."""
+    if json_schema.get("type") == "object" and not json_schema.get("properties"):
+        return None
+    struct = _json_schema_type(json_schema, _Ids(), "$")
+    if not pa.types.is_struct(struct):
+        raise ValueError("the value schema must be a JSON Schema of objects")
+    return pa.schema(list(struct))
+
+
+# Registered JSON Schemas with no column types (warned about once a process).
+_UNTYPED_JSON_SCHEMAS: set[str] = set()
+
+
+def schemas_from_registered(texts: Iterable[str], schema_type: str) -> list[pa.Schema]:
+    """The columns of the schemas (AVRO or JSON) a Schema Registry holds. An Avro schema
+    that has no columns is an error; a JSON Schema without properties, or with what has
+    no column type, is left out (its values type the columns, as plain JSON's do)."""
+    schemas = []
+    for text in texts:
+        document = json.loads(text)
+        if schema_type == "AVRO":
+            schemas.append(schema_from_avro(document))
+            continue
+        try:
+            schema = schema_from_json_schema(document)
+        except ValueError as exc:
+            if text not in _UNTYPED_JSON_SCHEMAS:  # (once: callers ask at every commit)
+                _UNTYPED_JSON_SCHEMAS.add(text)
+                log.warning("a registered JSON Schema is not used, its values type the columns: %s", exc)
+            continue
+        if schema is not None:
+            schemas.append(schema)
+    return schemas
