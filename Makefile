@@ -1,10 +1,12 @@
 # Two commands do all setup on a fresh machine: `make run` and `make test`.
+# `make test-fast` runs only the tests that need no server (marked `unit`, see pytest.ini), without
+# starting any: a few minutes, for the edit-test loop; `make test` stays the whole suite.
 PYTHON_BOOTSTRAP ?= $(shell scripts/find-python)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: run test install services lint typecheck bench clean
+.PHONY: run test test-fast install services lint typecheck bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	scripts/install-system-deps
@@ -43,6 +45,11 @@ run: services
 test: services
 	SINKADMIN_KAFKA_PORT=$${SINKADMIN_KAFKA_PORT:-19092} SINKADMIN_SPARK_CONNECT_PORT=$${SINKADMIN_SPARK_CONNECT_PORT:-15012} \
 		$(PY) -m pytest $(PYTEST_ARGS)
+
+# tests/conftest.py marks what each test needs; neither the broker, Spark, Redis nor PostgreSQL here.
+FAST_TESTS := not integration and not database
+test-fast: install
+	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,11 @@
 """Test session: real PostgreSQL (pytest-django's test database), Redis, an
 Apache Kafka broker of the session's own (a second cluster where a test needs
 two) and a Spark Connect server, started here when the environment does not
-point at running ones."""
+point at running ones.
+
+Every test is marked by what it needs (pytest_collection_modifyitems below):
+``integration`` (a server of the data plane), ``database`` (PostgreSQL) or
+else ``unit`` (no server: `make test-fast` runs these)."""
 
 from __future__ import annotations
 
@@ -238,3 +242,50 @@ def turns() -> Iterator[BetweenCommits]:
 
     with BetweenCommits().served() as between:
         yield between
+
+
+# What a test needs, from where it lives and the fixtures it uses (their closure, so a fixture built on
+# ``db`` or ``lake`` counts), not from a list of tests: pytest.ini declares the markers.
+
+# Fixtures that start or reach a server of the data plane (a new one belongs here).
+INTEGRATION_FIXTURES = frozenset({"kafka_bootstrap", "target_kafka_bootstrap", "spark_remote", "s3_endpoint"})
+# pytest-django's fixtures that create or open the test database in PostgreSQL.
+DATABASE_FIXTURES = frozenset(
+    {
+        "django_db_setup",
+        "db",
+        "transactional_db",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+    }
+)
+INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        needs = {
+            "integration": item.path.is_relative_to(INTEGRATION_DIR) or bool(uses & INTEGRATION_FIXTURES),
+            # (pytest-django's marker opens the database without naming a fixture)
+            "database": item.get_closest_marker("django_db") is not None or bool(uses & DATABASE_FIXTURES),
+        }
+        for marker, needed in needs.items():
+            if needed and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+        servers = [marker for marker in ("integration", "database") if item.get_closest_marker(marker) is not None]
+        if not servers:
+            item.add_marker("unit")
+        elif item.get_closest_marker("unit") is not None:  # (-m unit must stay -m "not integration and not database")
+            raise pytest.UsageError(f"{item.nodeid} is marked unit but needs a server ({', '.join(servers)})")
+
+
+def pytest_report_collectionfinish(items: list[pytest.Item]) -> str:
+    """The split, under pytest's "collected" line."""
+    counts = {
+        name: sum(item.get_closest_marker(name) is not None for item in items)
+        for name in ("unit", "database", "integration")
+    }
+    return "needs: " + ", ".join(f"{name} {n}" for name, n in counts.items())
