@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: run test test-fast install services lint typecheck bench clean
+.PHONY: run test test-fast install services lint typecheck config-reference bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	scripts/install-system-deps
@@ -54,6 +54,11 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py config_reference --check
+
+# docs/configuration.md, generated from the plugins' key definitions; `make lint` checks it is current.
+config-reference: install
+	$(PY) manage.py config_reference
 
 typecheck: install
 	$(VENV)/bin/mypy connectors workers sinkadmin sinks bench

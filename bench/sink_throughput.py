@@ -873,7 +873,7 @@ def _measured(
 
 
 # The figures of a run that --repeat reports as the median over its rounds
-# (with each round's value in ``rounds``): what the README's table shows.
+# (with each round's value in ``rounds``): what docs/benchmarks.md's tables show.
 ROUND_FIGURES = (
     "sink_records_per_s",
     "sink_records_per_s_after_first_commit",

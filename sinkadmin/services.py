@@ -397,7 +397,7 @@ def _celery() -> list[str]:
 # coordinator and two tasks each, a slot apiece). A slot becomes a pool
 # process when a runner needs it (see connector_worker_argv); a runner at
 # rest is ~46 MB (PSS), 18-21 threads and one Postgres connection
-# (bench/runner_cost.py, README "Capacity").
+# (bench/runner_cost.py; docs/benchmarks.md).
 DEFAULT_WORKER_SLOTS = 64
 
 # Pool processes a connectors worker keeps while no runner needs them.

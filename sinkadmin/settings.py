@@ -1,4 +1,4 @@
-"""Django settings, read from the environment (see README, "Configuration")."""
+"""Django settings, read from the environment (docs/operations.md, "Environment")."""
 
 from __future__ import annotations
 

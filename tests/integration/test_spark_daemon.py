@@ -59,7 +59,7 @@ def imported_by_a_decode(
 
 def test_the_daemon_is_for_a_spark_on_this_machine_and_can_be_turned_off(settings: LazySettings) -> None:
     assert python_daemon_conf("local[2]") == {"spark.python.daemon.module": SPARK_DAEMON_MODULE}
-    # A cluster's executors do not have the file (an operator can give it to them; the README says how).
+    # A cluster's executors do not have the file (an operator can give it to them; docs/spark.md says how).
     assert python_daemon_conf("spark://master:7077") == {}
     assert python_daemon_conf("yarn") == {}
     settings.SPARK_PRELOAD_PYTHON = False  # SINKADMIN_SPARK_PRELOAD_PYTHON=false
