@@ -228,15 +228,7 @@ class ConfigEditor:
 
     def prefix_suggestions(self) -> list[str]:
         """Key stems offered while typing in the key/value editor."""
-        suggestions = []
-        for prefix in self.plugin.prefix_keys:
-            if prefix.prefix == "iceberg.table.":
-                tables = [t.strip() for t in self.values.get("iceberg.tables", "").split(",") if t.strip()]
-                for table in tables or ["<table>"]:
-                    suggestions += [f"iceberg.table.{table}.{s}" for s in ("partition-by", "route-regex", "id-columns")]
-            else:
-                suggestions.append(prefix.prefix)
-        return suggestions
+        return [key for prefix in self.plugin.prefix_keys for key in prefix.suggestions(self.values)]
 
     @property
     def error_count(self) -> int:

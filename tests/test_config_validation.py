@@ -221,3 +221,28 @@ def test_maintenance_keys_have_safe_defaults_and_refuse_unsafe_values_per_key() 
     assert "at least 86400000" in unsafe.errors["sinkadmin.maintenance.orphans.older-than-ms"][0]
     off = SinkConfig.parse({**BASE, "sinkadmin.maintenance.enabled": "false"}).maintenance
     assert not off.enabled
+
+
+def test_a_key_family_suggests_its_keys_for_the_items_the_config_names() -> None:
+    from sinks.iceberg.plugin import ICEBERG
+
+    families = {prefix.prefix: prefix for prefix in ICEBERG.prefix_keys}
+    per_table = families["iceberg.table."]
+    assert per_table.suggestions({"iceberg.tables": "db.a, db.b"}) == [
+        f"iceberg.table.{table}.{setting}"
+        for table in ("db.a", "db.b")
+        for setting in ("partition-by", "route-regex", "id-columns")
+    ]
+    assert per_table.suggestions({})[0] == "iceberg.table.<table>.partition-by"
+    assert families["iceberg.catalog."].suggestions({"iceberg.tables": "db.a"}) == ["iceberg.catalog."]
+
+
+@pytest.mark.parametrize("sink", ["files", "hudi", "iceberg"])
+def test_every_coordinated_sink_refuses_a_consumer_reset_the_ledger_would_override(sink: str) -> None:
+    from sinks.registry import PLUGINS
+
+    plugin = next(p for p in PLUGINS if p.short_name == sink)
+    required = {k.name: "x" for k in plugin.keys if k.required and k.name != "connector.class"}
+    config = {**required, "connector.class": sink, "topics": "t", "consumer.override.auto.offset.reset": "latest"}
+    errors = validate_config(config).errors
+    assert "sinkadmin.offsets.out-of-range" in errors["consumer.override.auto.offset.reset"][0]

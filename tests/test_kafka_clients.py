@@ -4,7 +4,8 @@ partition's leader moves."""
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from workers.kafka import control_client_config, log_offsets, producer_config, source_consumer_config
+from connectors.config.kafka_clients import control_client_config, producer_config, source_consumer_config
+from workers.kafka import log_offsets
 
 CONFIG = {
     "security.protocol": "SASL_SSL",

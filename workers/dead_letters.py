@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow.dataset as ds
 from confluent_kafka import Producer
 
-from workers.kafka import admin_client, ensure_topic, producer_config
+from connectors.config.kafka_clients import admin_client, producer_config
+from workers.kafka import ensure_topic
 from workers.writes import BadRecord
 
 ERROR_CLASS = "org.apache.kafka.connect.errors.DataException"

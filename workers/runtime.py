@@ -29,6 +29,7 @@ from connectors.actions import maintenance as maintenance_actions
 from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
 from connectors.config import SinkConfig, resolve_plugin
+from connectors.config.kafka_clients import admin_client, source_consumer_config
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, MaintenanceOutcome
 from workers.coordinator import (
     ConnectorFailed,
@@ -42,15 +43,7 @@ from workers.coordinator import (
 )
 from workers.dead_letters import DeadLetterSink
 from workers.events import PartitionStatus
-from workers.kafka import (
-    OUT_OF_RANGE_ERRORS,
-    ControlChannel,
-    admin_client,
-    ensure_topic,
-    log_offsets,
-    resolve_partitions,
-    source_consumer_config,
-)
+from workers.kafka import OUT_OF_RANGE_ERRORS, ControlChannel, ensure_topic, log_offsets, resolve_partitions
 from workers.maintenance import MaintainedTables, Maintainer, MaintenanceLedger
 from workers.participant import TaskRunner, WritePort
 from workers.participant import TaskState as ParticipantState

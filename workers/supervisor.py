@@ -21,8 +21,9 @@ from django.db.models import Prefetch
 from connectors.actions import runtime as runtime_state
 from connectors.config import Plugin, SinkConfig, resolve_plugin
 from connectors.config.definitions import SourceCluster, resolve
+from connectors.config.kafka_clients import admin_client
 from connectors.models import Connector, ConnectorTask, DesiredState
-from workers.kafka import admin_client, partitions_in, source_warnings
+from workers.kafka import partitions_in, source_warnings
 from workers.sink import self_committing_sink
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ unchanged. Keys with no counterpart there live under ``sinkadmin.``.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -86,8 +86,20 @@ class PrefixKey:
     prefix: str
     documentation: str
     group: str
-    # Segments after the prefix, e.g. ``<table>.partition-by`` has pattern "{table}.partition-by".
+    # Segments after the prefix, e.g. ``<table>.partition-by`` has pattern "{table}.{setting}".
     pattern: str = "*"
+    # For a pattern "{item}.{setting}": the list key whose items name the first segment, and the
+    # settings each item has (what the form suggests as a user types a key of the family).
+    items_key: str = ""
+    settings: tuple[str, ...] = ()
+
+    def suggestions(self, config: Mapping[str, str]) -> list[str]:
+        """The family's keys to offer for ``config``: one per item and setting, or the bare prefix."""
+        if not self.items_key:
+            return [self.prefix]
+        items = [i.strip() for i in config.get(self.items_key, "").split(",") if i.strip()]
+        placeholder = "<" + self.pattern.split("}", 1)[0].lstrip("{") + ">"
+        return [f"{self.prefix}{item}.{setting}" for item in items or [placeholder] for setting in self.settings]
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 WRITE_TARGET_MIN_MS = 1500
 SHARED_DEFAULTS = {key.name: key.default for key in SHARED_KEYS if key.default is not None}
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-UNSUPPORTED_KEYS = {
+# Keys of every coordinated sink (its offsets are the ledger's) that it cannot honour, and why.
+LEDGER_OFFSETS_KEYS = {
     "consumer.override.auto.offset.reset": "offsets come from the commit ledger: where a new partition starts is "
     "consumer.auto.offset.reset, and what an offset out of range does is sinkadmin.offsets.out-of-range",
 }
@@ -158,6 +159,10 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
     _check_errors(result, config)
     if plugin.check:
         resolve(plugin.check)(result, config)
+    if plugin.coordinated:
+        for key, reason in LEDGER_OFFSETS_KEYS.items():
+            if config.get(key):
+                result.add(key, reason)
     _check_own_namespace(result, plugin, config)
     _check_hidden_passwords(result, config)
     return result

@@ -3,7 +3,7 @@
 Run before saving, with short timeouts, so a typo in a broker address or a
 catalog URI shows up in the form instead of as a failed task minutes later.
 The Kafka admin client is built exactly as the runtime builds it
-(``workers.kafka.admin_client``), and the sink's store is reached by its
+(``connectors.config.kafka_clients.admin_client``), and the sink's store is reached by its
 plugin's ``probe`` as its runtime reaches it, so a check that passes here
 tests the same settings the tasks will use.
 """
@@ -84,7 +84,7 @@ def _readable(exc: BaseException) -> str:
 
 
 def _list_topics(bootstrap: str, config: dict[str, str]) -> Any:
-    from workers.kafka import admin_client
+    from connectors.config.kafka_clients import admin_client
 
     return admin_client(bootstrap, config).list_topics(timeout=KAFKA_TIMEOUT_S)
 

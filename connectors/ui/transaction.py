@@ -94,15 +94,13 @@ def _milliseconds(connector: Connector, name: str, fallback_ms: int) -> timedelt
 
 def commit_timeout(connector: Connector) -> timedelta:
     plugin = resolve_plugin(connector.connector_class)
-    return _milliseconds(
-        connector, plugin.commit_timeout_key if plugin else "iceberg.control.commit.timeout-ms", 30_000
-    )
+    return _milliseconds(connector, plugin.commit_timeout_key if plugin else "sinkadmin.commit.timeout-ms", 30_000)
 
 
 def commit_interval(connector: Connector) -> timedelta:
     plugin = resolve_plugin(connector.connector_class)
     if plugin is None:
-        return _milliseconds(connector, "iceberg.control.commit.interval-ms", 300_000)
+        return _milliseconds(connector, "sinkadmin.commit.interval-ms", 300_000)
     override = _milliseconds(connector, plugin.interval_override_key, -1) if plugin.interval_override_key else None
     if override is not None and override > timedelta(0):
         return override

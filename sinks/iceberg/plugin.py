@@ -236,6 +236,8 @@ ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
         "'days(ts), bucket(16, id)'), <table>.route-regex, <table>.id-columns.",
         _G_TABLES,
         pattern="{table}.{setting}",
+        items_key="iceberg.tables",
+        settings=("partition-by", "route-regex", "id-columns"),
     ),
     PrefixKey("iceberg.kafka.", "Kafka client properties for the control topic clients.", _G_KAFKA),
     *SHARED_PREFIX_KEYS,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from connectors.config.definitions import CONVERTERS
 from connectors.config.transforms import PartitionField, parse_partition_by
-from connectors.config.validation import UNSUPPORTED_KEYS, split_list
+from connectors.config.validation import split_list
 from sinks.iceberg.plugin import ICEBERG
 
 if TYPE_CHECKING:
@@ -141,9 +141,6 @@ def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> No
 def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
     for key, reason in UNSUPPORTED_SWITCHES.items():
         if config.get(key, "false").strip().lower() == "true":
-            result.add(key, reason)
-    for key, reason in UNSUPPORTED_KEYS.items():
-        if config.get(key):
             result.add(key, reason)
 
 

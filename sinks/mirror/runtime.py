@@ -53,9 +53,11 @@ def run_task(
     heartbeat: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> None:
     """Mirror ``partitions`` until ``stop()``, or until ``heartbeat(status)`` says to stop (None)."""
-    from connectors.models import Connector, DesiredState  # (Django's apps are ready by the time a task runs)
+    # (Django's apps are ready by the time a task runs.)
+    from connectors.actions import get_connector
+    from connectors.models import DesiredState
 
-    connector = Connector.objects.get(name=name)
+    connector = get_connector(name)
     config = SinkConfig.parse(connector.config)
 
     def entered(done: Transaction) -> None:

@@ -23,9 +23,10 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from connectors.config.kafka_clients import source_consumer_config
 from tests.integration.helpers import create_topic, json_records, produce
 from workers.events import end_commit
-from workers.kafka import ControlChannel, source_consumer_config
+from workers.kafka import ControlChannel
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,8 @@ def closed_port() -> int:
 
 @pytest.fixture
 def existing_topic(kafka_bootstrap: str, topic_name: str) -> str:
-    from workers.kafka import admin_client, ensure_topic
+    from connectors.config.kafka_clients import admin_client
+    from workers.kafka import ensure_topic
 
     ensure_topic(admin_client(kafka_bootstrap, {}), topic_name, partitions=3)
     return topic_name

@@ -1,0 +1,83 @@
+"""The Kafka clients of a connector, all configured from one place so its security settings reach every
+one of them: source consumer, control producer and consumer, dead-letter producer, admin client. The
+control plane (the connection check) and the runtime build theirs here alike."""
+
+from __future__ import annotations
+
+import re
+
+from confluent_kafka.admin import AdminClient
+
+# Keys that configure every client the connector creates (librdkafka accepts
+# the Java client's names for these).
+_SHARED_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+# Java-client keys librdkafka does not know; the PEM/JAAS equivalents are mapped.
+_JAVA_ONLY = {
+    "ssl.truststore.type",
+    "ssl.keystore.type",
+    "ssl.truststore.password",
+    "ssl.keystore.password",
+    "ssl.keystore.location",
+    "ssl.endpoint.identification.algorithm",
+    "sasl.jaas.config",
+}
+_JAAS_CREDENTIALS = re.compile(r'username="(?P<user>[^"]*)"\s+password="(?P<password>[^"]*)"')
+
+
+def shared_properties(config: dict[str, str]) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for key, value in config.items():
+        if key.startswith(_SHARED_PREFIXES) and key not in _JAVA_ONLY:
+            props[key] = value
+    if "ssl.truststore.location" in config:
+        # The Java truststore key carries a PEM CA bundle here.
+        props.pop("ssl.truststore.location", None)
+        props["ssl.ca.location"] = config["ssl.truststore.location"]
+    jaas = config.get("sasl.jaas.config")
+    if jaas and (match := _JAAS_CREDENTIALS.search(jaas)):
+        props.setdefault("sasl.username", match.group("user"))
+        props.setdefault("sasl.password", match.group("password"))
+    return props
+
+
+def _with_overrides(config: dict[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def source_consumer_config(bootstrap: str, config: dict[str, str], group_id: str) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        # Offsets come from the ledger and are assigned explicitly; the group
+        # id is only a label (librdkafka requires one) and is never committed.
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        # Bound what librdkafka prefetches, so memory does not grow with backlog (I7).
+        "queued.max.messages.kbytes": 65536,
+        "fetch.max.bytes": 52428800,
+        # librdkafka postpones a partition's next fetch by this much once the
+        # queue above is full (default 1 s): the task then drains the queue
+        # in a fraction of that and waits idle for records.
+        "fetch.queue.backoff.ms": 100,
+        **shared_properties(config),
+        **_with_overrides(config, "consumer.override."),
+    }
+
+
+def producer_config(bootstrap: str, config: dict[str, str]) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        **shared_properties(config),
+        **_with_overrides(config, "producer.override."),
+    }
+
+
+def control_client_config(bootstrap: str, config: dict[str, str]) -> dict[str, object]:
+    return {"bootstrap.servers": bootstrap, **shared_properties(config), **_with_overrides(config, "iceberg.kafka.")}
+
+
+def admin_client(bootstrap: str, config: dict[str, str]) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, **shared_properties(config)})
