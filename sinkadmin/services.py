@@ -396,8 +396,9 @@ def _celery() -> list[str]:
 # `make run`'s connectors worker: twenty connectors of two tasks (a
 # coordinator and two tasks each, a slot apiece). A slot becomes a pool
 # process when a runner needs it (see connector_worker_argv); a runner at
-# rest is ~46 MB (PSS), 18-21 threads and one Postgres connection
-# (bench/runner_cost.py; docs/benchmarks.md).
+# rest costs its memory and threads and one Postgres connection
+# (bench/runner_cost.py; docs/benchmarks.md, "Measurements behind the
+# runtime's design").
 DEFAULT_WORKER_SLOTS = 64
 
 # Pool processes a connectors worker keeps while no runner needs them.
@@ -414,13 +415,13 @@ def connector_worker_argv(hostname: str, slots: int, loglevel: str = "INFO") -> 
 
     The pool grows to ``slots`` as runners are asked for and gives back an
     idle process after Celery's autoscale keep-alive (30 s), down to
-    SLOTS_AT_REST. With 64 processes forked at start, idle but for the
-    runners of one connector (no CPU, no wake-ups of their own), those
-    runners ran at 0.71-0.89x of the rate of the same runners as processes
-    of their own in six rounds of seven, using up to a fifth more CPU for
-    the same records; with a pool of 4 at 0.96-0.97x, autoscaled at
-    0.88-1.08x (bench/sink_throughput.py, 4M records at 1 s, make run's
-    rate against run_connector's paired by round; docs/spark.md).
+    SLOTS_AT_REST. With every slot's process forked at start, idle but for
+    the runners of one connector (no CPU, no wake-ups of their own), those
+    runners ran slower than the same runners as processes of their own, and
+    used more CPU for the same records; with a small pool, or one that grows
+    with its runners, they kept pace (bench/sink_throughput.py, make run's
+    rate against run_connector's paired by round: "Measurement" in
+    docs/decisions/006-worker-pool-grows-with-its-runners.md; docs/spark.md).
     """
     return [
         *_celery(),

@@ -183,10 +183,11 @@ class JsonDecoder:
         # The whole chunk as one block, parsed on this thread. Arrow's
         # streaming reader, not read_json: read_json starts a read-ahead
         # thread and its pool for every call and waits on it, which held a
-        # task idle for a sixth of its time on a busy host (py-spy) and cost
-        # more CPU per chunk; handing blocks to Arrow's thread pool cost a
-        # tenth more CPU, and the tasks already keep every core busy. One
-        # block also means one schema for the chunk, whatever it infers.
+        # task idle for a sizeable share of its time on a busy host (py-spy)
+        # and cost more CPU per chunk; handing blocks to Arrow's thread pool
+        # cost more CPU too, and the tasks already keep every core busy
+        # (docs/benchmarks.md, "Measurements behind the runtime's design").
+        # One block also means one schema for the chunk, whatever it infers.
         reader = pj.open_json(
             pa.BufferReader(data),
             read_options=pj.ReadOptions(block_size=max(self.MIN_BLOCK, len(data) + 1), use_threads=False),

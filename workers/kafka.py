@@ -80,8 +80,8 @@ class ControlChannel:
         base = control_client_config(bootstrap, config)
         # Not librdkafka's idempotent producer: it asks for a producer id
         # only once a broker connection is up, and retries every 0.5 s, so a
-        # new process's first event (a coordinator's first START) waited
-        # 0.5-1 s. Each send is flushed before the next, one request in
+        # new process's first event (a coordinator's first START) waited for
+        # a retry or two. Each send is flushed before the next, one request in
         # flight, so order holds across retries without it; a retry can
         # only duplicate an event, and every event is idempotent where it
         # is read (a START or END of the commit in hand, the first
@@ -104,17 +104,19 @@ class ControlChannel:
                 "auto.offset.reset": "latest",
                 "client.id": client_id,
                 # (librdkafka's default, 500 ms, is kept: the broker answers a
-                # waiting fetch as soon as an event arrives, so
-                # a shorter wait gains nothing and multiplies idle fetches:
-                # at 50 ms, twenty connectors' sixty runners sent the broker
-                # 1,200 a second, half a core of a two-core machine.)
+                # waiting fetch as soon as an event arrives, so a shorter wait
+                # gains nothing and multiplies idle fetches: at 50 ms, twenty
+                # connectors' sixty runners sent the broker 1,200 a second,
+                # which took a sizeable share of a small machine's CPU;
+                # docs/benchmarks.md, "Measurements behind the runtime's design".)
             }
         )
 
         # The control topic's end is asked of a consumer of its own that never
         # fetches: asked of the one above, the request queued behind its
-        # waiting fetch (one connection, answered in order) and took 200-400
-        # ms, at every START.
+        # waiting fetch (one connection, answered in order) and waited for it,
+        # at every START (docs/benchmarks.md, "Measurements behind the
+        # runtime's design").
         self._watermarks = Consumer({**base, "group.id": f"sinkadmin-control-{client_id}", "client.id": client_id})
 
     def seek(self, offset: int | None) -> None:

@@ -136,11 +136,12 @@ class _Sizing:
 class TaskRunner:
     FETCH_WAIT_SECONDS = 0.05
     # Until a write has been timed, a task assumes its writer this fast:
-    # a third of what a Spark core writes here (~100 MiB/s of 1 KB JSON), so
-    # the first commit (which also starts Spark's Python workers) is small
-    # rather than late; each write then corrects it. (At 16 MiB/s, bounded
-    # by the commits' longest writes, the first 1M records took seven
-    # commits to two tasks where five sufficed.)
+    # well below what a Spark core was measured to write, so the first
+    # commit (which also starts Spark's Python workers) is small rather than
+    # late; each write then corrects it. (Assumed slower still, bounded by
+    # the commits' longest writes, the first records took more commits than
+    # they needed: docs/benchmarks.md, "Measurements behind the runtime's
+    # design".)
     ASSUMED_WRITE_BYTES_PER_S = 32 * 2**20
     # However slow a write was (a Spark retry, a pause), a commit may stage
     # this much: the next writes correct it in a few commits.
@@ -185,7 +186,8 @@ class TaskRunner:
         self.consumer = consumer
         # Where end offsets are asked while not fetching: a consumer that never
         # fetches, as the one above queues the request behind its waiting
-        # fetch (200-400 ms a partition; see workers.kafka.ControlChannel).
+        # fetch, each partition's answer after it (see workers.kafka.ControlChannel;
+        # docs/benchmarks.md, "Measurements behind the runtime's design").
         self.watermarks = watermarks or consumer
         self.channel = channel
         self.writer = writer
@@ -275,15 +277,15 @@ class TaskRunner:
         commit's cycle. That is nothing under a steady backlog (the next
         commit is read ahead while this one is written), but not after a
         raise: the read-ahead stopped at the old size, and the ACK that
-        raises it comes just before the next START. Growing by half (from
-        320 to 624 MiB a task at 10 s, 4M records) took 2.6 s to stage
-        before a 9.7 s write: a 12.6 s cycle for a 10 s target. So the
-        commit holds the size ``s`` whose rest, staged at the task's pace
-        ``r`` (``staging_bytes_per_s``), and whose write, ``target * s /
-        commit_bytes``, together take the target:
-        ``(s - adopted) / r + target * s / commit_bytes = target``. It grows
-        to ``commit_bytes`` over the next commits, whose read-ahead is
-        bounded by that.
+        raises it comes just before the next START. Growing by half took
+        seconds to stage before a write that itself took most of the target:
+        a cycle well past the target. So the commit holds the size ``s``
+        whose rest, staged at the task's pace ``r`` (``staging_bytes_per_s``),
+        and whose write, ``target * s / commit_bytes``, together take the
+        target: ``(s - adopted) / r + target * s / commit_bytes = target``.
+        It grows to ``commit_bytes`` over the next commits, whose read-ahead
+        is bounded by that (docs/benchmarks.md, "Measurements behind the
+        runtime's design").
         """
         size, pace = self.commit_bytes, self.staging_bytes_per_s
         if pace is None or adopted_bytes >= size:
@@ -388,8 +390,9 @@ class TaskRunner:
         The tasks' jobs share Spark, and in its FIFO order the job submitted
         first runs alone while the other waits: the first task's write
         says Spark is as fast as it is alone, and sized by it alone its next
-        commit held a whole Spark's worth, so the later write ran up to
-        twice the target (4M records at 1 s: cycle p99 3.5 s against 2 s).
+        commit held a whole Spark's worth, so the later write ran well past
+        the target, and the commit cycle's p99 with it (docs/benchmarks.md,
+        "Measurements behind the runtime's design").
         The commit waited for its longest write (``write_seconds``, from the
         coordinator); a task whose commit was full sizes by that instead
         when it is longer than its own, so the tasks' commits together hold
@@ -605,7 +608,9 @@ class TaskRunner:
         headers: list[Any] = [None] * len(run)
         if self.dead_letters is not None:
             # Headers only travel to the dead-letter topic, and librdkafka
-            # parses them out of each message when asked (5% of a task's time).
+            # parses them out of each message when asked (a share of a task's
+            # time worth saving: docs/benchmarks.md, "Measurements behind the
+            # runtime's design").
             headers = [m.headers() for m in run]
             if any(headers):
                 headers = [[(k, _as_bytes(v)) for k, v in h] if h else None for h in headers]
@@ -620,8 +625,9 @@ class TaskRunner:
         Holding ``commit_bytes``, a task takes no more records for the commit
         whatever comes (``_wants_records``), so what it writes is settled;
         its write need not wait for the END its request brings back, two
-        hops on the control topic (under a backlog at 1 s, the commit
-        cycle's p50 went from 2.4-2.8 s to 2.1-2.2 s). The commit still
+        hops on the control topic (under a backlog at a short interval,
+        writing at once shortened the commit cycle's p50: docs/benchmarks.md,
+        "Measurements behind the runtime's design"). The commit still
         ends at the coordinator's END: the other tasks stage until then, and
         a status that came before it is counted as any other (a START that
         supersedes the commit drops the write, as after an END).
@@ -711,8 +717,9 @@ class TaskRunner:
         Its wait for write statuses then lasts as long as the write does
         (up to its limit), instead of giving up on a task that is alive and
         busy: a first commit whose Spark was still starting (forty tasks
-        warming up at once took 22-28 s) outlasted the 30 s timeout, was
-        given up on, and was written again by the next commit.
+        warming up at once, each for most of the timeout) outlasted the 30 s
+        timeout, was given up on, and was written again by the next commit
+        (docs/benchmarks.md, "Measurements behind the runtime's design").
         """
         now = time.monotonic()
         if now - max(write.began, write.said_at) < self.WRITING_PROGRESS_SECONDS:
@@ -730,11 +737,12 @@ class TaskRunner:
         """End offsets of the partitions no fetch has told of for END_OFFSET_REFRESH_SECONDS
         (between commits, paused), so that lag stays true.
 
-        Each is a round trip to the broker that this loop waits for (50-880 ms
-        for eight partitions on a busy host), so a partition being fetched is
-        not asked: every fetch response carries its high watermark (taken in
+        Each is a round trip to the broker that this loop waits for (slow and
+        uneven on a busy host), so a partition being fetched is not asked:
+        every fetch response carries its high watermark (taken in
         ``_consume``). Asked regardless, they held up reading ahead, and a
-        START that came meanwhile, every few seconds while a commit was written.
+        START that came meanwhile, every few seconds while a commit was
+        written (docs/benchmarks.md, "Measurements behind the runtime's design").
         """
         now = time.monotonic()
         for tp in self.partitions:

@@ -465,15 +465,15 @@ def _keep_freed_memory() -> None:
 
 
 def tune_process_for_tasks() -> None:
-    """Three process-wide settings for the participants' hot path, measured with
-    the benchmark and perf; done once per process, at its first task.
+    """Three process-wide settings for the participants' hot path, each chosen by
+    measuring the benchmark with perf and py-spy; done once per process, at its first task.
 
     Objects that exist at start-up are kept out of Python's cyclic garbage
     collection. Every fetched message is a GC-tracked object; thousands per
     batch set off collections, full ones included, that walked every object
-    the imports created (pyiceberg, pyarrow, Django: hundreds of thousands)
-    and found nothing: messages are freed by reference counting. That was a
-    sixth of a task's time (py-spy). Freezing again later would also freeze
+    the imports created (pyiceberg, pyarrow, Django) and found nothing:
+    messages are freed by reference counting. Those walks were a sizeable
+    share of a task's time. Freezing again later would also freeze
     whatever garbage exists then (an old catalog's connection pool, say),
     which would never be freed; the thresholds stay Python's, so garbage
     holding connections is still collected as promptly as before.
@@ -481,18 +481,18 @@ def tune_process_for_tasks() -> None:
     Arrow's buffers come from the C library's allocator instead of Arrow's
     default mimalloc, which returned freed pages to the system and faulted
     them in again (huge pages, zeroed by the kernel) for every decoded chunk:
-    page faults were a fifth of a task's CPU time. With it a task uses about
-    a tenth less CPU per record and peaks ~20 MB lower.
+    page faults were a sizeable share of a task's CPU time. With it a task
+    uses less CPU per record and peaks lower.
 
     And that allocator keeps what is freed: by default glibc maps buffers of
     a few MB (a joined chunk of values, a decoded column, a fetched message
     set) afresh each time and gives the top of its heap back as soon as
     it is free, so the same pages were faulted in over and over. With mmap
-    and trim thresholds of 32 and 256 MB, page faults in a parse-and-write
-    loop (join, Arrow's JSON reader, Parquet) fell from 48,000-78,000 to
-    ~14,500 and its CPU time by 6-21%; in the benchmark the tasks used 8-13%
-    less CPU per record (noisy host). Peak RSS is the same within ~10 MB:
-    the memory kept is what the next chunk needs anyway.
+    and trim thresholds of 32 and 256 MB, a parse-and-write loop (join,
+    Arrow's JSON reader, Parquet) takes far fewer page faults and less
+    CPU, and in the benchmark the tasks used less CPU per record, at
+    about the same peak RSS: the memory kept is what the next chunk needs
+    anyway (docs/benchmarks.md, "Measurements behind the runtime's design").
     """
     with _tuning:
         if not _tuned.is_set():

@@ -199,13 +199,14 @@ def shared_session_id(generation: int) -> str:
 
     A Spark Connect server gives each session its own Python daemon and
     workers (a session's artifacts are its workers' ``PYTHONPATH``). With a
-    session per runner, each one paid a cold start (~5 s, ~7 CPU-s; its first
-    commit waited for it) and kept a daemon (~48 MB) and up to one worker a
-    core (~250 MB each) alive: dozens of runners meant gigabytes of idle
-    Python. Processes of one host or of many that run the same code join one
-    session instead, and share its warm workers. The id derives from the code
-    archive's name (its content's hash), so two versions of the code, during
-    an upgrade, never share the workers' path.
+    session per runner, each one paid a cold start of seconds and CPU-seconds
+    (its first commit waited for it) and kept a daemon and up to one worker a
+    core alive, each holding memory of its own: dozens of runners meant
+    gigabytes of idle Python. Processes of one host or of many that run the
+    same code join one session instead, and share its warm workers. The id
+    derives from the code archive's name (its content's hash), so two
+    versions of the code, during an upgrade, never share the workers' path
+    (docs/benchmarks.md, "Measurements behind the runtime's design").
     """
     digest = hashlib.sha256(f"sinkadmin:{code_archive().name}:{generation}".encode()).digest()
     return str(uuid.UUID(bytes=digest[:16], version=4))
@@ -511,16 +512,17 @@ def _freeze_imports() -> None:
 
     PySpark's daemon runs ``gc.collect()`` in a reused worker after every
     Spark task. Over the modules the decoder imports (pyarrow, pyiceberg,
-    pydantic) a full collection cost ~60 ms a task, most of the Python
-    workers' CPU in a commit's job (profiled with py-spy); with the imports
-    frozen it walks only what the task itself left. Frozen only once, at the
-    warm-up job, the modules a worker's first decode imports (~330: Parquet's,
-    pyiceberg's I/O; ~28,000 objects) were walked after every later task,
-    ~10 ms a Spark task (half the Python workers' CPU per commit beyond the
-    records themselves). As a task starts, the garbage of the ones before it
-    is gone (the daemon collected it), so what is frozen is what the imports
-    keep, with the few objects of this task's start; that happens only when
-    modules were imported since, a few times in a worker's life.
+    pydantic) a full collection cost most of the Python workers' CPU in a
+    commit's job (profiled with py-spy); with the imports frozen it walks
+    only what the task itself left. Frozen only once, at the warm-up job,
+    the many modules a worker's first decode imports (Parquet's, pyiceberg's
+    I/O) were walked after every later task, a large part of the Python
+    workers' CPU per commit beyond the records themselves. As a task
+    starts, the garbage of the ones before it is gone (the daemon collected
+    it), so what is frozen is what the imports keep, with the few objects of
+    this task's start; that happens only when modules were imported since, a
+    few times in a worker's life (docs/benchmarks.md, "Measurements behind
+    the runtime's design").
     """
     global _frozen_modules  # noqa: PLW0603 - once per new batch of imports in this worker process
     if len(sys.modules) != _frozen_modules:
@@ -575,14 +577,14 @@ def balanced_groups(weights: Sequence[int], count: int) -> tuple[tuple[int, ...]
 def task_groups(staged: Sequence[StagedPartition], cores: int) -> tuple[tuple[int, ...], ...]:
     """The staged partitions (by index) in at most ``cores`` groups of about equal records, a Spark task each.
 
-    A Spark task has a cost of its own, whatever it decodes (measured on the
-    2-core host over Spark Connect, warm: a job of one Python task took ~110
-    ms of Spark CPU, of eight ~170 ms, and 250 ms of wall time against 100:
-    four rounds of tasks on two cores); a commit's job with a task per
-    staged partition paid it eight times where two tasks kept both cores
-    as busy. So a job has a task per core, each decoding its group in turn,
-    the groups balanced by records (``balanced_groups``). On a cluster with
-    a core per partition it is a task each.
+    A Spark task has a cost of its own, whatever it decodes: a job of eight
+    Python tasks cost more Spark CPU than a job of one, and took far longer
+    on two cores (four rounds of tasks); a commit's job with a task per
+    staged partition paid it eight times where two tasks kept both cores as
+    busy. So a job has a task per core, each decoding its group in turn, the
+    groups balanced by records (``balanced_groups``). On a cluster with a
+    core per partition it is a task each (docs/benchmarks.md, "Measurements
+    behind the runtime's design").
     """
     return balanced_groups([s.records for s in staged], cores)
 
@@ -608,7 +610,8 @@ class SparkJobs:
 
     def warm_up(self) -> None:
         """Connect, and have Spark's Python workers import the decoder, before the first commit
-        needs them (the first job of a session took 5-9 s more than the next ones)."""
+        needs them: the first job of a session takes seconds longer than the next ones
+        (docs/benchmarks.md, "Measurements behind the runtime's design")."""
         _ = self.cores
 
     @property

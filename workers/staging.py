@@ -37,8 +37,9 @@ STAGING_SCHEMA = pa.schema(
 # How raw staging files are written. Uncompressed, no dictionaries (but the
 # topic's) and no statistics: a file lives for one commit and is read once,
 # whole; all three would only cost CPU on both sides (hashing and comparing
-# 1 KB values took 0.7 of the 1.2 µs a record cost). bench/staging_costs.py
-# measures these against other encodings.
+# 1 KB values took most of what a record cost). bench/staging_costs.py
+# measures these against other encodings (docs/benchmarks.md, "Measurements
+# behind the runtime's design").
 STAGING_PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "none",
     "use_dictionary": ["topic"],
@@ -166,10 +167,12 @@ class RawStagingFile:
     # The most a partition keeps buffered before spilling, whatever
     # sinkadmin.staging.buffer-bytes says. What is buffered when the commit
     # ends is spilled then, and its write waits for that: at 8 MiB, a 1 s
-    # commit of the sink benchmark (~6 MB a partition) was spilled whole at
-    # its END, 0.3-0.6 s before Spark could start. Chunks of 2,000 ~1 KB
-    # records cost the same a record to write and to read back as chunks of
-    # 8,000 (bench/staging_costs.py --records); 1,000 cost more.
+    # commit of the sink benchmark, less than that a partition, was spilled
+    # whole at its END, holding Spark's start back by a large part of the
+    # interval. Chunks of 2,000 ~1 KB records cost the same a record to
+    # write and to read back as chunks of 8,000 (bench/staging_costs.py
+    # --records); 1,000 cost more (docs/benchmarks.md, "Measurements behind
+    # the runtime's design").
     SPILL_BYTES = 2 << 20
 
     def __init__(self, path: Path, chunk_bytes: int) -> None:

@@ -28,11 +28,12 @@ from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
-# this: at short intervals a commit's cycle (its longest write, up to 1.75x
-# its sizing on a busy host, plus ~0.4 s of round trips and the catalog
-# commit) then stays within the interval + 2 s at p99, and a Spark job's own
-# cost (~0.1 s of wall time, ~0.05 CPU-s on a warm server) stays a small part
-# of each write (docs/spark.md, "The default write target").
+# this: at short intervals a commit's cycle (its longest write, which on a
+# busy host runs well past its sizing, plus the round trips and the catalog
+# commit) then stays within the commit-latency target at p99, and a Spark
+# job's own fixed cost on a warm server stays a small part of each write
+# (docs/spark.md, "The default write target"; docs/benchmarks.md,
+# "Measurements behind the runtime's design").
 WRITE_TARGET_MIN_MS = 1500
 SHARED_DEFAULTS = {key.name: key.default for key in SHARED_KEYS if key.default is not None}
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

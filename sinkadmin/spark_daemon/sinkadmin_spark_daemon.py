@@ -4,11 +4,12 @@ Spark runs Python code through a daemon (``pyspark.daemon``) that forks a
 worker per concurrent Python task, reuses it for the next tasks, and stops a
 worker idle for a minute (a constant in Spark's ``PythonWorkerFactory``).
 Each new worker then imported the decoder's libraries (pyarrow, pyiceberg,
-pydantic, numpy: ~1,000 modules, over a CPU-second) at its first task. That
+pydantic, numpy: many modules, a costly import) at its first task. That
 came back at every commit of a connector committing less often than once a
 minute (``iceberg.control.commit.interval-ms`` is five minutes by default),
 once per core, and at a connector's start. Forked from this daemon, a worker has them already,
-shared copy-on-write with the daemon and its other workers.
+shared copy-on-write with the daemon and its other workers (docs/benchmarks.md,
+"Measurements behind the runtime's design").
 
 Spark's own daemon imports nothing heavy before it forks, because a thread
 that an import starts does not exist in the forked child, and a lock it held
@@ -81,10 +82,11 @@ def preload() -> frozenset[str]:
     # importlib.invalidate_caches(), which has every zipimporter cached in
     # sys.path_importer_cache read its archive's directory again: one per
     # package imported from pyspark.zip and one for each archive on Spark's
-    # PYTHONPATH (17 here, ~25,000 entries, 0.3 CPU-s a new worker). Those
-    # archives do not change while Spark runs. Out of the cache, their
-    # importers are made again when an import needs them, from the directory
-    # that zipimport keeps for each archive.
+    # PYTHONPATH, a noticeable part of a new worker's start. Those archives
+    # do not change while Spark runs. Out of the cache, their importers are
+    # made again when an import needs them, from the directory that
+    # zipimport keeps for each archive (docs/benchmarks.md, "Measurements
+    # behind the runtime's design").
     for path, finder in list(sys.path_importer_cache.items()):
         if isinstance(finder, zipimport.zipimporter):
             del sys.path_importer_cache[path]

@@ -7,9 +7,10 @@ from typing import Any
 
 # The SQL catalog, SQLAlchemy's dialect of the default catalog and pyiceberg's
 # table and I/O modules are imported with the runtime, at a worker's start-up:
-# the catalog code would import them in the first commit, which took over a
-# second of that commit. (sinks.iceberg.tables imports them where it uses
-# them, for Spark's Python workers, which need its schema functions only.)
+# the catalog code would import them in the first commit, which waited for
+# them (docs/benchmarks.md, "Measurements behind the runtime's design").
+# (sinks.iceberg.tables imports them where it uses them, for Spark's Python
+# workers, which need its schema functions only.)
 import pyiceberg.catalog.sql
 import pyiceberg.io.pyarrow
 import pyiceberg.table  # noqa: F401

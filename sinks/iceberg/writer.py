@@ -88,8 +88,9 @@ class TableWriter:
 
     def warm_up(self) -> None:
         """Ready for the first write before it comes: the catalog open, and Spark joined with its
-        Python workers' imports done (spark). A first commit of a make-run connector on the 2-core
-        host spent 0.1-0.4 s of its write opening the catalog."""
+        Python workers' imports done (spark). Opened by the first write instead, the catalog took a
+        noticeable part of the write of a make-run connector's first commit (docs/benchmarks.md,
+        "Measurements behind the runtime's design")."""
         _ = self.catalog
         if self.config.writer == "spark":
             self.spark.warm_up()
@@ -191,9 +192,11 @@ class TableWriter:
         location as they were: a commit only adds a snapshot. Asking costs a
         query (a SQL catalog; with others the table is loaded), where loading
         the table reads and parses its metadata file, which grows with every
-        commit until snapshots expire (bench/table_lookup.py: 7.5 ms at one
-        snapshot, 30.5 at 600, against 5.8-7.5 for the query). An altered
-        table is loaded whenever the write would have loaded it without the copy.
+        commit until snapshots expire: a load costs more the longer the
+        history, while the query costs about what a load of a new table does,
+        whatever the history (bench/table_lookup.py; docs/benchmarks.md,
+        "Measurements behind the runtime's design"). An altered table is
+        loaded whenever the write would have loaded it without the copy.
         """
         copy = self._copies.get(name)
         if copy is not None:

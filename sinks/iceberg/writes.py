@@ -16,8 +16,9 @@ from workers.writes import narrow_type
 
 def arrow_schema(schema: Schema) -> pa.Schema:
     """The Arrow schema the data planes write an Iceberg schema's columns with."""
-    # Imported here: pyiceberg's I/O module costs Spark's Python workers half
-    # a second to import, and they get TargetTable's arrow_schema computed.
+    # Imported here: pyiceberg's I/O module is slow for Spark's Python workers
+    # to import, and they get TargetTable's arrow_schema computed
+    # (docs/benchmarks.md, "Measurements behind the runtime's design").
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
     return pa.schema([f.with_type(narrow_type(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
