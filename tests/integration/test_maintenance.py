@@ -368,7 +368,9 @@ def test_snapshots_expire_by_age_and_count_and_orphans_older_than_the_window_are
 
     # A Spark that cannot be reached: the run fails at once, saying so, and changes nothing.
     config_of = SinkConfig.parse(connector.config)
-    unreachable = SparkProcedures(config_of.catalog_name, connector_catalog_properties(config_of), unreachable_spark())
+    unreachable = SparkProcedures(
+        config_of.settings.catalog_name, connector_catalog_properties(config_of), unreachable_spark()
+    )
     run = maintain("expiring", time.time(), unreachable)
     assert run.outcome == MaintenanceOutcome.FAILED and ": SparkUnavailable: Spark at " in run.error
     assert "is unreachable" in run.error and ";" not in run.error and old_orphan.exists()  # (one step's error)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.conf import LazySettings
 
+from sinks.iceberg.spark_writer import SparkWriter
 from workers import spark_writer
 
 pytestmark = pytest.mark.integration
@@ -30,7 +31,7 @@ view = sys.argv[2]
 if view:
     spark.range(7).createOrReplaceTempView(view)
 # A job whose Python worker imports the shipped code: the archive reached the session.
-spark_writer.SparkWriter(None, spark).warm_up()
+spark_writer.SparkJobs(spark).warm_up()
 print(spark.session_id, flush=True)
 # A process that met a closed session can hang in gRPC's channel teardown at
 # interpreter exit (docs/spark.md, "Sessions"); what is tested is the joining.
@@ -114,7 +115,7 @@ def test_a_write_that_meets_a_dropped_session_joins_it_again_and_writes_every_re
     try:
         settings.SPARK_REMOTE = f"sc://127.0.0.1:{port}"
         monkeypatch.setattr(spark_writer, "_session", None)  # this process joins as a runner would
-        writer = spark_writer.SparkWriter(config())
+        writer = SparkWriter(config())
         writer.warm_up()
         assert writer.spark.session_id == spark_writer.shared_session_id(0)
 
@@ -147,7 +148,7 @@ def test_a_first_write_during_the_warm_up_waits_for_it_and_writes_every_record(
     from tests.test_spark_writer import config, job, staged_file
 
     monkeypatch.setattr(spark_writer, "_session", None)
-    writer = spark_writer.SparkWriter(config())
+    writer = SparkWriter(config())
     ranges: list[int] = []
     real_range = writer.spark.range
 
