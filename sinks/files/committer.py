@@ -13,12 +13,15 @@ removed with their commit's directory, or by the hourly sweep once an hour old.
 from __future__ import annotations
 
 import logging
+import re
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from connectors.config import SinkConfig
+from sinks.files.layout import parse_file_name
 from sinks.files.settings import FilesSettings
 from sinks.files.writer import TMP_DIR, tmp_root
 from workers.coordinator import PreparedCommit, SinkUnavailable
@@ -143,3 +146,30 @@ class FilesCommitter:
             if now - newest > self.ORPHAN_AGE_S:
                 log.info("%s: removing %s, left by a commit that was never prepared", self.connector, info.path)
                 fs.delete_dir(info.path)
+
+
+def committed_file_ranges(config: SinkConfig) -> tuple[dict[tuple[str, int], tuple[int, int]], datetime]:
+    """Each partition's offsets [first, last + 1) over the committed files of the connector's topics (the
+    temporary directory left out), and when the newest of them was written."""
+    settings: FilesSettings = config.settings
+    fs, root = settings.storage.filesystem()
+    base = settings.topics_path(root)
+    selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+    pattern = re.compile(config.topics_regex) if config.topics_regex else None
+    ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    newest = 0.0
+    for info in fs.get_file_info(selector):
+        relative = info.path[len(base) :].lstrip("/")
+        if info.type != pafs.FileType.File or relative.split("/", 1)[0] == TMP_DIR:
+            continue
+        parsed = parse_file_name(info.base_name, settings.file_delim)
+        if parsed is None:
+            continue
+        topic, partition, first, last = parsed
+        if topic not in config.topics and not (pattern is not None and pattern.fullmatch(topic)):
+            continue
+        start, end = ranges.get((topic, partition), (first, last + 1))
+        ranges[(topic, partition)] = (min(start, first), max(end, last + 1))
+        if info.mtime is not None:
+            newest = max(newest, info.mtime.timestamp())
+    return ranges, datetime.fromtimestamp(newest, tz=UTC) if newest else datetime.now(tz=UTC)

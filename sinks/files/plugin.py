@@ -318,6 +318,7 @@ FILES = Plugin(
     commit_interval_key="sinkadmin.commit.interval-ms",
     commit_timeout_key="sinkadmin.commit.timeout-ms",
     interval_override_key="rotate.schedule.interval.ms",
+    recoverable=True,
     check="sinks.files.settings:check",
     parse="sinks.files.settings:FilesSettings.parse",
     probe="sinks.files.settings:probe",

@@ -1,6 +1,10 @@
-"""The files sink's runtime, as its plugin names it: the participants' writer and the coordinator's committer."""
+"""The files sink's runtime, as its plugin names it: the participants' writer, the coordinator's committer,
+and the commits its files' names record (for rebuilding a lost ledger)."""
 
 from __future__ import annotations
+
+import uuid
+from typing import Any
 
 from connectors.config import SinkConfig
 from sinks.files.committer import FilesCommitter
@@ -13,3 +17,31 @@ def writer(config: SinkConfig) -> FilesWriter:
 
 def committer(connector: str, config: SinkConfig) -> FilesCommitter:
     return FilesCommitter(connector, config)
+
+
+def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
+    """What the committed files' names say was committed: each partition's offsets from its first file's
+    first offset to its last file's last, as the Confluent HDFS sink recovers its offsets by listing.
+
+    The names carry no commit id or epoch: the files are restored as one commit, whose id follows from
+    what was found (rebuilding twice from the same files adds it once). Files under ``+tmp`` are of
+    commits never finished, and are not listed.
+    """
+    from sinks.files.committer import committed_file_ranges
+
+    ranges, committed_at = committed_file_ranges(config)
+    if not ranges:
+        return []
+    from connectors.actions.ledger import RecoveredCommit
+
+    found = sorted(ranges.items())
+    return [
+        RecoveredCommit(
+            commit_id=uuid.uuid5(uuid.NAMESPACE_URL, f"sinkadmin:{connector}:files:{found}"),
+            epoch=0,
+            committed_at=committed_at,
+            snapshot_ids={},
+            ranges=dict(found),
+            watermark=None,
+        )
+    ]

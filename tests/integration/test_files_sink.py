@@ -18,18 +18,20 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from connectors import actions
-from connectors.models import Commit, CommitState, Connector
+from connectors.models import Commit, CommitState, Connector, PartitionOffset
 from sinks.files.layout import parse_file_name
 from tests.integration.helpers import (
     TcpProxy,
     caught_up,
     create_topic,
     json_records,
+    ledger_offsets,
     produce,
     running_in_threads,
     topic_ids,
@@ -509,3 +511,30 @@ def test_an_unreachable_store_is_a_warning_that_passes_with_every_record_in_one_
     finally:
         proxy.cut()
     assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
+
+
+def test_a_lost_ledger_is_rebuilt_from_the_file_names_and_resumes_exactly_once(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    name = "files-lost"
+    ends = start(kafka_bootstrap, topic_name, name, tmp_path)
+    with running_in_threads(name):
+        wait_until(caught_up(name, ends), 180, "the records to be committed")
+    actions.stop_connector(name)
+    # The ledger is lost; an unfinished commit's file waits under +tmp, as a crash leaves one.
+    Commit.objects.filter(connector_name=name).delete()
+    PartitionOffset.objects.filter(connector__name=name).delete()
+    leftover = tmp_path / "topics" / "+tmp" / "unfinished" / f"{topic_name}+0+0+999999.parquet"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(b"never committed")
+
+    call_command("rebuild_ledger", name)
+    assert ledger_offsets(name) == ends
+
+    # Running again from the rebuilt ledger neither loses nor repeats a record.
+    actions.resume_connector(name)
+    more = produce(kafka_bootstrap, topic_name, json_records(COUNT, 200), PARTITIONS)
+    with running_in_threads(name):
+        wait_until(caught_up(name, more), 180, "the records after the rebuild")
+    leftover.unlink()
+    assert_files_hold_each_record_once(tmp_path, topic_name, more, kafka_bootstrap)

@@ -1,11 +1,12 @@
 """Rebuild a connector's ledger from what its sink wrote (DESIGN I2).
 
 Every Iceberg snapshot and every Hudi commit the sinks write carries the
-connector, commit id, epoch and offset ranges, so a lost or damaged ledger
+connector, commit id, epoch and offset ranges, and every committed file of
+the files sink names its partition and offsets, so a lost or damaged ledger
 can be restored: missing commits are re-created as COMMITTED and each
 partition's next offset is set to the end of its last committed range. The
-connector must be STOPPED. (The files sink keeps no record of its commits
-outside the ledger.)
+connector must be STOPPED. A sink that records no commits (the Kafka mirror,
+whose target's consumer group holds its offsets) is refused.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from workers.sink import plugin_of, recoverable_sink
 
 
 class Command(BaseCommand):
-    help = "Rebuild a connector's commit ledger and offsets from its Iceberg snapshots or Hudi timeline."
+    help = "Rebuild a connector's commit ledger and offsets from its Iceberg snapshots, Hudi timeline or file names."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
