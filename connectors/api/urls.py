@@ -9,7 +9,7 @@ from django.urls import Resolver404, include, path, re_path, resolve
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from connectors.api.views import commits, connectors, maintenance, offsets, plugins, root, tasks, workers
+from connectors.api.views import commits, connectors, health, maintenance, offsets, plugins, root, tasks, workers
 from connectors.api.views.base import UnknownRouteView
 
 _unknown_route_view = UnknownRouteView.as_view()
@@ -33,6 +33,7 @@ def unknown_route(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpRespon
 
 connect_urls = [
     path("", root.ServerInfoView.as_view(), name="connect-root"),
+    path("health", health.HealthView.as_view(), name="connect-health"),
     path("connectors", connectors.ConnectorListView.as_view(), name="connect-connectors"),
     path("connectors/<str:name>", connectors.ConnectorView.as_view(), name="connect-connector"),
     path("connectors/<str:name>/config", connectors.ConnectorConfigView.as_view(), name="connect-config"),
