@@ -147,7 +147,9 @@ def main() -> None:
         deadline = time.monotonic() + 600
         while True:
             committed = {
-                name: sum(PartitionOffset.objects.filter(connector__name=name).values_list("next_offset", flat=True))
+                name: sum(
+                    PartitionOffset.objects.filter(connector__name=name).values_list("committed_offset", flat=True)
+                )
                 for name in names
             }
             done = [name for name, offset in committed.items() if offset >= RECORDS]

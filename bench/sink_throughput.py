@@ -751,7 +751,7 @@ def _measured(
     while True:
         samples.append((time.time(), {role: usage(p) for role, p in watched.items()}))
         jvm_samples.append((time.time(), jvm_cpu_seconds(watched["spark"])))
-        done = sum(PartitionOffset.objects.filter(connector__name=name).values_list("next_offset", flat=True))
+        done = sum(PartitionOffset.objects.filter(connector__name=name).values_list("committed_offset", flat=True))
         pending = Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
         if done >= target and not pending:
             break

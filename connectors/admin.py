@@ -236,7 +236,7 @@ class CommitAdmin(LedgerRowAdmin):
 
 @admin.register(PartitionOffset)
 class PartitionOffsetAdmin(ReadOnlyAdmin):
-    list_display = ["connector", "topic", "partition", "next_offset", "last_commit", "updated_at"]
+    list_display = ["connector", "topic", "partition", "committed_offset", "next_offset", "last_commit", "updated_at"]
     list_filter = ["connector"]
     search_fields = ["connector__name", "topic"]
 

@@ -180,7 +180,7 @@ def _maintenance_metrics() -> Iterator[Metric]:
 def _connector_metrics(now: datetime) -> Iterator[Metric]:
     lag = GaugeMetricFamily(
         "sinkadmin_partition_lag_records",
-        "Records in the partition not yet committed: the end offset a task last saw minus the ledger's next offset.",
+        "Records in the partition not yet committed: the end offset a task last saw minus its committed offset.",
         labels=["connector", "topic", "partition"],
     )
     tasks = GaugeMetricFamily(

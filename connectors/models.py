@@ -121,6 +121,9 @@ class ConnectorTask(models.Model):
     failed_at = models.DateTimeField(null=True, blank=True)
     first_failed_at = models.DateTimeField(null=True, blank=True)
     failure_count = models.IntegerField(default=0)
+    # Failures within the crash window that were not outages (see actions.runtime.CRASH_WINDOW).
+    crashes = models.IntegerField(default=0)
+    crashes_since = models.DateTimeField(null=True, blank=True)
     # Live per-partition figures: {"topic/partition": {"staged": n, "end_offset": m, ...}}
     partition_status = models.JSONField(default=dict, blank=True)
     # Why the supervisor has not started it ("no worker has a free slot: ...").
@@ -158,6 +161,13 @@ class CoordinatorStatus(models.Model):
     # A service the sink writes to (the catalog, a table's storage) that the
     # last commit could not reach: commits are retried until it answers.
     sink_warning = models.TextField(blank=True, default="")
+    # Its last crash (an exception it did not handle), shown as the connector's trace until it runs again;
+    # restarted with back-off, and the connector fails after too many (see actions.runtime.CRASH_WINDOW).
+    error_message = models.TextField(blank=True, default="")
+    error_trace = models.TextField(blank=True, default="")
+    failed_at = models.DateTimeField(null=True, blank=True)
+    crashes = models.IntegerField(default=0)
+    crashes_since = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -287,16 +297,23 @@ class CommitPartition(models.Model):
 
 
 class PartitionOffset(models.Model):
-    """Next offset to read for one partition: the end of the last prepared commit.
+    """One partition's two offsets in the ledger.
 
-    A PREPARED commit is always rolled forward (DESIGN I4), so its end offsets
-    count as committed from the moment it is prepared.
+    ``next_offset``: where the next commit starts, the end of the last
+    prepared commit. A PREPARED commit is always rolled forward (DESIGN I4),
+    so the runtime resumes there and the next prepare continues from it (I1).
+
+    ``committed_offset``: the end of the last COMMITTED commit, every record
+    before it readable in the sink (I10). The offsets API, lag, the UI and
+    ``/metrics`` report this one; between a commit's prepare and its commit
+    the two differ, and the commit is shown being applied.
     """
 
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="offsets")
     topic = models.CharField(max_length=249)
     partition = models.IntegerField()
     next_offset = models.BigIntegerField()
+    committed_offset = models.BigIntegerField()
     last_commit = models.ForeignKey(Commit, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -307,7 +324,7 @@ class PartitionOffset(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.connector.name} {self.topic}/{self.partition} @ {self.next_offset}"
+        return f"{self.connector.name} {self.topic}/{self.partition} @ {self.committed_offset}"
 
 
 class MaintenanceOutcome(models.TextChoices):

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from connectors.config import SinkConfig, validate_config
@@ -246,3 +248,31 @@ def test_every_coordinated_sink_refuses_a_consumer_reset_the_ledger_would_overri
     config = {**required, "connector.class": sink, "topics": "t", "consumer.override.auto.offset.reset": "latest"}
     errors = validate_config(config).errors
     assert "sinkadmin.offsets.out-of-range" in errors["consumer.override.auto.offset.reset"][0]
+
+
+def test_upsert_identifier_columns_must_be_fields_of_a_schema_the_config_gives() -> None:
+    schema = json.dumps(
+        {"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}, {"name": "v", "type": "string"}]}
+    )
+    keyed = {
+        **BASE,
+        "iceberg.tables.upsert-mode-enabled": "true",
+        "value.converter": "avro",
+        "value.converter.avro.schema": schema,
+    }
+    assert validate_config({**keyed, "iceberg.tables.default-id-columns": "id"}).ok
+    wrong = validate_config({**keyed, "iceberg.table.db.orders.id-columns": "order_id"})
+    assert list(wrong.errors) == ["iceberg.table.db.orders.id-columns"]
+    assert "order_id is not a field of the value schema" in wrong.errors["iceberg.table.db.orders.id-columns"][0]
+
+
+def test_transforms_are_refused_rather_than_ignored() -> None:
+    # Ignored, a Debezium unwrap would leave envelopes where rows were meant.
+    config = {
+        **BASE,
+        "transforms": "unwrap",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+    }
+    errors = validate_config(config).errors
+    assert list(errors) == ["transforms"] and "not supported yet" in errors["transforms"][0]
+    assert validate_config({**BASE, "transforms": ""}).ok

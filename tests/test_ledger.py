@@ -29,16 +29,19 @@ def _prepare(connector_id: int, epoch: int, start: int, end: int, partition: int
     )
 
 
-def test_a_commit_advances_the_partition_offset() -> None:
+def test_a_commit_advances_the_partition_offset_readers_are_told_once_it_is_committed() -> None:
     connector = actions.create_connector("c1", CONFIG)
     epoch = actions.take_coordinator_lease(connector.pk, "w1")
     seed_offsets(connector.pk, epoch, {("orders", 0): 0})
     commit = _prepare(connector.pk, epoch, 0, 10)
     assert commit.state == CommitState.PREPARED
-    assert actions.committed_offsets(connector.pk) == {("orders", 0): 10}
+    # Prepared: the next commit continues from its end, but no reader can see its records yet (I10).
+    assert actions.next_offsets(connector.pk) == {("orders", 0): 10}
+    assert actions.committed_offsets(connector.pk) == {("orders", 0): 0}
     assert actions.mark_committed(commit.commit_id, {"db.orders": 42})
     commit.refresh_from_db()
     assert commit.state == CommitState.COMMITTED and commit.snapshot_ids == {"db.orders": 42}
+    assert actions.committed_offsets(connector.pk) == {("orders", 0): 10}
     assert not actions.mark_committed(commit.commit_id, {})
 
 

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from connectors import actions
 from connectors.actions import runtime as runtime_state
-from connectors.models import ConnectorTask, TaskState
+from connectors.api.status import connector_status
+from connectors.models import Connector, ConnectorTask, CoordinatorStatus, TaskState
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +109,67 @@ def test_a_superseded_runner_hands_over_at_once_but_never_disturbs_its_successor
     runtime_state.claim_task(task.pk, new_epoch, "w2", "h")
     runtime_state.task_vacated(task.pk, "w1")  # a late exit of the old runner
     assert ConnectorTask.objects.get(pk=task.pk).heartbeat_at is not None
+
+
+def crash(message: str) -> ValueError:
+    """An exception as a runner raises it: with its traceback."""
+    try:
+        raise ValueError(message)
+    except ValueError as exc:
+        return exc
+
+
+def test_a_crashed_coordinator_shows_why_waits_out_its_back_off_and_fails_the_connector_when_it_keeps_crashing() -> (
+    None
+):
+    connector = actions.create_connector("c", CONFIG)
+    runtime_state.coordinator_crashed(connector.pk, crash("Could not find field with name id"), outage=False)
+    status = connector_status(Connector.objects.get(pk=connector.pk))
+    assert status.connector.state == "UNASSIGNED"
+    assert "the coordinator crashed at" in status.connector.trace
+    assert "ValueError: Could not find field with name id" in status.connector.trace
+    assert "Traceback" in status.connector.trace
+    # In its back-off, it is not asked to run again.
+    assert runtime_state.runners_to_start(connector.pk, [])[0] is False
+    CoordinatorStatus.objects.filter(connector=connector).update(failed_at=timezone.now() - timedelta(minutes=5))
+    assert runtime_state.runners_to_start(connector.pk, [])[0] is True
+    for _ in range(runtime_state.MAX_CRASHES - 1):
+        runtime_state.coordinator_crashed(connector.pk, crash("Could not find field with name id"), outage=False)
+    failed = connector_status(Connector.objects.get(pk=connector.pk)).connector
+    assert failed.state == "FAILED"
+    assert f"the coordinator crashed {runtime_state.MAX_CRASHES} times" in failed.trace
+    assert "Could not find field with name id" in failed.trace
+    # A restart starts afresh: one more crash does not fail it again.
+    actions.restart_connector("c")
+    runtime_state.coordinator_crashed(connector.pk, crash("again"), outage=False)
+    assert connector_status(Connector.objects.get(pk=connector.pk)).connector.state == "UNASSIGNED"
+
+
+def test_crashes_that_are_outages_are_restarted_for_as_long_as_they_last() -> None:
+    connector = actions.create_connector("c", CONFIG)
+    for _ in range(runtime_state.MAX_CRASHES * 2):
+        runtime_state.coordinator_crashed(connector.pk, crash("broker down"), outage=True)
+    status = connector_status(Connector.objects.get(pk=connector.pk)).connector
+    assert status.state == "UNASSIGNED" and "broker down" in status.trace
+
+
+def test_crashes_are_counted_within_a_window() -> None:
+    connector = actions.create_connector("c", CONFIG)
+    for _ in range(runtime_state.MAX_CRASHES - 1):
+        runtime_state.coordinator_crashed(connector.pk, crash("flaky"), outage=False)
+    CoordinatorStatus.objects.filter(connector=connector).update(
+        crashes_since=timezone.now() - runtime_state.CRASH_WINDOW - timedelta(seconds=1)
+    )
+    runtime_state.coordinator_crashed(connector.pk, crash("flaky"), outage=False)
+    assert Connector.objects.get(pk=connector.pk).failed_at is None
+    assert CoordinatorStatus.objects.get(connector=connector).crashes == 1
+
+
+def test_a_task_that_keeps_failing_fails_its_connector() -> None:
+    task, epoch = claimed_task()
+    for _ in range(runtime_state.MAX_CRASHES):
+        runtime_state.task_failed(task.pk, epoch, crash("table db.orders has no column id"))
+        assert ConnectorTask.objects.get(pk=task.pk).state == TaskState.FAILED
+    connector = Connector.objects.get(pk=task.connector_id)
+    assert connector.failed_at is not None
+    assert f"task 0 failed {runtime_state.MAX_CRASHES} times" in connector.failure_message

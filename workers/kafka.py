@@ -4,16 +4,19 @@ client from."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
-from connectors.config.kafka_clients import control_client_config
+from connectors.config.kafka_clients import control_client_config, source_consumer_config
 from workers.events import ControlEvent
+
+log = logging.getLogger(__name__)
 
 # What the source consumer reports for an offset its partition's log does not
 # have: it is configured not to reset by itself (source_consumer_config).
@@ -70,6 +73,39 @@ def source_warnings(
     if topics_regex and not partitions:
         warnings.append(f"topics.regex {topics_regex!r} matches no topic")
     return warnings
+
+
+class GroupOffsets:
+    """A connector's committed offsets, mirrored to its consumer group after each commit, as Kafka Connect's
+    sinks commit theirs: ``kafka-consumer-groups``, Burrow and the lag exporters show its lag.
+
+    The ledger stays the truth: the group is never read back to resume. The commit is asynchronous (the
+    coordinator does not wait on the broker), and a failed one is logged and made good by the next, which
+    mirrors every partition's offset again.
+    """
+
+    def __init__(self, bootstrap: str, config: dict[str, str], group: str) -> None:
+        self.group = group
+        self._consumer = Consumer(
+            {**source_consumer_config(bootstrap, config, group), "group.id": group, "on_commit": self._committed}
+        )
+
+    def mirror(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        self._consumer.poll(0)  # (serves the previous commit's callback)
+        if offsets:
+            partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+            try:
+                self._consumer.commit(offsets=partitions, asynchronous=True)
+            except KafkaException as exc:
+                log.warning("consumer group %s: offsets not committed: %s", self.group, exc)
+
+    def _committed(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = [f"{p.topic}/{p.partition}: {p.error}" for p in partitions if p.error is not None]
+        if error is not None or failed:
+            log.warning("consumer group %s: offsets not committed: %s", self.group, error or "; ".join(failed))
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
 class ControlChannel:

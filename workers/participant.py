@@ -32,7 +32,7 @@ from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
 from workers.kafka import OUT_OF_RANGE_ERRORS
 from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory
-from workers.writes import WriteResult
+from workers.writes import WriteRefused, WriteResult
 
 if TYPE_CHECKING:
     from workers.sink import VersionedWriter
@@ -809,7 +809,8 @@ class TaskRunner:
                     "%s task %d: writing commit %s failed", self.connector, self.task_index, current.commit_id
                 )
                 error, unavailable = self._failure(exc)
-                result, retriable = WriteResult(), True
+                # (A refused write fails the connector at once; anything else is tried again first.)
+                result, retriable = WriteResult(), not isinstance(exc, WriteRefused)
         failpoint("participant.before_status")
         seconds = time.monotonic() - write.began
         if error is None:

@@ -22,14 +22,14 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
 from connectors import actions
 from connectors.actions import maintenance as maintenance_actions
 from connectors.actions import runtime as runtime_state
 from connectors.actions.ledger import PartitionRange, publish_coordinator_phase, seed_offsets
 from connectors.config import SinkConfig, resolve_plugin
-from connectors.config.kafka_clients import admin_client, source_consumer_config
+from connectors.config.kafka_clients import admin_client, consumer_group, source_consumer_config
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, MaintenanceOutcome
 from workers.coordinator import (
     ConnectorFailed,
@@ -39,15 +39,25 @@ from workers.coordinator import (
     OffsetsOutOfRange,
     Phase,
     PreparedCommit,
+    SinkUnavailable,
     check_offsets,
 )
 from workers.dead_letters import DeadLetterSink
 from workers.events import PartitionStatus
-from workers.kafka import OUT_OF_RANGE_ERRORS, ControlChannel, ensure_topic, log_offsets, resolve_partitions
+from workers.kafka import (
+    OUT_OF_RANGE_ERRORS,
+    ControlChannel,
+    GroupOffsets,
+    ensure_topic,
+    log_offsets,
+    resolve_partitions,
+)
 from workers.maintenance import MaintainedTables, Maintainer, MaintenanceLedger
 from workers.participant import TaskRunner, WritePort
 from workers.participant import TaskState as ParticipantState
+from workers.schema_registry import RegistryUnavailable
 from workers.sink import coordinated_sink, maintained_sink, plugin_of, self_committing_sink
+from workers.spark_writer import SparkUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +87,23 @@ def _ranges(statuses: Sequence[PartitionStatus]) -> list[PartitionRange]:
 class DjangoLedger:
     """The coordinator's view of the ledger (connectors.actions)."""
 
-    def __init__(self, connector: Connector, epoch: int, config: SinkConfig, watermarks: Consumer) -> None:
+    def __init__(
+        self,
+        connector: Connector,
+        epoch: int,
+        config: SinkConfig,
+        watermarks: Consumer,
+        group: GroupOffsets | None = None,
+    ) -> None:
         self.connector = connector
         self.epoch = epoch
         self.config = config
         self.watermarks = watermarks
+        # Where each commit's offsets are mirrored for Kafka's lag tools (None: nowhere).
+        self.group = group
 
     def offsets(self, partitions: list[TP], *, verify: bool = False) -> dict[TP, int]:
-        known = actions.committed_offsets(self.connector.pk)
+        known = actions.next_offsets(self.connector.pk)
         seeds = {}
         for tp in partitions:
             if tp not in known:
@@ -222,6 +241,8 @@ class DjangoLedger:
 
     def committed(self, commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> None:
         actions.mark_committed(commit_id, snapshot_ids)
+        if self.group is not None:
+            self.group.mirror(actions.committed_offsets(self.connector.pk))
 
     def aborted(self, commit_id: uuid.UUID, started_at: datetime, statuses: list[PartitionStatus], error: str) -> None:
         actions.abort_commit(
@@ -377,6 +398,7 @@ def run_coordinator(
     channel = ControlChannel(bootstrap, config.raw, config.control_topic, f"{name}-coordinator-{epoch}")
     channel.seek(None)
     watermarks = Consumer(source_consumer_config(bootstrap, config.raw, f"sinkadmin-{name}"))
+    group = GroupOffsets(bootstrap, config.raw, consumer_group(name, config.raw))
     plugin = plugin_of(config)
     committer = coordinated_sink(plugin).committer(name, config)
     maintained = maintained_sink(plugin)
@@ -392,7 +414,7 @@ def run_coordinator(
             versioned_tables=plugin.versioned_tables,
         ),
         channel,
-        DjangoLedger(connector, epoch, config, watermarks),
+        DjangoLedger(connector, epoch, config, watermarks, group),
         committer,
         partitions=lambda: resolve_partitions(admin, config.topics, config.topics_regex),
         maintenance=maintainer,
@@ -419,9 +441,34 @@ def run_coordinator(
             maintainer.close()
         channel.close()
         watermarks.close()
+        group.close()
         committer.close()
         close_old_connections()
     return coordinator.commits_done
+
+
+# What a service a runner needs raises when it cannot be reached: a crash of that kind is an outage,
+# restarted after its back-off for as long as it lasts, and never fails the connector.
+OUTAGES: tuple[type[BaseException], ...] = (
+    KafkaException,
+    OperationalError,
+    InterfaceError,
+    ConnectionError,
+    TimeoutError,
+    SinkUnavailable,
+    SparkUnavailable,
+    RegistryUnavailable,
+)
+
+
+def outage(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says a service the runner needs cannot be reached."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OUTAGES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def run_coordinator_supervised(connector_id: int, shutting_down: StopFlag) -> None:
@@ -438,10 +485,11 @@ def run_coordinator_supervised(connector_id: int, shutting_down: StopFlag) -> No
 
     try:
         run_coordinator(name, shutting_down, heartbeat=beat)
-    except Exception:
-        # A crash (catalog or broker unreachable...) is retried by the
-        # supervisor after the heartbeat timeout, which is the back-off.
+    except Exception as exc:
+        # Shown as the connector's trace; the supervisor restarts it after its back-off, and too many
+        # crashes that are not outages fail the connector (connectors.actions.runtime.CRASH_WINDOW).
         log.exception("%s: coordinator crashed", name)
+        runtime_state.coordinator_crashed(connector_id, exc, outage=outage(exc))
         raise
     finally:
         if epochs:
@@ -635,7 +683,7 @@ def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
         run(task.connector.name, task.task_index, partitions, shutting_down, task_epoch=task.epoch, heartbeat=beat)
     except Exception as exc:
         log.exception("%s: task %d failed", task.connector.name, task.task_index)
-        runtime_state.task_failed(task.pk, task.epoch, exc)
+        runtime_state.task_failed(task.pk, task.epoch, exc, outage=outage(exc))
         return
     if ended_by == "superseded":
         runtime_state.task_vacated(task.pk, worker_id())

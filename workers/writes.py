@@ -43,6 +43,12 @@ def narrow_type(arrow_type: pa.DataType, dates_as_text: bool = False) -> pa.Data
     return arrow_type
 
 
+class WriteRefused(ValueError):
+    """A write that cannot succeed however often it is tried: the records and the sink's store do not fit
+    together (an upsert table without its identifier columns). The connector fails at once, naming the
+    reason, and nothing of the commit is prepared: a prepared commit must always be appliable (I9)."""
+
+
 @dataclass(frozen=True)
 class BadRecord:
     topic: str

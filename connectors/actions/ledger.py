@@ -113,9 +113,19 @@ def take_coordinator_lease(connector_id: int, worker_id: str) -> int:
     return epoch
 
 
-def committed_offsets(connector_id: int) -> dict[TopicPartition, int]:
-    """The next offset to read per partition, from the ledger."""
+def next_offsets(connector_id: int) -> dict[TopicPartition, int]:
+    """Where each partition's next commit starts: the end of its last prepared commit (the runtime
+    resumes there, since a prepared commit is always rolled forward)."""
     rows = PartitionOffset.objects.filter(connector_id=connector_id).values_list("topic", "partition", "next_offset")
+    return {(topic, partition): offset for topic, partition, offset in rows}
+
+
+def committed_offsets(connector_id: int) -> dict[TopicPartition, int]:
+    """Each partition's offset below which every record is readable in the sink: the end of its last
+    COMMITTED commit (DESIGN I10). What the offsets API and lag report."""
+    rows = PartitionOffset.objects.filter(connector_id=connector_id).values_list(
+        "topic", "partition", "committed_offset"
+    )
     return {(topic, partition): offset for topic, partition, offset in rows}
 
 
@@ -128,16 +138,22 @@ def seed_offsets(connector_id: int, epoch: int, seeds: Mapping[TopicPartition, i
     """
     with transaction.atomic():
         _locked_connector(connector_id, epoch)
-        known = committed_offsets(connector_id)
+        known = next_offsets(connector_id)
         PartitionOffset.objects.bulk_create(
             [
-                PartitionOffset(connector_id=connector_id, topic=topic, partition=partition, next_offset=offset)
+                PartitionOffset(
+                    connector_id=connector_id,
+                    topic=topic,
+                    partition=partition,
+                    next_offset=offset,
+                    committed_offset=offset,
+                )
                 for (topic, partition), offset in seeds.items()
                 if (topic, partition) not in known
             ],
             ignore_conflicts=True,
         )
-        return committed_offsets(connector_id)
+        return next_offsets(connector_id)
 
 
 def skip_offsets(connector_id: int, epoch: int, skips: Mapping[TopicPartition, tuple[int, int]]) -> Commit:
@@ -182,9 +198,9 @@ def skip_offsets(connector_id: int, epoch: int, skips: Mapping[TopicPartition, t
         )
         for tp, (_, end) in skips.items():
             row = offsets[tp]
-            row.next_offset = end
+            row.next_offset = row.committed_offset = end
             row.last_commit = commit
-            row.save(update_fields=["next_offset", "last_commit", "updated_at"])
+            row.save(update_fields=["next_offset", "committed_offset", "last_commit", "updated_at"])
     return commit
 
 
@@ -253,6 +269,13 @@ def mark_committed(commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> boo
         commit.committed_at = timezone.now()
         commit.snapshot_ids = {**commit.snapshot_ids, **{k: int(v) for k, v in snapshot_ids.items()}}
         commit.save(update_fields=["state", "committed_at", "snapshot_ids"])
+        # Its records are readable now: the offsets readers are told move to its ends.
+        connector_id = commit.connector_id
+        for topic, partition, end in commit.partitions.values_list("topic", "partition", "end_offset"):
+            if connector_id is not None:  # (None: the connector was deleted since)
+                PartitionOffset.objects.filter(
+                    connector_id=connector_id, topic=topic, partition=partition, committed_offset__lt=end
+                ).update(committed_offset=end, updated_at=timezone.now())
     return True
 
 
@@ -369,7 +392,10 @@ def restore_commits(connector_id: int, recovered: Iterable[RecoveredCommit]) -> 
             added += 1
         for (topic, partition), end in ends.items():
             PartitionOffset.objects.update_or_create(
-                connector=connector, topic=topic, partition=partition, defaults={"next_offset": end}
+                connector=connector,
+                topic=topic,
+                partition=partition,
+                defaults={"next_offset": end, "committed_offset": end},
             )
     return added, committed_offsets(connector_id)
 
@@ -417,12 +443,13 @@ def record_transaction(
                     topic=r.topic,
                     partition=r.partition,
                     next_offset=r.end,
+                    committed_offset=r.end,
                     last_commit=commit,
                 )
             elif r.end >= row.next_offset:
-                row.next_offset = r.end
+                row.next_offset = row.committed_offset = r.end
                 row.last_commit = commit
-                row.save(update_fields=["next_offset", "last_commit", "updated_at"])
+                row.save(update_fields=["next_offset", "committed_offset", "last_commit", "updated_at"])
     return commit
 
 
@@ -433,5 +460,8 @@ def set_offsets(connector_id: int, offsets: Mapping[TopicPartition, int]) -> Non
     with transaction.atomic():
         for (topic, partition), offset in offsets.items():
             PartitionOffset.objects.update_or_create(
-                connector_id=connector_id, topic=topic, partition=partition, defaults={"next_offset": offset}
+                connector_id=connector_id,
+                topic=topic,
+                partition=partition,
+                defaults={"next_offset": offset, "committed_offset": offset},
             )

@@ -15,9 +15,18 @@ from django.utils import timezone
 
 from connectors.actions import ledger
 from connectors.actions.errors import ConnectorExists, ConnectorNotFound, InvalidConfig, InvalidName, NotStopped
+from connectors.actions.group_offsets import check_partitions_exist, sync_group
 from connectors.config import SinkConfig, resolve_plugin, validate_config
 from connectors.config.secrets import keep_hidden_secrets, redact
-from connectors.models import Commit, Connector, ConnectorTask, DesiredState, PartitionOffset, TaskState
+from connectors.models import (
+    Commit,
+    Connector,
+    ConnectorTask,
+    CoordinatorStatus,
+    DesiredState,
+    PartitionOffset,
+    TaskState,
+)
 from sinkadmin.celery import supervise_soon
 
 
@@ -140,6 +149,9 @@ def restart_connector(name: str, *, include_tasks: bool = False, only_failed: bo
             connector.save(
                 update_fields=["failure_message", "failure_trace", "failed_at", "coordinator_epoch", "updated_at"]
             )
+            # A restart starts the count of crashes afresh (a connector failed by them would fail again at once).
+            CoordinatorStatus.objects.filter(connector=connector).update(crashes=0, crashes_since=None, failed_at=None)
+            connector.tasks.update(crashes=0, crashes_since=None)
         if include_tasks:
             tasks = connector.tasks.all()
             if only_failed:
@@ -163,7 +175,10 @@ def restart_task(name: str, task_index: int) -> ConnectorTask:
         task.error_message = ""
         task.error_trace = ""
         task.failed_at = None
-        task.save(update_fields=["state", "epoch", "error_message", "error_trace", "failed_at"])
+        task.crashes, task.crashes_since = 0, None
+        task.save(
+            update_fields=["state", "epoch", "error_message", "error_trace", "failed_at", "crashes", "crashes_since"]
+        )
         task.refresh_from_db()
         transaction.on_commit(supervise_soon)
     return task
@@ -209,8 +224,8 @@ def _own_offsets(connector: Connector) -> Any:
 
 
 def stored_offsets(connector: Connector) -> dict[tuple[str, int], int]:
-    """The next offset to read per partition: the ledger's, or those of a sink that keeps its own (the
-    mirror's target group, where its tasks resume)."""
+    """Each partition's committed offset (every record before it readable in the sink): the ledger's, or
+    those of a sink that keeps its own (the mirror's target group, where its tasks resume)."""
     own = _own_offsets(connector)
     if own is None:
         return ledger.committed_offsets(connector.pk)
@@ -226,6 +241,8 @@ def alter_offsets(name: str, offsets: Iterable[tuple[str, int, int | None]]) -> 
     if own is not None:
         # Where the sink's tasks resume; the ledger below follows it.
         own.alter_offsets(name, SinkConfig.parse(connector.config), offsets)
+    else:
+        check_partitions_exist(connector, [(topic, partition) for topic, partition, o in offsets if o is not None])
     with transaction.atomic():
         for topic, partition, offset in offsets:
             if offset is None:
@@ -235,8 +252,10 @@ def alter_offsets(name: str, offsets: Iterable[tuple[str, int, int | None]]) -> 
                     connector=connector,
                     topic=topic,
                     partition=partition,
-                    defaults={"next_offset": offset, "last_commit": None},
+                    defaults={"next_offset": offset, "committed_offset": offset, "last_commit": None},
                 )
+    if own is None:
+        sync_group(connector)
     return connector
 
 
@@ -247,4 +266,6 @@ def reset_offsets(name: str) -> Connector:
     if own is not None:
         own.alter_offsets(name, SinkConfig.parse(connector.config), None)
     PartitionOffset.objects.filter(connector=connector).delete()
+    if own is None:
+        sync_group(connector)
     return connector

@@ -16,14 +16,31 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q
 from django.utils import timezone
 
 from connectors.config.secrets import redact
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState, Worker
 
 TopicPartition = tuple[str, int]
+
+# A runner (a coordinator or a task) that crashes is restarted with back-off; one that crashes MAX_CRASHES
+# times within CRASH_WINDOW, for a reason that is not an outage of a service it needs (those are waited
+# out), fails its connector with the last trace, as Kafka Connect fails a connector, instead of looping.
+CRASH_WINDOW = timedelta(minutes=10)
+MAX_CRASHES = 5
+
+
+def _crash_count(crashes: int, since: datetime | None, now: datetime) -> tuple[int, datetime]:
+    """The crashes within the window with this one, and when the window began."""
+    if since is not None and now - since <= CRASH_WINDOW:
+        return crashes + 1, since
+    return 1, now
+
+
+def _described(error: BaseException) -> tuple[str, str]:
+    """What the UI and the API show of an exception: its message and its trace, passwords hidden."""
+    return redact(f"{type(error).__name__}: {error}")[:10000], redact("".join(traceback.format_exception(error)))
 
 
 def _stale_before(now: datetime) -> datetime:
@@ -140,13 +157,15 @@ def runners_to_start(
     """Whether the connector's coordinator (if its sink has one), and which of its tasks, nobody runs or
     was asked to run; and how many of its runners are running or asked to."""
     now = timezone.now()
-    coordinator = False
+    coordinator = coordinator_silent = False
     if coordinated:
-        CoordinatorStatus.objects.get_or_create(connector_id=connector_id)
-        coordinator = CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id).exists()
+        status, _ = CoordinatorStatus.objects.get_or_create(connector_id=connector_id)
+        coordinator_silent = CoordinatorStatus.objects.filter(_silent(now), connector_id=connector_id).exists()
+        # (One that crashed waits out its back-off, as a failed task does.)
+        coordinator = coordinator_silent and not _coordinator_in_backoff(status, now)
     silent = set(ConnectorTask.objects.filter(_silent(now), pk__in=[t.pk for t in tasks]).values_list("pk", flat=True))
     waiting = [t for t in tasks if t.pk in silent and not _in_backoff(t, now)]
-    held = int(coordinated and not coordinator) + len(tasks) - len(silent)
+    held = int(coordinated and not coordinator_silent) + len(tasks) - len(silent)
     return coordinator, waiting, held
 
 
@@ -187,6 +206,47 @@ def coordinator_alive(connector_id: int, epoch: int) -> str | None:
             heartbeat_at=now, unassigned_reason=""
         )
     return str(connector["desired_state"])
+
+
+def coordinator_crashed(connector_id: int, error: BaseException, *, outage: bool) -> None:
+    """The connector's coordinator raised ``error``: shown as the connector's trace, restarted after its
+    back-off; the MAX_CRASHES-th crash within CRASH_WINDOW that is not an ``outage`` fails the connector."""
+    from connectors.actions.lifecycle import fail_connector
+
+    now = timezone.now()
+    message, trace = _described(error)
+    with transaction.atomic():
+        status, _ = CoordinatorStatus.objects.select_for_update().get_or_create(connector_id=connector_id)
+        if not outage:
+            status.crashes, status.crashes_since = _crash_count(status.crashes, status.crashes_since, now)
+        status.error_message, status.error_trace, status.failed_at = message, trace, now
+        status.heartbeat_at = status.requested_at = None
+        status.save(
+            update_fields=[
+                "crashes",
+                "crashes_since",
+                "error_message",
+                "error_trace",
+                "failed_at",
+                "heartbeat_at",
+                "requested_at",
+                "updated_at",
+            ]
+        )
+    if not outage and status.crashes >= MAX_CRASHES:
+        fail_connector(
+            connector_id, f"the coordinator crashed {status.crashes} times in {CRASH_WINDOW}: {message}", trace
+        )
+
+
+def _coordinator_in_backoff(status: CoordinatorStatus | None, now: datetime) -> bool:
+    """A coordinator that crashed waits out its restart delay before it is asked to run again."""
+    return (
+        status is not None
+        and status.failed_at is not None
+        and (status.heartbeat_at is None or status.heartbeat_at < status.failed_at)
+        and now - status.failed_at < timedelta(seconds=backoff_seconds(max(1, status.crashes)))
+    )
 
 
 def coordinator_stopped(connector_id: int, epoch: int) -> None:
@@ -343,19 +403,29 @@ def report_source_warnings(connector_id: int, warnings: list[str]) -> None:
     Connector.objects.filter(pk=connector_id).exclude(source_warnings=shown).update(source_warnings=shown)
 
 
-def task_failed(task_id: int, epoch: int, error: BaseException) -> None:
+def task_failed(task_id: int, epoch: int, error: BaseException, *, outage: bool = False) -> None:
+    """The task raised ``error``: FAILED with its trace, restarted after its back-off; the MAX_CRASHES-th
+    failure within CRASH_WINDOW that is not an ``outage`` fails the connector."""
+    from connectors.actions.lifecycle import fail_connector
+
     now = timezone.now()
-    ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
-        first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
-        state=TaskState.FAILED,
-        # Shown in the UI and the API: a password inside a URI is hidden.
-        error_message=redact(f"{type(error).__name__}: {error}")[:10000],
-        error_trace=redact("".join(traceback.format_exception(error))),
-        failed_at=now,
-        failure_count=F("failure_count") + 1,
-        heartbeat_at=None,
-        requested_at=None,
-    )
+    # Shown in the UI and the API: a password inside a URI is hidden.
+    message, trace = _described(error)
+    with transaction.atomic():
+        task = ConnectorTask.objects.select_for_update().filter(pk=task_id, epoch=epoch).first()
+        if task is None:
+            return
+        if not outage:
+            task.crashes, task.crashes_since = _crash_count(task.crashes, task.crashes_since, now)
+        task.first_failed_at = task.first_failed_at or now
+        task.state, task.error_message, task.error_trace, task.failed_at = TaskState.FAILED, message, trace, now
+        task.failure_count += 1
+        task.heartbeat_at = task.requested_at = None
+        task.save()
+    if not outage and task.crashes >= MAX_CRASHES:
+        fail_connector(
+            task.connector_id, f"task {task.task_index} failed {task.crashes} times in {CRASH_WINDOW}: {message}", trace
+        )
 
 
 def task_released(task_id: int, epoch: int, *, stopped: bool) -> None:

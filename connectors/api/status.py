@@ -112,7 +112,7 @@ def connector_component_status(connector: Connector, *, now: datetime | None = N
         worker_id = next((t.worker_id for t in visible_tasks(connector) if t.worker_id), None)
         return ComponentStatus(State.RUNNING, worker_id, "\n".join(connector.source_warnings))
     if coordinator is None or not _alive(coordinator.heartbeat_at, now):
-        return ComponentStatus(State.UNASSIGNED, worker_id, coordinator.unassigned_reason if coordinator else "")
+        return ComponentStatus(State.UNASSIGNED, worker_id, _why_not_running(coordinator))
     # A restart, a config change or a stop/resume bumps the connector's epoch;
     # until a coordinator takes over at the new epoch the old one is fenced.
     if coordinator.epoch < connector.coordinator_epoch:
@@ -124,6 +124,22 @@ def connector_component_status(connector: Connector, *, now: datetime | None = N
     return ComponentStatus(
         State.RUNNING, worker_id, "\n".join([*([outage] if outage else []), *connector.source_warnings])
     )
+
+
+def _why_not_running(coordinator: CoordinatorStatus | None) -> str:
+    """Why no coordinator runs: its last crash, if it has not run since; or why none was started."""
+    if coordinator is None:
+        return ""
+    crashed = coordinator.failed_at
+    if crashed is not None and (coordinator.heartbeat_at is None or coordinator.heartbeat_at < crashed):
+        since = coordinator.crashes_since
+        times = f" ({coordinator.crashes} times since {since:%H:%M:%S})" if coordinator.crashes > 1 and since else ""
+        message = (
+            f"the coordinator crashed at {crashed:%Y-%m-%d %H:%M:%S %Z}{times} and is restarted after a back-off: "
+            f"{coordinator.error_message}"
+        )
+        return _trace(message, coordinator.error_trace)
+    return coordinator.unassigned_reason
 
 
 def coordinator_outage(connector: Connector) -> str:

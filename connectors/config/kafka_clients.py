@@ -5,6 +5,7 @@ control plane (the connection check) and the runtime build theirs here alike."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from confluent_kafka.admin import AdminClient
 
@@ -42,6 +43,12 @@ def shared_properties(config: dict[str, str]) -> dict[str, str]:
 
 def _with_overrides(config: dict[str, str], prefix: str) -> dict[str, str]:
     return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+
+def consumer_group(connector: str, config: Mapping[str, str]) -> str:
+    """The consumer group a connector's committed offsets are mirrored to, named as Kafka Connect names a
+    sink's (``connect-<name>``), or ``consumer.override.group.id``: lag tools read it."""
+    return config.get("consumer.override.group.id") or f"connect-{connector}"
 
 
 def source_consumer_config(bootstrap: str, config: dict[str, str], group_id: str) -> dict[str, object]:

@@ -40,10 +40,13 @@ class PartitionRow:
     topic: str
     partition: int
     task_index: int | None
+    # Every record before it is readable in the sink (the end of the last COMMITTED commit).
     committed: int | None
     end_offset: int | None
     staged: int | None
     last_commit_id: str | None
+    # The end of a prepared commit being applied (its records not yet readable), if any.
+    applying: int | None = None
 
     @property
     def key(self) -> str:
@@ -206,10 +209,11 @@ def partition_rows(tasks: Sequence[ConnectorTask], offsets: Sequence[PartitionOf
                 topic=key[0],
                 partition=key[1],
                 task_index=owner.get(key),
-                committed=offset.next_offset if offset else None,
+                committed=offset.committed_offset if offset else None,
                 end_offset=_as_int(status.get("end_offset")),
                 staged=_as_int(status.get("staged")),
                 last_commit_id=str(offset.last_commit.commit_id) if offset and offset.last_commit else None,
+                applying=offset.next_offset if offset and offset.next_offset > offset.committed_offset else None,
             )
         )
     return rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,6 +109,32 @@ def _check_upserts(result: ConfigValidation, config: dict[str, str], tables: lis
             f"upserts need the identifier columns of {', '.join(missing)}: set iceberg.tables.default-id-columns "
             "or iceberg.table.<table>.id-columns",
         )
+    fields = _schema_fields(config)
+    if fields is None:
+        return
+    for key in ["iceberg.tables.default-id-columns", *(f"iceberg.table.{t}.id-columns" for t in tables)]:
+        absent = [c for c in split_list(config.get(key)) if c not in fields]
+        if absent:
+            result.add(
+                key,
+                f"{', '.join(absent)} is not a field of the value schema (value.converter.avro.schema), whose "
+                f"fields are {', '.join(fields)}: a table created from it could not key its rows",
+            )
+
+
+def _schema_fields(config: dict[str, str]) -> list[str] | None:
+    """The top-level fields of the value schema the config itself gives (the avro converter's), if any."""
+    text = config.get("value.converter.avro.schema", "")
+    if CONVERTERS.get(config.get("value.converter", "json").strip()) != "avro" or not text:
+        return None
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        return None  # (refused per key by the shared converter checks)
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not isinstance(fields, list):
+        return None
+    return [str(f.get("name")) for f in fields if isinstance(f, dict)]
 
 
 def _value_format(config: dict[str, str]) -> tuple[str | None, bool]:

@@ -35,7 +35,7 @@ from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import WriteResult
+from workers.writes import WriteRefused, WriteResult
 
 
 class TableWriter:
@@ -237,7 +237,23 @@ class TableWriter:
             # fields are added.
             for additions in self._value_schemas():
                 table = evolve_table(self.catalog, target.name, additions, table)
+        self._check_keys(target, table)
         return self._keep(target, table)
+
+    def _check_keys(self, target: Any, table: Any) -> None:
+        """An upsert table must have its identifier columns, or no commit of it could ever be applied:
+        refused here, before the ledger prepares anything (I9)."""
+        if not self.settings.upsert_mode or not target.id_columns:
+            return
+        columns = {f.name for f in table.schema().fields}
+        missing = [c for c in target.id_columns if c not in columns]
+        if missing:
+            raise WriteRefused(
+                f"table {target.name} has no column {', '.join(missing)} of its identifier columns "
+                f"(iceberg.table.{target.name}.id-columns or iceberg.tables.default-id-columns), so upserts "
+                f"cannot key its rows; its columns are {', '.join(sorted(columns))}. Add the column to the "
+                "table or name columns it has, then restart the connector"
+            )
 
     def _value_schemas(self) -> list[Schema]:
         """The schemas the tables follow, as Iceberg schemas: the config's Avro schema, or with a

@@ -8,8 +8,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from connectors import actions
+from connectors.config.kafka_clients import admin_client
 from connectors.models import Connector, PartitionOffset
 from tests.api.conftest import BASE, commit, run_coordinator
+from tests.integration.helpers import group_offsets
+from workers.kafka import ensure_topic
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +30,7 @@ def _ledger(connector: Connector) -> dict[tuple[str, int], int]:
     return {(r.topic, r.partition): r.next_offset for r in PartitionOffset.objects.filter(connector=connector)}
 
 
-def test_it_gives_the_ledgers_next_offset_per_partition(api: APIClient, connector: Connector) -> None:
+def test_it_gives_the_ledgers_committed_offset_per_partition(api: APIClient, connector: Connector) -> None:
     epoch = run_coordinator(connector)
     commit(connector, epoch, 0, 42, partition=0)
     commit(connector, epoch, 5, 9, partition=1)
@@ -44,16 +47,31 @@ def test_offsets_of_an_unknown_connector_is_a_404(api: APIClient) -> None:
     assert api.get(f"{BASE}/connectors/nope/offsets").status_code == 404
 
 
-def test_altering_offsets_writes_the_next_commits_start_into_the_ledger(api: APIClient, connector: Connector) -> None:
+def topics(bootstrap: str, partitions: dict[str, int]) -> None:
+    admin = admin_client(bootstrap, {})
+    for topic, count in partitions.items():
+        ensure_topic(admin, topic, partitions=count)
+
+
+def test_altering_offsets_writes_the_next_commits_start_into_the_ledger_and_the_consumer_group(
+    api: APIClient, connector: Connector, kafka_bootstrap: str
+) -> None:
+    topics(kafka_bootstrap, {"orders": 2, "payments": 4})
     epoch = run_coordinator(connector)
     commit(connector, epoch, 0, 42, partition=0)
     commit(connector, epoch, 0, 7, partition=1)
     actions.stop_connector("orders-sink")
+    unknown = api.patch(URL, {"offsets": [_offset("orders", 9, 1), _offset("nowhere", 0, 1)]}, format="json")
+    assert unknown.status_code == 400
+    assert "no partition nowhere/0, orders/9: nothing was moved" in unknown.json()["message"]
     body = {"offsets": [_offset("orders", 0, 100), _offset("orders", "1", None), _offset("payments", 3, "5")]}
     response = api.patch(URL, body, format="json")
     assert response.status_code == 200
     assert response.json() == {"message": "The offsets for this connector have been altered successfully"}
     assert _ledger(connector) == {("orders", 0): 100, ("payments", 3): 5}
+    # As Kafka Connect moves a sink's group: lag tools see the same offsets; a forgotten partition has none.
+    partitions = [("orders", 0), ("orders", 1), ("payments", 3)]
+    assert group_offsets(kafka_bootstrap, "connect-orders-sink", partitions) == _ledger(connector)
 
 
 def test_altering_offsets_of_a_running_connector_is_refused(api: APIClient, connector: Connector) -> None:
@@ -111,14 +129,20 @@ def test_altering_offsets_rejects_a_malformed_body(
     assert _ledger(connector) == {}
 
 
-def test_resetting_offsets_forgets_every_partition(api: APIClient, connector: Connector) -> None:
+def test_resetting_offsets_forgets_every_partition_in_the_ledger_and_the_consumer_group(
+    api: APIClient, connector: Connector, kafka_bootstrap: str
+) -> None:
+    topics(kafka_bootstrap, {"orders": 2})
     epoch = run_coordinator(connector)
     commit(connector, epoch, 0, 42)
     actions.stop_connector("orders-sink")
+    assert api.patch(URL, {"offsets": [_offset("orders", 0, 42)]}, format="json").status_code == 200
+    assert group_offsets(kafka_bootstrap, "connect-orders-sink", [("orders", 0)]) == {("orders", 0): 42}
     response = api.delete(URL)
     assert response.status_code == 200
     assert response.json() == {"message": "The offsets for this connector have been reset successfully"}
     assert _ledger(connector) == {}
+    assert group_offsets(kafka_bootstrap, "connect-orders-sink", [("orders", 0)]) == {}
 
 
 def test_resetting_offsets_of_a_running_connector_is_refused(api: APIClient, connector: Connector) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from django.db import connections
 
@@ -314,3 +314,13 @@ def topic_records(bootstrap: str, ends: dict[tuple[str, int], int]) -> list[tupl
     consumer.close()
     assert not remaining, f"could not read back {remaining}"
     return sorted(records, key=lambda r: (r[0], r[1]))
+
+
+def group_offsets(bootstrap: str, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """What Kafka's tools read: the group's committed offsets, as a plain consumer of that group sees them."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=15)
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}

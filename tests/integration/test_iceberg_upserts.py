@@ -5,6 +5,7 @@ its snapshot or came back as a zombie (DESIGN I1, I3, I4)."""
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
 
@@ -124,3 +125,25 @@ def test_a_zombie_coordinator_cannot_upsert_a_commit_twice(
     # the commit's snapshot. It is fenced at its next ledger write.
     assert zombie.wait(120) == 0
     assert_table_equals_model(name, kafka_bootstrap, ends)
+
+
+def test_an_upsert_table_without_its_identifier_column_fails_the_connector_before_anything_is_prepared(
+    lake: dict[str, str], operator_api: Any, kafka_bootstrap: str, topic_name: str
+) -> None:
+    # Debezium envelopes into an upsert connector that does not unwrap them: the table auto-created from
+    # the records has before/after/op columns and no id. No commit could ever key its rows, so none is
+    # prepared (a prepared commit must always be appliable), and the connector fails saying why.
+    name = "upsert-no-id"
+    create_topic(kafka_bootstrap, topic_name, 1)
+    envelopes = [json.dumps({"before": None, "after": {"id": i, "v": f"v{i}"}, "op": "c"}).encode() for i in range(20)]
+    produce(kafka_bootstrap, topic_name, envelopes, 1)
+    actions.create_connector(name, upsert_config(topic_name, **{"iceberg.tables.cdc-field": ""}))
+    with running_in_threads(name):
+        wait_until(
+            lambda: operator_api.get(f"/api/connect/connectors/{name}/status").json()["connector"]["state"] == "FAILED",
+            120,
+            "the connector to fail",
+        )
+    connector = operator_api.get(f"/api/connect/connectors/{name}/status").json()["connector"]
+    assert "table db.orders has no column id of its identifier columns" in connector["trace"]
+    assert not Commit.objects.filter(connector_name=name, state__in=[CommitState.PREPARED, CommitState.COMMITTED])

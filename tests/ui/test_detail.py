@@ -30,6 +30,14 @@ def steps(html: str) -> list[tuple[str, str]]:
     return re.findall(r'<li class="(\w+)"[^>]*>\s*<span class="step-name">\d+\. ([\w ]+)</span>', html)
 
 
+def partition_cells(html: str, key: str) -> list[str]:
+    """The partitions table's committed cell for ``key``, as text pieces (the figure, what is applying)."""
+    row = re.search(rf'<tr data-partition="{re.escape(key)}">(.*?)</tr>', html, re.S)
+    assert row is not None, f"no row for {key}"
+    cell = re.findall(r'<td class="num">(.*?)</td>', row.group(1), re.S)[1]
+    return [re.sub(r"<[^>]+>", "", piece).strip() for piece in re.split(r"<br>", cell) if piece.strip()]
+
+
 def test_a_connector_without_coordinator_says_so(alice: Client, make_connector: Callable[..., Connector]) -> None:
     make_connector("orders-sink")
     html = live(alice)
@@ -112,10 +120,13 @@ def test_the_commit_moves_through_its_states(alice: Client, make_connector: Call
     assert 'data-phase="committing"' in html
     assert steps(html)[2] == ("active", "Committing")
     assert "42 records in 1 files" in html
+    # Prepared, not yet applied: the partitions say what readers can see, and what is being applied.
+    assert partition_cells(html, "orders/0") == ["0", "applying to 40"]
 
     actions.mark_committed(commit_id, {"db.orders": 777})
     html = live(alice)
     assert 'data-phase="acknowledged"' in html
+    assert partition_cells(html, "orders/0") == ["40"]
     assert [state for state, _ in steps(html)] == ["done"] * 4
 
     beat_coordinator(connector, phase=CoordinatorPhase.IDLE, commit_id=None)

@@ -81,7 +81,7 @@ def test_freshness_falls_back_to_the_last_commit_without_watermarks(
     assert summary.freshness == now - committed.committed_at
 
 
-def test_lag_is_end_offset_minus_the_ledgers_next_offset(
+def test_lag_is_end_offset_minus_the_committed_offset(
     alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
 ) -> None:
     connector = make_connector("orders-sink")

@@ -29,7 +29,9 @@ _INTEGER = re.compile(r"[+-]?\d+")
 
 ALTERED = "The offsets for this connector have been altered successfully"
 RESET = "The offsets for this connector have been reset successfully"
-NOT_STOPPED_OR_INVALID = error("Invalid offsets, or the connector is not STOPPED.")
+NOT_STOPPED_OR_INVALID = error(
+    "Invalid offsets, offsets of a partition the cluster does not have, or the connector is not STOPPED."
+)
 
 
 def _integer(value: Any) -> int | None:
