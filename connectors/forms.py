@@ -121,6 +121,8 @@ class ConfigEditor:
     raw_format: str = "json"
     errors: dict[str, list[str]] = field(default_factory=dict)
     parse_failed: bool = False
+    # Keys accepted and ignored, with why (ConfigValidation.notes): shown beside the problems, never one.
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def for_config(cls, config: Mapping[str, str], stored: Mapping[str, str] | None = None) -> ConfigEditor:

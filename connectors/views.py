@@ -197,8 +197,12 @@ def config_validate(request: HttpRequest) -> HttpResponse:
     stored, connector = _stored_config(request)
     editor = ConfigEditor.from_post(request.POST, stored)
     if not editor.parse_failed:
-        editor.errors.update(validate_config(keep_hidden_secrets(editor.values, stored)).errors)
+        validation = validate_config(keep_hidden_secrets(editor.values, stored))
+        editor.errors.update(validation.errors)
+        editor.notes = validation.notes
     name_errors: list[str] = []
+    if connector is None and "name" in request.POST and not request.POST["name"].strip():
+        name_errors.append("A name is required")
     if connector is None and request.POST.get("name", "").strip():
         name = request.POST["name"].strip()
         try:

@@ -26,6 +26,7 @@ from sinks.files.layout import (
     joda_tokens,
     parse_file_name,
 )
+from sinks.files.settings import IGNORED_KEYS
 from sinks.files.writer import PartitionFiles, tmp_root
 from workers.coordinator import PreparedCommit
 
@@ -135,6 +136,24 @@ def test_a_confluent_hdfs_config_is_valid(tmp_path: Path) -> None:
     assert (settings.format, settings.partitioner, settings.time.duration_ms) == ("parquet", "hourly", 3_600_000)
 
 
+def test_a_config_as_written_for_the_hdfs_sink_with_its_logs_dir_is_accepted_saying_it_is_ignored() -> None:
+    result = validate_config(
+        {
+            "connector.class": "io.confluent.connect.hdfs3.Hdfs3SinkConnector",
+            "topics": "events",
+            "hdfs.url": "file:///data",
+            "format.class": "io.confluent.connect.hdfs3.parquet.ParquetFormat",
+            "flush.size": "3",
+            # The HDFS sink's documented default: its write-ahead log's directory, which the ledger replaces.
+            "logs.dir": "logs",
+        }
+    )
+    assert result.ok, result.errors
+    assert result.notes == {"logs.dir": [f"ignored: {IGNORED_KEYS['logs.dir']}"]}
+    entry = next(c for c in result.to_connect()["configs"] if c["definition"]["name"] == "logs.dir")
+    assert entry["value"]["errors"] == [] and entry["value"]["notes"] == result.notes["logs.dir"]
+
+
 def test_bad_keys_are_refused_each_with_its_reason(tmp_path: Path) -> None:
     result = validate_config(
         {
@@ -156,7 +175,7 @@ def test_bad_keys_are_refused_each_with_its_reason(tmp_path: Path) -> None:
     assert "Missing required" in errors["s3.bucket.name"][0]
     assert "unknown format" in errors["format.class"][0]
     assert "at least 1" in errors["flush.size"][0]
-    assert "write-ahead log" in errors["logs.dir"][0]
+    assert "logs.dir" not in errors
     assert "Hive" in errors["hive.integration"][0]
     assert "not supported" in errors["path.format"][0]
     assert "unknown time zone" in errors["timezone"][0]

@@ -88,8 +88,15 @@ def test_keys_are_checked_one_by_one(tmp_path: Path) -> None:
     # Hudi's own names for the base path and table name.
     own = {k: v for k, v in hudi_config(tmp_path).items() if k not in ("target.base.path", "target.table.name")}
     assert validate_config({**own, "hoodie.base.path": str(tmp_path), "hoodie.table.name": "orders"}).ok
-    insert = validate_config(hudi_config(tmp_path, **{"hoodie.datasource.write.operation": "insert"})).errors
-    assert "only upserts merge records by key" in insert["hoodie.datasource.write.precombine.field"][0]
+    # A precombine field on insert is what Hudi ignores too: accepted, with why; a delete marker is not.
+    insert = validate_config(hudi_config(tmp_path, **{"hoodie.datasource.write.operation": "insert"}))
+    assert insert.ok
+    assert insert.notes["hoodie.datasource.write.precombine.field"] == [
+        "ignored: only upserts merge records by key, and this connector's operation is insert"
+    ]
+    marked = {"hoodie.datasource.write.operation": "insert", "hoodie.payload.delete.field": "op"}
+    marked_errors = validate_config(hudi_config(tmp_path, **marked, **{"hoodie.payload.delete.marker": "d"})).errors
+    assert list(marked_errors) == ["hoodie.payload.delete.field"]
 
 
 class Sink:

@@ -222,6 +222,12 @@ class ConfigValueInfoSerializer(serializers.Serializer):  # type: ignore[type-ar
     recommended_values = serializers.ListField(child=serializers.CharField())
     errors = serializers.ListField(child=serializers.CharField())
     visible = serializers.BooleanField()
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Not in Kafka Connect's shape: why a key of the replaced connector is accepted and ignored "
+        "(ignoring it changes nothing that is written). Present only for such keys.",
+    )
 
 
 class ConfigInfoSerializer(serializers.Serializer):  # type: ignore[type-arg]

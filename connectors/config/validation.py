@@ -56,9 +56,16 @@ class ConfigValidation:
     plugin: Plugin | None
     config: dict[str, str]
     errors: dict[str, list[str]] = field(default_factory=dict)
+    # Keys of the replaced connector that are accepted and ignored, because ignoring them changes nothing
+    # in what is written (a key that would is an error), with why: shown beside the key, never an error.
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, key: str, message: str) -> None:
         self.errors.setdefault(key, []).append(message)
+
+    def ignore(self, key: str, reason: str) -> None:
+        """Accept ``key`` and ignore it, saying why (``notes``)."""
+        self.notes.setdefault(key, []).append(f"ignored: {reason}")
 
     @property
     def ok(self) -> bool:
@@ -85,10 +92,18 @@ class ConfigValidation:
         listed: set[str] = set()
         if plugin is not None:
             for key in plugin.keys:
-                configs.append(_config_entry(key, self.config.get(key.name), self.errors.get(key.name, [])))
+                configs.append(
+                    _config_entry(
+                        key, self.config.get(key.name), self.errors.get(key.name, []), notes=self.notes.get(key.name)
+                    )
+                )
                 listed.add(key.name)
-        for name in sorted(set(self.errors) - listed):
-            configs.append(_config_entry(None, self.config.get(name), self.errors[name], name=name))
+        for name in sorted((set(self.errors) | set(self.notes)) - listed):
+            configs.append(
+                _config_entry(
+                    None, self.config.get(name), self.errors.get(name, []), name=name, notes=self.notes.get(name)
+                )
+            )
         return {
             "name": plugin.class_name if plugin else self.config.get("connector.class", ""),
             "error_count": self.error_count,
@@ -97,7 +112,9 @@ class ConfigValidation:
         }
 
 
-def _config_entry(key: ConfigKey | None, value: str | None, errors: list[str], name: str = "") -> dict[str, Any]:
+def _config_entry(
+    key: ConfigKey | None, value: str | None, errors: list[str], name: str = "", notes: list[str] | None = None
+) -> dict[str, Any]:
     key_name = key.name if key else name
     definition = {
         "name": key_name,
@@ -115,16 +132,17 @@ def _config_entry(key: ConfigKey | None, value: str | None, errors: list[str], n
     shown = None if (key and key.type is KeyType.PASSWORD and value) else value
     if key and key.type is KeyType.PASSWORD and value:
         shown = "[hidden]"
-    return {
-        "definition": definition,
-        "value": {
-            "name": key_name,
-            "value": shown,
-            "recommended_values": list(key.choices) if key else [],
-            "errors": list(errors),
-            "visible": True,
-        },
+    value_info: dict[str, Any] = {
+        "name": key_name,
+        "value": shown,
+        "recommended_values": list(key.choices) if key else [],
+        "errors": list(errors),
+        "visible": True,
     }
+    if notes:
+        # (Beyond Kafka Connect's shape: a key accepted and ignored, and why.)
+        value_info["notes"] = list(notes)
+    return {"definition": definition, "value": value_info}
 
 
 def normalize_config(raw: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 S3_CLASS = "io.confluent.connect.s3.S3SinkConnector"
 # Keys of the Confluent sinks that this one cannot honour, and why: refused, never ignored.
 REFUSED_KEYS = {
-    "logs.dir": "the commit ledger (in this service's Postgres) is this sink's write-ahead log: there is no log "
-    "directory to set; remove logs.dir",
     "storage.class": "storage follows store.url (file://, hdfs://) or s3.bucket.name; remove storage.class",
     "schema.compatibility": "records with a new schema start a new file (as with NONE); projecting records to "
     "another schema is not supported",
@@ -40,6 +38,11 @@ REFUSED_KEYS = {
     "s3.sse.customer.key": "server-side encryption is not supported yet",
     "s3.sse.kms.key.id": "server-side encryption is not supported yet",
     "hdfs.authentication.kerberos": "Kerberos is not supported yet",
+}
+# Keys of the Confluent sinks accepted and ignored, because ignoring them changes nothing that is written.
+IGNORED_KEYS = {
+    "logs.dir": "the commit ledger (in this service's PostgreSQL) is this sink's write-ahead log, so there is no "
+    "log directory",
 }
 # Values of refused keys that mean what this sink does anyway.
 HARMLESS_VALUES = {
@@ -80,6 +83,9 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
         value = config.get(key, "").strip()
         if value and value not in HARMLESS_VALUES.get(key, ()):
             result.add(key, reason)
+    for key, reason in IGNORED_KEYS.items():
+        if config.get(key, "").strip():
+            result.ignore(key, reason)
     _check_storage(result, config)
     if config.get("format.class") and canonical(config["format.class"], FORMATS) is None:
         result.add(

@@ -100,9 +100,18 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             "upsert needs the record key field(s); or set hoodie.datasource.write.operation=insert",
         )
     if operation != "upsert":
-        for key in ("hoodie.datasource.write.precombine.field", "hoodie.payload.delete.field"):
-            if config.get(key):
-                result.add(key, f"only upserts merge records by key: remove it, or set operation=upsert ({operation})")
+        # Hudi's own writer ignores the precombine field on insert; a delete marker it would still apply
+        # (DefaultHoodieRecordPayload drops a marked record on insert too), which this sink does not.
+        if config.get("hoodie.datasource.write.precombine.field"):
+            result.ignore(
+                "hoodie.datasource.write.precombine.field",
+                f"only upserts merge records by key, and this connector's operation is {operation}",
+            )
+        if config.get("hoodie.payload.delete.field"):
+            result.add(
+                "hoodie.payload.delete.field",
+                f"only upserts apply delete markers: remove it, or set operation=upsert ({operation})",
+            )
     if bool(config.get("hoodie.payload.delete.field")) != bool(config.get("hoodie.payload.delete.marker")):
         result.add("hoodie.payload.delete.marker", "set both hoodie.payload.delete.field and its marker, or neither")
     converter = config.get("value.converter", "json")

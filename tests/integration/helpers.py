@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -324,3 +325,29 @@ def group_offsets(bootstrap: str, group: str, partitions: list[tuple[str, int]])
     finally:
         consumer.close()
     return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+
+class Processes:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, *args: str, failpoints: str = "") -> subprocess.Popen[bytes]:
+        child = spawn(self.env, name, *args, failpoints=failpoints)
+        self.children.append(child)
+        return child
+
+    def coordinator(self, name: str, failpoints: str = "") -> subprocess.Popen[bytes]:
+        return self.start(name, "--role", "coordinator", failpoints=failpoints)
+
+    def task(self, name: str, index: int = 0, tasks: int = 1, failpoints: str = "") -> subprocess.Popen[bytes]:
+        return self.start(
+            name, "--role", "task", "--task-index", str(index), "--tasks", str(tasks), failpoints=failpoints
+        )
+
+    def stop_all(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGCONT)
+                child.kill()
+            child.wait(30)

@@ -4,9 +4,7 @@ every record once, none twice (DESIGN I1, I3, I4)."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,12 +13,12 @@ from connectors.models import Commit, CommitState, CoordinatorStatus
 from sinkadmin.services import listening_process, split_hostport
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
+    Processes,
     caught_up,
     create_topic,
     json_records,
     produce,
     sink_snapshots,
-    spawn,
     table_rows,
     topic_ids,
     wait_until,
@@ -30,39 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(t
 
 PARTITIONS = 4
 COUNT = 1200
-
-
-class Processes:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.children: list[subprocess.Popen[bytes]] = []
-
-    def start(self, name: str, *args: str, failpoints: str = "") -> subprocess.Popen[bytes]:
-        child = spawn(self.env, name, *args, failpoints=failpoints)
-        self.children.append(child)
-        return child
-
-    def coordinator(self, name: str, failpoints: str = "") -> subprocess.Popen[bytes]:
-        return self.start(name, "--role", "coordinator", failpoints=failpoints)
-
-    def task(self, name: str, index: int = 0, tasks: int = 1, failpoints: str = "") -> subprocess.Popen[bytes]:
-        return self.start(
-            name, "--role", "task", "--task-index", str(index), "--tasks", str(tasks), failpoints=failpoints
-        )
-
-    def stop_all(self) -> None:
-        for child in self.children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGCONT)
-                child.kill()
-            child.wait(30)
-
-
-@pytest.fixture
-def procs(lake: dict[str, str]) -> Iterator[Processes]:
-    processes = Processes(lake)
-    yield processes
-    processes.stop_all()
 
 
 def setup_connector(kafka_bootstrap: str, topic: str, name: str, **overrides: str) -> dict[tuple[str, int], int]:

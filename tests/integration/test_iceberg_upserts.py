@@ -15,6 +15,7 @@ from connectors import actions
 from connectors.models import Commit, CommitState
 from tests.conftest import sink_config
 from tests.integration.helpers import (
+    Processes,
     caught_up,
     changes,
     create_topic,
@@ -24,19 +25,11 @@ from tests.integration.helpers import (
     topic_records,
     wait_until,
 )
-from tests.integration.test_crashes import Processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 PARTITIONS = 4
 TABLE = "db.orders"
-
-
-@pytest.fixture
-def procs(lake: dict[str, str]) -> Any:
-    processes = Processes(lake)
-    yield processes
-    processes.stop_all()
 
 
 def upsert_config(topic: str, **overrides: str) -> dict[str, str]:

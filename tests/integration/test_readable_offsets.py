@@ -9,7 +9,7 @@ reader can see its records: automation that waits for the offsets, then reads, m
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from connectors import actions
 from connectors.models import Commit, CommitState
 from tests.conftest import sink_config
 from tests.integration.helpers import (
+    Processes,
     changes,
     create_topic,
     group_offsets,
@@ -30,7 +31,6 @@ from tests.integration.helpers import (
     topic_ids,
     wait_until,
 )
-from tests.integration.test_crashes import Processes
 from tests.integration.test_files_sink import assert_files_hold_each_record_once, files_config
 from tests.integration.test_hudi_sink import assert_table_equals_model, hudi_config, model_of_topic
 
@@ -42,13 +42,6 @@ COUNT = 600
 APPLY_DELAY = "coordinator.after_prepare=delay:4"
 
 Offsets = dict[tuple[str, int], int]
-
-
-@pytest.fixture
-def procs(lake: dict[str, str]) -> Iterator[Processes]:
-    processes = Processes(lake)
-    yield processes
-    processes.stop_all()
 
 
 @pytest.fixture

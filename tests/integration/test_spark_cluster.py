@@ -19,8 +19,8 @@ import pytest
 from connectors import actions
 from connectors.models import Commit, CommitState
 from sinkadmin.services import ManagedProcess, start_spark_connect, start_spark_standalone
-from tests.integration.helpers import caught_up, changes, create_topic, produce, wait_until
-from tests.integration.test_crashes import Processes, assert_exactly_once, setup_connector, wait_for_phase
+from tests.integration.helpers import Processes, caught_up, changes, create_topic, produce, wait_until
+from tests.integration.test_crashes import assert_exactly_once, setup_connector, wait_for_phase
 from tests.integration.test_files_sink import assert_files_hold_each_record_once
 from tests.integration.test_files_sink import start as start_files_sink
 from tests.integration.test_hudi_sink import PARTITIONS as HUDI_PARTITIONS

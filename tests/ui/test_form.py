@@ -372,3 +372,22 @@ def test_the_mirror_form_is_built_from_its_own_keys_and_its_page_has_no_coordina
     page = alice.get(reverse("connector-detail", args=["east-to-west"])).content.decode()
     assert "Transactions" in page and "sinkadmin-mirror-east-to-west" in page and "No coordinator" in page
     assert "target (east:9092)" in page  # where it writes
+
+
+def test_live_validation_asks_for_the_name_and_shows_keys_accepted_and_ignored(alice: Client) -> None:
+    nameless = alice.post(reverse("config-validate"), {**VALID, "name": ""}).content.decode()
+    assert "No problems found" not in nameless and "A name is required" in nameless
+    hdfs = {
+        "name": "hdfs-sink",
+        "initial_state": "RUNNING",
+        "cfg:connector.class": "io.confluent.connect.hdfs3.Hdfs3SinkConnector",
+        "cfg:topics": "orders",
+        "cfg:hdfs.url": "file:///data",
+        "cfg:format.class": "io.confluent.connect.hdfs3.parquet.ParquetFormat",
+        "cfg:flush.size": "3",
+        "extra-key": "logs.dir",
+        "extra-value": "logs",
+    }
+    html = alice.post(reverse("config-validate"), hdfs).content.decode()
+    assert "No problems found" in html
+    assert "<code>logs.dir</code>: ignored: the commit ledger" in html
