@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,58 @@ class ManagedProcess:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(5)
+
+
+class Restarted:
+    """A child of ``make run`` started again when it dies, after a back-off that doubles with each death
+    (1 s up to a minute) and starts over once the child has lived a minute: a Spark Connect server or a
+    worker that crashes comes back, and the rest of the stack goes on serving meanwhile."""
+
+    MAX_BACKOFF_S = 60.0
+    HEALTHY_AFTER_S = 60.0
+
+    def __init__(self, start: Callable[[], ManagedProcess], say: Callable[[str], None]) -> None:
+        self.start = start
+        self.say = say
+        self.current = start()
+        self.started_at = time.monotonic()
+        self.deaths = 0
+        self.due: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.current.name
+
+    def check(self, now: float | None = None) -> None:
+        """Notice a death (and schedule the restart), or restart when its back-off is over."""
+        now = time.monotonic() if now is None else now
+        if self.due is None:
+            if self.current.process.poll() is None:
+                if now - self.started_at >= self.HEALTHY_AFTER_S:
+                    self.deaths = 0
+                return
+            backoff = min(self.MAX_BACKOFF_S, 2.0**self.deaths)
+            self.deaths += 1
+            self.due = now + backoff
+            self.say(
+                f"{self.name} exited ({self.current.process.returncode}); restarting in {backoff:.0f} s "
+                f"(see {self.current.log_path})"
+            )
+        elif now >= self.due:
+            try:
+                self.current = self.start()
+            except ServiceError as exc:
+                backoff = min(self.MAX_BACKOFF_S, 2.0**self.deaths)
+                self.deaths += 1
+                self.due = time.monotonic() + backoff
+                self.say(f"{self.name} did not start again: {exc}; next try in {backoff:.0f} s")
+                return
+            self.started_at, self.due = time.monotonic(), None
+            self.say(f"{self.name} restarted")
+
+    def stop(self) -> None:
+        self.due = None
+        self.current.stop()
 
 
 def serve_in_foreground(service: ManagedProcess) -> None:

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,7 @@ from sinkadmin.preflight import check_kafka, run_checks
 from sinkadmin.services import (
     DEFAULT_WORKER_SLOTS,
     ManagedProcess,
+    Restarted,
     ServiceError,
     beat_argv,
     connector_worker_argv,
@@ -48,8 +50,15 @@ class Command(BaseCommand):
         call_command("ensure_admin")
         call_command("collectstatic", interactive=False, verbosity=0)
         log_dir = settings.VAR_DIR / "log"
-        started: list[ManagedProcess] = []
+        started: list[Restarted] = []
         stopping = False
+
+        def say(line: str) -> None:
+            self.stderr.write(line)
+
+        def keep(start: Callable[[], ManagedProcess]) -> None:
+            # Each child is started again when it dies (Restarted): the stack heals, Ctrl-C stops it all.
+            started.append(Restarted(start, say))
 
         def request_stop(*_: Any) -> None:
             nonlocal stopping
@@ -62,21 +71,22 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"starting the embedded Kafka broker (its log under {settings.KAFKA_EMBEDDED_DIR})..."
                 )
-                started.append(start_configured_broker(log_dir))
+                keep(lambda: start_configured_broker(log_dir))
             if problem := check_kafka():
                 raise CommandError(problem)
             if settings.SPARK_LOCAL_CONNECT:
                 self.stdout.write("starting the local Spark Connect server (a JVM, ~10-20 s)...")
-                started.append(
-                    start_spark_connect(settings.SPARK_CONNECT_PORT, log_dir, catalogs=default_spark_catalog_conf())
+                keep(
+                    lambda: start_spark_connect(
+                        settings.SPARK_CONNECT_PORT, log_dir, catalogs=default_spark_catalog_conf()
+                    )
                 )
-            started.append(
-                spawn("worker", connector_worker_argv("connectors@%h", options["worker_concurrency"]), log_dir)
-            )
-            started.append(spawn("supervisor", supervisor_worker_argv("supervisor@%h"), log_dir))
-            started.append(spawn("beat", beat_argv(settings.VAR_DIR / "celerybeat-schedule"), log_dir))
-            started.append(
-                spawn("web", [sys.executable, "manage.py", "runserver", options["addr"], "--noreload"], log_dir)
+            slots = options["worker_concurrency"]
+            keep(lambda: spawn("worker", connector_worker_argv("connectors@%h", slots), log_dir))
+            keep(lambda: spawn("supervisor", supervisor_worker_argv("supervisor@%h"), log_dir))
+            keep(lambda: spawn("beat", beat_argv(settings.VAR_DIR / "celerybeat-schedule"), log_dir))
+            keep(
+                lambda: spawn("web", [sys.executable, "manage.py", "runserver", options["addr"], "--noreload"], log_dir)
             )
         except (ServiceError, CommandError) as exc:
             for service in reversed(started):
@@ -93,11 +103,7 @@ class Command(BaseCommand):
         try:
             while not stopping:
                 for service in started:
-                    if service.process.poll() is not None:
-                        self.stderr.write(
-                            f"{service.name} exited ({service.process.returncode}); see {service.log_path}"
-                        )
-                        stopping = True
+                    service.check()
                 time.sleep(0.5)
         finally:
             self.stdout.write("stopping...")
