@@ -210,13 +210,21 @@ def partition_rows(tasks: Sequence[ConnectorTask], offsets: Sequence[PartitionOf
                 partition=key[1],
                 task_index=owner.get(key),
                 committed=offset.committed_offset if offset else None,
-                end_offset=_as_int(status.get("end_offset")),
+                end_offset=_end_offset(_as_int(status.get("end_offset")), offset),
                 staged=_as_int(status.get("staged")),
                 last_commit_id=str(offset.last_commit.commit_id) if offset and offset.last_commit else None,
                 applying=offset.next_offset if offset and offset.next_offset > offset.committed_offset else None,
             )
         )
     return rows
+
+
+def _end_offset(reported: int | None, offset: PartitionOffset | None) -> int | None:
+    """The partition's end as a task last saw it, and never below what the ledger has read of it: the
+    log holds every record the ledger has, so an end below that is one the task saw before it read them."""
+    if reported is None or offset is None:
+        return reported
+    return max(reported, offset.next_offset)
 
 
 def total_lag(partitions: Iterable[PartitionRow]) -> int | None:

@@ -230,3 +230,15 @@ def test_a_connector_whose_last_commit_was_aborted_is_degraded_with_the_reason_u
 
     commit({("orders", 0): 5}, started_at=timezone.now())  # the next commit lands
     assert summary_of("orders-sink").health is Health.HEALTHY
+
+
+def test_an_end_offset_seen_before_the_last_records_were_read_is_not_shown_below_them(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector, {("orders", 0): 0})
+    commit({("orders", 0): 15_000})
+    # The task's last look at the log's end came before it read the last records.
+    runtime_task(connector, 0, partitions=[("orders", 0)], partition_status={"orders/0": {"end_offset": 13_058}})
+    (row,) = summary_of("orders-sink").partitions
+    assert (row.committed, row.end_offset, row.lag) == (15_000, 15_000, 0)
