@@ -145,7 +145,11 @@ def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> N
     assert code_archive() == archive  # named by content: shipped once per session
     # What a Python worker does first: import the decoder from the archive, without Django settings.
     probe = subprocess.run(
-        [sys.executable, "-c", "import workers.spark_writer, sinks.iceberg.arrow_writer; print('ok')"],
+        [
+            sys.executable,
+            "-c",
+            "import workers.spark_writer, sinks.iceberg.arrow_writer, sinks.files.writer, sinks.hudi.writer; print('ok')",
+        ],
         env={"PYTHONPATH": str(archive)},
         capture_output=True,
         text=True,

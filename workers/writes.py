@@ -182,7 +182,8 @@ class RawStagedWriter:
         if self._spark is None:
             from workers.spark_writer import SparkJobs
 
-            self._spark = SparkJobs()
+            # (The warm-up has Spark's Python workers import the sink's writer module, its job's home.)
+            self._spark = SparkJobs(decoder_modules=(type(self).__module__,))
         return self._spark
 
     def close(self) -> None:
