@@ -302,7 +302,7 @@ class Coordinator:
         self.outages = 0
         self._unapplied: PreparedCommit | None = None
         # Each table as this coordinator's latest commit to it left it
-        # (VersionedTables), sent with every START.
+        # (workers.sink.VersionedCommitter), sent with every START.
         self.table_versions: dict[str, TableVersion] = {}
         # How long the commit in flight waits for write statuses: the
         # configured timeout, doubled after each commit that some task did

@@ -24,7 +24,7 @@ class IcebergCommitter:
         self._catalog: Any = None
         # Where an upsert's rewrite runs.
         self._run_units = UnitRunner(config)
-        # What the last commit left its tables at (coordinator.VersionedTables).
+        # What the last commit left its tables at (workers.sink.VersionedCommitter).
         self.table_versions: dict[str, TableVersion] = {}
 
     @property
