@@ -460,6 +460,9 @@ def warm_spark_server() -> list[dict[str, float]]:
 
     from workers.spark_writer import _imported, spark_session
 
+    # What the Iceberg sink's warm-up has the Python workers import (sinks.iceberg.spark_writer.SparkWriter).
+    imported = functools.partial(_imported, ("sinks.iceberg.arrow_writer",))
+
     spark, process = spark_session(), spark_process()
     answer = StructType([StructField("id", LongType())])
     # (A task per core of this machine: the server is local[*] here; on a cluster's, the shape matters little.)
@@ -470,7 +473,7 @@ def warm_spark_server() -> list[dict[str, float]]:
     while jobs < WARM_UP_MAX_JOBS:
         spark_before, (jvm_before, threads_before) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
         for _ in range(WARM_UP_ROUND):
-            spark.range(0, cores, 1, cores).mapInArrow(_imported, answer).collect()
+            spark.range(0, cores, 1, cores).mapInArrow(imported, answer).collect()
         jobs += WARM_UP_ROUND
         spark_after, (jvm_after, threads_after) = usage(process).cpu_seconds, jvm_cpu_seconds(process)
         jvm = jvm_after - jvm_before

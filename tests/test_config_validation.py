@@ -100,6 +100,25 @@ def test_dead_letter_topic_needs_tolerance_all_and_may_not_loop() -> None:
     assert any("errors.tolerance=all" in e for e in result.errors["errors.deadletterqueue.topic.name"])
 
 
+def test_a_dead_letter_table_is_an_iceberg_table_apart_from_the_sinks_and_needs_tolerance_all() -> None:
+    key = "errors.deadletterqueue.table.name"
+    good = {**BASE, "errors.tolerance": "all", key: "db.orders_dlq"}
+    assert validate_config(good).errors == {}
+    assert SinkConfig.parse(good).settings.dead_letter_table == "db.orders_dlq"
+    assert SinkConfig.parse(BASE).settings.dead_letter_table is None
+    errors = validate_config({**BASE, key: "db.orders"}).errors[key]
+    assert any("cannot be one of iceberg.tables" in e for e in errors)
+    assert any("errors.tolerance=all" in e for e in errors)
+    assert "must be namespace.table" in validate_config({**good, key: "orders dlq"}).errors[key][0]
+
+
+@pytest.mark.parametrize("connector_class", ["files", "hudi"])
+def test_sinks_without_a_dead_letter_table_refuse_one_rather_than_drop_the_records(connector_class: str) -> None:
+    config = {"connector.class": connector_class, "topics": "orders", "errors.tolerance": "all"}
+    errors = validate_config({**config, "errors.deadletterqueue.table.name": "db.dlq"}).errors
+    assert "has no dead-letter table" in errors["errors.deadletterqueue.table.name"][0]
+
+
 def test_avro_converter_needs_a_valid_record_schema() -> None:
     result = validate_config({**BASE, "value.converter": "avro", "value.converter.avro.schema": "{bad"})
     assert "not valid JSON" in result.errors["value.converter.avro.schema"][0]

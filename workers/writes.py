@@ -49,12 +49,21 @@ class WriteRefused(ValueError):
     reason, and nothing of the commit is prepared: a prepared commit must always be appliable (I9)."""
 
 
+# What Kafka Connect's converters raise for a value they cannot convert.
+DATA_EXCEPTION = "org.apache.kafka.connect.errors.DataException"
+
+
 @dataclass(frozen=True)
 class BadRecord:
+    """A record the sink could not write, and why, as Kafka Connect's error context names it."""
+
     topic: str
     partition: int
     offset: int
     reason: str
+    # The stage that failed (Kafka Connect's ``__connect.errors.stage``) and the exception's class.
+    stage: str = "VALUE_CONVERTER"
+    exception_class: str = DATA_EXCEPTION
 
 
 @dataclass

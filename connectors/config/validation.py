@@ -182,7 +182,7 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
         _check_key(result, definition, config.get(definition.name))
     _check_topics(result, plugin, config)
     _check_converters(result, config)
-    _check_errors(result, config)
+    _check_errors(result, plugin, config)
     if plugin.check:
         resolve(plugin.check)(result, config)
     for key, reason in UNSUPPORTED_CHAINS.items():
@@ -343,7 +343,13 @@ def avro_schema_error(schema: str) -> str | None:
     return None
 
 
-def _check_errors(result: ConfigValidation, config: dict[str, str]) -> None:
+def _check_errors(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
+    table = "errors.deadletterqueue.table.name"
+    if config.get(table, "").strip() and plugin.key(table) is None:
+        # (A key under errors.* passes as Kafka Connect's do; this one would lose records in silence.)
+        result.add(
+            table, f"the {plugin.short_name} sink has no dead-letter table; use errors.deadletterqueue.topic.name"
+        )
     dlq = config.get("errors.deadletterqueue.topic.name", "").strip()
     if not dlq:
         return

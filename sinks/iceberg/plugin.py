@@ -25,6 +25,8 @@ _G_COMMIT = "Commit control"
 _G_CATALOG = "Catalog"
 _G_KAFKA = "Kafka clients"
 _G_MAINTENANCE = "Table maintenance"
+# The group of the errors.* keys every plugin shares.
+_G_ERRORS = "Error handling"
 
 ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
@@ -134,6 +136,17 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_COMMIT,
         default="false",
         importance=Importance.LOW,
+        order=5,
+    ),
+    ConfigKey(
+        "errors.deadletterqueue.table.name",
+        KeyType.STRING,
+        "Iceberg table (namespace.table) for records that cannot be converted (with errors.tolerance=all), "
+        "written in the same commit as the good records and created if missing. Its columns: the record as "
+        "consumed (topic, partition, offset, timestamp, key, value, headers) and the error (error_stage, "
+        "error_class_name, error_exception_class_name, error_exception_message: Kafka Connect's "
+        "__connect.errors.* headers). A dead-letter topic may be set beside it.",
+        _G_ERRORS,
         order=5,
     ),
     ConfigKey("iceberg.catalog", KeyType.STRING, "Catalog name.", _G_CATALOG, default="iceberg", order=1),

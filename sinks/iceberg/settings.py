@@ -45,13 +45,18 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
     _check_writer(result, config)
     _check_evolve_schema(result, config)
     _check_unsupported(result, config)
+    _check_dead_letter_table(result, config)
+
+
+def _is_table_name(name: str) -> bool:
+    parts = name.split(".")
+    return len(parts) >= 2 and all(IDENTIFIER_PART.match(p) for p in parts)
 
 
 def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
     tables = split_list(config.get("iceberg.tables"))
     for table in tables:
-        parts = table.split(".")
-        if len(parts) < 2 or not all(IDENTIFIER_PART.match(p) for p in parts):
+        if not _is_table_name(table):
             result.add("iceberg.tables", f"{table!r} must be namespace.table (letters, digits, '_')")
     if len(set(tables)) != len(tables):
         result.add("iceberg.tables", "lists a table twice")
@@ -165,6 +170,19 @@ def _check_evolve_schema(result: ConfigValidation, config: dict[str, str]) -> No
         result.add(key, "schema evolution adds columns for the fields of records; these values have none")
 
 
+def _check_dead_letter_table(result: ConfigValidation, config: dict[str, str]) -> None:
+    key = "errors.deadletterqueue.table.name"
+    table = config.get(key, "").strip()
+    if not table:
+        return
+    if not _is_table_name(table):
+        result.add(key, f"{table!r} must be namespace.table (letters, digits, '_')")
+    if table in split_list(config.get("iceberg.tables")):
+        result.add(key, "the dead-letter table cannot be one of iceberg.tables")
+    if config.get("errors.tolerance", "none").strip() != "all":
+        result.add(key, "a dead-letter table needs errors.tolerance=all")
+
+
 def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
     for key, reason in UNSUPPORTED_SWITCHES.items():
         if config.get(key, "false").strip().lower() == "true":
@@ -207,6 +225,8 @@ class IcebergSettings:
     # ``iceberg.catalog.*`` keys without the prefix (pyiceberg's property names).
     catalog_properties: dict[str, str]
     maintenance: IcebergMaintenance
+    # errors.deadletterqueue.table.name: where records that cannot be converted go (sinks.iceberg.dead_letters).
+    dead_letter_table: str | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> IcebergSettings:
@@ -242,6 +262,7 @@ class IcebergSettings:
                 min_snapshots_to_keep=int(_get(raw, "sinkadmin.maintenance.expire.min-snapshots-to-keep")),
                 orphan_older_than_ms=int(_get(raw, "sinkadmin.maintenance.orphans.older-than-ms")),
             ),
+            dead_letter_table=raw.get("errors.deadletterqueue.table.name", "").strip() or None,
         )
 
 

@@ -14,7 +14,8 @@ from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
 from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
-from sinks.iceberg.settings import IcebergSettings
+from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
+from sinks.iceberg.settings import IcebergSettings, TableTarget
 from sinks.iceberg.spark_writer import SparkWriter
 from sinks.iceberg.tables import (
     catalog_for,
@@ -181,7 +182,29 @@ class TableWriter:
             result.skipped.update(spark.skipped)
         self._plans.pop(staging_id, None)
         result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))
+        if result.bad and self.settings.dead_letter_table and self.config.errors_tolerance == "all":
+            result.files.extend(
+                write_dead_letters(
+                    self._dead_letter_table(),
+                    commit_id,
+                    staging_id,
+                    staged,
+                    result.bad,
+                    self.config.raw,
+                    self.config.buffer_bytes,
+                )
+            )
         return result
+
+    def _dead_letter_table(self) -> TargetTable:
+        """The dead-letter table, created if missing (it has no records' schema to wait for)."""
+        name = self.settings.dead_letter_table
+        assert name is not None
+        table = self._table(name)
+        if table is None:
+            table = create_table(self.catalog, name, DEAD_LETTER_TABLE_SCHEMA, ())
+        check_dead_letter_table(name, table)
+        return self._keep(TableTarget(name, (), None), table)
 
     def _table(self, name: str) -> Any:
         """The table as the catalog has it now: the task's copy when nothing has changed it since.

@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from connectors import actions
 from connectors.models import Commit, CommitState, Connector
+from sinks.iceberg.tables import PROP_COMMIT_ID
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -60,7 +61,7 @@ def test_with_tolerance_none_a_poison_record_stops_the_connector_and_loses_nothi
 
 
 @pytest.mark.parametrize("writer", ["arrow", "spark"])
-def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_with_connect_headers(
+def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_and_table_with_connect_context(
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
 ) -> None:
     dlq = f"{topic_name}-dlq"
@@ -72,7 +73,12 @@ def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_with_c
         sink_config(
             topic_name,
             "db.events",
-            **{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq, "sinkadmin.writer": writer},
+            **{
+                "errors.tolerance": "all",
+                "errors.deadletterqueue.topic.name": dlq,
+                "errors.deadletterqueue.table.name": "db.events_dlq",
+                "sinkadmin.writer": writer,
+            },
         ),
     )
     with running_in_threads("tolerant"):
@@ -83,6 +89,22 @@ def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_with_c
     commits = Commit.objects.filter(connector_name="tolerant", state=CommitState.COMMITTED)
     assert sum(c.dead_lettered for c in commits) == 1
     assert sum(c.records for c in commits) == 200
+
+    # The dead-letter table, read by pyiceberg and by Spark's Iceberg reader
+    # (table_rows): the record as consumed and why, added by the commit that
+    # skipped it.
+    [dead] = table_rows("tolerant", "db.events_dlq")
+    assert (dead["topic"], dead["partition"], dead["offset"]) == (topic_name, 0, POISON_AT)
+    assert dead["value"] == poisoned_records()[POISON_AT]
+    assert dead["headers"] == [{"key": "trace-id", "value": f"t-{POISON_AT}".encode()}]
+    assert dead["timestamp"] is not None
+    assert dead["error_stage"] == "VALUE_CONVERTER"
+    assert dead["error_class_name"] == "org.apache.kafka.connect.json.JsonConverter"
+    assert dead["error_exception_class_name"] == "org.apache.kafka.connect.errors.DataException"
+    assert "not valid JSON" in dead["error_exception_message"]
+    [snapshot] = sink_snapshots("tolerant", "db.events_dlq")
+    skipped_by = snapshot.summary.additional_properties[PROP_COMMIT_ID]
+    assert commits.filter(commit_id=skipped_by, dead_lettered=1).exists()
 
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "dlq-reader"})
     consumer.assign([TopicPartition(dlq, 0, 0)])
@@ -99,6 +121,8 @@ def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_with_c
     assert headers["__connect.errors.partition"] == b"0"
     assert headers["__connect.errors.offset"] == str(POISON_AT).encode()
     assert headers["__connect.errors.connector.name"] == b"tolerant"
+    assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
+    assert headers["__connect.errors.class.name"] == b"org.apache.kafka.connect.json.JsonConverter"
     assert b"not valid JSON" in headers["__connect.errors.exception.message"]
 
 
