@@ -72,6 +72,25 @@ class SinkUnavailable(Exception):
     """
 
 
+class CommitNotApplied(Exception):
+    """A prepared commit the sink could not apply, for a reason that is not an outage (a table dropped or
+    altered since the write, files gone): the coordinator crashes with it, naming the commit, where it
+    failed and why, and the way out. It is retried at every start (its offsets are in the ledger) until
+    the repeated crashes fail the connector (connectors.actions.runtime.MAX_CRASHES)."""
+
+    def __init__(self, connector: str, commit_id: uuid.UUID, reason: str, destination: str | None = None) -> None:
+        self.connector = connector
+        self.commit_id = commit_id
+        self.reason = reason
+        self.destination = destination
+        where = f" to {destination}" if destination else ""
+        super().__init__(
+            f"prepared commit {commit_id} cannot be applied{where}: {reason}. Fix the table or the config and "
+            f"restart the connector; or stop it and abandon the commit (POST /connectors/{connector}/commits/"
+            f"{commit_id}/abandon), which rewinds its partitions' offsets so that its records are written again"
+        )
+
+
 class OffsetsOutOfRange(Exception):
     """Committed offsets the source partitions no longer have (see ``check_offsets``): the connector stops."""
 
@@ -603,6 +622,10 @@ class Coordinator:
             self._unapplied = prepared
             self._out(str(exc))
             return
+        except CommitNotApplied:
+            raise
+        except Exception as exc:
+            raise CommitNotApplied(self.settings.connector, prepared.commit_id, f"{type(exc).__name__}: {exc}") from exc
         self._unapplied = None
         self.outage, self.outages = None, 0
         if self.settings.versioned_tables:

@@ -6,6 +6,8 @@ functions; nothing else writes those tables.
 
 from connectors.actions.errors import (
     ActionError,
+    CommitNotAbandonable,
+    CommitNotFound,
     ConnectorExists,
     ConnectorNotFound,
     InvalidConfig,
@@ -29,6 +31,7 @@ from connectors.actions.ledger import (
     take_coordinator_lease,
 )
 from connectors.actions.lifecycle import (
+    abandon_commit,
     alter_offsets,
     create_connector,
     delete_connector,
@@ -47,6 +50,8 @@ from connectors.actions.lifecycle import (
 
 __all__ = [
     "ActionError",
+    "CommitNotAbandonable",
+    "CommitNotFound",
     "ConnectorExists",
     "ConnectorNotFound",
     "InvalidConfig",
@@ -55,6 +60,7 @@ __all__ = [
     "NotStopped",
     "PartitionRange",
     "StaleEpoch",
+    "abandon_commit",
     "abort_commit",
     "alter_offsets",
     "committed_offsets",

@@ -48,3 +48,16 @@ class LedgerConflict(ActionError):
     """A write status does not continue the ledger's offsets for its partition."""
 
     status = 409
+
+
+class CommitNotAbandonable(ActionError):
+    """A commit that cannot be abandoned now: not prepared, still being applied, or already in the sink."""
+
+    status = 409
+
+
+class CommitNotFound(ActionError):
+    status = 404
+
+    def __init__(self, name: str, commit_id: object) -> None:
+        super().__init__(f"Commit {commit_id} of connector {name} not found")

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from connectors.actions.errors import LedgerConflict, NotStopped, StaleEpoch
+from connectors.actions.errors import CommitNotAbandonable, LedgerConflict, NotStopped, StaleEpoch
 from connectors.config.secrets import redact
 from connectors.models import (
     Commit,
@@ -305,6 +305,32 @@ def abort_commit(
             complete=False,
         )
         _add_partitions(commit, ranges)
+    return commit
+
+
+def abandon_commit(connector_id: int, commit_id: uuid.UUID, reason: str) -> Commit:
+    """Give up a prepared commit that cannot be applied: ABORTED with ``reason``, its partitions' next
+    offsets rewound to its starts (the next commit writes its records again), and the coordinator's epoch
+    bumped, so that a coordinator still holding it can prepare nothing more. The caller has checked that
+    the sink holds none of it (``connectors.actions.lifecycle.abandon_commit``)."""
+    with transaction.atomic():
+        connector = Connector.objects.select_for_update().get(pk=connector_id)
+        commit = Commit.objects.select_for_update().filter(connector_id=connector_id, commit_id=commit_id).first()
+        if commit is None or commit.state != CommitState.PREPARED:
+            state = "unknown" if commit is None else commit.state
+            raise CommitNotAbandonable(f"commit {commit_id} is {state}: only a prepared commit can be abandoned")
+        commit.state = CommitState.ABORTED
+        commit.error = redact(f"abandoned: {reason}")[:10000]
+        commit.save(update_fields=["state", "error"])
+        for topic, partition, start, end in commit.partitions.values_list(
+            "topic", "partition", "start_offset", "end_offset"
+        ):
+            # (A row past the commit's end was moved since, by an operator: left as it is.)
+            PartitionOffset.objects.filter(
+                connector_id=connector_id, topic=topic, partition=partition, next_offset=end
+            ).update(next_offset=start, last_commit=None, updated_at=timezone.now())
+        connector.coordinator_epoch = F("coordinator_epoch") + 1
+        connector.save(update_fields=["coordinator_epoch", "updated_at"])
     return commit
 
 

@@ -5,21 +5,33 @@ from __future__ import annotations
 
 import importlib
 import unicodedata
+import uuid
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from connectors.actions import ledger
-from connectors.actions.errors import ConnectorExists, ConnectorNotFound, InvalidConfig, InvalidName, NotStopped
+from connectors.actions.errors import (
+    CommitNotAbandonable,
+    CommitNotFound,
+    ConnectorExists,
+    ConnectorNotFound,
+    InvalidConfig,
+    InvalidName,
+    NotStopped,
+)
 from connectors.actions.group_offsets import check_partitions_exist, sync_group
 from connectors.config import SinkConfig, resolve_plugin, validate_config
 from connectors.config.secrets import keep_hidden_secrets, redact
 from connectors.models import (
     Commit,
+    CommitState,
     Connector,
     ConnectorTask,
     CoordinatorStatus,
@@ -257,6 +269,57 @@ def alter_offsets(name: str, offsets: Iterable[tuple[str, int, int | None]]) -> 
     if own is None:
         sync_group(connector)
     return connector
+
+
+def abandon_commit(name: str, commit_id: uuid.UUID) -> Commit:
+    """The way out of a prepared commit that cannot be applied (the coordinator crashes on it, naming why):
+    give it up, and have its records written again by the next commit.
+
+    Only while the connector is STOPPED and no coordinator beats for it: one
+    applying the commit meanwhile would put into the sink what is then
+    written again. And only if the sink holds none of it (a table that has
+    it would have it twice): a commit that some table holds is finished by
+    restarting the connector once the others are fixed.
+    """
+    connector = get_connector(name)
+    if connector.desired_state != DesiredState.STOPPED:
+        raise NotStopped(
+            f"Connector {name} must be STOPPED before a commit can be abandoned (PUT /connectors/{name}/stop)"
+        )
+    commit = Commit.objects.filter(connector=connector, commit_id=commit_id).first()
+    if commit is None:
+        raise CommitNotFound(name, commit_id)
+    if commit.state != CommitState.PREPARED:
+        raise CommitNotAbandonable(f"commit {commit_id} is {commit.state}: only a prepared commit can be abandoned")
+    cutoff = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT_SECONDS)
+    if CoordinatorStatus.objects.filter(connector=connector, heartbeat_at__gte=cutoff).exists():
+        raise CommitNotAbandonable(
+            f"a coordinator of {name} is still running (it may be applying the commit); try again once it has "
+            f"stopped, within {settings.HEARTBEAT_TIMEOUT_SECONDS} s"
+        )
+    plugin = resolve_plugin(connector.connector_class)
+    if plugin is None or not plugin.recoverable:
+        raise CommitNotAbandonable(f"the {connector.connector_class} sink cannot say whether it holds the commit")
+    runtime = importlib.import_module(plugin.runtime)
+    try:
+        recovered = runtime.recovered_commits(name, SinkConfig.parse(connector.config))
+    except Exception as exc:
+        raise CommitNotAbandonable(
+            f"cannot tell whether the sink holds commit {commit_id}, so it is not abandoned: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    held = [c for c in recovered if c.commit_id == commit_id]
+    if held:
+        raise CommitNotAbandonable(
+            f"the sink already holds commit {commit_id} ({', '.join(sorted(held[0].snapshot_ids))}): abandoning it "
+            "would write its records twice; fix what its error names and restart the connector to finish it"
+        )
+    return ledger.abandon_commit(connector.pk, commit_id, f"by an operator, after: {_last_error(connector)}")
+
+
+def _last_error(connector: Connector) -> str:
+    status = CoordinatorStatus.objects.filter(connector=connector).values_list("error_message", flat=True).first()
+    return status or connector.failure_message or "no error recorded"
 
 
 def reset_offsets(name: str) -> Connector:

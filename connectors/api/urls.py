@@ -57,6 +57,11 @@ connect_urls = [
     path("connectors/<str:name>/commits", commits.CommitListView.as_view(), name="connect-commits"),
     path("connectors/<str:name>/commits/<uuid:commit_id>", commits.CommitView.as_view(), name="connect-commit"),
     path(
+        "connectors/<str:name>/commits/<uuid:commit_id>/abandon",
+        commits.CommitAbandonView.as_view(),
+        name="connect-commit-abandon",
+    ),
+    path(
         "connectors/<str:name>/maintenance",
         maintenance.MaintenanceRunListView.as_view(),
         name="connect-maintenance",

@@ -8,7 +8,7 @@ from connectors.config import SinkConfig
 from sinks.iceberg.settings import IcebergSettings
 from sinks.iceberg.tables import CommitFile, TableCommit, catalog_for, catalog_outage, commit_to_table
 from sinks.iceberg.upserts import commit_upserts
-from workers.coordinator import PreparedCommit, SinkUnavailable
+from workers.coordinator import CommitNotApplied, PreparedCommit, SinkUnavailable
 from workers.events import TableVersion
 from workers.spark_writer import UnitRunner
 
@@ -72,12 +72,24 @@ class IcebergCommitter:
                 watermark_ms=prepared.watermark_ms,
             )
             keyed = targets.get(table_name)
-            if self.settings.upsert_mode and keyed is not None and keyed.id_columns:
-                committed = commit_upserts(
-                    self.catalog, table_name, commit, files, keyed.id_columns, self.settings.cdc_field, self._run_units
-                )
-            else:
-                committed = commit_to_table(self.catalog, table_name, commit)
+            try:
+                if self.settings.upsert_mode and keyed is not None and keyed.id_columns:
+                    committed = commit_upserts(
+                        self.catalog,
+                        table_name,
+                        commit,
+                        files,
+                        keyed.id_columns,
+                        self.settings.cdc_field,
+                        self._run_units,
+                    )
+                else:
+                    committed = commit_to_table(self.catalog, table_name, commit)
+            except Exception as exc:
+                if catalog_outage(exc, self.config) is not None:
+                    raise
+                reason = f"{type(exc).__name__}: {exc}"
+                raise CommitNotApplied(self.connector, prepared.commit_id, reason, f"table {table_name}") from exc
             snapshot_ids[table_name] = committed.snapshot_id
             self.table_versions[table_name] = committed.table
         return snapshot_ids

@@ -49,7 +49,7 @@ def maintainer(
         config,
         lambda ledger: IcebergTables(
             settings.maintenance,
-            lambda: [t.name for t in settings.tables],
+            lambda: settings.table_names,
             lambda: committer.catalog,
             SparkProcedures(settings.catalog_name, connector_catalog_properties(config)),
             ledger,
@@ -63,4 +63,4 @@ def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
     from sinks.iceberg.tables import recovered_commits as from_snapshots
 
     settings: IcebergSettings = config.settings
-    return from_snapshots(catalog_for(config), [t.name for t in settings.tables], connector)
+    return from_snapshots(catalog_for(config), settings.table_names, connector)

@@ -228,6 +228,12 @@ class IcebergSettings:
     # errors.deadletterqueue.table.name: where records that cannot be converted go (sinks.iceberg.dead_letters).
     dead_letter_table: str | None = None
 
+    @property
+    def table_names(self) -> list[str]:
+        """Every table the sink writes: the targets, then the dead-letter table (a commit whose records
+        were all bad is found there only)."""
+        return [t.name for t in self.tables] + ([self.dead_letter_table] if self.dead_letter_table else [])
+
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> IcebergSettings:
         tables = tuple(

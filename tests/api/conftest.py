@@ -120,8 +120,11 @@ def run_coordinator(connector: Connector, worker_id: str = "worker-0:8083") -> i
     return actions.take_coordinator_lease(connector.pk, worker_id)
 
 
-def commit(connector: Connector, epoch: int, start: int, end: int, partition: int = 0) -> Commit:
-    """One committed interval of topic ``orders``, through the ledger's own actions."""
+def commit(
+    connector: Connector, epoch: int, start: int, end: int, partition: int = 0, *, applied: bool = True
+) -> Commit:
+    """One committed interval of topic ``orders``, through the ledger's own actions (only prepared, not
+    applied, when ``applied`` is false)."""
     seed_offsets(connector.pk, epoch, {("orders", partition): start})
     prepared = actions.prepare_commit(
         connector.pk,
@@ -142,7 +145,8 @@ def commit(connector: Connector, epoch: int, start: int, end: int, partition: in
         watermark=None,
         complete=True,
     )
-    actions.mark_committed(prepared.commit_id, {"db.orders": 7000 + end})
+    if applied:
+        actions.mark_committed(prepared.commit_id, {"db.orders": 7000 + end})
     prepared.refresh_from_db()
     return prepared
 

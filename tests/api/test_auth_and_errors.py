@@ -42,6 +42,7 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("delete", "/connectors/orders-sink/offsets", None),
     ("get", "/connectors/orders-sink/commits", None),
     ("get", f"/connectors/orders-sink/commits/{COMMIT}", None),
+    ("post", f"/connectors/orders-sink/commits/{COMMIT}/abandon", None),
     ("get", "/connectors/orders-sink/maintenance", None),
     ("get", "/connector-plugins", None),
     ("get", "/connector-plugins/iceberg/config", None),

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from connectors import actions
-from connectors.models import Connector
+from connectors.actions import runtime as runtime_state
+from connectors.models import Commit, CommitState, Connector, CoordinatorStatus
 from tests.api.conftest import BASE, commit, run_coordinator
 
 pytestmark = pytest.mark.django_db
@@ -116,3 +119,87 @@ def test_a_commit_of_another_connector_is_not_found_here(
 def test_an_unknown_commit_is_a_404(api: APIClient, connector: Connector) -> None:
     assert api.get(f"{URL}/{uuid.uuid4()}").status_code == 404
     assert api.get(f"{URL}/not-a-uuid").json() == {"error_code": 404, "message": "HTTP 404 Not Found"}
+
+
+def abandon(api: APIClient, commit_id: object) -> Any:
+    return api.post(f"{URL}/{commit_id}/abandon")
+
+
+def stopped_without_a_coordinator(connector: Connector, epoch: int) -> None:
+    actions.stop_connector(connector.name)
+    runtime_state.coordinator_stopped(connector.pk, epoch)
+
+
+def test_a_prepared_commit_is_abandoned_only_while_the_connector_is_stopped_and_no_coordinator_runs(
+    api: APIClient, connector: Connector
+) -> None:
+    epoch = run_coordinator(connector)
+    prepared = commit(connector, epoch, 0, 10, applied=False)
+    response = abandon(api, prepared.commit_id)
+    assert response.status_code == 400
+    assert "must be STOPPED" in response.json()["message"]
+
+    actions.stop_connector(connector.name)
+    CoordinatorStatus.objects.filter(connector=connector).update(heartbeat_at=timezone.now())
+    response = abandon(api, prepared.commit_id)
+    assert response.status_code == 409
+    assert "still running" in response.json()["message"]
+    assert Commit.objects.get(pk=prepared.pk).state == CommitState.PREPARED
+
+
+def test_only_a_prepared_commit_can_be_abandoned(api: APIClient, connector: Connector) -> None:
+    epoch = run_coordinator(connector)
+    applied = commit(connector, epoch, 0, 10)
+    stopped_without_a_coordinator(connector, epoch)
+    response = abandon(api, applied.commit_id)
+    assert response.status_code == 409
+    assert "is COMMITTED: only a prepared commit" in response.json()["message"]
+    assert abandon(api, uuid.uuid4()).status_code == 404
+
+
+def test_abandoning_needs_the_change_permission(reader: APIClient, connector: Connector) -> None:
+    epoch = run_coordinator(connector)
+    prepared = commit(connector, epoch, 0, 10, applied=False)
+    stopped_without_a_coordinator(connector, epoch)
+    assert abandon(reader, prepared.commit_id).status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_is_not_abandoned_while_the_sink_cannot_say_whether_it_holds_it(
+    api: APIClient, connector: Connector
+) -> None:
+    epoch = run_coordinator(connector)
+    prepared = commit(connector, epoch, 0, 10, applied=False)
+    stopped_without_a_coordinator(connector, epoch)
+    # The connector's catalog (iceberg.catalog.uri) names a host that does not resolve.
+    response = abandon(api, prepared.commit_id)
+    assert response.status_code == 409
+    assert "cannot tell whether the sink holds commit" in response.json()["message"]
+    assert Commit.objects.get(pk=prepared.pk).state == CommitState.PREPARED
+    assert actions.next_offsets(connector.pk) == {("orders", 0): 10}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_abandoned_commit_is_aborted_and_its_records_are_read_again(api: APIClient) -> None:
+    # The project's own SQL catalog, where the table does not exist.
+    connector = actions.create_connector(
+        "orders-sink", {"connector.class": "iceberg", "topics": "orders", "iceberg.tables": "db.orders"}
+    )
+    epoch = run_coordinator(connector)
+    commit(connector, epoch, 0, 10)
+    prepared = commit(connector, epoch, 10, 25, applied=False)
+    assert actions.next_offsets(connector.pk) == {("orders", 0): 25}
+    stopped_without_a_coordinator(connector, epoch)
+    epoch_before = Connector.objects.get(pk=connector.pk).coordinator_epoch
+
+    # The sink holds none of it.
+    response = abandon(api, prepared.commit_id)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["state"] == "ABORTED" and body["error"].startswith("abandoned: by an operator")
+    # The next commit starts where the abandoned one did; readers were never told more.
+    assert actions.next_offsets(connector.pk) == {("orders", 0): 10}
+    assert actions.committed_offsets(connector.pk) == {("orders", 0): 10}
+    # A coordinator that still held it can prepare nothing more.
+    assert Connector.objects.get(pk=connector.pk).coordinator_epoch == epoch_before + 1
+    assert abandon(api, prepared.commit_id).status_code == 409

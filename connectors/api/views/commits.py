@@ -74,3 +74,29 @@ class CommitView(ConnectView):
         if commit is None:
             raise NotFound(f"Commit {commit_id} of connector {name} not found")
         return Response(commit_detail(commit))
+
+
+class CommitAbandonView(ConnectView):
+    @extend_schema(
+        operation_id="abandonCommit",
+        summary="Abandon a prepared commit that cannot be applied; its records are written again",
+        description="The way out of a prepared commit the coordinator keeps failing to apply (the connector's "
+        "trace names it and why), when fixing the table or the config is not wanted. The commit becomes ABORTED "
+        "and its partitions' offsets are rewound to its starts, so the next commit reads and writes its records "
+        "again. Only while the connector is STOPPED with no coordinator running, and only if the sink holds none "
+        "of the commit (a table that has it would have its records twice). Resume the connector afterwards.",
+        tags=TAG,
+        parameters=[NAME, OpenApiParameter("commit_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
+        request=None,
+        responses={
+            200: CommitDetailSerializer,
+            **errors(),
+            400: error("The connector is not STOPPED."),
+            404: error("Unknown connector or commit."),
+            409: error("The commit is not prepared, a coordinator is still running, or the sink holds it."),
+        },
+    )
+    def post(self, request: Request, name: str, commit_id: Any) -> Response:
+        commit = actions.abandon_commit(name, commit_id)
+        commit = Commit.objects.prefetch_related("partitions").get(pk=commit.pk)
+        return Response(commit_detail(commit))
