@@ -13,6 +13,7 @@ from connectors.api.status import visible_tasks
 from connectors.config import ConfigValidation, Plugin
 from connectors.config.definitions import CONVERTERS
 from connectors.config.secrets import hidden_config, hidden_value
+from connectors.config.validation import config_notes
 from connectors.models import Commit, Connector, MaintenanceRun
 
 CONNECTOR_TYPE = "sink"
@@ -34,6 +35,9 @@ def connector_info(connector: Connector) -> dict[str, Any]:
         "config": shown_config(connector),
         "tasks": [{"connector": connector.name, "task": task.task_index} for task in visible_tasks(connector)],
         "type": CONNECTOR_TYPE,
+        # (Beyond Connect's ConnectorInfo: the keys of the stored config that are accepted and ignored, and why,
+        # as validate reports them beside each key; GET /connectors/{name}/config stays a plain map.)
+        "notes": config_notes(connector.config),
     }
 
 

@@ -106,6 +106,11 @@ class ConnectorInfoSerializer(serializers.Serializer):  # type: ignore[type-arg]
     config = _config_map(help_text="Connector config; secret values are shown as [hidden].")
     tasks = ConnectorTaskIdSerializer(many=True)
     type = EnumField("ConnectorType", ["sink"])
+    notes = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Not in Kafka Connect's shape: the config's keys that are accepted and ignored, each with why "
+        "(ignoring it changes nothing written), as config/validate's notes beside each key. Empty when none is.",
+    )
 
 
 class CreateConnectorRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -162,9 +162,16 @@ class Plugin:
     offsets: str = ""
     # Its runtime module: the protocols of workers.sink its capabilities above name.
     runtime: str = ""
+    # Key prefixes this sink owns (its own, and the replaced connector's): an unknown key under one is refused
+    # as a typo, where Kafka Connect would pass it through (connectors.config.validation).
+    namespaces: tuple[str, ...] = ("sinkadmin.",)
 
     def key(self, name: str) -> ConfigKey | None:
         return next((k for k in self.keys if k.name == name), None)
+
+    def namespace_of(self, name: str) -> str | None:
+        """The namespace this sink owns that ``name`` is in, if any."""
+        return next((prefix for prefix in self.namespaces if name.startswith(prefix)), None)
 
     @property
     def groups(self) -> list[str]:

@@ -51,6 +51,45 @@ LEDGER_OFFSETS_KEYS = {
 }
 
 
+@dataclass(frozen=True)
+class KeyRule:
+    """What a sink does with a key of the connector it replaces that is not one of its own keys.
+
+    A key is ignored, with a note saying why, when ignoring it changes nothing
+    that is written; it is refused, with an error saying why, when ignoring it
+    would. ``harmless``: values of a refused key that mean what the sink does
+    anyway (``hive.integration=false``), so that the key is ignored with them.
+    """
+
+    ignored: str = ""
+    refused: str = ""
+    harmless: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.ignored and (self.harmless or not self.refused):
+            raise ValueError("a rule that can ignore its key says why (ignored)")
+
+
+def rule_for(rules: Mapping[str, KeyRule], key: str) -> KeyRule | None:
+    """The rule of ``key``: its own, or the longest ``prefix.*`` rule that covers it."""
+    if key in rules:
+        return rules[key]
+    families = [name for name in rules if name.endswith("*") and key.startswith(name[:-1])]
+    return rules[max(families, key=len)] if families else None
+
+
+def apply_key_rules(result: ConfigValidation, config: Mapping[str, str], rules: Mapping[str, KeyRule]) -> None:
+    """Ignore (with a note) or refuse (with an error) each key of ``config`` that one of ``rules`` covers."""
+    for key, value in config.items():
+        rule = rule_for(rules, key)
+        if rule is None or not value.strip():
+            continue
+        if rule.refused and value.strip().lower() not in {h.lower() for h in rule.harmless}:
+            result.add(key, rule.refused)
+        else:
+            result.ignore(key, rule.ignored)
+
+
 @dataclass
 class ConfigValidation:
     plugin: Plugin | None
@@ -362,11 +401,34 @@ def _check_errors(result: ConfigValidation, plugin: Plugin, config: dict[str, st
 
 
 def _check_own_namespace(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
-    # Kafka Connect passes unknown keys through; in our own namespace an
-    # unknown key is a typo, and a silent typo is a lost setting.
+    # Kafka Connect passes unknown keys through; in a namespace the sink owns
+    # (sinkadmin.*, and the replaced connector's: iceberg.*, hoodie.*, ...) an
+    # unknown key is a typo, and a silent typo is a lost setting. A key the
+    # sink's own checks ignored or refused is known to them.
     for key in config:
-        if key.startswith("sinkadmin.") and plugin.key(key) is None:
+        namespace = plugin.namespace_of(key)
+        if (
+            namespace is None
+            or plugin.key(key) is not None
+            or any(key.startswith(family.prefix) for family in plugin.prefix_keys)
+            or key in result.errors
+            or key in result.notes
+        ):
+            continue
+        if namespace == "sinkadmin.":
             result.add(key, "unknown sinkadmin setting")
+        else:
+            result.add(
+                key,
+                f"unknown {namespace}* setting: not a key of this sink nor one it knows of the "
+                f"{plugin.title or plugin.short_name} connector it replaces (a typo would be a lost setting)",
+            )
+
+
+def config_notes(config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The keys of a config that are accepted and ignored, with why: the validator's notes, as the validate
+    API reports them beside each key and a stored connector's API and page show them."""
+    return validate_config(config).notes
 
 
 @dataclass(frozen=True)

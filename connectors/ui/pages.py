@@ -11,6 +11,7 @@ from django.http import Http404
 from connectors.actions import runtime as runtime_state
 from connectors.config import resolve_plugin
 from connectors.config.secrets import hidden_config
+from connectors.config.validation import config_notes
 from connectors.models import Connector
 from connectors.ui.config_text import ordered_keys
 from connectors.ui.figures import (
@@ -71,6 +72,7 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
     tasks = list(connector.tasks.all())
     statuses = {t.id: t for t in summary.status.tasks}
     shown = hidden_config(connector.config)
+    notes = config_notes(connector.config)
     plugin = resolve_plugin(connector.connector_class)
     return {
         "connector": connector,
@@ -83,7 +85,8 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
         "coordinated": plugin is None or plugin.coordinated,
         "maintenance_runs": list(connector.maintenance_runs.order_by("-started_at", "-id")[:RECENT_MAINTENANCE_RUNS]),
         "source": _source(connector),
-        "config_rows": [(key, shown[key]) for key in ordered_keys(shown)],
+        # Each key with its value and, for a key accepted and ignored, why (the validator's notes).
+        "config_rows": [(key, shown[key], notes.get(key, [])) for key in ordered_keys(shown)],
         "now": now,
     }
 

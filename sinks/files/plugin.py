@@ -115,10 +115,10 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "format.class",
         KeyType.CLASS,
-        "File format: parquet, avro or json (JSON lines), or the Confluent sinks' format class names.",
+        "File format: parquet, avro or json (JSON lines), or the Confluent sinks' format class names. Required, "
+        "except with the HDFS sinks' class names, whose default is theirs: avro.",
         _G_FORMAT,
         importance=Importance.HIGH,
-        required=True,
         order=1,
     ),
     ConfigKey(
@@ -324,4 +324,6 @@ FILES = Plugin(
     probe="sinks.files.settings:probe",
     destinations="sinks.files.settings:destinations",
     runtime="sinks.files.runtime",
+    # (The Confluent sinks' own keys share no prefix; these are the families whose keys it knows.)
+    namespaces=("sinkadmin.", "s3.", "hdfs.", "hive."),
 )

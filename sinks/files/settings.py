@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from connectors.config.definitions import CheckResult, CheckStatus
+from connectors.config.validation import KeyRule, apply_key_rules
 from sinks.files.layout import (
     DAILY_FORMAT,
     DAY_MS,
@@ -28,33 +29,64 @@ if TYPE_CHECKING:
     from connectors.config.validation import ConfigValidation, SinkConfig
 
 S3_CLASS = "io.confluent.connect.s3.S3SinkConnector"
-# Keys of the Confluent sinks that this one cannot honour, and why: refused, never ignored.
-REFUSED_KEYS = {
-    "storage.class": "storage follows store.url (file://, hdfs://) or s3.bucket.name; remove storage.class",
-    "schema.compatibility": "records with a new schema start a new file (as with NONE); projecting records to "
-    "another schema is not supported",
-    "hive.integration": "Hive integration is not supported: register the topics directory with your metastore",
-    "s3.ssea.name": "server-side encryption is not supported yet",
-    "s3.sse.customer.key": "server-side encryption is not supported yet",
-    "s3.sse.kms.key.id": "server-side encryption is not supported yet",
-    "hdfs.authentication.kerberos": "Kerberos is not supported yet",
-}
+HDFS_CLASSES = (
+    "io.confluent.connect.hdfs.HdfsSinkConnector",
+    "io.confluent.connect.hdfs3.Hdfs3SinkConnector",
+    "HdfsSinkConnector",
+    "Hdfs3SinkConnector",
+)
 # Keys of the Confluent sinks accepted and ignored, because ignoring them changes nothing that is written.
 IGNORED_KEYS = {
     "logs.dir": "the commit ledger (in this service's PostgreSQL) is this sink's write-ahead log, so there is no "
     "log directory",
 }
-# Values of refused keys that mean what this sink does anyway.
-HARMLESS_VALUES = {
-    "schema.compatibility": ("NONE",),
-    "hive.integration": ("false",),
-    "hdfs.authentication.kerberos": ("false",),
-    "storage.class": (
-        "io.confluent.connect.hdfs.storage.HdfsStorage",
-        "io.confluent.connect.hdfs3.storage.HdfsStorage",
-        "io.confluent.connect.s3.storage.S3Storage",
+HIVE_OFF = "Hive integration is not supported (hive.integration), so its settings change nothing written"
+# Keys of the Confluent sinks that this sink does not take as its own keys, and what it does with each: ignored
+# with a note when that changes nothing written, refused when it would.
+KEY_RULES = {
+    **{key: KeyRule(ignored=reason) for key, reason in IGNORED_KEYS.items()},
+    "storage.class": KeyRule(
+        ignored="storage follows store.url (file://, hdfs://) or s3.bucket.name, as this storage class does",
+        refused="storage follows store.url (file://, hdfs://) or s3.bucket.name; remove storage.class",
+        harmless=(
+            "io.confluent.connect.hdfs.storage.HdfsStorage",
+            "io.confluent.connect.hdfs3.storage.HdfsStorage",
+            "io.confluent.connect.s3.storage.S3Storage",
+        ),
+    ),
+    "schema.compatibility": KeyRule(
+        ignored="records with a new schema start a new file, as with NONE",
+        refused="records with a new schema start a new file (as with NONE); projecting records to another schema "
+        "is not supported",
+        harmless=("NONE",),
+    ),
+    "hive.integration": KeyRule(
+        ignored="the topics directory is not registered with Hive, as with false",
+        refused="Hive integration is not supported: register the topics directory with your metastore",
+        harmless=("false",),
+    ),
+    "hive.*": KeyRule(ignored=HIVE_OFF),
+    "s3.ssea.name": KeyRule(refused="server-side encryption is not supported yet"),
+    "s3.sse.customer.key": KeyRule(refused="server-side encryption is not supported yet"),
+    "s3.sse.kms.key.id": KeyRule(refused="server-side encryption is not supported yet"),
+    "s3.part.size": KeyRule(
+        ignored="files are uploaded by the S3 client in parts of its own size; the part size changes no file",
+    ),
+    "s3.part.retries": KeyRule(ignored="the S3 client retries with its own policy; retries change no file"),
+    "s3.retry.backoff.ms": KeyRule(ignored="the S3 client retries with its own policy; retries change no file"),
+    "hdfs.authentication.kerberos": KeyRule(
+        ignored="HDFS is reached without Kerberos, as with false",
+        refused="Kerberos is not supported yet",
+        harmless=("false",),
     ),
 }
+
+
+def default_format(config: Mapping[str, str]) -> str | None:
+    """The format of a config without format.class: the HDFS sinks' default (AvroFormat); the S3 sink and
+    ``files`` have none."""
+    connector_class = config.get("connector.class", "").strip()
+    return "avro" if connector_class in HDFS_CLASSES or connector_class.rsplit(".", 1)[-1] in HDFS_CLASSES else None
 
 
 def canonical(value: str, names: Mapping[str, tuple[str, ...]]) -> str | None:
@@ -79,19 +111,15 @@ def _store_url(config: Mapping[str, str]) -> str:
 
 def check(result: ConfigValidation, config: dict[str, str]) -> None:
     """Per-key errors of a files sink config (beside the checks every plugin shares)."""
-    for key, reason in REFUSED_KEYS.items():
-        value = config.get(key, "").strip()
-        if value and value not in HARMLESS_VALUES.get(key, ()):
-            result.add(key, reason)
-    for key, reason in IGNORED_KEYS.items():
-        if config.get(key, "").strip():
-            result.ignore(key, reason)
+    apply_key_rules(result, config, KEY_RULES)
     _check_storage(result, config)
     if config.get("format.class") and canonical(config["format.class"], FORMATS) is None:
         result.add(
             "format.class",
             f"unknown format {config['format.class']!r}; use parquet, avro or json (or a Confluent format class)",
         )
+    elif not config.get("format.class") and default_format(config) is None:
+        result.add("format.class", 'Missing required configuration "format.class" which has no default value.')
     schedule = int(_get(config, "rotate.schedule.interval.ms")) if _int(config, "rotate.schedule.interval.ms") else -1
     if schedule > 0 and config.get("sinkadmin.commit.interval-ms"):
         for key in ("rotate.schedule.interval.ms", "sinkadmin.commit.interval-ms"):
@@ -277,7 +305,7 @@ class FilesSettings:
                 secret_key=secret,
             ),
             topics_dir=_get(raw, "topics.dir").strip("/"),
-            format=canonical(_get(raw, "format.class"), FORMATS) or "parquet",
+            format=canonical(_get(raw, "format.class"), FORMATS) or default_format(raw) or "parquet",
             parquet_codec=_get(raw, "parquet.codec"),
             avro_codec=_get(raw, "avro.codec"),
             flush_size=int(_get(raw, "flush.size")),

@@ -362,4 +362,5 @@ HUDI = Plugin(
     maintenance="Clustering of small files by Spark and cleaning of old file slices, each an instant on the "
     "table's timeline.",
     runtime="sinks.hudi.runtime",
+    namespaces=("sinkadmin.", "hoodie."),
 )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from connectors.config.definitions import CheckResult, CheckStatus
+from connectors.config.validation import KeyRule, apply_key_rules
 from sinks.hudi.plugin import HUDI, KEEP_LATEST_COMMITS, SYNONYMS
 
 if TYPE_CHECKING:
@@ -18,30 +19,81 @@ if TYPE_CHECKING:
     from connectors.config.validation import ConfigValidation, SinkConfig
     from sinks.hudi.table import HudiTableSpec
 
-# Keys of Hudi's write configs that this sink cannot honour, and why: refused, never ignored.
-REFUSED_KEYS = {
-    "hoodie.metadata.enable": "the metadata table is not written: readers list the partitions (set false or "
-    "remove the key)",
-    "hoodie.datasource.write.keygenerator.class": "keys are made as SimpleKeyGenerator (one field) or "
-    "ComplexKeyGenerator (several) make them; remove the key",
-    "hoodie.datasource.write.payload.class": "records merge as DefaultHoodieRecordPayload merges them (by "
-    "the precombine field); remove the key",
-    "hoodie.kafka.control.topic": "the coordinator's control topic is sinkadmin.control.topic",
-    "hoodie.kafka.commit.interval.secs": "the commit interval is sinkadmin.commit.interval-ms (milliseconds)",
-    "hoodie.kafka.coordinator.write.timeout.secs": "the write-status timeout is sinkadmin.commit.timeout-ms "
-    "(milliseconds)",
-}
-HARMLESS_VALUES = {
-    "hoodie.metadata.enable": ("false",),
-    "hoodie.datasource.write.keygenerator.class": (
-        "org.apache.hudi.keygen.SimpleKeyGenerator",
-        "org.apache.hudi.keygen.ComplexKeyGenerator",
-        "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+# A Hudi schema provider types the table's columns; this sink types them from the records as the value
+# converter decodes them, so a schema provider it ignored would give other column types.
+SCHEMA_PROVIDER = KeyRule(
+    refused="the table's columns are typed from the records as value.converter decodes them (an Avro schema "
+    "comes from value.converter.schema.registry.url or value.converter.avro.schema); a Hudi schema provider is "
+    "not read, and ignoring it would type the columns differently: remove it",
+)
+METASTORE_SYNC_OFF = (
+    "the table is not synced to a metastore (hoodie.meta.sync.enable), so its sync settings change nothing written"
+)
+# Keys of Hudi's Kafka Connect sink and write configs that this sink does not take as its own keys, and what it
+# does with each: ignored with a note when that changes nothing written, refused when it would.
+KEY_RULES = {
+    "hoodie.metadata.enable": KeyRule(
+        ignored="the metadata table is not written, as with false",
+        refused="the metadata table is not written: readers list the partitions (set false or remove the key)",
+        harmless=("false",),
     ),
-    "hoodie.datasource.write.payload.class": (
-        "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
-        "org.apache.hudi.common.model.EventTimeAvroPayload",
+    "hoodie.datasource.write.keygenerator.class": KeyRule(
+        ignored="keys are made as SimpleKeyGenerator (one field), ComplexKeyGenerator (several) or "
+        "NonpartitionedKeyGenerator (no partition field) make them",
+        refused="keys are made as SimpleKeyGenerator (one field) or ComplexKeyGenerator (several) make them; "
+        "another key generator would make other keys: remove the key",
+        harmless=(
+            "org.apache.hudi.keygen.SimpleKeyGenerator",
+            "org.apache.hudi.keygen.ComplexKeyGenerator",
+            "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+        ),
     ),
+    "hoodie.datasource.write.payload.class": KeyRule(
+        ignored="records merge by the precombine field, as this payload merges them",
+        refused="records merge as DefaultHoodieRecordPayload merges them (by the precombine field); another "
+        "payload would merge them otherwise: remove the key",
+        harmless=(
+            "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+            "org.apache.hudi.common.model.EventTimeAvroPayload",
+        ),
+    ),
+    "hoodie.kafka.control.topic": KeyRule(
+        ignored="the coordinator's control topic is sinkadmin.control.topic; which topic carries the commit "
+        "protocol changes nothing written",
+    ),
+    "hoodie.kafka.commit.interval.secs": KeyRule(
+        refused="the commit interval is sinkadmin.commit.interval-ms (milliseconds)",
+    ),
+    "hoodie.kafka.coordinator.write.timeout.secs": KeyRule(
+        refused="the write-status timeout is sinkadmin.commit.timeout-ms (milliseconds)",
+    ),
+    # Hudi's sink reaches its control topic with these; here the control topic is on the cluster the
+    # topics are read from.
+    "bootstrap.servers": KeyRule(
+        ignored="the control topic is on the Kafka cluster the topics are read from (this service's "
+        "KAFKA_BOOTSTRAP_SERVERS)",
+    ),
+    "hoodie.schemaprovider.class": SCHEMA_PROVIDER,
+    "hoodie.streamer.schemaprovider.*": SCHEMA_PROVIDER,
+    "hoodie.deltastreamer.schemaprovider.*": SCHEMA_PROVIDER,
+    "hoodie.keep.max.commits": KeyRule(
+        ignored="completed instants are not archived: the timeline keeps them all, which changes no row",
+    ),
+    "hoodie.keep.min.commits": KeyRule(
+        ignored="completed instants are not archived: the timeline keeps them all, which changes no row",
+    ),
+    "hoodie.meta.sync.enable": KeyRule(
+        ignored="the table is not synced to a metastore, as with false",
+        refused="the table is not synced to a metastore: register its base path with yours (set false)",
+        harmless=("false",),
+    ),
+    "hoodie.datasource.hive_sync.enable": KeyRule(
+        ignored="the table is not synced to a metastore, as with false",
+        refused="the table is not synced to a metastore: register its base path with yours (set false)",
+        harmless=("false",),
+    ),
+    "hoodie.meta.sync.*": KeyRule(ignored=METASTORE_SYNC_OFF),
+    "hoodie.datasource.hive_sync.*": KeyRule(ignored=METASTORE_SYNC_OFF),
 }
 
 
@@ -62,31 +114,34 @@ def _fields(config: Mapping[str, str], name: str) -> tuple[str, ...]:
 
 def check(result: ConfigValidation, config: dict[str, str]) -> None:
     """Per-key errors of a Hudi sink config (beside the checks every plugin shares)."""
-    for key, reason in REFUSED_KEYS.items():
-        value = config.get(key, "").strip()
-        if value and value not in HARMLESS_VALUES.get(key, ()):
-            result.add(key, reason)
+    apply_key_rules(result, config, KEY_RULES)
     for synonym, target in SYNONYMS.items():
         if config.get(synonym) and config.get(target) and config[synonym].strip() != config[target].strip():
             result.add(synonym, f"set {target} or {synonym} (its Hudi name), not both with different values")
         if not _get(config, target):
             result.add(target, f'Missing required configuration "{target}" which has no default value.')
     base = _get(config, "target.base.path")
+    # Errors of the base path go on the key the config names it with (hoodie.base.path is its Hudi name).
+    base_key = (
+        "hoodie.base.path"
+        if config.get("hoodie.base.path") and not config.get("target.base.path")
+        else "target.base.path"
+    )
     try:
         parts = urlsplit(base)
     except ValueError as exc:
-        result.add("target.base.path", f"not a path or URL: {exc}")
+        result.add(base_key, f"not a path or URL: {exc}")
         base = ""
     if base:
         scheme = parts.scheme
         if scheme not in ("", "file"):
             result.add(
-                "target.base.path",
+                base_key,
                 f"{scheme}:// base paths are not supported yet: use a path (or file:// URL) on storage every worker "
                 "and Spark executor sees",
             )
         elif not (parts.path if scheme else base).startswith("/"):
-            result.add("target.base.path", "must be an absolute path (every worker and executor reads it)")
+            result.add(base_key, "must be an absolute path (every worker and executor reads it)")
     if _get(config, "hoodie.table.type") == "MERGE_ON_READ":
         result.add(
             "hoodie.table.type",
@@ -116,9 +171,11 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
         result.add("hoodie.payload.delete.marker", "set both hoodie.payload.delete.field and its marker, or neither")
     converter = config.get("value.converter", "json")
     if converter in ("string", "bytearray", "org.apache.kafka.connect.storage.StringConverter") and keys:
+        # (Hudi's own sink reads StringConverter values as JSON text, typed by its schema provider.)
         result.add(
             "hoodie.datasource.write.recordkey.field",
-            f"values read with the {converter} converter have no fields: use a JSON or Avro converter",
+            f"values read with the {converter} converter have no fields (each is one text or bytes column): for "
+            "JSON text use value.converter=json, whose columns are typed from the records; or avro",
         )
 
 

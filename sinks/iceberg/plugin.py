@@ -55,6 +55,15 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         order=3,
     ),
     ConfigKey(
+        "iceberg.tables.default-partition-by",
+        KeyType.STRING,
+        "Partition fields of the tables this sink creates (Iceberg transforms, e.g. 'days(ts), bucket(16, id)'), "
+        "for each table without its own iceberg.table.<table>.partition-by.",
+        _G_TABLES,
+        importance=Importance.LOW,
+        order=4,
+    ),
+    ConfigKey(
         "iceberg.tables.evolve-schema-enabled",
         KeyType.BOOLEAN,
         "Add columns to the table for new record fields (top-level, and in structs), typed as auto-create "
@@ -284,4 +293,5 @@ ICEBERG = Plugin(
     maintenance="Compaction, manifest rewrite, snapshot expiry and orphan removal by Iceberg's Spark procedures, "
     "between the sink's commits.",
     runtime="sinks.iceberg.runtime",
+    namespaces=("sinkadmin.", "iceberg."),
 )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from connectors.config.definitions import CONVERTERS
 from connectors.config.transforms import PartitionField, parse_partition_by
-from connectors.config.validation import split_list
+from connectors.config.validation import KeyRule, apply_key_rules, split_list
 from sinks.iceberg.plugin import ICEBERG
 
 if TYPE_CHECKING:
@@ -19,8 +19,64 @@ if TYPE_CHECKING:
 
 IDENTIFIER_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]*$")
 TABLE_SETTINGS = ("partition-by", "route-regex", "id-columns", "commit-branch")
-UNSUPPORTED_SWITCHES = {
-    "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet; list tables in iceberg.tables",
+# Commits go to each table's main branch: a commit branch other than main is refused (readers of main would
+# see records meant for another branch), main itself is what the sink does.
+MAIN_BRANCH = KeyRule(
+    ignored="commits go to each table's main branch",
+    refused="commits go to each table's main branch: committing to another branch is not supported yet "
+    "(readers of main would see these records)",
+    harmless=("main",),
+)
+# The Iceberg Kafka Connect sink's keys that this sink does not take as its own keys, and what it does with
+# each: ignored with a note when that changes nothing written, refused when it would.
+KEY_RULES = {
+    "iceberg.tables.dynamic-enabled": KeyRule(
+        ignored="the tables are the ones iceberg.tables lists, as with false",
+        refused="dynamic table routing is not supported yet; list tables in iceberg.tables",
+        harmless=("false",),
+    ),
+    "iceberg.tables.default-commit-branch": MAIN_BRANCH,
+    "iceberg.tables.schema-force-optional": KeyRule(
+        ignored="columns are always created and added as optional (nullable), whatever the records' schema "
+        "says; no value written differs",
+    ),
+    "iceberg.tables.schema-case-insensitive": KeyRule(
+        ignored="record fields are matched to columns by their exact name, as with false",
+        refused="record fields are matched to columns by their exact name: a field that differs from its column "
+        "only in case would not be written to that column",
+        harmless=("false",),
+    ),
+    "iceberg.tables.auto-create-props.*": KeyRule(
+        ignored="tables are created with this sink's own properties (format-version 2, zstd Parquet); a table "
+        "property changes how a table is stored, not its rows",
+    ),
+    "iceberg.tables.write-props.*": KeyRule(
+        ignored="data files are written with this sink's own writer settings; a writer property changes how "
+        "files are encoded, not the rows they hold",
+    ),
+    "iceberg.control.group-id-prefix": KeyRule(
+        ignored="the control topic's consumers are this service's own, and where they are is kept in the "
+        "commit ledger, not a consumer group",
+    ),
+    "iceberg.control.commit.threads": KeyRule(
+        ignored="the coordinator commits each table in turn; the number of threads changes nothing written",
+    ),
+    "iceberg.control.commit.max-consecutive-failures": KeyRule(
+        ignored="a failed commit is retried until it is made (a prepared commit is always rolled forward), "
+        "so no count of failures stops the coordinator; nothing written changes",
+    ),
+    "iceberg.coordinator.transactional.prefix": KeyRule(
+        ignored="the coordinator commits through the ledger in PostgreSQL, not a Kafka transaction, so it "
+        "has no transactional id",
+    ),
+    "iceberg.hadoop-conf-dir": KeyRule(
+        ignored="the catalog and its files are reached through pyiceberg, which reads no Hadoop configuration; "
+        "storage settings are iceberg.catalog.* properties (e.g. iceberg.catalog.s3.endpoint)",
+    ),
+    "iceberg.hadoop.*": KeyRule(
+        ignored="the catalog and its files are reached through pyiceberg, which reads no Hadoop configuration; "
+        "storage settings are iceberg.catalog.* properties (e.g. iceberg.catalog.s3.endpoint)",
+    ),
 }
 # The Iceberg catalog a connector without ``iceberg.catalog`` writes to (the project's own SQL catalog),
 # and the name make run's Spark Connect server maps it under.
@@ -41,10 +97,10 @@ def _flag(config: Mapping[str, str], name: str) -> bool:
 
 def check(result: ConfigValidation, config: dict[str, str]) -> None:
     """Per-key errors of an Iceberg sink config (beside the checks every plugin shares)."""
+    apply_key_rules(result, config, KEY_RULES)
     _check_tables(result, config)
     _check_writer(result, config)
     _check_evolve_schema(result, config)
-    _check_unsupported(result, config)
     _check_dead_letter_table(result, config)
 
 
@@ -71,14 +127,13 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
             continue
         if table not in tables:
             result.add(key, f"{table!r} is not one of iceberg.tables")
-        if setting == "id-columns":
+        if setting == "commit-branch":
+            apply_key_rules(result, {key: value}, {key: MAIN_BRANCH})
+        elif setting == "id-columns":
             if not split_list(value):
                 result.add(key, "name the table's identifier column(s)")
         elif setting == "partition-by":
-            try:
-                parse_partition_by(value)
-            except ValueError as exc:
-                result.add(key, str(exc))
+            _check_partition_by(result, key, value)
         elif setting == "route-regex":
             try:
                 re.compile(value)
@@ -86,9 +141,20 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
                 result.add(key, f"not a valid regular expression: {exc}")
             if not route_field:
                 result.add(key, "route-regex needs iceberg.tables.route-field")
+    if config.get("iceberg.tables.default-partition-by", "").strip():
+        _check_partition_by(
+            result, "iceberg.tables.default-partition-by", config["iceberg.tables.default-partition-by"]
+        )
     if route_field and tables and not any(f"iceberg.table.{t}.route-regex" in config for t in tables):
         result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
     _check_upserts(result, config, tables)
+
+
+def _check_partition_by(result: ConfigValidation, key: str, value: str) -> None:
+    try:
+        parse_partition_by(value)
+    except ValueError as exc:
+        result.add(key, str(exc))
 
 
 def _check_upserts(result: ConfigValidation, config: dict[str, str], tables: list[str]) -> None:
@@ -183,12 +249,6 @@ def _check_dead_letter_table(result: ConfigValidation, config: dict[str, str]) -
         result.add(key, "a dead-letter table needs errors.tolerance=all")
 
 
-def _check_unsupported(result: ConfigValidation, config: dict[str, str]) -> None:
-    for key, reason in UNSUPPORTED_SWITCHES.items():
-        if config.get(key, "false").strip().lower() == "true":
-            result.add(key, reason)
-
-
 @dataclass(frozen=True)
 class TableTarget:
     name: str
@@ -239,7 +299,12 @@ class IcebergSettings:
         tables = tuple(
             TableTarget(
                 name=name,
-                partition_by=tuple(parse_partition_by(raw.get(f"iceberg.table.{name}.partition-by", ""))),
+                partition_by=tuple(
+                    parse_partition_by(
+                        raw.get(f"iceberg.table.{name}.partition-by")
+                        or raw.get("iceberg.tables.default-partition-by", "")
+                    )
+                ),
                 route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
                 if f"iceberg.table.{name}.route-regex" in raw
                 else None,

@@ -200,3 +200,27 @@ def test_deleting_a_connector_answers_204_and_keeps_its_ledger(api: APIClient, c
 
 def test_deleting_an_unknown_connector_is_a_404(api: APIClient) -> None:
     assert api.delete(f"{BASE}/connectors/nope").json() == {"error_code": 404, "message": "Connector nope not found"}
+
+
+def test_a_connectors_info_carries_the_notes_of_its_ignored_keys_and_its_config_stays_a_plain_map(
+    api: APIClient, make_connector: Callable[..., Connector]
+) -> None:
+    from connectors.config import validate_config
+
+    config = {"iceberg.control.commit.threads": "8", "iceberg.tables.schema-force-optional": "true"}
+    make_connector(**config)
+    validated = validate_config({**CONFIG, **config})
+    body = api.get(f"{BASE}/connectors/orders-sink").json()
+    # The same notes, in the same shape, as the validate API reports beside each key.
+    assert body["notes"] == validated.notes
+    assert set(body["notes"]) == set(config)
+    assert body["notes"]["iceberg.control.commit.threads"][0].startswith("ignored: ")
+    plain = api.get(f"{BASE}/connectors/orders-sink/config").json()
+    assert all(isinstance(v, str) for v in plain.values()) and "notes" not in plain
+    assert plain["iceberg.control.commit.threads"] == "8"
+    listed = api.get(f"{BASE}/connectors", {"expand": "info"}).json()["orders-sink"]["info"]
+    assert listed["notes"] == validated.notes
+
+
+def test_a_connector_without_ignored_keys_has_no_notes(api: APIClient, connector: Connector) -> None:
+    assert api.get(f"{BASE}/connectors/orders-sink").json()["notes"] == {}

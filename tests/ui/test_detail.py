@@ -290,3 +290,19 @@ def test_a_files_connector_has_no_table_maintenance_section(alice: Client, db: N
     page = alice.get(reverse("connector-detail", args=["clicks-files"])).content.decode()
     assert "→ <code>file:///data/lake/topics</code>" in page
     assert "Table maintenance" not in page
+
+
+def test_the_config_shows_why_a_key_is_ignored_beside_it(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    from sinks.iceberg.settings import KEY_RULES
+
+    make_connector(**{"iceberg.control.commit.threads": "8"})
+    page = alice.get(reverse("connector-detail", args=["orders-sink"])).content.decode()
+    row = re.search(r"<tr><td[^>]*>iceberg\.control\.commit\.threads</td>(.*?)</tr>", page, re.S)
+    assert row is not None
+    reason = KEY_RULES["iceberg.control.commit.threads"].ignored
+    assert f"ignored: {reason}" in row.group(1) and "8" in row.group(1)
+    # A key the sink takes as its own carries no note.
+    topics = re.search(r"<tr><td[^>]*>topics</td>(.*?)</tr>", page, re.S)
+    assert topics is not None and "ignored" not in topics.group(1)
