@@ -194,6 +194,37 @@ class Worker(models.Model):
         return self.name
 
 
+class StackProcessState(models.TextChoices):
+    RUNNING = "RUNNING"
+    # Died; started again once its back-off is over.
+    RESTARTING = "RESTARTING"
+    STOPPED = "STOPPED"
+
+
+class StackProcess(models.Model):
+    """A child process of `make run` (``manage.py runstack``) on a host: the broker, the Spark Connect
+    server, a Celery worker, beat or the web server; its deaths and restarts, as the stack heals
+    (``sinkadmin.services.Restarted``). Shown beside the workers; ``seen_at`` is the stack's own beat."""
+
+    host = models.CharField(max_length=255)
+    name = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=StackProcessState.choices, default=StackProcessState.RUNNING)
+    pid = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    restarts = models.PositiveIntegerField(default=0)
+    last_exit_code = models.IntegerField(null=True, blank=True)
+    last_exit_at = models.DateTimeField(null=True, blank=True)
+    log_path = models.CharField(max_length=1024, blank=True, default="")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["host", "id"]
+        constraints = [models.UniqueConstraint(fields=["host", "name"], name="unique_stack_process_per_host")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.host}"
+
+
 class CommitState(models.TextChoices):
     PREPARED = "PREPARED"
     COMMITTED = "COMMITTED"

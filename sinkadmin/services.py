@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
@@ -73,6 +74,14 @@ class ManagedProcess:
             self.process.wait(5)
 
 
+class ProcessEvents(Protocol):
+    """Where ``Restarted`` reports a child's life (``make run`` records it for the workers page)."""
+
+    def started(self, service: ManagedProcess) -> None: ...
+
+    def exited(self, service: ManagedProcess) -> None: ...
+
+
 class Restarted:
     """A child of ``make run`` started again when it dies, after a back-off that doubles with each death
     (1 s up to a minute) and starts over once the child has lived a minute: a Spark Connect server or a
@@ -81,13 +90,18 @@ class Restarted:
     MAX_BACKOFF_S = 60.0
     HEALTHY_AFTER_S = 60.0
 
-    def __init__(self, start: Callable[[], ManagedProcess], say: Callable[[str], None]) -> None:
+    def __init__(
+        self, start: Callable[[], ManagedProcess], say: Callable[[str], None], events: ProcessEvents | None = None
+    ) -> None:
         self.start = start
         self.say = say
+        self.events = events
         self.current = start()
         self.started_at = time.monotonic()
         self.deaths = 0
         self.due: float | None = None
+        if events is not None:
+            events.started(self.current)
 
     @property
     def name(self) -> str:
@@ -108,6 +122,8 @@ class Restarted:
                 f"{self.name} exited ({self.current.process.returncode}); restarting in {backoff:.0f} s "
                 f"(see {self.current.log_path})"
             )
+            if self.events is not None:
+                self.events.exited(self.current)
         elif now >= self.due:
             try:
                 self.current = self.start()
@@ -119,6 +135,8 @@ class Restarted:
                 return
             self.started_at, self.due = time.monotonic(), None
             self.say(f"{self.name} restarted")
+            if self.events is not None:
+                self.events.started(self.current)
 
     def stop(self) -> None:
         self.due = None

@@ -5,6 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+from django.utils import timezone
+
+from connectors.management.commands.runstack import RecordedProcesses
+from connectors.models import StackProcess, StackProcessState
 from sinkadmin.services import ManagedProcess, Restarted, spawn
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -46,3 +51,37 @@ def test_a_child_that_dies_is_started_again_after_a_back_off_that_doubles(tmp_pa
     finally:
         child.stop()
     assert all(s.process.poll() is not None for s in starts)
+
+
+@pytest.mark.django_db
+def test_the_stacks_children_are_recorded_for_the_workers_page_as_they_die_and_come_back(tmp_path: Path) -> None:
+    said: list[str] = []
+    recorded = RecordedProcesses("laptop", said.append)
+    StackProcess.objects.create(host="laptop", name="from-an-earlier-run", seen_at=timezone.now())
+    recorded.stack_started()
+    child = Restarted(lambda: spawn("spark-connect", SLEEPER, tmp_path), said.append, recorded)
+    try:
+        row = StackProcess.objects.get(host="laptop")
+        assert (row.name, row.state, row.pid, row.restarts) == (
+            "spark-connect",
+            StackProcessState.RUNNING,
+            child.current.process.pid,
+            0,
+        )
+        assert row.log_path == str(tmp_path / "spark-connect.log")
+
+        killed(child.current)
+        child.check(child.started_at + 5)
+        row.refresh_from_db()
+        assert (row.state, row.pid, row.last_exit_code) == (StackProcessState.RESTARTING, None, -9)
+        assert row.last_exit_at is not None
+
+        child.check(child.due or 0)
+        row.refresh_from_db()
+        assert (row.state, row.pid, row.restarts) == (StackProcessState.RUNNING, child.current.process.pid, 1)
+        assert row.last_exit_code == -9  # (the last death stays shown)
+    finally:
+        child.stop()
+    recorded.stack_stopped()
+    assert StackProcess.objects.get(host="laptop").state == StackProcessState.STOPPED
+    assert not any("cannot record" in line for line in said)

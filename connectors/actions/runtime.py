@@ -20,7 +20,16 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from connectors.config.secrets import redact
-from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState, Worker
+from connectors.models import (
+    Connector,
+    ConnectorTask,
+    CoordinatorStatus,
+    DesiredState,
+    StackProcess,
+    StackProcessState,
+    TaskState,
+    Worker,
+)
 
 TopicPartition = tuple[str, int]
 
@@ -441,3 +450,40 @@ def stop_tasks(connector: Connector) -> None:
     ConnectorTask.objects.filter(connector=connector).exclude(state=TaskState.STOPPED).filter(
         Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=_stale_before(timezone.now()))
     ).update(state=TaskState.STOPPED)
+
+
+def stack_started(host: str) -> None:
+    """A `make run` starts on ``host``: what an earlier one there left is forgotten."""
+    StackProcess.objects.filter(host=host).delete()
+
+
+def stack_process_started(host: str, name: str, pid: int, log_path: str) -> None:
+    """A child of the stack started, or started again after it died (a restart)."""
+    now = timezone.now()
+    restarted = StackProcess.objects.filter(host=host, name=name).update(
+        state=StackProcessState.RUNNING,
+        pid=pid,
+        started_at=now,
+        restarts=F("restarts") + 1,
+        log_path=log_path,
+        seen_at=now,
+    )
+    if not restarted:
+        StackProcess.objects.create(host=host, name=name, pid=pid, started_at=now, log_path=log_path, seen_at=now)
+
+
+def stack_process_exited(host: str, name: str, exit_code: int | None) -> None:
+    """A child of the stack died; it is started again after its back-off."""
+    now = timezone.now()
+    StackProcess.objects.filter(host=host, name=name).update(
+        state=StackProcessState.RESTARTING, pid=None, last_exit_code=exit_code, last_exit_at=now, seen_at=now
+    )
+
+
+def stack_seen(host: str) -> None:
+    """The stack on ``host`` is alive (its processes' rows are current)."""
+    StackProcess.objects.filter(host=host).update(seen_at=timezone.now())
+
+
+def stack_stopped(host: str) -> None:
+    StackProcess.objects.filter(host=host).update(state=StackProcessState.STOPPED, pid=None, seen_at=timezone.now())

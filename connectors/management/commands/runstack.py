@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -12,7 +13,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
+from connectors.actions import runtime as runtime_state
 from sinkadmin.kafka_broker import start_configured_broker
 from sinkadmin.preflight import check_kafka, run_checks
 from sinkadmin.services import (
@@ -56,9 +59,12 @@ class Command(BaseCommand):
         def say(line: str) -> None:
             self.stderr.write(line)
 
+        recorded = RecordedProcesses(socket.gethostname(), say)
+        recorded.stack_started()
+
         def keep(start: Callable[[], ManagedProcess]) -> None:
             # Each child is started again when it dies (Restarted): the stack heals, Ctrl-C stops it all.
-            started.append(Restarted(start, say))
+            started.append(Restarted(start, say, recorded))
 
         def request_stop(*_: Any) -> None:
             nonlocal stopping
@@ -104,8 +110,53 @@ class Command(BaseCommand):
             while not stopping:
                 for service in started:
                     service.check()
+                recorded.beat()
                 time.sleep(0.5)
         finally:
             self.stdout.write("stopping...")
             for service in reversed(started):
                 service.stop()
+            recorded.stack_stopped()
+
+
+class RecordedProcesses:
+    """The stack's children as the workers page shows them (``connectors.models.StackProcess``): started,
+    died, started again. The database being out never stops the stack: it is said once, and the rows
+    catch up when it answers."""
+
+    BEAT_S = 5.0
+
+    def __init__(self, host: str, say: Callable[[str], None]) -> None:
+        self.host = host
+        self.say = say
+        self.failing = False
+        self.last_beat = 0.0
+
+    def _record(self, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except DatabaseError as exc:
+            if not self.failing:
+                self.say(f"cannot record the stack's processes for the workers page: {exc}")
+            self.failing = True
+        else:
+            self.failing = False
+
+    def stack_started(self) -> None:
+        self._record(lambda: runtime_state.stack_started(self.host))
+
+    def started(self, service: ManagedProcess) -> None:
+        pid, log = service.process.pid, str(service.log_path)
+        self._record(lambda: runtime_state.stack_process_started(self.host, service.name, pid, log))
+
+    def exited(self, service: ManagedProcess) -> None:
+        code = service.process.returncode
+        self._record(lambda: runtime_state.stack_process_exited(self.host, service.name, code))
+
+    def beat(self) -> None:
+        if time.monotonic() - self.last_beat >= self.BEAT_S:
+            self.last_beat = time.monotonic()
+            self._record(lambda: runtime_state.stack_seen(self.host))
+
+    def stack_stopped(self) -> None:
+        self._record(lambda: runtime_state.stack_stopped(self.host))
