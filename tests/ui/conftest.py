@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.db import connections
+from django.db.models import F
 from django.test import Client
 from django.utils import timezone
 
@@ -151,6 +152,18 @@ def runtime_task(
         error_trace=error_trace,
         failed_at=now if state == TaskState.FAILED else None,
         failure_count=1 if state == TaskState.FAILED else 0,
+    )
+
+
+def age_ledger(connector: Connector, by: timedelta) -> None:
+    """The connector's ledger as it reads ``by`` later, nothing committed meanwhile: every time of its
+    commits moved back by ``by``. The rows stay as the ledger functions wrote them; only the clock moves,
+    which no action does (the runtime's ledger functions stamp "now")."""
+    Commit.objects.filter(connector=connector).update(
+        started_at=F("started_at") - by,
+        prepared_at=F("prepared_at") - by,
+        committed_at=F("committed_at") - by,
+        watermark=F("watermark") - by,
     )
 
 
