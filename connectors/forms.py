@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from django import forms
 from django.http import QueryDict
 
-from connectors.config import PLUGINS, ConfigKey, Plugin, resolve_plugin
+from connectors.config import PLUGINS, ConfigKey, Plugin, resolve_plugin, validate_config
 from connectors.config.definitions import Importance, KeyType, PrefixKey, is_secret_key
-from connectors.config.secrets import HIDDEN, hidden_value
+from connectors.config.secrets import HIDDEN, hidden_value, keep_hidden_secrets
 from connectors.models import DesiredState
 from connectors.ui.config_text import ConfigTextError, format_config, parse_config_text
 
@@ -123,6 +123,8 @@ class ConfigEditor:
     parse_failed: bool = False
     # Keys accepted and ignored, with why (ConfigValidation.notes): shown beside the problems, never one.
     notes: dict[str, list[str]] = field(default_factory=dict)
+    # The validator has run on these values: only then may the form say it found no problem.
+    checked: bool = False
 
     @classmethod
     def for_config(cls, config: Mapping[str, str], stored: Mapping[str, str] | None = None) -> ConfigEditor:
@@ -156,6 +158,15 @@ class ConfigEditor:
         editor.errors.update(errors)
         return editor
 
+    def check(self) -> ConfigEditor:
+        """Add the validator's errors and notes for these values (the stored secrets they hide put back)."""
+        if not self.parse_failed:
+            validation = validate_config(keep_hidden_secrets(self.values, self.stored))
+            self.errors.update(validation.errors)
+            self.notes = validation.notes
+        self.checked = True
+        return self
+
     # --- what the template shows -------------------------------------------
 
     def switched(self, mode: str, raw_format: str | None = None) -> ConfigEditor:
@@ -164,7 +175,17 @@ class ConfigEditor:
             return self
         fmt = raw_format or self.raw_format
         text = format_config(self.values, fmt) if mode == RAW else ""
-        return ConfigEditor(self.plugin, dict(self.values), self.stored, mode, text, fmt, dict(self.errors))
+        return ConfigEditor(
+            self.plugin,
+            dict(self.values),
+            self.stored,
+            mode,
+            text,
+            fmt,
+            dict(self.errors),
+            notes=dict(self.notes),
+            checked=self.checked,
+        )
 
     def text(self) -> str:
         return self.raw_text if self.mode == RAW and self.raw_text else format_config(self.values, self.raw_format)

@@ -6,7 +6,10 @@ so nothing is counted in memory (a per-process registry would lose counts at
 every restart and differ between web processes). Counters are sums over the
 ledger: they only go down if a connector or its ledger is deleted, which
 Prometheus treats as a reset. The figures the UI shows (lag, health) come
-from the same functions as its pages.
+from the same functions as its pages. No rate is served: Prometheus's
+``rate()`` over the counters gives one over the range a query picks, which
+should span at least two commit intervals for the reason the UI's records/s
+window does (``connectors.ui.figures``).
 
 Access: ``SINKADMIN_METRICS_TOKEN`` set, a bearer token; otherwise HTTP basic
 auth of any active user, as the API's reads;

@@ -109,6 +109,9 @@ def connector_create(request: HttpRequest) -> HttpResponse:
     if "switch" in request.POST:
         meta = ConnectorMetaForm(initial={k: request.POST.get(k, "") for k in ("name", "initial_state")})
         return _render_form(request, editor.switched(request.POST["switch"]), meta, None)
+    # Checked whatever the name, so that a form shown again lists every problem of its config beside
+    # the name's (nothing is saved without one): a form sent empty names every required field left empty.
+    editor.check()
     meta = ConnectorMetaForm(request.POST)
     if meta.is_valid() and not editor.errors:
         try:
@@ -130,7 +133,8 @@ def connector_create(request: HttpRequest) -> HttpResponse:
 def connector_edit(request: HttpRequest, name: str) -> HttpResponse:
     connector = get_object_or_404(Connector, name=name)
     if request.method == "GET":
-        return _render_form(request, ConfigEditor.for_config(connector.config, connector.config), None, connector)
+        editor = ConfigEditor.for_config(connector.config, connector.config).check()
+        return _render_form(request, editor, None, connector)
     editor = ConfigEditor.from_post(request.POST, connector.config)
     if "switch" in request.POST:
         return _render_form(request, editor.switched(request.POST["switch"]), None, connector)
@@ -195,11 +199,7 @@ def _stored_config(request: HttpRequest) -> tuple[dict[str, str], Connector | No
 def config_validate(request: HttpRequest) -> HttpResponse:
     """Per-field errors of the form as it is now, for the live re-validation while typing."""
     stored, connector = _stored_config(request)
-    editor = ConfigEditor.from_post(request.POST, stored)
-    if not editor.parse_failed:
-        validation = validate_config(keep_hidden_secrets(editor.values, stored))
-        editor.errors.update(validation.errors)
-        editor.notes = validation.notes
+    editor = ConfigEditor.from_post(request.POST, stored).check()
     name_errors: list[str] = []
     if connector is None and "name" in request.POST and not request.POST["name"].strip():
         name_errors.append("A name is required")

@@ -41,6 +41,18 @@ def duration(value: timedelta | float | int | None) -> str:
 
 
 @register.filter
+def period(value: timedelta | float | int | None) -> str:
+    """A window as people state one, without zero parts: ``45 s``, ``1 min``, ``1 min 30 s``, ``2 h``."""
+    seconds = _seconds(value)
+    if seconds is None:
+        return "—"
+    hours, rest = divmod(max(0, round(seconds)), 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{amount} {unit}" for amount, unit in ((hours, "h"), (minutes, "min"), (secs, "s")) if amount]
+    return " ".join(parts) or "0 s"
+
+
+@register.filter
 def ago(value: datetime | None) -> str:
     if value is None:
         return "never"
@@ -59,8 +71,13 @@ def thousands(value: Any) -> str:
 
 @register.filter
 def rate(value: float | None) -> str:
+    """``—`` before any commit, ``0/s`` for none in the window, and never a rounded 0 for a few records."""
     if value is None:
         return "—"
+    if value <= 0:
+        return "0/s"
+    if value < 0.01:
+        return "<0.01/s"
     if value >= 100:
         return f"{value:,.0f}/s"
     return f"{value:.1f}/s" if value >= 1 else f"{value:.2f}/s"

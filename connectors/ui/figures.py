@@ -1,8 +1,25 @@
 """Figures of the connectors list and the detail page, computed from the ledger.
 
-- records/s: records of the commits that finished in the last ``RATE_WINDOW``,
-  divided by the window. A sink commits in intervals, so a rate over a window
-  of several intervals reads steadier than one over the last commit alone.
+- records/s: records of the commits that finished in the connector's rate
+  window, divided by the window, which the page states beside the figure
+  ("last 1 min"). No commit in the window reads 0.
+
+  Records become readable a commit at a time, so the ledger's record count
+  rises in steps, one per commit interval. A rate over a window shorter than
+  the interval reads 0 between two commits of a busy connector and a spike
+  when one lands; Kafka Connect's ``sink-record-*-rate`` metrics avoid the
+  same jitter by sampling (two samples of ``metrics.sample.window.ms``, 30 s
+  by default: about a minute). Here the window (``rate_window``) is a whole
+  number of commit intervals, at least two and at least ``RATE_MIN_WINDOW``
+  (a minute, as Connect's): two intervals always hold a commit of a
+  connector committing on time, so 0 means that nothing was committed, not
+  that the next commit is due; whole intervals hold the same number of
+  commits wherever the window falls, so a steady flow reads steady; and the
+  minute keeps a connector committing every second from reading every
+  hiccup. The cost is that a connector gone idle reads 0 only once a whole
+  window has passed (10 min at the default 5 min interval), which the stated
+  window tells. Prometheus gets counters (``connectors.metrics``), for
+  ``rate()`` over a range chosen the same way.
 - freshness: age of the newest committed watermark (every record older than
   it is in the tables); when records carry no timestamps, age of the last
   commit instead. Both say how far behind "now" the tables are.
@@ -13,6 +30,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,8 +49,11 @@ from connectors.models import (
     PartitionOffset,
 )
 from connectors.ui.health import Health, HealthRollup, rollup
+from connectors.ui.transaction import commit_interval
 
-RATE_WINDOW = timedelta(minutes=10)
+# A rate's window spans at least this, and at least RATE_MIN_INTERVALS commit intervals.
+RATE_MIN_WINDOW = timedelta(minutes=1)
+RATE_MIN_INTERVALS = 2
 
 
 @dataclass(frozen=True)
@@ -66,7 +87,9 @@ class ConnectorSummary:
     rollup: HealthRollup
     tasks_running: int
     tasks_total: int
+    # Records committed in the last ``rate_window``, per second; None before the first commit.
     records_per_second: float | None
+    rate_window: timedelta
     lag: int | None
     freshness: timedelta | None
     freshness_basis: str
@@ -87,9 +110,19 @@ def connectors_for_summary(queryset: QuerySet[Connector] | None = None) -> Query
     )
 
 
+def rate_window(connector: Connector) -> timedelta:
+    """The window records/s is averaged over: whole commit intervals, at least ``RATE_MIN_INTERVALS`` of
+    them and at least ``RATE_MIN_WINDOW`` (why: the module's docstring)."""
+    interval = commit_interval(connector)
+    if interval <= timedelta(0):
+        return RATE_MIN_WINDOW
+    return interval * max(RATE_MIN_INTERVALS, math.ceil(RATE_MIN_WINDOW / interval))
+
+
 def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorSummary]:
     connectors = list(connectors)
-    ledger = _ledger_figures([c.pk for c in connectors], now)
+    windows = {c.pk: rate_window(c) for c in connectors}
+    ledger = _ledger_figures(windows, now)
     summaries = []
     for connector in connectors:
         tasks = list(connector.tasks.all())
@@ -104,7 +137,7 @@ def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorS
             freshness, basis = now - last_commit_at, "last commit"
         else:
             freshness, basis = None, ""
-        window_records = figures.get("window_records")
+        window = windows[connector.pk]
         summaries.append(
             ConnectorSummary(
                 connector=connector,
@@ -113,8 +146,9 @@ def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorS
                 tasks_running=sum(1 for t in status.tasks if t.state is State.RUNNING),
                 tasks_total=len(status.tasks) or connector.tasks_max,
                 records_per_second=(
-                    None if last_commit_at is None else (window_records or 0) / RATE_WINDOW.total_seconds()
+                    None if last_commit_at is None else (figures.get("window_records") or 0) / window.total_seconds()
                 ),
+                rate_window=window,
                 lag=total_lag(partitions),
                 freshness=freshness,
                 freshness_basis=basis,
@@ -137,14 +171,26 @@ def coordinator_of(connector: Connector) -> CoordinatorStatus | None:
         return None
 
 
-def _ledger_figures(connector_ids: list[int], now: datetime) -> dict[int, dict[str, Any]]:
+def _ledger_figures(windows: dict[int, timedelta], now: datetime) -> dict[int, dict[str, Any]]:
+    """Per connector: records committed in its rate window (``windows``), its last commit, its newest
+    watermark and, when its latest decided commit was aborted, why."""
+    if not windows:
+        return {}
+    connector_ids = list(windows)
+    # Each connector's records in its own window: one condition per distinct window, few on a page.
+    by_window: dict[timedelta, list[int]] = {}
+    for connector_id, window in windows.items():
+        by_window.setdefault(window, []).append(connector_id)
+    in_window = Q()
+    for window, ids in by_window.items():
+        in_window |= Q(connector_id__in=ids, committed_at__gt=now - window)
     # One grouped query for all connectors on the page instead of one per row.
     rows = (
         Commit.objects.filter(connector_id__in=connector_ids, state=CommitState.COMMITTED)
         .exclude(ended_by=CommitEnd.SKIPPED)  # (a ledger entry, not a commit of records)
         .values("connector_id")
         .annotate(
-            window_records=Sum("records", filter=Q(committed_at__gte=now - RATE_WINDOW)),
+            window_records=Sum("records", filter=in_window & Q(committed_at__lte=now)),
             last_commit_at=Max("committed_at"),
             watermark=Max("watermark"),
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.http import Http404
@@ -36,6 +36,13 @@ class ConnectorList:
     query: str
     state: str
     room: runtime_state.Room
+
+    @property
+    def rate_window(self) -> timedelta | None:
+        """The rows' records/s window when they share one (the column's header states it), else None
+        (each row states its own)."""
+        windows = {row.rate_window for row in self.rows}
+        return windows.pop() if len(windows) == 1 else None
 
 
 def connector_list(query: str, state: str, now: datetime) -> ConnectorList:

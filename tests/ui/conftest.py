@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.db import connections
+from django.db.models import F
 from django.test import Client
 from django.utils import timezone
 
@@ -151,6 +152,35 @@ def runtime_task(
         error_trace=error_trace,
         failed_at=now if state == TaskState.FAILED else None,
         failure_count=1 if state == TaskState.FAILED else 0,
+    )
+
+
+def heartbeating_tasks(
+    connector: Connector, partition_status: dict[tuple[str, int], dict[str, int]]
+) -> list[ConnectorTask]:
+    """The connector's tasks assigned its partitions, started and heartbeating ``partition_status`` (per
+    partition: the end offset the task last saw, what it staged), through the runtime_state functions
+    the supervisor and a task runner call (assign_tasks, request_task, claim_task, task_alive)."""
+    tasks = runtime_state.assign_tasks(Connector.objects.get(pk=connector.pk), sorted(partition_status))
+    for task in tasks:
+        epoch = runtime_state.request_task(task)
+        assert epoch is not None, f"task {task.task_index} is already running"
+        claimed = runtime_state.claim_task(task.pk, epoch, f"worker-{task.task_index}@test", "localhost")
+        assert claimed is not None
+        status = {f"{t}/{p}": {"state": "staging", **partition_status[(t, p)]} for t, p in claimed.assigned_partitions}
+        assert runtime_state.task_alive(task.pk, epoch, partition_status=status) is not None
+    return list(ConnectorTask.objects.filter(connector=connector).order_by("task_index"))
+
+
+def age_ledger(connector: Connector, by: timedelta) -> None:
+    """The connector's ledger as it reads ``by`` later, nothing committed meanwhile: every time of its
+    commits moved back by ``by``. The rows stay as the ledger functions wrote them; only the clock moves,
+    which no action does (the runtime's ledger functions stamp "now")."""
+    Commit.objects.filter(connector=connector).update(
+        started_at=F("started_at") - by,
+        prepared_at=F("prepared_at") - by,
+        committed_at=F("committed_at") - by,
+        watermark=F("watermark") - by,
     )
 
 

@@ -15,6 +15,13 @@ task failing with a trace, partial commits, a long history for the charts,
 pausing the live refresh. Its rows come from the ledger functions and are
 written as the runtime writes them.
 
+A third part checks that the figures tell the truth, on rows written the
+same way: no partition shows more committed than its end offset when a
+task's last look at the log's end predates what the ledger has committed
+since; the create form's validation lists the required fields left empty;
+records/s states its window and reads 0 once a window passes without a
+commit.
+
 Screenshots of each page go to ``var/screenshots/`` for a reviewer.
 """
 
@@ -39,7 +46,16 @@ from connectors.forms import field_id
 from connectors.models import Commit, CommitState, Connector, CoordinatorPhase, DesiredState, TaskState
 from tests.conftest import sink_config
 from tests.integration.helpers import caught_up, create_topic, json_records, produce, wait_until
-from tests.ui.conftest import CONFIG, PASSWORD, LedgerFor, beat_coordinator, runtime_in_threads, runtime_task
+from tests.ui.conftest import (
+    CONFIG,
+    PASSWORD,
+    LedgerFor,
+    age_ledger,
+    beat_coordinator,
+    heartbeating_tasks,
+    runtime_in_threads,
+    runtime_task,
+)
 from workers import runtime
 
 CHROMIUM = os.environ.get("SINKADMIN_CHROMIUM", "/usr/bin/chromium")
@@ -492,6 +508,142 @@ def test_failures_partial_commits_and_a_long_history_in_the_browser(
     a_long_ledger_and_a_commit_in_flight(commit_ledger)
     pause_the_live_refresh_and_see_a_task_fail(browser_page, base)
     read_a_long_history(browser_page, base)
+    assert problems.items == []
+
+
+def figure(text: str) -> int | None:
+    """A count as the page shows it: ``15,000`` or ``—``."""
+    text = text.strip()
+    return None if text in ("", "—") else int(text.replace(",", ""))
+
+
+def partition_figures(page: playwright_api.Page) -> dict[str, tuple[int | None, int | None, int | None]]:
+    """Committed, end offset and lag of each row of the partitions table, as the page shows them."""
+    shown = {}
+    for row in page.locator("#partitions tbody tr[data-partition]").all():
+        # Task, committed (and what is applying, on a line of its own), end offset, staged, lag.
+        cells = row.locator("td.num").all_inner_texts()
+        committed = cells[1].splitlines()[0]
+        shown[str(row.get_attribute("data-partition"))] = (figure(committed), figure(cells[2]), figure(cells[4]))
+    return shown
+
+
+def test_no_partition_shows_more_committed_than_its_end_offset(
+    page: tuple[playwright_api.Page, Problems], live_server: object, alice_user: User, commit_ledger: LedgerFor
+) -> None:
+    browser_page, problems = page
+    base = str(live_server.url)  # type: ignore[attr-defined]
+    connector = actions.create_connector("orders-sink", CONFIG)
+    log_in(browser_page, base)
+    commit = commit_ledger(connector, {("orders", 0): 0, ("orders", 1): 0})
+    # The task reports the ends of the log it last saw, then reads on; the ledger commits what it read
+    # since: orders/0 to 15,000, past the 13,058 the task reported; orders/1 to 4,000 of 5,200.
+    heartbeating_tasks(
+        connector,
+        {("orders", 0): {"end_offset": 13_058, "staged": 0}, ("orders", 1): {"end_offset": 5_200, "staged": 0}},
+    )
+    commit({("orders", 0): 9_000, ("orders", 1): 4_000})
+    commit({("orders", 0): 6_000})
+    beat_coordinator(connector, phase=CoordinatorPhase.IDLE, commit_id=None)
+
+    browser_page.goto(f"{base}/connectors/orders-sink/")
+    expect(browser_page.locator("#partitions tbody tr[data-partition]")).to_have_count(2)
+    for _ in range(2):  # as the page is served, then as the live refresh swaps it
+        shown = partition_figures(browser_page)
+        for key, (committed, end, lag) in shown.items():
+            assert committed is not None and end is not None and lag is not None, key
+            assert committed <= end and lag == end - committed, (key, committed, end, lag)
+        assert shown == {"orders/0": (15_000, 15_000, 0), "orders/1": (4_000, 5_200, 1_200)}
+        expect(card(browser_page, "Lag")).to_have_text("1,200 records")
+        refreshed = browser_page.locator("#refreshed-at").inner_text()
+        expect(browser_page.locator("#refreshed-at")).not_to_have_text(refreshed)
+    shoot(browser_page, "detail-end-offsets")
+    assert problems.items == []
+
+
+def test_the_validation_panel_lists_the_required_fields_left_empty(
+    page: tuple[playwright_api.Page, Problems], live_server: object, alice_user: User
+) -> None:
+    browser_page, problems = page
+    base = str(live_server.url)  # type: ignore[attr-defined]
+    log_in(browser_page, base)
+    browser_page.get_by_role("link", name="New connector").first.click()
+    browser_page.get_by_role("link", name="Iceberg tables").click()
+    summary = browser_page.locator("#validation-summary")
+    missing = {
+        "name": "A name is required",
+        "topics": "Must configure one of topics or topics.regex",
+        "iceberg.tables": 'Missing required configuration "iceberg.tables"',
+    }
+
+    def lists_what_is_missing(name_error: str) -> None:
+        expect(summary.locator(".summary-bad")).to_have_text("3 to fix before saving")
+        items = summary.locator(".summary-list li")
+        expect(items).to_have_count(3)
+        for key, message in {**missing, "name": name_error}.items():
+            expect(
+                items.filter(has=browser_page.locator("code", has_text=re.compile(rf"^{re.escape(key)}$")))
+            ).to_contain_text(message)
+        expect(summary).not_to_contain_text("No problems found")
+
+    # Nothing is checked before the user types: the panel says so, and not that all is well.
+    expect(summary).to_contain_text("Not checked yet")
+    expect(summary).not_to_contain_text("No problems found")
+
+    # The live validation runs as the user types: a name typed and taken back leaves all three empty.
+    name = browser_page.locator("#id_name")
+    name.press_sequentially("o")
+    name.press("Backspace")
+    lists_what_is_missing(missing["name"])
+    expect(browser_page.locator("#errors-name")).to_contain_text("A name is required")
+    expect(browser_page.locator("#errors-cfg-topics")).to_contain_text(missing["topics"])
+    expect(browser_page.locator("#errors-cfg-iceberg-tables")).to_contain_text(missing["iceberg.tables"])
+    shoot(browser_page, "create-form-empty")
+
+    # Saving anyway: the server's answer says the same, and nothing is created.
+    browser_page.get_by_role("button", name="Create connector").click()
+    expect(browser_page.get_by_role("heading", name="New connector")).to_be_visible()
+    lists_what_is_missing("This field is required.")
+    assert not Connector.objects.exists()
+    assert problems.items == []
+
+
+def test_rates_state_their_window_and_read_0_when_idle(
+    page: tuple[playwright_api.Page, Problems], live_server: object, alice_user: User, commit_ledger: LedgerFor
+) -> None:
+    browser_page, problems = page
+    base = str(live_server.url)  # type: ignore[attr-defined]
+    # Commits every 10 s: its rate is over the last minute (six intervals).
+    connector = actions.create_connector("orders-sink", {**CONFIG, "iceberg.control.commit.interval-ms": "10000"})
+    log_in(browser_page, base)
+    commit = commit_ledger(connector, {("orders", 0): 0, ("orders", 1): 0})
+    commit({("orders", 0): 600, ("orders", 1): 300})  # a burst: 900 records, 900 / 60 s
+    beat_coordinator(connector, phase=CoordinatorPhase.IDLE, commit_id=None)
+
+    browser_page.goto(f"{base}/")
+    heading = browser_page.locator("#rate-heading")
+    expect(heading).to_contain_text("Records/s")
+    expect(heading.locator(".window")).to_have_text("last 1 min")
+    rate_cell = browser_page.locator('tr[data-connector="orders-sink"] td.num').nth(1)
+    expect(rate_cell).to_have_text("15.0/s")
+
+    browser_page.get_by_role("link", name="orders-sink", exact=True).click()
+    rate_card = browser_page.locator(".card", has=browser_page.get_by_text("Records/s", exact=True))
+    expect(rate_card.locator("dt .window")).to_have_text("last 1 min")
+    expect(rate_card.locator("dd")).to_have_text("15.0/s")
+    shoot(browser_page, "detail-rate-burst")
+
+    # A minute later, nothing committed since: the live refresh shows 0 over the same stated window.
+    age_ledger(connector, timedelta(seconds=61))
+    expect(rate_card.locator("dd")).to_have_text("0/s")
+    expect(rate_card.locator("dt .window")).to_have_text("last 1 min")
+    expect(card(browser_page, "Last commit")).to_contain_text("1 min")
+    shoot(browser_page, "detail-rate-idle")
+
+    browser_page.goto(f"{base}/")
+    expect(rate_cell).to_have_text("0/s")
+    expect(heading.locator(".window")).to_have_text("last 1 min")
+    shoot(browser_page, "list-rate-idle")
     assert problems.items == []
 
 

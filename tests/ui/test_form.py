@@ -391,3 +391,22 @@ def test_live_validation_asks_for_the_name_and_shows_keys_accepted_and_ignored(a
     html = alice.post(reverse("config-validate"), hdfs).content.decode()
     assert "No problems found" in html
     assert "<code>logs.dir</code>: ignored: the commit ledger" in html
+
+
+def test_a_form_sent_without_name_topics_or_table_lists_all_three(alice: Client) -> None:
+    empty = {"name": "", "initial_state": "RUNNING", "cfg:connector.class": "iceberg", "cfg:topics": ""}
+    html = alice.post(reverse("connector-create"), {**empty, "cfg:iceberg.tables": ""}).content.decode()
+    summary = re.search(r'<div class="panel-body" id="validation-summary"[^>]*>(.*?)</div>', html, re.S)
+    assert summary is not None
+    assert "3 to fix before saving" in summary.group(1) and "No problems found" not in summary.group(1)
+    listed = re.findall(r"<li><a href=\"#[\w-]+\"><code>([\w.]+)</code></a>", summary.group(1))
+    assert sorted(listed) == ["iceberg.tables", "name", "topics"]
+    assert "Must configure one of topics or topics.regex" in error_box(html, "topics")
+    assert not Connector.objects.exists()
+
+
+def test_a_new_form_does_not_say_no_problems_before_anything_is_checked(alice: Client) -> None:
+    html = alice.get(reverse("connector-create"), {"plugin": "iceberg"}).content.decode()
+    summary = re.search(r'<div class="panel-body" id="validation-summary"[^>]*>(.*?)</div>', html, re.S)
+    assert summary is not None
+    assert "No problems found" not in summary.group(1)

@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from connectors import actions
 from connectors.models import Connector, TaskState
-from connectors.ui.figures import RATE_WINDOW, connectors_for_summary, summarize
+from connectors.ui.figures import connectors_for_summary, rate_window, summarize
 from connectors.ui.health import Health
-from tests.ui.conftest import LedgerFor, beat_coordinator, runtime_task
+from tests.ui.conftest import CONFIG, LedgerFor, beat_coordinator, runtime_task
 
 pytestmark = pytest.mark.django_db
 
@@ -34,18 +34,83 @@ def summary_of(name: str, now=None):  # type: ignore[no-untyped-def]
     return summarize(connectors_for_summary(Connector.objects.filter(name=name)), now or timezone.now())[0]
 
 
-def test_records_per_second_come_from_commits_in_the_window(
+def test_records_per_second_are_the_records_committed_in_the_window_and_0_when_idle(
     make_connector: Callable[..., Connector], commit_ledger: LedgerFor
 ) -> None:
-    connector = make_connector("orders-sink")
+    connector = make_connector("orders-sink", **{"iceberg.control.commit.interval-ms": "10000"})
     commit = commit_ledger(connector)
-    commit({("orders", 0): 600})
-    commit({("orders", 0): 300})
-    now = timezone.now()
-    assert summary_of("orders-sink", now).records_per_second == pytest.approx(900 / RATE_WINDOW.total_seconds())
-    # Once the window has passed, the same commits no longer count.
-    later = now + RATE_WINDOW + timedelta(seconds=5)
-    assert summary_of("orders-sink", later).records_per_second == 0
+    first = commit({("orders", 0): 600})
+    second = commit({("orders", 0): 300})
+    assert first.committed_at is not None and second.committed_at is not None
+    window = timedelta(minutes=1)  # six 10 s intervals
+    # A burst within the window: its records over the whole window, not over the time it took.
+    at_second = summary_of("orders-sink", second.committed_at)
+    assert at_second.rate_window == window
+    assert at_second.records_per_second == pytest.approx(900 / 60)
+    # The window slides past the first commit, then past the second: idle, the rate reads 0.
+    assert summary_of("orders-sink", first.committed_at + window).records_per_second == pytest.approx(300 / 60)
+    assert summary_of("orders-sink", second.committed_at + window).records_per_second == 0
+    # A commit after "now" is not in its window either.
+    assert summary_of("orders-sink", first.committed_at).records_per_second == pytest.approx(600 / 60)
+
+
+@pytest.mark.parametrize(
+    ("config", "window"),
+    [
+        ({"iceberg.control.commit.interval-ms": "10000"}, timedelta(minutes=1)),
+        # Whole intervals: 3 of 25 s, not a minute that holds 2 or 3 commits depending on where it falls.
+        ({"iceberg.control.commit.interval-ms": "25000"}, timedelta(seconds=75)),
+        ({"iceberg.control.commit.interval-ms": "45000"}, timedelta(seconds=90)),
+        ({}, timedelta(minutes=10)),  # the default 5 min interval
+        # The files sink's commit interval may be its rotate.schedule.interval.ms.
+        (
+            {"connector.class": "io.confluent.connect.s3.S3SinkConnector", "rotate.schedule.interval.ms": "600000"},
+            timedelta(minutes=20),
+        ),
+    ],
+)
+def test_the_rate_window_is_whole_commit_intervals_at_least_two_and_a_minute(
+    config: dict[str, str], window: timedelta
+) -> None:
+    assert rate_window(Connector(name="orders-sink", config={**CONFIG, **config})) == window
+
+
+def test_each_connector_s_rate_uses_its_own_window(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    quick = make_connector("quick-sink", **{"iceberg.control.commit.interval-ms": "10000"})
+    slow = make_connector("slow-sink")
+    commit_ledger(quick)({("orders", 0): 120})
+    commit_ledger(slow)({("orders", 0): 1200})
+    # Five minutes on: the quick connector's minute holds no commit, the slow one's ten minutes still do.
+    later = timezone.now() + timedelta(minutes=5)
+    summaries = {s.connector.name: s for s in summarize(connectors_for_summary(), later)}
+    assert summaries["quick-sink"].records_per_second == 0
+    assert summaries["slow-sink"].records_per_second == pytest.approx(1200 / 600)
+
+
+def test_the_list_states_the_rate_window_in_the_header_or_in_each_row(
+    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    make_connector("orders-sink", **{"iceberg.control.commit.interval-ms": "10000"})
+    make_connector("clicks-sink", **{"iceberg.control.commit.interval-ms": "30000"})
+    commit_ledger(Connector.objects.get(name="orders-sink"))({("orders", 0): 90})
+
+    def header(html: str) -> str:
+        match = re.search(r'<th [^>]*id="rate-heading">(.*?)</th>', html, re.S)
+        assert match
+        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", match.group(1))).strip()
+
+    html = alice.get(reverse("connector-list")).content.decode()
+    assert header(html) == "Records/s last 1 min"
+    assert cells(row_of(html, "orders-sink"))[3] == "1.5/s"
+    assert cells(row_of(html, "clicks-sink"))[3] == "—"  # no commit yet
+
+    make_connector("slow-sink")
+    html = alice.get(reverse("connector-list")).content.decode()
+    assert header(html) == "Records/s over each row's window"
+    assert cells(row_of(html, "orders-sink"))[3] == "1.5/s last 1 min"
+    assert cells(row_of(html, "slow-sink"))[3] == "— last 10 min"
 
 
 def test_a_connector_without_commits_has_no_rate_and_no_freshness(make_connector: Callable[..., Connector]) -> None:

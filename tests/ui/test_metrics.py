@@ -6,6 +6,7 @@ import base64
 import json
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from prometheus_client.samples import Sample
 from connectors.actions import maintenance
 from connectors.actions import runtime as runtime_state
 from connectors.models import Connector, ConnectorTask, MaintenanceOutcome
-from tests.ui.conftest import PASSWORD, LedgerFor, beat_coordinator, runtime_task
+from tests.ui.conftest import PASSWORD, LedgerFor, age_ledger, beat_coordinator, runtime_task
 
 pytestmark = pytest.mark.django_db
 
@@ -150,3 +151,27 @@ def test_maintenance_runs_as_prometheus_counters(alice_user: User, make_connecto
     }
     for family, expected in counted.items():
         assert value(families[family], f"{family}_total", **table) == expected
+
+
+def test_committed_records_are_a_counter_for_rate_not_a_windowed_figure(
+    alice_user: User, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector)
+    commit({("orders", 0): 10})
+    response = Client().get("/metrics", headers={"Authorization": basic(alice_user.username, PASSWORD)})
+    types = {family.name: family.type for family in text_string_to_metric_families(response.content.decode())}
+    # Rates are Prometheus's rate() over counters: nothing served is a rate computed here.
+    assert types["sinkadmin_connector_committed_records"] == "counter"
+    assert not [name for name in types if "rate" in name or "per_second" in name]
+
+    # A total: commits long past the UI's rate window still count, and each new one adds to it.
+    age_ledger(connector, timedelta(hours=1))
+    commit({("orders", 0): 5})
+    families = scrape(Client(), basic(alice_user.username, PASSWORD))
+    total = value(
+        families["sinkadmin_connector_committed_records"],
+        "sinkadmin_connector_committed_records_total",
+        connector="orders-sink",
+    )
+    assert total == 15
