@@ -452,6 +452,29 @@ def stop_tasks(connector: Connector) -> None:
     ).update(state=TaskState.STOPPED)
 
 
+@dataclass(frozen=True)
+class Stack:
+    """A `make run` on a host, as its last beat left it: its children, and whether it still beats."""
+
+    host: str
+    seen_at: datetime
+    current: bool
+    processes: list[StackProcess]
+
+
+def stacks(now: datetime | None = None) -> list[Stack]:
+    """Every host's `make run` that recorded its processes (none where the stack runs otherwise)."""
+    now = now or timezone.now()
+    by_host: dict[str, list[StackProcess]] = {}
+    for process in StackProcess.objects.all():
+        by_host.setdefault(process.host, []).append(process)
+    found = []
+    for host, processes in by_host.items():
+        seen_at = max(p.seen_at for p in processes)
+        found.append(Stack(host, seen_at, seen_at >= _stale_before(now), processes))
+    return found
+
+
 def stack_started(host: str) -> None:
     """A `make run` starts on ``host``: what an earlier one there left is forgotten."""
     StackProcess.objects.filter(host=host).delete()

@@ -36,6 +36,8 @@ class ConnectorList:
     query: str
     state: str
     room: runtime_state.Room
+    # `make run`'s processes, where it runs (their deaths and restarts).
+    stacks: list[runtime_state.Stack]
 
     @property
     def rate_window(self) -> timedelta | None:
@@ -63,7 +65,13 @@ def connector_list(query: str, state: str, now: datetime) -> ConnectorList:
         )
     ]
     return ConnectorList(
-        rows=rows, total=len(summaries), counts=counts, query=query, state=state, room=runtime_state.room(now)
+        rows=rows,
+        total=len(summaries),
+        counts=counts,
+        query=query,
+        state=state,
+        room=runtime_state.room(now),
+        stacks=runtime_state.stacks(now),
     )
 
 

@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from connectors import actions
-from connectors.models import Connector, TaskState
+from connectors.actions import runtime as runtime_state
+from connectors.models import Connector, StackProcess, TaskState
 from connectors.ui.figures import connectors_for_summary, rate_window, summarize
 from connectors.ui.health import Health
 from tests.ui.conftest import CONFIG, LedgerFor, beat_coordinator, runtime_task
@@ -307,3 +308,28 @@ def test_an_end_offset_seen_before_the_last_records_were_read_is_not_shown_below
     runtime_task(connector, 0, partitions=[("orders", 0)], partition_status={"orders/0": {"end_offset": 13_058}})
     (row,) = summary_of("orders-sink").partitions
     assert (row.committed, row.end_offset, row.lag) == (15_000, 15_000, 0)
+
+
+def test_the_workers_section_shows_make_runs_processes_their_deaths_and_restarts(alice: Client) -> None:
+    runtime_state.stack_started("laptop")
+    for name, pid in (("spark-connect", 4101), ("worker", 4102)):
+        runtime_state.stack_process_started("laptop", name, pid, f"/srv/var/log/{name}.log")
+    # The Spark Connect server died and came back; the worker died and waits out its back-off.
+    runtime_state.stack_process_exited("laptop", "spark-connect", -9)
+    runtime_state.stack_process_started("laptop", "spark-connect", 4203, "/srv/var/log/spark-connect.log")
+    runtime_state.stack_process_exited("laptop", "worker", 1)
+    html = alice.get(reverse("connector-list")).content.decode()
+
+    assert "make run on laptop" in html
+    spark = re.search(r'<tr data-process="spark-connect">(.*?)</tr>', html, re.S)
+    worker = re.search(r'<tr data-process="worker">(.*?)</tr>', html, re.S)
+    assert spark is not None and worker is not None
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", spark.group(1), re.S)]
+    assert cells[:3] == ["spark-connect", "running", "4203"]
+    assert cells[4] == "1" and cells[5].startswith("exit -9,")
+    assert cells[6] == "/srv/var/log/spark-connect.log"
+    assert "<strong>restarting</strong>" in worker.group(1) and "exit 1," in worker.group(1)
+    assert "Not heard from" not in html
+
+    StackProcess.objects.update(seen_at=timezone.now() - timedelta(minutes=5))
+    assert "Not heard from for 5\xa0minutes" in alice.get(reverse("connector-list")).content.decode()
