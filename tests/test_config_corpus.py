@@ -83,9 +83,6 @@ EXPECTED: dict[str, Expected] = {
             "hoodie.base.path": "hdfs:// base paths are not supported yet",
             # Hive readers would not find the table: the user must register it.
             "hoodie.meta.sync.enable": "the table is not synced to a metastore",
-            # Not mapped yet (seconds to sinkadmin.commit.interval-ms): ignoring it would commit at another
-            # interval than the one asked for.
-            "hoodie.kafka.commit.interval.secs": "the commit interval is sinkadmin.commit.interval-ms",
         },
         ignored=frozenset(
             {
@@ -127,7 +124,8 @@ def classify(plugin: Plugin, validation: ConfigValidation, key: str) -> str:
     if key in validation.errors:
         return "refused"
     if key in validation.notes:
-        return "ignored"
+        mapped = all(note.startswith("mapped: ") for note in validation.notes[key])
+        return "mapped" if mapped else "ignored"
     if key in MAPPED and plugin.key(MAPPED[key]) is not None:
         return "mapped"
     if plugin.key(key) is not None or any(key.startswith(family.prefix) for family in plugin.prefix_keys):
@@ -155,9 +153,13 @@ def test_every_key_of_a_real_config_is_classified(name: str) -> None:
     assert set(validation.errors) == set(expected.refused), validation.errors
     for key, reason in expected.refused.items():
         assert any(reason in message for message in validation.errors[key]), (key, validation.errors[key])
-    assert set(validation.notes) == expected.ignored
-    for key, notes in validation.notes.items():
+    assert {k for k, c in classes.items() if c == "ignored"} == expected.ignored
+    for key in expected.ignored:
+        notes = validation.notes[key]
         assert notes and all(n.startswith("ignored: ") and len(n) > len("ignored: ") + 10 for n in notes), key
+    for key in (k for k, c in classes.items() if c == "mapped" and k in validation.notes):
+        target = next(m.target for m in plugin.mapped_keys if m.name == key)
+        assert validation.notes[key] == [f"mapped: {target}={plugin.with_mapped_keys(validation.config)[target]}"], key
     assert {k for k, c in classes.items() if c == "passed"} == expected.passed
     # Refused and ignored keys are keys of the config; a refusal of a missing key names what is missing.
     assert set(validation.errors) - set(config) <= {k for k, r in expected.refused.items() if "Missing" in r}

@@ -72,7 +72,7 @@ def test_keys_are_checked_one_by_one(tmp_path: Path) -> None:
             "hoodie.datasource.write.recordkey.field": "",
             "target.base.path": "s3a://bucket/orders",
             "hoodie.metadata.enable": "true",
-            "hoodie.kafka.commit.interval.secs": "60",
+            "hoodie.kafka.commit.interval.secs": "sixty",
             "hoodie.payload.delete.field": "op",
         }
     ).errors
@@ -80,8 +80,26 @@ def test_keys_are_checked_one_by_one(tmp_path: Path) -> None:
     assert "upsert needs the record key" in errors["hoodie.datasource.write.recordkey.field"][0]
     assert "s3a:// base paths are not supported yet" in errors["target.base.path"][0]
     assert "metadata table" in errors["hoodie.metadata.enable"][0]
-    assert "sinkadmin.commit.interval-ms" in errors["hoodie.kafka.commit.interval.secs"][0]
+    assert "Not a whole number" in errors["hoodie.kafka.commit.interval.secs"][0]
     assert "marker" in errors["hoodie.payload.delete.marker"][0]
+    # The Hudi Kafka Connect sink's coordinator keys, in seconds, are ours in milliseconds.
+    seconds = {
+        **hudi_config(tmp_path),
+        "hoodie.kafka.commit.interval.secs": "60",
+        "hoodie.kafka.coordinator.write.timeout.secs": "0",
+    }
+    refused = validate_config(seconds).errors["hoodie.kafka.coordinator.write.timeout.secs"][0]
+    assert refused.startswith("as sinkadmin.commit.timeout-ms=0: ") and "at least" in refused
+    mapped = validate_config({**seconds, "hoodie.kafka.coordinator.write.timeout.secs": "45"})
+    assert mapped.ok and mapped.notes["hoodie.kafka.commit.interval.secs"] == [
+        "mapped: sinkadmin.commit.interval-ms=60000"
+    ]
+    parsed = SinkConfig.parse({**seconds, "hoodie.kafka.coordinator.write.timeout.secs": "45"})
+    assert (parsed.commit_interval_ms, parsed.commit_timeout_ms) == (60_000, 45_000)
+    # Ours, where both are set.
+    both = {**seconds, "hoodie.kafka.coordinator.write.timeout.secs": "45", "sinkadmin.commit.interval-ms": "5000"}
+    assert SinkConfig.parse(both).commit_interval_ms == 5000
+    assert "is the one used" in validate_config(both).notes["hoodie.kafka.commit.interval.secs"][0]
     missing = validate_config({"connector.class": "hudi", "topics": TOPIC}).errors
     assert 'Missing required configuration "target.base.path"' in missing["target.base.path"][0]
     assert 'Missing required configuration "target.table.name"' in missing["target.table.name"][0]

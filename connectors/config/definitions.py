@@ -103,6 +103,25 @@ class PrefixKey:
 
 
 @dataclass(frozen=True)
+class MappedKey:
+    """A key of the connector a sink replaces that means one of the sink's own keys, in other units (Hudi's
+    ``hoodie.kafka.commit.interval.secs`` is ``sinkadmin.commit.interval-ms`` / 1000): its whole-number
+    value times ``scale`` is the sink's key's value, where the config does not set that key itself. The
+    config is stored as written; the mapping applies wherever it is read (``Plugin.with_mapped_keys``)."""
+
+    name: str
+    target: str
+    scale: int = 1
+
+    def value(self, raw: str) -> str | None:
+        """The target key's value for ``raw``, or None when ``raw`` is no whole number."""
+        try:
+            return str(int(raw.strip()) * self.scale)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
 class Plugin:
     """A sink plugin: its config definitions, and where the rest of it lives.
 
@@ -165,9 +184,20 @@ class Plugin:
     # Key prefixes this sink owns (its own, and the replaced connector's): an unknown key under one is refused
     # as a typo, where Kafka Connect would pass it through (connectors.config.validation).
     namespaces: tuple[str, ...] = ("sinkadmin.",)
+    # Keys of the replaced connector taken as this sink's own, in their units (MappedKey).
+    mapped_keys: tuple[MappedKey, ...] = ()
 
     def key(self, name: str) -> ConfigKey | None:
         return next((k for k in self.keys if k.name == name), None)
+
+    def with_mapped_keys(self, raw: Mapping[str, str]) -> dict[str, str]:
+        """``raw`` with the value of each mapped key's target that only its mapped key sets."""
+        config = dict(raw)
+        for mapped in self.mapped_keys:
+            value = mapped.value(config.get(mapped.name) or "")
+            if value is not None and not (config.get(mapped.target) or "").strip():
+                config[mapped.target] = value
+        return config
 
     def namespace_of(self, name: str) -> str | None:
         """The namespace this sink owns that ``name`` is in, if any."""

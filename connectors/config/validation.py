@@ -219,6 +219,7 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
 
     for definition in plugin.keys:
         _check_key(result, definition, config.get(definition.name))
+    _check_mapped_keys(result, plugin, config)
     _check_topics(result, plugin, config)
     _check_converters(result, config)
     _check_errors(result, plugin, config)
@@ -268,6 +269,28 @@ def _check_key(result: ConfigValidation, key: ConfigKey, value: str | None) -> N
         result.add(
             key.name, f"Invalid value {value} for configuration {key.name}: must be one of {', '.join(key.choices)}"
         )
+
+
+def _check_mapped_keys(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
+    """A mapped key's value is checked as its target's would be, and the mapping noted beside it."""
+    for mapped in plugin.mapped_keys:
+        raw = config.get(mapped.name, "").strip()
+        if not raw:
+            continue
+        if config.get(mapped.target, "").strip():
+            result.ignore(mapped.name, f"{mapped.target} is set too, and is the one used")
+            continue
+        value = mapped.value(raw)
+        target = plugin.key(mapped.target)
+        if value is None or target is None:
+            result.add(mapped.name, f"Invalid value {raw} for configuration {mapped.name}: Not a whole number")
+            continue
+        checked = ConfigValidation(plugin=plugin, config={})
+        _check_key(checked, target, value)
+        for message in checked.errors.get(target.name, []):
+            result.add(mapped.name, f"as {mapped.target}={value}: {message}")
+        if not checked.errors:
+            result.notes.setdefault(mapped.name, []).append(f"mapped: {mapped.target}={value}")
 
 
 def split_list(value: str | None) -> list[str]:
@@ -510,9 +533,9 @@ class SinkConfig:
         validation = validate_config(config)
         if not validation.ok:
             raise ValueError(validation.message())
-        raw = validation.config
         plugin = validation.plugin
         assert plugin is not None
+        raw = plugin.with_mapped_keys(validation.config)
 
         def get(name: str, absent: str = "") -> str:
             # ``absent``: the value of a key this plugin does not have (the

@@ -81,9 +81,9 @@ def partition_label(entry: Any) -> str:
 
 
 def _milliseconds(connector: Connector, name: str, fallback_ms: int) -> timedelta:
-    raw = connector.config.get(name)
+    plugin = resolve_plugin(connector.connector_class)
+    raw = (plugin.with_mapped_keys(connector.config) if plugin else connector.config).get(name)
     if not raw:
-        plugin = resolve_plugin(connector.connector_class)
         key = plugin.key(name) if plugin else None
         raw = key.default if key and key.default else str(fallback_ms)
     try:

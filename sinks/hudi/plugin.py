@@ -13,6 +13,7 @@ from connectors.config.definitions import (
     ConfigKey,
     Importance,
     KeyType,
+    MappedKey,
     Plugin,
     in_group_order,
 )
@@ -353,6 +354,11 @@ HUDI = Plugin(
     commit_interval_key="sinkadmin.commit.interval-ms",
     commit_timeout_key="sinkadmin.commit.timeout-ms",
     allow_empty_key="hoodie.allow.empty.commit",
+    # The Hudi Kafka Connect sink's coordinator keys, in seconds.
+    mapped_keys=(
+        MappedKey("hoodie.kafka.commit.interval.secs", "sinkadmin.commit.interval-ms", scale=1000),
+        MappedKey("hoodie.kafka.coordinator.write.timeout.secs", "sinkadmin.commit.timeout-ms", scale=1000),
+    ),
     check="sinks.hudi.settings:check",
     parse="sinks.hudi.settings:HudiSettings.parse",
     maintained=True,

@@ -61,12 +61,6 @@ KEY_RULES = {
         ignored="the coordinator's control topic is sinkadmin.control.topic; which topic carries the commit "
         "protocol changes nothing written",
     ),
-    "hoodie.kafka.commit.interval.secs": KeyRule(
-        refused="the commit interval is sinkadmin.commit.interval-ms (milliseconds)",
-    ),
-    "hoodie.kafka.coordinator.write.timeout.secs": KeyRule(
-        refused="the write-status timeout is sinkadmin.commit.timeout-ms (milliseconds)",
-    ),
     # Hudi's sink reaches its control topic with these; here the control topic is on the cluster the
     # topics are read from.
     "bootstrap.servers": KeyRule(

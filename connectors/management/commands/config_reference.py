@@ -63,6 +63,12 @@ def _plugin_section(plugin: Plugin) -> list[str]:
         ]
         if families:
             lines += ["", "Key families:", "", *families]
+    if plugin.mapped_keys:
+        lines += ["", "### Keys of the replaced connector taken as ours", ""]
+        lines += [
+            f"- `{m.name}`: `{m.target}`" + (f" (its value times {m.scale})" if m.scale != 1 else "") + "."
+            for m in plugin.mapped_keys
+        ]
     return lines
 
 
