@@ -9,11 +9,11 @@ beside it.
    same files: a plain pyarrow copy in this process (read every file, write
    them as one), the least work a rewrite does. Reported: MB/s of input for
    both and their ratio; the row count is checked equal before and after.
-2. The same records as a Hudi table of ``--files`` small file groups (as
-   bulk_insert leaves them), clustered by the product's own code
-   (``sinks.hudi.clustering``: one Spark job, one replacecommit), against the
-   same pyarrow copy of its files; the rows are counted with hudi-rs before
-   and after.
+2. The same records as a Hudi table of ``--files`` small base files (one
+   bulk_insert by Hudi's Spark writer, a file per Spark partition), clustered
+   by Hudi's own ``run_clustering`` procedure as the sink's maintenance runs it
+   (``sinks.hudi.services``: one replacecommit), against the same pyarrow copy
+   of its files; the rows are counted with hudi-rs before and after.
 3. The product as ``make run`` starts it (``manage.py runstack``: Celery
    worker, REST API), the connector created through the REST API: the sink
    over ``--records`` records with maintenance off (the baseline), then the
@@ -38,12 +38,12 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import pyarrow as pa  # noqa: E402
-import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import sink_throughput as sink  # noqa: E402  (sets Django up)
 from django.core.management import call_command  # noqa: E402
@@ -52,8 +52,7 @@ from pyiceberg.table import TableProperties  # noqa: E402
 
 from connectors.config import SinkConfig  # noqa: E402
 from connectors.models import Commit, CommitState, MaintenanceRun  # noqa: E402
-from sinks.hudi.clustering import ClusterOutcome, HudiClusterer  # noqa: E402
-from sinks.hudi.table import HudiTable, HudiTableSpec, new_file_id  # noqa: E402
+from sinks.hudi.services import HudiTables  # noqa: E402
 from sinks.iceberg.maintenance import SparkProcedures, TableMaintenance  # noqa: E402
 from sinks.iceberg.tables import (  # noqa: E402
     catalog_for,
@@ -63,7 +62,7 @@ from sinks.iceberg.tables import (  # noqa: E402
     infer_schema_from_json,
 )
 from workers.maintenance import BetweenCommits  # noqa: E402
-from workers.spark_writer import UnitRunner  # noqa: E402
+from workers.spark_writer import spark_session  # noqa: E402
 
 MB = 1e6
 
@@ -148,20 +147,33 @@ def compact(table_name: str) -> tuple[float, dict]:
     return seconds, vars(maintenance.figures)
 
 
-def seed_hudi(base: Path, files: int, rows_per_file: int) -> tuple[HudiTable, list[str], int]:
-    """A Hudi table of ``files`` bulk_insert commits of one small file group each; their paths and bytes."""
-    table = HudiTable.create_or_load(pafs.LocalFileSystem(), str(base), HudiTableSpec("bench", ("id",)))
-    paths, size = [], 0
-    for n in range(files):
-        frame = pa.Table.from_pylist([record(n * rows_per_file + r) for r in range(rows_per_file)])
-        frame = frame.append_column("_hoodie_record_key", frame.column("id").cast(pa.string()))
-        instant = table.next_instant()
-        table.start(instant, {})
-        stat = table.write_slice(instant, "", new_file_id(f"seed/{n}"), None, frame, False, "0-0-0")
-        table.complete(instant, [stat], frame.schema, {}, "BULK_INSERT")
-        paths.append(f"{base}/{stat.path}")
-        size += stat.size
-    return table, paths, size
+HUDI_BENCH = {
+    "connector.class": "hudi",
+    "topics": "bench",
+    "target.table.name": "bench",
+    "hoodie.datasource.write.recordkey.field": "id",
+    "hoodie.datasource.write.operation": "bulk_insert",
+    "hoodie.index.type": "SIMPLE",
+    "hoodie.clustering.async.enabled": "true",
+}
+
+
+def seed_hudi(base: Path, files: int, rows_per_file: int) -> tuple[list[str], int]:
+    """A Hudi table of ``files`` small base files, from one bulk_insert by Hudi's Spark writer (a Spark
+    partition per file); their paths and bytes."""
+    spark = spark_session()
+    frame = spark.createDataFrame(pa.Table.from_pylist([record(i) for i in range(files * rows_per_file)]).to_pandas())
+    frame.repartition(files).write.format("hudi").options(
+        **{
+            "hoodie.table.name": "bench",
+            "hoodie.datasource.write.operation": "bulk_insert",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+            "hoodie.bulkinsert.sort.mode": "NONE",
+        }
+    ).mode("append").save(str(base))
+    paths = [str(p) for p in base.glob("*.parquet")]
+    return paths, sum(Path(p).stat().st_size for p in paths)
 
 
 def hudi_rows(base: Path) -> int:
@@ -169,24 +181,26 @@ def hudi_rows(base: Path) -> int:
     return sum(b.num_rows for b in batches)
 
 
-def cluster(table: HudiTable) -> tuple[float, ClusterOutcome | None]:
-    """Seconds of the product's clustering of the table on Spark (the coordinator's turns played by a thread)."""
-    config = SinkConfig.parse(
-        {
-            "connector.class": "hudi",
-            "topics": "bench",
-            "target.base.path": table.base,
-            "target.table.name": "bench",
-            "hoodie.datasource.write.recordkey.field": "id",
-            "hoodie.datasource.write.operation": "bulk_insert",
-        }
-    )
+class Runs:
+    """The figures of the benchmark's one maintenance run (a run that is no connector's)."""
+
+    def __init__(self) -> None:
+        self.figures: dict[str, Any] = {}
+
+    def record(self, run_id: int, **figures: Any) -> None:
+        self.figures.update(figures)
+
+
+def cluster(base: Path) -> tuple[float, dict[str, Any]]:
+    """Seconds of Hudi's clustering of the table as the sink's maintenance runs it (the coordinator's turns
+    played by a thread), and the run's figures."""
+    config = SinkConfig.parse({**HUDI_BENCH, "target.base.path": str(base)})
+    runs = Runs()
     with BetweenCommits().served() as between:
-        clusterer = HudiClusterer(table, config.settings.clustering, between, UnitRunner(config))
         began = time.perf_counter()
-        outcome = clusterer.run()
+        HudiTables(config, runs).maintain("bench", 0, between)  # type: ignore[arg-type]
         seconds = time.perf_counter() - began
-    return seconds, outcome
+    return seconds, runs.figures
 
 
 def rows(table_name: str) -> int:
@@ -239,18 +253,17 @@ def main() -> None:
 
         # 2. Hudi clustering of as many small file groups, against a pyarrow copy of its files.
         hudi_base = Path(paths[0]).parent.parent.parent / f"hudi_{run}"
-        hudi, hudi_paths, hudi_bytes = seed_hudi(hudi_base, args.files, args.rows_per_file)
+        hudi_paths, hudi_bytes = seed_hudi(hudi_base, args.files, args.rows_per_file)
         hudi_before = hudi_rows(hudi_base)
         hudi_copy_seconds = pyarrow_copy(hudi_paths, hudi_base / "_copy.parquet")
         (hudi_base / "_copy.parquet").unlink()
-        cluster_seconds, clustered = cluster(hudi)
-        assert clustered is not None and clustered.replaced_files == args.files, clustered
+        cluster_seconds, clustered = cluster(hudi_base)
+        assert clustered.get("rewritten_files", 0) > 0, clustered
         assert hudi_rows(hudi_base) == hudi_before == args.files * args.rows_per_file, "clustering changed the rows"
         clustering = {
-            "files": args.files,
+            "files": len(hudi_paths),
             "input_mb": round(hudi_bytes / MB, 1),
-            "output_files": clustered.added_files,
-            "output_mb": round(clustered.added_bytes / MB, 1),
+            "clustered_file_groups": clustered["rewritten_files"],
             "seconds": round(cluster_seconds, 2),
             "mb_per_s": round(hudi_bytes / MB / cluster_seconds, 1),
             "pyarrow_copy_seconds": round(hudi_copy_seconds, 2),

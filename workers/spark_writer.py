@@ -642,6 +642,11 @@ class SparkJobs:
         collected = self._guarded(lambda: self._collect_units(job))
         return [json.loads(r["outcome"]) for r in sorted(collected, key=lambda r: r["unit"])]
 
+    def run_on_session[T](self, work: Callable[[Any], T]) -> T:
+        """``work(session)``: a sink's own statements on the session (a Hudi write), guarded as a job is
+        (run again on a session joined again when Spark dropped it, so ``work`` must be safe to repeat)."""
+        return guarded(lambda: work(self.spark), self._forget_session)
+
     def _guarded(self, collect: Callable[[], list[Any]]) -> list[Any]:
         return guarded(collect, self._forget_session)
 

@@ -15,6 +15,7 @@ from connectors.config.definitions import (
     KeyType,
     MappedKey,
     Plugin,
+    PrefixKey,
     in_group_order,
 )
 
@@ -22,19 +23,17 @@ _G_TABLES = "Tables"
 _G_STORAGE = "Storage"
 _G_COMMIT = "Commit control"
 _G_SERVICES = "Table maintenance"
-OPERATIONS = ("upsert", "insert", "bulk_insert")
-# Hudi's cleaning policies (HoodieCleaningPolicy), as sinks/hudi/cleaning.py plans them.
-KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
-KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
-KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
-CLEANER_POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS)
+_G_HUDI = "Hudi write configs"
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
+TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
+INDEX_TYPES = ("BUCKET", "SIMPLE", "GLOBAL_SIMPLE", "BLOOM", "GLOBAL_BLOOM", "RECORD_INDEX")
 
 HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "target.base.path",
         KeyType.STRING,
         "Where the table is: an absolute path or file:// URL on storage every worker and Spark executor sees "
-        "(local disk, or a shared mount). Created on the first commit. hoodie.base.path is its other name.",
+        "(local disk, or a shared mount). Created by the first commit. hoodie.base.path is its other name.",
         _G_STORAGE,
         importance=Importance.HIGH,
         order=1,
@@ -50,7 +49,7 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "target.database.name",
         KeyType.STRING,
-        "The database the table belongs to (in hoodie.properties and its checksum).",
+        "The database the table belongs to (hoodie.database.name).",
         _G_TABLES,
         default="default",
         order=2,
@@ -58,18 +57,21 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "hoodie.table.type",
         KeyType.STRING,
-        "COPY_ON_WRITE: each commit writes new versions of the base files it touches. MERGE_ON_READ is not supported.",
+        "COPY_ON_WRITE: a commit writes new versions of the base files it touches. MERGE_ON_READ: a commit "
+        "appends its updates and deletes to log files beside them, and compaction merges them into new base "
+        "files later (sinkadmin.maintenance.*, or hoodie.compact.inline); readers merge the two meanwhile.",
         _G_TABLES,
         default="COPY_ON_WRITE",
-        choices=("COPY_ON_WRITE", "MERGE_ON_READ"),
+        choices=TABLE_TYPES,
         order=3,
     ),
     ConfigKey(
         "hoodie.datasource.write.operation",
         KeyType.STRING,
-        "upsert: a record replaces the row of its key (by the precombine field), tombstones and delete markers "
-        "delete it; keys are placed in file groups by the bucket index. insert: records are appended, filling "
-        "small files first. bulk_insert: appended into new files only.",
+        "Hudi's write operation for each commit. upsert: a record replaces the row of its key (by the "
+        "precombine field), tombstones, delete markers and _hoodie_is_deleted delete it. insert: records are "
+        "added, filling small files first. bulk_insert: added into new files only. delete: every record "
+        "deletes its key.",
         _G_TABLES,
         default="upsert",
         choices=OPERATIONS,
@@ -79,8 +81,9 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "hoodie.datasource.write.recordkey.field",
         KeyType.LIST,
-        "Record field(s) that make the record key (several: the key is f1:v1,f2:v2, as ComplexKeyGenerator "
-        "makes it). Required for upsert; without it inserts are keyed by topic, partition and offset.",
+        "Record field(s) that make the record key, by the key generator (hoodie.datasource.write.keygenerator."
+        "class; by default Simple for one field and one partition field, Complex for more, Nonpartitioned for "
+        "none). Required for upsert and delete; without it, insert and bulk_insert have Hudi generate keys.",
         _G_TABLES,
         importance=Importance.HIGH,
         order=5,
@@ -95,8 +98,10 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "hoodie.datasource.write.precombine.field",
         KeyType.STRING,
-        "With upsert: of two records of one key, the one with the greater value of this field wins (a tie: "
-        "the later one). A record without it is refused (errors.tolerance). Empty: the later record wins.",
+        "With upsert: of two records of one key, the one with the greater value of this field wins (of equal "
+        "ones, the later in the topic), against the table's row too (Hudi's event-time ordering). A record "
+        "without it is refused (errors.tolerance). Empty: the later record wins. With insert, used only when "
+        "hoodie.combine.before.insert is true, as in Hudi.",
         _G_TABLES,
         order=7,
     ),
@@ -126,60 +131,32 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "hoodie.index.type",
         KeyType.STRING,
-        "How upserts find a key's file group: BUCKET (a hash of the key picks one of a fixed number of file "
-        "groups per partition, as Hudi's bucket index does).",
+        "How Hudi's writer finds a key's file group. BUCKET: a hash of the key picks one of a fixed number of "
+        "file groups per partition (cheap, for streams of upserts). RECORD_INDEX: a key-to-file index in the "
+        "metadata table. SIMPLE, BLOOM and their GLOBAL_ forms: Hudi's lookups by the base files.",
         _G_TABLES,
         default="BUCKET",
-        choices=("BUCKET",),
+        choices=INDEX_TYPES,
         importance=Importance.LOW,
         order=11,
     ),
     ConfigKey(
         "hoodie.bucket.index.num.buckets",
         KeyType.INT,
-        "File groups per partition for upserts; fixed for the table's life. Hudi's own default is 256, too many "
-        "files for most partitions written a commit a minute: here 4.",
+        "With the BUCKET index: file groups per partition, fixed for the table's life. Hudi's own default is "
+        "256, too many files for most partitions written a commit a minute: here 4.",
         _G_TABLES,
         default="4",
         minimum=1,
         order=12,
     ),
     ConfigKey(
-        "hoodie.parquet.max.file.size",
-        KeyType.LONG,
-        "Target size of base files written by inserts: a file group takes records until it is about this size.",
-        _G_STORAGE,
-        default="125829120",
-        minimum=1024,
-        order=2,
-    ),
-    ConfigKey(
-        "hoodie.parquet.small.file.limit",
-        KeyType.LONG,
-        "Inserts add records to a partition's files smaller than this (rewriting them) before opening new "
-        "ones. 0: never.",
-        _G_STORAGE,
-        default="104857600",
-        minimum=0,
-        order=3,
-    ),
-    ConfigKey(
-        "hoodie.table.base.file.format",
-        KeyType.STRING,
-        "Format of base files.",
-        _G_STORAGE,
-        default="PARQUET",
-        choices=("PARQUET",),
-        importance=Importance.LOW,
-        order=4,
-    ),
-    ConfigKey(
         "hoodie.allow.empty.commit",
         KeyType.BOOLEAN,
-        "Complete an instant even for an interval with no records (Hudi's own default is true; here false, so "
-        "an idle topic does not add an instant every interval).",
+        "Must be false: an interval with no records writes no instant (an idle topic would add one every interval).",
         _G_COMMIT,
         default="false",
+        choices=("false",),
         importance=Importance.LOW,
         order=6,
     ),
@@ -194,7 +171,8 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.commit.interval-ms",
         KeyType.LONG,
-        "How often the coordinator commits: each commit is one instant on the table's timeline.",
+        "How often the coordinator commits: each commit is one Hudi write, one instant on the table's "
+        "timeline (hoodie.kafka.commit.interval.secs is its other name, in seconds).",
         _G_COMMIT,
         default="60000",
         minimum=100,
@@ -213,9 +191,10 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.maintenance.enabled",
         KeyType.BOOLEAN,
-        "Run Hudi's table services beside the sink, in the coordinator: clustering of small files "
-        "(hoodie.clustering.*) and cleaning of old file slices (hoodie.clean.*). Each run is recorded and shown "
-        "with the connector.",
+        "Run Hudi's compaction (merge-on-read tables, unless hoodie.compact.inline) and clustering "
+        "(hoodie.clustering.async.enabled) beside the sink, between its commits, by Hudi's Spark procedures. "
+        "Each run is recorded and shown with the connector. Cleaning and archival run after each commit, in "
+        "Hudi's writer (hoodie.clean.*, hoodie.archive.*).",
         _G_SERVICES,
         default="true",
         order=1,
@@ -223,109 +202,55 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sinkadmin.maintenance.interval-ms",
         KeyType.LONG,
-        "Time between table service runs, from the end of one to the start of the next. (Hudi cleans after "
-        "every commit: here the old slices of at most one interval wait for the next run.)",
+        "Time between table service runs, from the end of one to the start of the next. Compaction is "
+        "scheduled when hoodie.compact.inline.max.delta.commits delta commits wait (Hudi's trigger).",
         _G_SERVICES,
-        default="3600000",
+        default="600000",
         minimum=1000,
         order=2,
     ),
     ConfigKey(
         "hoodie.clustering.async.enabled",
         KeyType.BOOLEAN,
-        "Cluster small file groups of insert and bulk_insert tables at each table service run: one Spark job "
-        "rewrites them into files of hoodie.clustering.plan.strategy.target.file.max.bytes, and one "
-        "replacecommit swaps them in (sinks/hudi/clustering.py). Hudi's own default is false; here true, as "
-        "bulk_insert opens new files every commit. Upsert tables keep their bucket index's file groups and "
-        "are not clustered.",
+        "Cluster small base files at each table service run (Hudi's run_clustering, with its "
+        "hoodie.clustering.plan.strategy.* keys). Not for tables with the BUCKET index, whose file groups are "
+        "fixed.",
         _G_SERVICES,
-        default="true",
-        order=8,
-    ),
-    ConfigKey(
-        "hoodie.clustering.plan.strategy.small.file.limit",
-        KeyType.LONG,
-        "Base files smaller than this are clustered.",
-        _G_SERVICES,
-        default="314572800",
-        minimum=1,
-        order=9,
-    ),
-    ConfigKey(
-        "hoodie.clustering.plan.strategy.target.file.max.bytes",
-        KeyType.LONG,
-        "Size of the files clustering writes.",
-        _G_SERVICES,
-        default="1073741824",
-        minimum=1024,
-        order=10,
-    ),
-    ConfigKey(
-        "hoodie.clustering.plan.strategy.max.bytes.per.group",
-        KeyType.LONG,
-        "Bytes of small files one clustering group (one Spark task) reads at most.",
-        _G_SERVICES,
-        default="2147483648",
-        minimum=1024,
-        order=11,
-    ),
-    ConfigKey(
-        "hoodie.clustering.plan.strategy.max.num.groups",
-        KeyType.INT,
-        "Clustering groups one run plans at most; the rest wait for the next run.",
-        _G_SERVICES,
-        default="30",
-        minimum=1,
-        order=12,
-    ),
-    ConfigKey(
-        "hoodie.clean.automatic",
-        KeyType.BOOLEAN,
-        "Clean old file slices at each table service run: each commit that rewrites a file group leaves its "
-        "previous slice behind until cleaning deletes it.",
-        _G_SERVICES,
-        default="true",
+        default="false",
         order=3,
     ),
-    ConfigKey(
-        "hoodie.cleaner.policy",
-        KeyType.STRING,
-        "Which slices cleaning keeps. KEEP_LATEST_COMMITS: every slice the latest "
-        "hoodie.cleaner.commits.retained commits read (queries and time travel within them). "
-        "KEEP_LATEST_BY_HOURS: the same over hoodie.cleaner.hours.retained hours. KEEP_LATEST_FILE_VERSIONS: "
-        "the hoodie.cleaner.fileversions.retained newest slices of each file group.",
-        _G_SERVICES,
-        default=KEEP_LATEST_COMMITS,
-        choices=CLEANER_POLICIES,
-        order=4,
-    ),
-    ConfigKey(
-        "hoodie.cleaner.commits.retained",
-        KeyType.INT,
-        "KEEP_LATEST_COMMITS: the commits whose view of the table stays readable.",
-        _G_SERVICES,
-        default="10",
-        minimum=1,
-        order=5,
-    ),
-    ConfigKey(
-        "hoodie.cleaner.hours.retained",
-        KeyType.INT,
-        "KEEP_LATEST_BY_HOURS: the hours of commits whose view of the table stays readable.",
-        _G_SERVICES,
-        default="24",
-        minimum=1,
-        order=6,
-    ),
-    ConfigKey(
-        "hoodie.cleaner.fileversions.retained",
-        KeyType.INT,
-        "KEEP_LATEST_FILE_VERSIONS: slices kept per file group, the newest first.",
-        _G_SERVICES,
-        default="3",
-        minimum=1,
-        order=7,
-    ),
+)
+
+# Families of Hudi's write configs passed to its writer as written (Hudi's names, meanings and defaults).
+HUDI_WRITE_CONFIG_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("hoodie.compact.", "Compaction of merge-on-read tables (hoodie.compact.inline, ...inline.max.delta.commits)."),
+    ("hoodie.compaction.", "Compaction strategy and its limits."),
+    ("hoodie.datasource.compaction.", "Whether the writer compacts (false) or only schedules compactions (true)."),
+    ("hoodie.clean.", "Cleaning of old file slices after each commit (hoodie.clean.automatic, ...)."),
+    ("hoodie.cleaner.", "The cleaner's policy and what it retains."),
+    ("hoodie.archive.", "Archival of the timeline."),
+    ("hoodie.keep.", "Instants the active timeline keeps (hoodie.keep.min.commits, hoodie.keep.max.commits)."),
+    ("hoodie.clustering.", "Clustering's plan and execution strategies."),
+    ("hoodie.metadata.", "The metadata table (on by default, as in Hudi) and its indexes."),
+    ("hoodie.index.", "Index settings beyond its type."),
+    ("hoodie.bucket.", "The bucket index."),
+    ("hoodie.bloom.", "The bloom index."),
+    ("hoodie.record.index.", "The record-level index."),
+    ("hoodie.record.merge.", "How records of one key merge (hoodie.record.merge.mode)."),
+    ("hoodie.parquet.", "Base files (hoodie.parquet.max.file.size, ...small.file.limit, compression)."),
+    ("hoodie.logfile.", "Merge-on-read log files."),
+    ("hoodie.combine.", "Combining records of one key within a write (hoodie.combine.before.insert, ...)."),
+    ("hoodie.datasource.write.keygenerator.", "The key generator (class, type, options)."),
+    ("hoodie.datasource.write.payload.", "The record payload class."),
+    ("hoodie.write.", "Hudi's writer (concurrency, markers, table version, ...)."),
+    ("hoodie.upsert.", "Upsert parallelism and shuffle."),
+    ("hoodie.insert.", "Insert parallelism and shuffle."),
+    ("hoodie.bulkinsert.", "Bulk insert parallelism and sort mode."),
+    ("hoodie.memory.", "Memory of merges and compaction."),
+)
+HUDI_PREFIX_KEYS: tuple[PrefixKey, ...] = tuple(
+    PrefixKey(prefix, f"{doc} Passed to Hudi's writer as written.", _G_HUDI)
+    for prefix, doc in HUDI_WRITE_CONFIG_PREFIXES
 )
 
 # Hudi's own names of two keys (its write configs), accepted as the same keys.
@@ -346,10 +271,12 @@ HUDI = Plugin(
             for name, target in SYNONYMS.items()
         )
     ),
-    prefix_keys=SHARED_PREFIX_KEYS,
+    prefix_keys=(*HUDI_PREFIX_KEYS, *SHARED_PREFIX_KEYS),
     title="Hudi tables",
-    description="Topics into an Apache Hudi Copy-on-Write table (table version 6): one instant per commit, "
-    "upserts by record key through a bucket index, or appends; read by Spark, Trino and hudi-rs.",
+    description="Topics into an Apache Hudi table, copy-on-write or merge-on-read, written by Hudi's own Spark "
+    "writer: one instant per commit, upserts, inserts, bulk inserts and deletes with Hudi's indexes, key "
+    "generators and payloads; compaction, clustering, cleaning and archival by Hudi; read by Spark, Trino and "
+    "hudi-rs.",
     control_topic_key="sinkadmin.control.topic",
     commit_interval_key="sinkadmin.commit.interval-ms",
     commit_timeout_key="sinkadmin.commit.timeout-ms",
@@ -365,8 +292,8 @@ HUDI = Plugin(
     recoverable=True,
     probe="sinks.hudi.settings:probe",
     destinations="sinks.hudi.settings:destinations",
-    maintenance="Clustering of small files by Spark and cleaning of old file slices, each an instant on the "
-    "table's timeline.",
+    maintenance="Compaction of merge-on-read log files and clustering of small files, by Hudi's Spark "
+    "procedures, each an instant on the table's timeline.",
     runtime="sinks.hudi.runtime",
     namespaces=("sinkadmin.", "hoodie."),
 )

@@ -19,12 +19,11 @@ def committer(connector: str, config: SinkConfig) -> HudiCommitter:
 
 
 def maintainer(connector: str, connector_id: int, epoch: int, config: SinkConfig, committer: HudiCommitter) -> Any:
-    """Hudi's table services beside the sink (clustering, cleaning), when the config asks for them."""
-    from sinks.hudi.services import HudiTables
+    """Hudi's table services beside the sink (compaction, clustering), when the table has any to run."""
+    from sinks.hudi.services import HudiTables, has_services
     from workers.runtime import start_maintainer
 
-    settings = config.settings
-    if not config.maintenance.enabled or not (settings.cleaner.automatic or settings.clustering.enabled):
+    if not config.maintenance.enabled or not has_services(config):
         return None
     return start_maintainer(connector, connector_id, epoch, config, lambda ledger: HudiTables(config, ledger))
 

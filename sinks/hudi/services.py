@@ -1,14 +1,18 @@
 """The Hudi sink's table services, as its connector's ``Maintainer`` runs them (workers.maintenance): every
-``sinkadmin.maintenance.interval-ms``, clusterings left unfinished are settled, small file groups are
-clustered (sinks/hudi/clustering.py) and old file slices cleaned (sinks/hudi/cleaning.py)."""
+``sinkadmin.maintenance.interval-ms``, between two commits, Hudi's own Spark procedures compact a
+merge-on-read table's log files (``run_compaction``, unless ``hoodie.compact.inline`` compacts in the
+writer) and cluster small files (``run_clustering``, with ``hoodie.clustering.async.enabled``). They take
+the table's lock as commits do (``sinks.hudi.commit.table_lock``), so the table keeps one writer at a time,
+as Hudi's single-writer mode expects. Cleaning and archival run in Hudi's writer after each commit."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from typing import TYPE_CHECKING, Any
 
-from sinks.hudi.cleaning import HudiCleaner
-from sinks.hudi.clustering import HudiClusterer, settle
-from sinks.hudi.table import HudiTable
+from sinks.hudi import timeline
+from sinks.hudi.commit import table_lock
+from sinks.hudi.plugin import HUDI_WRITE_CONFIG_PREFIXES
 
 if TYPE_CHECKING:
     from connectors.config import SinkConfig
@@ -16,8 +20,22 @@ if TYPE_CHECKING:
     from workers.maintenance import BetweenCommits, MaintenanceLedger
 
 
+def compacts_inline(config: SinkConfig) -> bool:
+    """Whether Hudi's writer compacts within its commits (then the maintenance does not)."""
+    from sinks.hudi.settings import writer_options
+
+    options = writer_options(config.settings, config.raw)
+    return options.get("hoodie.datasource.compaction.async.enable", "true").strip().lower() != "true"
+
+
+def has_services(config: SinkConfig) -> bool:
+    """Whether the maintenance has anything to run for this connector's table."""
+    settings: HudiSettings = config.settings
+    return (settings.merge_on_read and not compacts_inline(config)) or settings.clustering
+
+
 class HudiTables:
-    """The Hudi sink's table as its connector's ``Maintainer`` maintains it: clustering, then cleaning."""
+    """The Hudi sink's table as its connector's ``Maintainer`` maintains it: compaction, then clustering."""
 
     def __init__(self, config: SinkConfig, ledger: MaintenanceLedger) -> None:
         self.config = config
@@ -28,57 +46,61 @@ class HudiTables:
     def name(self) -> str:
         return f"{self.settings.database}.{self.settings.table_name}"
 
-    def _table(self) -> HudiTable:
-        fs, base = self.settings.filesystem()
-        return HudiTable(fs, base, self.settings.spec())
-
     def existing(self) -> list[str]:
-        return [self.name] if self._table().stored_properties() is not None else []
+        return [self.name] if timeline.exists(self.settings.base_path) else []
 
     def maintain(self, table: str, run_id: int, turns: BetweenCommits) -> None:
         from workers.maintenance import MaintenanceFailed, Stopped
-        from workers.spark_writer import UnitRunner
 
+        # Each service: its procedure, and the column of its result rows that counts the file groups it
+        # rewrote (one row per compaction or clustering it ran: its instant, that count, its state).
+        services = []
+        if self.settings.merge_on_read and not compacts_inline(self.config):
+            services.append(("compaction", "run_compaction", "operation_size"))
+        if self.settings.clustering:
+            services.append(("clustering", "run_clustering", "input_group_size"))
         failures = []
-        hudi = self._table()
-        # Whatever the settings: a clustering left requested would hold back cleaning and keep its
-        # file groups from the sink's inserts for good.
-        turns.run(lambda: settle(hudi, requested=True))
-        if self.settings.clustering.enabled and not self.settings.upsert:
+        for service, procedure, rewritten in services:
             try:
-                clustered = HudiClusterer(
-                    hudi, self.settings.clustering, turns, UnitRunner(self.config), self.ledger.current
-                ).run()
-                if clustered is not None:
-                    self.ledger.record(
-                        run_id,
-                        rewritten_files=clustered.replaced_files,
-                        rewritten_bytes=clustered.replaced_bytes,
-                        added_files=clustered.added_files,
-                        added_bytes=clustered.added_bytes,
-                        replace_snapshot_id=int(clustered.instant),
-                    )
+                rows = turns.run(functools.partial(self._call, procedure, "op => 'scheduleAndExecute'"))
             except Stopped:
                 raise
             except Exception as exc:
-                # (Cleaning still runs: a Spark outage must not let old slices pile up.)
-                failures.append(f"clustering: {type(exc).__name__}: {exc}")
-        if self.settings.cleaner.automatic:
-            cleaner = HudiCleaner(hudi, self.settings.cleaner, turns)
-            outcomes = cleaner.run()
-            self.ledger.record(
-                run_id,
-                expired_files=sum(o.deleted for o in outcomes),
-                removed_bytes=sum(o.removed_bytes for o in outcomes),
-            )
-            for instant, why in cleaner.unreadable.items():
-                failures.append(
-                    f"cleaning: the clean {instant} left in flight has no readable plan ({why}); this run cleaned "
-                    f"without it (remove {instant}.clean.requested and .clean.inflight from .hoodie to end this)"
+                failures.append(f"{service}: {type(exc).__name__}: {exc}")
+                continue
+            done = [r for r in rows if r.get("state") == "COMPLETED"]
+            if done:
+                self.ledger.record(
+                    run_id,
+                    rewritten_files=sum(int(r.get(rewritten) or 0) for r in done),
+                    replace_snapshot_id=int(done[-1]["timestamp"]),
                 )
-            failed = sum(o.failed for o in outcomes)
-            if failed:
-                # (Recorded in the clean's failedDeleteFiles; still old slices, so the next run plans them again.)
-                failures.append(f"cleaning: could not delete {failed} files; the next run tries them again")
         if failures:
             raise MaintenanceFailed("; ".join(failures))
+
+    def _call(self, procedure: str, arguments: str) -> list[dict[str, Any]]:
+        """Run Hudi's Spark procedure on the table under its lock, with the connector's Hudi write configs."""
+        from workers.locks import advisory_lock
+        from workers.spark_writer import SparkJobs
+
+        options = ",".join(f"{k}={v}" for k, v in sorted(procedure_options(self.config.raw).items()))
+        statement = (
+            f"CALL {procedure}(path => {_literal(self.settings.base_path)}, {arguments}, "
+            f"options => {_literal(options)})"
+        )
+        with advisory_lock(table_lock(self.settings)):
+            rows = SparkJobs().run_on_session(lambda spark: spark.sql(statement).collect())
+        return [row.asDict() for row in rows]
+
+
+def procedure_options(raw: dict[str, str]) -> dict[str, str]:
+    """The connector's Hudi write configs as a procedure's ``options`` take them (``k=v,k=v``): the table's
+    own settings (keys, key generator, type) come from its hoodie.properties. A value with a comma cannot
+    be said there, and an empty one is Hudi's default anyway: both are left to the table's defaults."""
+    prefixes = tuple(prefix for prefix, _ in HUDI_WRITE_CONFIG_PREFIXES)
+    return {k: v for k, v in raw.items() if k.startswith(prefixes) and v.strip() and "," not in v}
+
+
+def _literal(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

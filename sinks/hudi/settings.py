@@ -11,13 +11,10 @@ from urllib.parse import urlsplit
 
 from connectors.config.definitions import CheckResult, CheckStatus
 from connectors.config.validation import KeyRule, apply_key_rules
-from sinks.hudi.plugin import HUDI, KEEP_LATEST_COMMITS, SYNONYMS
+from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_PREFIXES, SYNONYMS
 
 if TYPE_CHECKING:
-    import pyarrow.fs as pafs
-
     from connectors.config.validation import ConfigValidation, SinkConfig
-    from sinks.hudi.table import HudiTableSpec
 
 # A Hudi schema provider types the table's columns; this sink types them from the records as the value
 # converter decodes them, so a schema provider it ignored would give other column types.
@@ -32,31 +29,6 @@ METASTORE_SYNC_OFF = (
 # Keys of Hudi's Kafka Connect sink and write configs that this sink does not take as its own keys, and what it
 # does with each: ignored with a note when that changes nothing written, refused when it would.
 KEY_RULES = {
-    "hoodie.metadata.enable": KeyRule(
-        ignored="the metadata table is not written, as with false",
-        refused="the metadata table is not written: readers list the partitions (set false or remove the key)",
-        harmless=("false",),
-    ),
-    "hoodie.datasource.write.keygenerator.class": KeyRule(
-        ignored="keys are made as SimpleKeyGenerator (one field), ComplexKeyGenerator (several) or "
-        "NonpartitionedKeyGenerator (no partition field) make them",
-        refused="keys are made as SimpleKeyGenerator (one field) or ComplexKeyGenerator (several) make them; "
-        "another key generator would make other keys: remove the key",
-        harmless=(
-            "org.apache.hudi.keygen.SimpleKeyGenerator",
-            "org.apache.hudi.keygen.ComplexKeyGenerator",
-            "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
-        ),
-    ),
-    "hoodie.datasource.write.payload.class": KeyRule(
-        ignored="records merge by the precombine field, as this payload merges them",
-        refused="records merge as DefaultHoodieRecordPayload merges them (by the precombine field); another "
-        "payload would merge them otherwise: remove the key",
-        harmless=(
-            "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
-            "org.apache.hudi.common.model.EventTimeAvroPayload",
-        ),
-    ),
     "hoodie.kafka.control.topic": KeyRule(
         ignored="the coordinator's control topic is sinkadmin.control.topic; which topic carries the commit "
         "protocol changes nothing written",
@@ -70,12 +42,6 @@ KEY_RULES = {
     "hoodie.schemaprovider.class": SCHEMA_PROVIDER,
     "hoodie.streamer.schemaprovider.*": SCHEMA_PROVIDER,
     "hoodie.deltastreamer.schemaprovider.*": SCHEMA_PROVIDER,
-    "hoodie.keep.max.commits": KeyRule(
-        ignored="completed instants are not archived: the timeline keeps them all, which changes no row",
-    ),
-    "hoodie.keep.min.commits": KeyRule(
-        ignored="completed instants are not archived: the timeline keeps them all, which changes no row",
-    ),
     "hoodie.meta.sync.enable": KeyRule(
         ignored="the table is not synced to a metastore, as with false",
         refused="the table is not synced to a metastore: register its base path with yours (set false)",
@@ -136,31 +102,38 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             )
         elif not (parts.path if scheme else base).startswith("/"):
             result.add(base_key, "must be an absolute path (every worker and executor reads it)")
-    if _get(config, "hoodie.table.type") == "MERGE_ON_READ":
-        result.add(
-            "hoodie.table.type",
-            "MERGE_ON_READ needs Hudi's log files, which this sink does not write: use COPY_ON_WRITE",
-        )
     operation = _get(config, "hoodie.datasource.write.operation").lower()
     keys = _fields(config, "hoodie.datasource.write.recordkey.field")
-    if operation == "upsert" and not keys:
+    if operation in ("upsert", "delete") and not keys:
         result.add(
             "hoodie.datasource.write.recordkey.field",
-            "upsert needs the record key field(s); or set hoodie.datasource.write.operation=insert",
+            f"{operation} needs the record key field(s); or set hoodie.datasource.write.operation=insert",
         )
+    combine_on_insert = config.get("hoodie.combine.before.insert", "false").strip().lower() == "true"
     if operation != "upsert":
-        # Hudi's own writer ignores the precombine field on insert; a delete marker it would still apply
-        # (DefaultHoodieRecordPayload drops a marked record on insert too), which this sink does not.
-        if config.get("hoodie.datasource.write.precombine.field"):
+        if config.get("hoodie.datasource.write.precombine.field") and not (operation == "insert" and combine_on_insert):
             result.ignore(
                 "hoodie.datasource.write.precombine.field",
-                f"only upserts merge records by key, and this connector's operation is {operation}",
+                f"Hudi's writer merges records by it on upsert, and on insert with hoodie.combine.before.insert="
+                f"true; this connector's operation is {operation}",
             )
         if config.get("hoodie.payload.delete.field"):
             result.add(
                 "hoodie.payload.delete.field",
                 f"only upserts apply delete markers: remove it, or set operation=upsert ({operation})",
             )
+    index = _get(config, "hoodie.index.type").upper()
+    if index == "BUCKET" and not keys and config.get("hoodie.index.type"):
+        result.add(
+            "hoodie.index.type",
+            "the BUCKET index hashes the record key: name hoodie.datasource.write.recordkey.field, or another index",
+        )
+    if config.get("hoodie.clustering.async.enabled", "false").strip().lower() == "true" and index == "BUCKET":
+        result.add(
+            "hoodie.clustering.async.enabled",
+            "a table with the BUCKET index keeps its file groups (its keys are hashed to them): clustering would "
+            "move keys out of their buckets; use another hoodie.index.type to cluster",
+        )
     if bool(config.get("hoodie.payload.delete.field")) != bool(config.get("hoodie.payload.delete.marker")):
         result.add("hoodie.payload.delete.marker", "set both hoodie.payload.delete.field and its marker, or neither")
     converter = config.get("value.converter", "json")
@@ -174,32 +147,14 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
 
 
 @dataclass(frozen=True)
-class CleanerConfig:
-    """``hoodie.clean.automatic`` and the cleaner's policy keys (Hudi's names and defaults)."""
-
-    automatic: bool = True
-    policy: str = KEEP_LATEST_COMMITS
-    commits_retained: int = 10
-    file_versions_retained: int = 3
-    hours_retained: int = 24
-
-
-@dataclass(frozen=True)
-class ClusteringConfig:
-    """``hoodie.clustering.async.enabled`` and the size-based plan strategy's keys (Hudi's names)."""
-
-    enabled: bool = True
-    small_file_limit: int = 314572800
-    target_file_max_bytes: int = 1073741824
-    max_bytes_per_group: int = 2147483648
-    max_num_groups: int = 30
-
-
-@dataclass(frozen=True)
 class HudiSettings:
+    """A valid Hudi sink config's own settings, typed (``SinkConfig.settings``); the rest of Hudi's write
+    configs go to its writer as written (``writer_options``)."""
+
     base_path: str
     table_name: str
     database: str
+    table_type: str
     operation: str
     record_key_fields: tuple[str, ...]
     partition_fields: tuple[str, ...]
@@ -207,32 +162,24 @@ class HudiSettings:
     hive_style_partitioning: bool
     delete_field: str | None
     delete_marker: str | None
-    num_buckets: int
-    max_file_size: int
-    small_file_limit: int
-    cleaner: CleanerConfig
-    clustering: ClusteringConfig
+    index_type: str
+    clustering: bool
+    # hoodie.record.merge.mode as the config says it ("": Hudi's default).
+    merge_mode: str = ""
 
     @property
     def upsert(self) -> bool:
         return self.operation == "upsert"
 
-    def spec(self) -> HudiTableSpec:
-        from sinks.hudi.table import HudiTableSpec
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_type == "MERGE_ON_READ"
 
-        return HudiTableSpec(
-            name=self.table_name,
-            database=self.database,
-            record_key_fields=self.record_key_fields,
-            partition_fields=self.partition_fields,
-            precombine_field=self.precombine_field,
-            hive_style_partitioning=self.hive_style_partitioning,
-        )
-
-    def filesystem(self) -> tuple[pafs.FileSystem, str]:
-        import pyarrow.fs as pafs
-
-        return pafs.LocalFileSystem(), self.base_path
+    @property
+    def event_time_ordering(self) -> bool:
+        """Whether Hudi orders a key's records by the precombine field (its EVENT_TIME_ORDERING merge mode,
+        its default with a precombine field), not by commit."""
+        return self.precombine_field is not None and self.merge_mode != "COMMIT_TIME_ORDERING"
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> HudiSettings:
@@ -243,6 +190,7 @@ class HudiSettings:
             base_path=os.path.normpath(base) if base else "",
             table_name=_get(raw, "target.table.name"),
             database=_get(raw, "target.database.name"),
+            table_type=_get(raw, "hoodie.table.type").upper(),
             operation=_get(raw, "hoodie.datasource.write.operation").lower(),
             record_key_fields=_fields(raw, "hoodie.datasource.write.recordkey.field"),
             partition_fields=_fields(raw, "hoodie.datasource.write.partitionpath.field"),
@@ -250,43 +198,92 @@ class HudiSettings:
             hive_style_partitioning=_get(raw, "hoodie.datasource.write.hive_style_partitioning").lower() == "true",
             delete_field=_get(raw, "hoodie.payload.delete.field") or None,
             delete_marker=_get(raw, "hoodie.payload.delete.marker") or None,
-            num_buckets=int(_get(raw, "hoodie.bucket.index.num.buckets")),
-            max_file_size=int(_get(raw, "hoodie.parquet.max.file.size")),
-            small_file_limit=int(_get(raw, "hoodie.parquet.small.file.limit")),
-            cleaner=CleanerConfig(
-                automatic=_get(raw, "hoodie.clean.automatic").lower() == "true",
-                policy=_get(raw, "hoodie.cleaner.policy").upper(),
-                commits_retained=int(_get(raw, "hoodie.cleaner.commits.retained")),
-                file_versions_retained=int(_get(raw, "hoodie.cleaner.fileversions.retained")),
-                hours_retained=int(_get(raw, "hoodie.cleaner.hours.retained")),
+            # (Without a record key, as keyless inserts are, there is nothing to hash: Hudi's SIMPLE index.)
+            index_type=(
+                _get(raw, "hoodie.index.type").upper()
+                if raw.get("hoodie.index.type") or _fields(raw, "hoodie.datasource.write.recordkey.field")
+                else "SIMPLE"
             ),
-            clustering=ClusteringConfig(
-                enabled=_get(raw, "hoodie.clustering.async.enabled").lower() == "true",
-                small_file_limit=int(_get(raw, "hoodie.clustering.plan.strategy.small.file.limit")),
-                target_file_max_bytes=int(_get(raw, "hoodie.clustering.plan.strategy.target.file.max.bytes")),
-                max_bytes_per_group=int(_get(raw, "hoodie.clustering.plan.strategy.max.bytes.per.group")),
-                max_num_groups=int(_get(raw, "hoodie.clustering.plan.strategy.max.num.groups")),
-            ),
+            clustering=_get(raw, "hoodie.clustering.async.enabled").lower() == "true",
+            merge_mode=raw.get("hoodie.record.merge.mode", "").strip().upper(),
         )
 
 
+KEY_GENERATORS = "org.apache.hudi.keygen."
+
+
+def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, str]:
+    """The options of Hudi's Spark writer for this connector: its Hudi write configs as written (the
+    families of ``HUDI_WRITE_CONFIG_PREFIXES``), and what the sink's keys say in Hudi's names."""
+    prefixes = tuple(prefix for prefix, _ in HUDI_WRITE_CONFIG_PREFIXES)
+    options = {k: v for k, v in raw.items() if k.startswith(prefixes)}
+    options.update(
+        {
+            "hoodie.table.name": settings.table_name,
+            "hoodie.database.name": settings.database,
+            "hoodie.datasource.write.table.type": settings.table_type,
+            "hoodie.datasource.write.operation": settings.operation,
+            "hoodie.datasource.write.partitionpath.field": ",".join(settings.partition_fields),
+            "hoodie.datasource.write.hive_style_partitioning": str(settings.hive_style_partitioning).lower(),
+            "hoodie.index.type": settings.index_type,
+        }
+    )
+    if settings.index_type == "BUCKET":
+        options["hoodie.bucket.index.num.buckets"] = _get(raw, "hoodie.bucket.index.num.buckets")
+    if settings.record_key_fields:
+        options["hoodie.datasource.write.recordkey.field"] = ",".join(settings.record_key_fields)
+    if (
+        settings.precombine_field
+        and settings.merge_mode != "COMMIT_TIME_ORDERING"
+        and (settings.upsert or options.get("hoodie.combine.before.insert") == "true")
+    ):
+        # (In commit-time ordering Hudi has no ordering field: given one, it would make the table event-time.)
+        options["hoodie.datasource.write.precombine.field"] = settings.precombine_field
+    if "hoodie.datasource.write.keygenerator.class" not in options:
+        if not settings.partition_fields:
+            generator = "NonpartitionedKeyGenerator"
+        elif len(settings.partition_fields) == 1 and len(settings.record_key_fields) <= 1:
+            generator = "SimpleKeyGenerator"
+        else:
+            generator = "ComplexKeyGenerator"
+        options["hoodie.datasource.write.keygenerator.class"] = KEY_GENERATORS + generator
+    if settings.merge_on_read:
+        # Hudi's Spark writer compacts a merge-on-read table inline unless its compaction is async; async, it
+        # schedules compactions and the sink's maintenance runs them beside the sink (sinks.hudi.services).
+        inline = raw.get("hoodie.compact.inline", "false").strip().lower() == "true"
+        options.setdefault("hoodie.datasource.compaction.async.enable", "false" if inline else "true")
+    if settings.index_type == "RECORD_INDEX":
+        options.setdefault("hoodie.metadata.record.index.enable", "true")
+    return options
+
+
 def probe(config: SinkConfig) -> list[CheckResult]:
-    """Write and delete a file at the base path, and check a table already there is this one."""
-    from sinks.hudi.table import HudiTable
+    """Write and delete a file at the base path, and check that a table already there is this one."""
+    from pathlib import Path
+
+    from sinks.hudi import timeline
 
     settings: HudiSettings = config.settings
-    fs, base = settings.filesystem()
-    fs.create_dir(base, recursive=True)
-    path = f"{base}/.sinkadmin-probe-{uuid.uuid4().hex[:8]}"
-    with fs.open_output_stream(path) as stream:
-        stream.write(b"probe")
-    fs.delete_file(path)
-    table = HudiTable(fs, base, settings.spec())
-    found = table.stored_properties()
-    if found is None:
+    base = Path(settings.base_path)
+    base.mkdir(parents=True, exist_ok=True)
+    probe_file = base / f".sinkadmin-probe-{uuid.uuid4().hex[:8]}"
+    probe_file.write_bytes(b"probe")
+    probe_file.unlink()
+    if not timeline.exists(settings.base_path):
         return [CheckResult("Table", CheckStatus.OK, f"{base} is writable; the table is created by the first commit")]
-    HudiTable.create_or_load(fs, base, settings.spec())  # raises if it is another table
-    detail = f"Hudi table {found.get('hoodie.table.name')} at {base}, {len(table.completed())} commits"
+    found = timeline.table(settings.base_path).hudi_options()
+    problems = [
+        f"{key} is {found.get(key)!r} there, {wanted!r} here"
+        for key, wanted in (
+            ("hoodie.table.name", settings.table_name),
+            ("hoodie.table.type", settings.table_type),
+        )
+        if found.get(key) != wanted
+    ]
+    if problems:
+        return [CheckResult("Table", CheckStatus.ERROR, f"another table is at {base}: {'; '.join(problems)}")]
+    commits = len(timeline.completed_instants(settings.base_path))
+    detail = f"Hudi table {settings.table_name} ({settings.table_type}) at {base}, {commits} commits"
     return [CheckResult("Table", CheckStatus.OK, detail)]
 
 

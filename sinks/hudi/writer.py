@@ -1,19 +1,20 @@
-"""The Hudi sink's data plane, participants' side: a commit's staged records become keyed, placed rows.
+"""The Hudi sink's data plane, participants' side: a commit's staged records become the rows Hudi writes.
 
 One function decodes one staged partition (``HudiJob.decode``): Spark's
 Python workers run it (the spark data plane, one Spark job per task and
 commit) or the participant does (arrow). Records are decoded with the same
 JSON decoder as the other sinks (``workers.record_runs``), so the same
-records are bad on every sink and plane. Each record gets its Hudi record
-key, partition path and, for upserts, its bucket and whether it deletes its
-key; a record without a key field (or, for upserts, without its precombine
-field) is a bad record, handled by ``errors.tolerance``.
+records are bad on every sink and plane. A record without its record key
+field (or, for upserts, its precombine field) is a bad record, handled by
+``errors.tolerance``, before the commit is prepared (I9). A record that
+deletes its key (a delete marker, ``_hoodie_is_deleted``, or a tombstone:
+a null value, keyed by its Kafka key) gets ``_hoodie_is_deleted=true``, the
+column Hudi's writer deletes by.
 
 The rows are written to one Parquet file under the table's
-``.hoodie/.temp/sinkadmin/<commit>/`` (readers never look there), and the
-file's counts per partition path and bucket travel with the write status:
-the coordinator plans the commit's file groups from them and has Spark merge
-the rows into the table (``sinks.hudi.commit``), under one instant.
+``.sinkadmin/incoming/<commit>/`` (readers never look there), with their
+place in the stream (``SEQUENCE``); the coordinator has Hudi's own Spark
+writer write them, under one instant (``sinks.hudi.commit``).
 """
 
 from __future__ import annotations
@@ -32,15 +33,6 @@ import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
 from sinks.hudi.settings import HudiSettings
-from sinks.hudi.table import (
-    DELETE,
-    HOODIE,
-    SEQUENCE,
-    TOMBSTONE,
-    buckets,
-    partition_path,
-    record_keys,
-)
 from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.record_runs import RecordRuns
@@ -49,14 +41,22 @@ from workers.staging import StagedPartition
 from workers.writes import BadRecord, RawStagedWriter
 
 CHUNK_BYTES = 1 << 20
-BUCKET = "_sinkadmin_bucket"
 # Hudi's own delete flag: a record with it set to true deletes its key.
 IS_DELETED = "_hoodie_is_deleted"
+# The record's place in the commit's stream (its offset): of a key's records, the later wins a tie.
+SEQUENCE = "_sinkadmin_sequence"
+
+
+# Under the base path, beside the table's files, hidden: no reader lists it (a partition has
+# .hoodie_partition_metadata), and it is there before the table is (under .hoodie it would make Hudi's
+# writer take a first commit's directory for a table without hoodie.properties).
+INCOMING = ".sinkadmin/incoming"
 
 
 def incoming_root(settings: HudiSettings, commit_id: uuid.UUID | str) -> str:
-    """Where the participants leave a commit's rows for the coordinator's merge."""
-    return f"{settings.base_path}/{HOODIE}/.temp/sinkadmin/{commit_id}"
+    """Where the participants leave a commit's rows for the coordinator's Hudi write: on the table's
+    storage, which every worker and executor sees, until the commit is applied (I9)."""
+    return f"{settings.base_path}/{INCOMING}/{commit_id}"
 
 
 class PartitionRows(RecordRuns):
@@ -67,7 +67,6 @@ class PartitionRows(RecordRuns):
     ) -> None:
         super().__init__(config, value_schemas, ignore_nulls=True)
         self.settings = settings
-        self.spec = settings.spec()
         self.topic = topic
         self.partition = partition
         self.pieces: list[pa.Table] = []
@@ -84,7 +83,7 @@ class PartitionRows(RecordRuns):
         if self.schema is None:
             self.settle(values[:500])
         tombstones = [i for i, v in enumerate(values) if v is None and errors[i] is None]
-        if tombstones and self.settings.upsert:
+        if tombstones and self.settings.operation in ("upsert", "delete"):
             self._tombstones([offsets[i] for i in tombstones], [keys[i] for i in tombstones])
         done = 0
         while done < len(values):
@@ -102,12 +101,14 @@ class PartitionRows(RecordRuns):
     def _keyed(
         self, rows: pa.Table, offsets: list[int], bad: list[tuple[int, str]], positions: list[int]
     ) -> pa.Table | None:
-        """The decoded records with their keying columns; records that cannot be keyed go to ``bad``."""
+        """The decoded records with their delete flag and place in the stream; records that cannot be
+        keyed go to ``bad``."""
         s = self.settings
         n = len(rows)
         if n == 0:
             return None
         refused: dict[int, str] = {}
+        # (A null partition field is Hudi's to place: its default partition.)
         for name in s.record_key_fields:
             for j in self._missing(rows, name):
                 refused.setdefault(j, f"record key field {name!r} is missing or null")
@@ -122,37 +123,35 @@ class PartitionRows(RecordRuns):
             n = len(rows)
             if n == 0:
                 return None
-        if s.record_key_fields:
-            key = record_keys(rows, s.record_key_fields)
-        else:
-            key = pa.array([f"{self.topic}+{self.partition}+{o}" for o in offsets], pa.string())
-        paths = self._partition_paths(rows)
         deleting = np.zeros(n, dtype=bool)
-        if s.upsert:
+        if s.operation == "delete":
+            deleting[:] = True
+        elif s.upsert:
             if s.delete_field and s.delete_field in rows.column_names:
                 marked = pc.equal(rows.column(s.delete_field).cast(pa.string()), s.delete_marker or "")
                 deleting |= np.asarray(marked.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
             if IS_DELETED in rows.column_names and pa.types.is_boolean(rows.schema.field(IS_DELETED).type):
                 flagged = rows.column(IS_DELETED).fill_null(False)
                 deleting |= np.asarray(flagged.to_numpy(zero_copy_only=False), dtype=bool)
-        keyed = rows.append_column("_hoodie_record_key", key).append_column("_hoodie_partition_path", paths)
-        keyed = keyed.append_column(DELETE, pa.array(deleting, pa.bool_()))
-        keyed = keyed.append_column(TOMBSTONE, pa.array(np.zeros(n, dtype=bool), pa.bool_()))
-        keyed = keyed.append_column(SEQUENCE, pa.array(offsets, pa.int64()))
-        if s.upsert:
-            keyed = keyed.append_column(BUCKET, pa.array(buckets(key, s.num_buckets), pa.int32()))
-        return keyed
+        if IS_DELETED in rows.column_names:
+            rows = rows.drop_columns([IS_DELETED])
+        rows = rows.append_column(IS_DELETED, pa.array(deleting, pa.bool_()))
+        return rows.append_column(SEQUENCE, pa.array(offsets, pa.int64()))
 
     def _tombstones(self, offsets: list[int], keys: list[bytes | None]) -> None:
-        """Null values delete their Kafka key's row; a partitioned table cannot place them (no partition values)."""
+        """Null values delete their Kafka key's row: a row of the key's fields, flagged deleted. A partitioned
+        table cannot place them (they carry no partition values)."""
         s = self.settings
-        found: list[tuple[int, str]] = []
+        found: list[tuple[int, list[Any]]] = []
         for offset, raw in zip(offsets, keys, strict=True):
-            key = self._key_of(raw)
-            if key is None:
-                self.bad.append(
-                    BadRecord(self.topic, self.partition, offset, "a tombstone without a key deletes nothing")
+            values = self._key_values(raw)
+            if values is None:
+                why = (
+                    "a tombstone without a key deletes nothing"
+                    if raw is None
+                    else (f"a tombstone's key must hold the record key field(s) {', '.join(s.record_key_fields)}")
                 )
+                self.bad.append(BadRecord(self.topic, self.partition, offset, why))
             elif s.partition_fields:
                 self.bad.append(
                     BadRecord(
@@ -163,27 +162,35 @@ class PartitionRows(RecordRuns):
                         "table: delete with hoodie.payload.delete.field or _hoodie_is_deleted instead",
                     )
                 )
+            elif s.event_time_ordering:
+                self.bad.append(
+                    BadRecord(
+                        self.topic,
+                        self.partition,
+                        offset,
+                        "a tombstone has no precombine value, and Hudi's writer and readers cannot merge a delete "
+                        "without one in event-time ordering: delete with hoodie.payload.delete.field or "
+                        "_hoodie_is_deleted, or set hoodie.record.merge.mode=COMMIT_TIME_ORDERING",
+                    )
+                )
             else:
-                found.append((offset, key))
+                found.append((offset, values))
         if not found:
             return
-        key_column = pa.array([k for _, k in found], pa.string())
+        columns: dict[str, pa.Array] = {}
+        schema = self.schema
+        for i, name in enumerate(s.record_key_fields):
+            column = pa.array([str(values[i]) for _, values in found], pa.string())
+            wanted = schema.field(name).type if schema is not None and name in schema.names else pa.string()
+            columns[name] = column.cast(wanted)
         n = len(found)
-        self.pieces.append(
-            pa.table(
-                {
-                    "_hoodie_record_key": key_column,
-                    "_hoodie_partition_path": pa.array([""] * n, pa.string()),
-                    DELETE: pa.array([True] * n, pa.bool_()),
-                    TOMBSTONE: pa.array([True] * n, pa.bool_()),
-                    SEQUENCE: pa.array([o for o, _ in found], pa.int64()),
-                    BUCKET: pa.array(buckets(key_column, s.num_buckets), pa.int32()),
-                }
-            )
-        )
+        columns[IS_DELETED] = pa.array([True] * n, pa.bool_())
+        columns[SEQUENCE] = pa.array([o for o, _ in found], pa.int64())
+        self.pieces.append(pa.table(columns))
 
-    def _key_of(self, raw: bytes | None) -> str | None:
-        """A Kafka key as a record key: the key fields of a JSON object key, else the key's text."""
+    def _key_values(self, raw: bytes | None) -> list[Any] | None:
+        """The record key field values a Kafka key holds: the fields of a JSON object key, or for one key
+        field the key itself (its text, or a JSON scalar)."""
         if raw is None:
             return None
         text = raw.decode("utf-8", "replace")
@@ -191,15 +198,14 @@ class PartitionRows(RecordRuns):
         try:
             parsed = json.loads(text)
         except ValueError:
-            return text
-        if isinstance(parsed, dict) and all(f in parsed for f in fields):
-            values = [parsed[f] for f in fields]
-            return (
-                str(values[0])
-                if len(fields) == 1
-                else ",".join(f"{f}:{v}" for f, v in zip(fields, values, strict=True))
-            )
-        return text if not isinstance(parsed, (str, int, float)) else str(parsed)
+            return [text] if len(fields) == 1 else None
+        if isinstance(parsed, dict):
+            if all(f in parsed and parsed[f] is not None for f in fields):
+                return [parsed[f] for f in fields]
+            return None
+        if len(fields) == 1 and isinstance(parsed, (str, int, float)) and not isinstance(parsed, bool):
+            return [parsed]
+        return None
 
     @staticmethod
     def _missing(rows: pa.Table, name: str) -> list[int]:
@@ -207,45 +213,20 @@ class PartitionRows(RecordRuns):
             return list(range(len(rows)))
         return np.nonzero(np.asarray(rows.column(name).is_null().to_numpy(zero_copy_only=False)))[0].tolist()
 
-    def _partition_paths(self, rows: pa.Table) -> pa.Array:
-        fields = self.spec.partition_fields
-        if not fields:
-            return pa.array([""] * len(rows), pa.string())
-        columns = [
-            rows.column(f).cast(pa.string()).to_pylist() if f in rows.column_names else [None] * len(rows)
-            for f in fields
-        ]
-        cache: dict[tuple[Any, ...], str] = {}
-        paths = []
-        for values in zip(*columns, strict=True):
-            if values not in cache:
-                cache[values] = partition_path(self.spec, values)
-            paths.append(cache[values])
-        return pa.array(paths, pa.string())
-
     def finish(self, path: str) -> DataFile | None:
-        """Write the rows to ``path``; the write status of the file, with its counts per partition path and bucket."""
+        """Write the rows to ``path``, in the stream's order; the write status of the file."""
         if not self.pieces:
             return None
-        # In offset order (tombstones were set aside from their chunks' records): the
-        # commit's merge takes the rows' order for the stream's.
         rows = pa.concat_tables(self.pieces, promote_options="permissive").sort_by(SEQUENCE)
-        folder = path.rsplit("/", 1)[0]
-        Path(folder).mkdir(parents=True, exist_ok=True)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(rows, path, compression="lz4")
-        counts: dict[str, dict[str, int]] = {}
-        bucket_column = rows.column(BUCKET).to_pylist() if BUCKET in rows.column_names else [0] * len(rows)
-        for p, b in zip(rows.column("_hoodie_partition_path").to_pylist(), bucket_column, strict=True):
-            per = counts.setdefault(p, {})
-            per[str(b)] = per.get(str(b), 0) + 1
         return DataFile(
-            table=self.spec.name,
+            table=f"{self.settings.database}.{self.settings.table_name}",
             path=path,
             topic=self.topic,
             partition=self.partition,
             records=len(rows),
             bytes=Path(path).stat().st_size,
-            partition_values=json.dumps(counts, sort_keys=True),
         )
 
 

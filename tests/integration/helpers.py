@@ -272,10 +272,11 @@ class TcpProxy:
                     sock.shutdown(socket.SHUT_RDWR)
 
 
-def changes(count: int, keys: int, partitions: int, seed: int) -> list[bytes | None]:
+def changes(count: int, keys: int, partitions: int, seed: int, first_ts: int = 0) -> list[bytes | None]:
     """Changes of ``keys`` keys (id, ts, amount, op u/d, region); record i is for a key of partition
     i % partitions (produce() places record i there), so each key lives in one partition, as Kafka
-    places keyed records."""
+    places keyed records. ``ts`` grows along the stream from ``first_ts`` (as a change's source position
+    does), so ordering by it is ordering by the stream, whatever the commits' bounds."""
     rng = random.Random(seed)
     by_partition = [
         [k for k in range(keys) if zlib.crc32(str(k).encode()) % partitions == p] for p in range(partitions)
@@ -285,7 +286,7 @@ def changes(count: int, keys: int, partitions: int, seed: int) -> list[bytes | N
         key = rng.choice(by_partition[i % partitions])
         record = {
             "id": key,
-            "ts": rng.randrange(40),
+            "ts": first_ts + i,
             "amount": rng.randrange(10_000),
             "op": "d" if rng.random() < 0.1 else "u",
             "region": f"r{key % 3}",

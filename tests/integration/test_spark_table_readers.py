@@ -1,12 +1,10 @@
-"""Spark's own Iceberg and Hudi readers, and Iceberg's procedures, through the Spark Connect server the
-project starts (sinkadmin.services.spark_conf): a table of the Iceberg SQL catalog on the project's
-PostgreSQL, mapped into Spark as Iceberg's JDBC catalog, and a table the Hudi sink wrote; and what
-maintenance says on a Spark without Iceberg's runtime."""
+"""Spark's own Iceberg reader and Iceberg's procedures, through the Spark Connect server the project
+starts (sinkadmin.services.spark_conf): a table of the Iceberg SQL catalog on the project's PostgreSQL,
+mapped into Spark as Iceberg's JDBC catalog; and what maintenance says on a Spark without Iceberg's
+runtime. (Hudi's Spark reader reads every table of tests/integration/test_hudi_sink.py.)"""
 
 from __future__ import annotations
 
-import json
-import random
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.test_hudi_sink import Sink, changes, read
 from workers import spark_writer
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -61,23 +58,6 @@ def test_spark_reads_and_maintains_a_table_of_the_sql_catalog(spark_remote: str,
     table = catalog.load_table("db.events")
     assert len(table.snapshots()) == 1 and len(table.inspect.files()) == 1
     assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
-
-
-def test_spark_reads_a_table_the_hudi_sink_wrote(spark_remote: str, tmp_path: Path) -> None:
-    sink = Sink(tmp_path / "orders", **{"hoodie.payload.delete.field": "op", "hoodie.payload.delete.marker": "d"})
-    rng = random.Random(7)
-    for _ in range(4):
-        sink.commit(changes(rng, 200, 40, True))
-    expected = sorted(
-        json.dumps({k: v for k, v in r.items() if not k.startswith("_hoodie")}, sort_keys=True, default=str)
-        for r in read(tmp_path / "orders")
-    )
-
-    session = spark(spark_remote)
-    frame = session.read.format("hudi").load(str(tmp_path / "orders"))
-    data = frame.select(*[c for c in frame.columns if not c.startswith("_hoodie")])
-    found = sorted(json.dumps(r.asDict(), sort_keys=True, default=str) for r in data.collect())
-    assert found == expected and found
 
 
 class Figures:

@@ -330,22 +330,23 @@ def test_the_hudi_sink_form_is_built_from_its_own_keys(alice: Client) -> None:
         assert f'name="cfg:{key}"' in html, key
     assert 'name="cfg:iceberg.tables"' not in html and 'name="cfg:flush.size"' not in html
 
-    def create(table_type: str) -> HttpResponse:
+    def create(base_path: str) -> HttpResponse:
         form = {
             "name": "hudi-sink",
             "initial_state": "PAUSED",
             "cfg:connector.class": "hudi",
             "cfg:topics": "orders",
-            "cfg:target.base.path": "/data/lake/orders",
+            "cfg:target.base.path": base_path,
             "cfg:target.table.name": "orders",
             "cfg:hoodie.datasource.write.recordkey.field": "id",
-            "cfg:hoodie.table.type": table_type,
+            "cfg:hoodie.table.type": "MERGE_ON_READ",
         }
         return alice.post(reverse("connector-create"), form)
 
-    assert "log files" in error_box(create("MERGE_ON_READ").content.decode(), "hoodie.table.type")
-    assert create("COPY_ON_WRITE").status_code == 302
-    assert Connector.objects.get(name="hudi-sink").config["target.base.path"] == "/data/lake/orders"
+    assert "must be an absolute path" in error_box(create("lake/orders").content.decode(), "target.base.path")
+    assert create("/data/lake/orders").status_code == 302
+    stored = Connector.objects.get(name="hudi-sink").config
+    assert (stored["target.base.path"], stored["hoodie.table.type"]) == ("/data/lake/orders", "MERGE_ON_READ")
 
 
 def test_the_mirror_form_is_built_from_its_own_keys_and_its_page_has_no_coordinator(alice: Client) -> None:

@@ -1,0 +1,95 @@
+"""The Hudi table's timeline as the sink reads it, through hudi-rs: which completed instant holds a commit.
+
+Hudi's Spark writer copies every write option under
+``hoodie.datasource.write.commitmeta.key.prefix`` into the instant's commit
+metadata (``extraMetadata``); the sink's options are under ``sinkadmin.``:
+the ledger's commit id, the connector, its epoch and the commit's offset
+ranges, and the Kafka offsets in the Hudi Kafka Connect sink's format. That
+is how a commit finds its instant (DESIGN I4) and a lost ledger is rebuilt
+(I2).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HOODIE = ".hoodie"
+# The prefix Hudi's writer copies write options into the commit metadata with.
+META_PREFIX = "sinkadmin."
+COMMIT_ID_KEY = "sinkadmin.commit.id"
+CONNECTOR_KEY = "sinkadmin.connector"
+EPOCH_KEY = "sinkadmin.epoch"
+# The commit's offsets, {"topic": {"partition": [start, end]}}.
+RANGES_KEY = "sinkadmin.offsets"
+# Its ends as Hudi's Kafka Connect coordinator writes kafka.commit.offsets: "partition=offset,...".
+KAFKA_OFFSETS_KEY = "sinkadmin.kafka.commit.offsets"
+# The timeline's actions that add records: a copy-on-write table's commits, a merge-on-read table's delta commits.
+DATA_ACTIONS = ("commit", "deltacommit")
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A completed instant: its time (Hudi's instant id) and action, and the sink's commit metadata."""
+
+    timestamp: str
+    action: str
+    completed_at_ms: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def commit_id(self) -> str | None:
+        return self.extra.get(COMMIT_ID_KEY)
+
+
+def exists(base_path: str) -> bool:
+    """Whether a Hudi table is at ``base_path`` (its hoodie.properties)."""
+    return (Path(base_path) / HOODIE / "hoodie.properties").is_file()
+
+
+def table(base_path: str) -> Any:
+    """hudi-rs's table at ``base_path``."""
+    from hudi import HudiTableBuilder
+
+    return HudiTableBuilder.from_base_uri(base_path).build()
+
+
+def completed_instants(base_path: str) -> list[Instant]:
+    """The active timeline's completed instants that add records, oldest first, each with its metadata."""
+    if not exists(base_path):
+        return []
+    timeline = table(base_path).get_timeline()
+    found = []
+    for instant in [*timeline.get_completed_commits(), *timeline.get_completed_deltacommits()]:
+        if instant.action not in DATA_ACTIONS:
+            continue
+        metadata = json.loads(timeline.get_instant_metadata_in_json(instant) or "{}")
+        extra = {str(k): str(v) for k, v in (metadata.get("extraMetadata") or {}).items()}
+        found.append(Instant(instant.timestamp, instant.action, int(instant.epoch_mills), extra))
+    return sorted(found, key=lambda i: i.timestamp)
+
+
+def instant_of_commit(base_path: str, commit_id: str) -> Instant | None:
+    """The completed instant that holds the ledger's commit ``commit_id``, if any."""
+    return next((i for i in reversed(completed_instants(base_path)) if i.commit_id == commit_id), None)
+
+
+def commit_metadata(
+    connector: str, commit_id: str, epoch: int, ranges: dict[str, dict[str, list[int]]]
+) -> dict[str, str]:
+    """The sink's commit metadata of one commit, as write options Hudi copies into the instant."""
+    ends = sorted(
+        ((int(partition), int(end)) for parts in ranges.values() for partition, (_, end) in parts.items()),
+    )
+    metadata = {
+        COMMIT_ID_KEY: commit_id,
+        CONNECTOR_KEY: connector,
+        EPOCH_KEY: str(epoch),
+        RANGES_KEY: json.dumps(ranges, sort_keys=True, separators=(",", ":")),
+    }
+    if len(ranges) == 1:
+        # (Hudi's format names partitions only: one topic's.)
+        metadata[KAFKA_OFFSETS_KEY] = ",".join(f"{p}={o}" for p, o in ends)
+    return metadata
