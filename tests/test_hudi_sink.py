@@ -5,15 +5,18 @@ them is tested against Spark and the broker (tests/integration/test_hudi_sink.py
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from connectors.config import SinkConfig, validate_config
+from sinks.hudi.commit import HudiCommitter
 from sinks.hudi.settings import writer_options
 from sinks.hudi.timeline import COMMIT_ID_KEY, KAFKA_OFFSETS_KEY, RANGES_KEY, commit_metadata
-from sinks.hudi.writer import IS_DELETED, SEQUENCE, PartitionRows
+from sinks.hudi.writer import IS_DELETED, SEQUENCE, PartitionRows, incoming_root
 
 TOPIC = "orders"
 
@@ -229,3 +232,16 @@ def test_a_tombstone_in_a_table_ordered_by_event_time_is_a_bad_record(tmp_path: 
     by_commit = SinkConfig.parse(hudi_config(tmp_path, **kind, **{"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}))
     rows, bad = rows_of(by_commit, records, tmp_path / "commit.parquet")
     assert [r[IS_DELETED] for r in rows] == [False, True] and not bad
+
+
+def test_incoming_rows_go_with_their_commit_and_those_never_prepared_once_an_hour_old(tmp_path: Path) -> None:
+    config = SinkConfig.parse(hudi_config(tmp_path))
+    committer = HudiCommitter("orders-sink", config)
+    folders = {name: Path(incoming_root(config.settings, name)) for name in ("applied", "ahead", "aborted")}
+    for folder in folders.values():
+        folder.mkdir(parents=True)
+        (folder / "rows.parquet").write_bytes(b"rows")
+    two_hours_ago = time.time() - 7200
+    os.utime(folders["aborted"] / "rows.parquet", (two_hours_ago, two_hours_ago))
+    committer._cleanup("applied")
+    assert sorted(p.name for p in folders["applied"].parent.iterdir()) == ["ahead"]

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from connectors.config import SinkConfig
@@ -57,6 +59,7 @@ class HudiCommitter:
         self.config = config
         self.settings: HudiSettings = config.settings
         self._spark = SparkJobs()
+        self._swept_at: float | None = None
 
     def close(self) -> None:
         pass
@@ -103,8 +106,25 @@ class HudiCommitter:
         log.info("%s: commit %s is instant %s", self.connector, commit_id, written.timestamp)
         return written.timestamp
 
+    # Incoming rows of commits that were never prepared (aborted, superseded) go once this old.
+    ORPHAN_AGE_S = 3600.0
+
     def _cleanup(self, commit_id: str) -> None:
+        """The applied commit's incoming rows go; every hour, so do those of commits never prepared.
+
+        Only after a commit is applied: the ledger holds one prepared commit at a time, so any other
+        commit's rows are of one not prepared yet (a staging round ahead, minutes old at most) or never
+        to be (aborted): an hour old, they are the latter."""
         shutil.rmtree(incoming_root(self.settings, commit_id), ignore_errors=True)
+        if self._swept_at is not None and time.monotonic() - self._swept_at < self.ORPHAN_AGE_S:
+            return
+        self._swept_at = time.monotonic()
+        root = Path(incoming_root(self.settings, ""))
+        for folder in root.iterdir() if root.is_dir() else []:
+            newest = max((f.stat().st_mtime for f in folder.rglob("*")), default=folder.stat().st_mtime)
+            if time.time() - newest > self.ORPHAN_AGE_S:
+                log.info("%s: removing %s, left by a commit that was never prepared", self.connector, folder)
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def latest_per_key(frame: Any, settings: HudiSettings) -> Any:
