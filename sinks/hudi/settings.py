@@ -23,6 +23,12 @@ SCHEMA_PROVIDER = KeyRule(
     "comes from value.converter.schema.registry.url or value.converter.avro.schema); a Hudi schema provider is "
     "not read, and ignoring it would type the columns differently: remove it",
 )
+# Metastore sync (Hudi's meta sync, and its older hive_sync name): refused on, accepted off.
+METASTORE_SYNC = KeyRule(
+    ignored="the table is not synced to a metastore, as with false",
+    refused="the table is not synced to a metastore: register its base path with yours (set false)",
+    harmless=("false",),
+)
 METASTORE_SYNC_OFF = (
     "the table is not synced to a metastore (hoodie.meta.sync.enable), so its sync settings change nothing written"
 )
@@ -42,16 +48,8 @@ KEY_RULES = {
     "hoodie.schemaprovider.class": SCHEMA_PROVIDER,
     "hoodie.streamer.schemaprovider.*": SCHEMA_PROVIDER,
     "hoodie.deltastreamer.schemaprovider.*": SCHEMA_PROVIDER,
-    "hoodie.meta.sync.enable": KeyRule(
-        ignored="the table is not synced to a metastore, as with false",
-        refused="the table is not synced to a metastore: register its base path with yours (set false)",
-        harmless=("false",),
-    ),
-    "hoodie.datasource.hive_sync.enable": KeyRule(
-        ignored="the table is not synced to a metastore, as with false",
-        refused="the table is not synced to a metastore: register its base path with yours (set false)",
-        harmless=("false",),
-    ),
+    "hoodie.meta.sync.enable": METASTORE_SYNC,
+    "hoodie.datasource.hive_sync.enable": METASTORE_SYNC,
     "hoodie.meta.sync.*": KeyRule(ignored=METASTORE_SYNC_OFF),
     "hoodie.datasource.hive_sync.*": KeyRule(ignored=METASTORE_SYNC_OFF),
 }
