@@ -275,7 +275,8 @@ def test_merge_on_read_upserts_with_deletes_and_tombstones_are_compacted_beside_
 ) -> None:
     """Upserts into a merge-on-read table append log files; Hudi's compaction (run_compaction, beside the
     sink between its commits) merges them into base files. Before compaction the snapshot equals the model
-    and the read-optimized view lags it; after, both equal the model."""
+    and the read-optimized view lags it; after, both equal the model. A time-travel query to the first
+    wave's instant gives that wave's model, and an incremental query since then the keys changed after it."""
     name = "hudi-mor"
     base = tmp_path / "orders"
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
@@ -294,11 +295,17 @@ def test_merge_on_read_upserts_with_deletes_and_tombstones_are_compacted_beside_
     )
     actions.create_connector(name, config)
     ends: dict[tuple[str, int], int] = {}
+    changed_later: set[int] = set()
     with running_in_threads(name):
         for wave in range(3):
             keys, values = keyed_changes(600, 80, seed=40 + wave, first_ts=wave * 10_000)
             ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS, keys=keys)
             wait_until(caught_up(name, ends), 240, f"wave {wave} to be committed")
+            if wave == 0:
+                first_instant = timeline.completed_instants(str(base))[-1].timestamp
+                first_model = model_of_changes(kafka_bootstrap, ends)
+            else:
+                changed_later |= {int(k) for k in keys}
     model = model_of_changes(kafka_bootstrap, ends)
     assert log_files(base), "a merge-on-read upsert wrote no log file"
     assert_table_equals_model(base, model)
@@ -319,6 +326,22 @@ def test_merge_on_read_upserts_with_deletes_and_tombstones_are_compacted_beside_
     assert as_model(read_optimized(base)) == model
     assert_table_equals_model(base, model)
     assert_timeline_matches_ledger(name, base)
+
+    # Time travel to the first wave's instant, by both readers; and what changed since, incrementally.
+    travelled = spark_reader().read.format("hudi").option("as.of.instant", first_instant).load(str(base))
+    assert as_model([r.asDict(recursive=True) for r in travelled.collect()]) == first_model
+    hudi = HudiTableBuilder.from_base_uri(str(base)).build()
+    batches = hudi.read(HudiReadOptions().with_as_of_timestamp(first_instant))
+    assert as_model(pa.Table.from_batches(batches).to_pylist()) == first_model
+    incremental = (
+        spark_reader()
+        .read.format("hudi")
+        .option("hoodie.datasource.query.type", "incremental")
+        .option("hoodie.datasource.read.begin.instanttime", first_instant)
+        .load(str(base))
+    )
+    changed = as_model([r.asDict(recursive=True) for r in incremental.collect()])
+    assert changed == {k: row for k, row in model.items() if k in changed_later}
 
 
 def test_copy_on_write_upserts_with_delete_markers_ordered_by_event_time(
