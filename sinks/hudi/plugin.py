@@ -248,6 +248,8 @@ HUDI_WRITE_CONFIG_PREFIXES: tuple[tuple[str, str], ...] = (
     ("hoodie.bulkinsert.", "Bulk insert parallelism and sort mode."),
     ("hoodie.memory.", "Memory of merges and compaction."),
 )
+# The families' prefixes, as Hudi's writer and its procedures are given them.
+HUDI_WRITE_CONFIG_FAMILIES: tuple[str, ...] = tuple(prefix for prefix, _ in HUDI_WRITE_CONFIG_PREFIXES)
 HUDI_PREFIX_KEYS: tuple[PrefixKey, ...] = tuple(
     PrefixKey(prefix, f"{doc} Passed to Hudi's writer as written.", _G_HUDI)
     for prefix, doc in HUDI_WRITE_CONFIG_PREFIXES

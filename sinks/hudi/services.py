@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sinks.hudi import timeline
 from sinks.hudi.commit import table_lock
-from sinks.hudi.plugin import HUDI_WRITE_CONFIG_PREFIXES
+from sinks.hudi.plugin import HUDI_WRITE_CONFIG_FAMILIES
 
 if TYPE_CHECKING:
     from connectors.config import SinkConfig
@@ -97,8 +97,7 @@ def procedure_options(raw: dict[str, str]) -> dict[str, str]:
     """The connector's Hudi write configs as a procedure's ``options`` take them (``k=v,k=v``): the table's
     own settings (keys, key generator, type) come from its hoodie.properties. A value with a comma cannot
     be said there, and an empty one is Hudi's default anyway: both are left to the table's defaults."""
-    prefixes = tuple(prefix for prefix, _ in HUDI_WRITE_CONFIG_PREFIXES)
-    return {k: v for k, v in raw.items() if k.startswith(prefixes) and v.strip() and "," not in v}
+    return {k: v for k, v in raw.items() if k.startswith(HUDI_WRITE_CONFIG_FAMILIES) and v.strip() and "," not in v}
 
 
 def _literal(text: str) -> str:

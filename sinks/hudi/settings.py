@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from connectors.config.definitions import CheckResult, CheckStatus
 from connectors.config.validation import KeyRule, apply_key_rules
-from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_PREFIXES, SYNONYMS
+from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_FAMILIES, SYNONYMS
 
 if TYPE_CHECKING:
     from connectors.config.validation import ConfigValidation, SinkConfig
@@ -212,9 +212,8 @@ KEY_GENERATORS = "org.apache.hudi.keygen."
 
 def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, str]:
     """The options of Hudi's Spark writer for this connector: its Hudi write configs as written (the
-    families of ``HUDI_WRITE_CONFIG_PREFIXES``), and what the sink's keys say in Hudi's names."""
-    prefixes = tuple(prefix for prefix, _ in HUDI_WRITE_CONFIG_PREFIXES)
-    options = {k: v for k, v in raw.items() if k.startswith(prefixes)}
+    families of ``HUDI_WRITE_CONFIG_FAMILIES``), and what the sink's keys say in Hudi's names."""
+    options = {k: v for k, v in raw.items() if k.startswith(HUDI_WRITE_CONFIG_FAMILIES)}
     options.update(
         {
             "hoodie.table.name": settings.table_name,
@@ -231,8 +230,8 @@ def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, 
     if settings.record_key_fields:
         options["hoodie.datasource.write.recordkey.field"] = ",".join(settings.record_key_fields)
     if (
-        settings.precombine_field
-        and settings.merge_mode != "COMMIT_TIME_ORDERING"
+        settings.event_time_ordering
+        and settings.precombine_field
         and (settings.upsert or options.get("hoodie.combine.before.insert") == "true")
     ):
         # (In commit-time ordering Hudi has no ordering field: given one, it would make the table event-time.)
