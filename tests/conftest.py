@@ -123,10 +123,49 @@ def s3_endpoint() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
+# The bucket of the S3-compatible server that the session's Spark reaches through Hadoop's S3A connector.
+S3A_BUCKET = "lake"
+
+
 @pytest.fixture(scope="session")
-def spark_remote(django_db_setup: None) -> Iterator[str]:
+def spark_conf_dir(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Spark's defaults for the session (``SPARK_CONF_DIR``), as a user configures S3 for Spark: the
+    ``lake`` bucket on the S3-compatible server, in Hadoop's per-bucket S3A settings. The Spark Connect
+    server and the workers (this process's and its children) read them."""
+    import pyarrow.fs as pafs
+
+    conf_dir = tmp_path_factory.mktemp("spark-conf")
+    prefix = f"spark.hadoop.fs.s3a.bucket.{S3A_BUCKET}"
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"{prefix}.endpoint {s3_endpoint}\n"
+        f"{prefix}.endpoint.region us-east-1\n"
+        f"{prefix}.path.style.access true\n"
+        f"{prefix}.access.key test\n"
+        f"{prefix}.secret.key test\n"
+    )
+    s3 = pafs.S3FileSystem(
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        endpoint_override=s3_endpoint.removeprefix("http://"),
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    s3.create_dir(S3A_BUCKET)
+    before = os.environ.get("SPARK_CONF_DIR")
+    os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+    yield conf_dir
+    if before is None:
+        os.environ.pop("SPARK_CONF_DIR", None)
+    else:
+        os.environ["SPARK_CONF_DIR"] = before
+
+
+@pytest.fixture(scope="session")
+def spark_remote(django_db_setup: None, spark_conf_dir: Path) -> Iterator[str]:
     """A Spark Connect endpoint shared by the whole session (one JVM, started once), as make run starts
-    it: the project's own Iceberg catalog mapped (on the test database: after django_db_setup)."""
+    it: the project's own Iceberg catalog mapped (on the test database: after django_db_setup), and
+    Spark's defaults of the session (``spark_conf_dir``)."""
     from sinks.iceberg.tables import default_spark_catalog_conf
 
     server = None

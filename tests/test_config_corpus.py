@@ -76,7 +76,7 @@ EXPECTED: dict[str, Expected] = {
             "hoodie.streamer.schemaprovider.registry.url": "a Hudi schema provider is not read",
             "hoodie.datasource.write.recordkey.field": "have no fields",
             # Where the table is: HDFS is not a store this sink writes Hudi tables to.
-            "hoodie.base.path": "hdfs:// base paths are not supported yet",
+            "hoodie.base.path": "hdfs:// base paths are not supported",
             # Hive readers would not find the table: the user must register it.
             "hoodie.meta.sync.enable": "the table is not synced to a metastore",
         },

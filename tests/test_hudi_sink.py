@@ -17,6 +17,7 @@ from sinks.hudi.commit import HudiCommitter
 from sinks.hudi.settings import writer_options
 from sinks.hudi.timeline import COMMIT_ID_KEY, KAFKA_OFFSETS_KEY, RANGES_KEY, commit_metadata
 from sinks.hudi.writer import IS_DELETED, SEQUENCE, PartitionRows, incoming_root
+from workers.storage import StoragePath
 
 TOPIC = "orders"
 
@@ -44,7 +45,7 @@ def test_keys_are_checked_one_by_one(tmp_path: Path) -> None:
             **hudi_config(tmp_path),
             "hoodie.table.type": "MERGE_ON_READ",
             "hoodie.datasource.write.recordkey.field": "",
-            "target.base.path": "s3a://bucket/orders",
+            "target.base.path": "s3://bucket/orders",
             "hoodie.metadata.enable": "true",
             "hoodie.clustering.async.enabled": "true",
             "hoodie.allow.empty.commit": "true",
@@ -55,7 +56,7 @@ def test_keys_are_checked_one_by_one(tmp_path: Path) -> None:
     # Hudi's writer writes merge-on-read tables and the metadata table: those keys are honoured.
     assert "hoodie.table.type" not in errors and "hoodie.metadata.enable" not in errors
     assert "upsert needs the record key" in errors["hoodie.datasource.write.recordkey.field"][0]
-    assert "s3a:// base paths are not supported yet" in errors["target.base.path"][0]
+    assert "write s3a://bucket/orders" in errors["target.base.path"][0]
     assert "BUCKET index keeps its file groups" in errors["hoodie.clustering.async.enabled"][0]
     assert "must be one of false" in errors["hoodie.allow.empty.commit"][0]
     assert "Not a whole number" in errors["hoodie.kafka.commit.interval.secs"][0]
@@ -152,7 +153,7 @@ def test_the_writer_is_given_hudis_own_keys_and_ours_in_hudis_names(tmp_path: Pa
 def rows_of(config: SinkConfig, records: list[tuple[bytes | None, bytes | None]], path: Path) -> tuple[list, list]:
     rows = PartitionRows(config, config.settings, TOPIC, 0, ())
     rows.write(list(range(len(records))), [k for k, _ in records], [v for _, v in records], [None] * len(records))
-    written = rows.finish(str(path))
+    written = rows.finish(StoragePath.parse(str(path.parent)), path.name)
     return (pq.read_table(path).to_pylist() if written is not None else []), rows.bad
 
 
@@ -237,7 +238,7 @@ def test_a_tombstone_in_a_table_ordered_by_event_time_is_a_bad_record(tmp_path: 
 def test_incoming_rows_go_with_their_commit_and_those_never_prepared_once_an_hour_old(tmp_path: Path) -> None:
     config = SinkConfig.parse(hudi_config(tmp_path))
     committer = HudiCommitter("orders-sink", config)
-    folders = {name: Path(incoming_root(config.settings, name)) for name in ("applied", "ahead", "aborted")}
+    folders = {name: Path(incoming_root(config.settings, name).uri) for name in ("applied", "ahead", "aborted")}
     for folder in folders.values():
         folder.mkdir(parents=True)
         (folder / "rows.parquet").write_bytes(b"rows")
@@ -245,3 +246,23 @@ def test_incoming_rows_go_with_their_commit_and_those_never_prepared_once_an_hou
     os.utime(folders["aborted"] / "rows.parquet", (two_hours_ago, two_hours_ago))
     committer._cleanup("applied")
     assert sorted(p.name for p in folders["applied"].parent.iterdir()) == ["ahead"]
+
+
+@pytest.mark.parametrize(
+    ("base", "error"),
+    [
+        ("s3a://lake/orders", None),
+        ("file:///lake/orders", None),
+        ("s3n://lake/orders", "write s3a://lake/orders"),
+        ("s3a:///orders", "names its bucket"),
+        ("hdfs://namenode/orders", "hudi-rs and pyarrow, which reach local paths and S3 only"),
+        ("gs://lake/orders", "gs:// is not supported"),
+        ("orders", "must be an absolute path"),
+    ],
+)
+def test_a_base_path_is_local_or_on_s3_through_hadoops_s3a(tmp_path: Path, base: str, error: str | None) -> None:
+    errors = validate_config({**hudi_config(tmp_path), "target.base.path": base}).errors
+    if error is None:
+        assert "target.base.path" not in errors
+    else:
+        assert error in errors["target.base.path"][0]

@@ -28,16 +28,14 @@ Exactly once, with Hudi's mechanisms and ours:
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from connectors.config import SinkConfig
 from sinks.hudi.settings import HudiSettings, writer_options
 from sinks.hudi.timeline import META_PREFIX, commit_metadata, completed_instants, instant_of_commit
-from sinks.hudi.writer import IS_DELETED, SEQUENCE, incoming_root
+from sinks.hudi.writer import INCOMING, IS_DELETED, SEQUENCE
 from workers.coordinator import PreparedCommit, SinkUnavailable
 from workers.failpoints import failpoint
 from workers.locks import advisory_lock
@@ -83,7 +81,7 @@ class HudiCommitter:
         """The commit's instant: found on the timeline, or written now. (Run again as a whole when Spark's
         session was lost mid-way: the timeline is read again first.)"""
         commit_id = str(prepared.commit_id)
-        found = instant_of_commit(self.settings.base_path, commit_id)
+        found = instant_of_commit(self.settings.base, commit_id)
         if found is not None:
             return found.timestamp
         if not paths:
@@ -100,7 +98,7 @@ class HudiCommitter:
         failpoint("hudi.before_write")  # (a test's coordinator dies here: prepared, nothing written)
         frame.drop(SEQUENCE).write.format("hudi").options(**options).mode("append").save(self.settings.base_path)
         failpoint("hudi.after_write")  # (or here: the instant complete, the ledger not yet told)
-        written = instant_of_commit(self.settings.base_path, commit_id)
+        written = instant_of_commit(self.settings.base, commit_id)
         if written is None:
             raise RuntimeError(f"Hudi's write of commit {commit_id} completed no instant on {self.settings.base_path}")
         log.info("%s: commit %s is instant %s", self.connector, commit_id, written.timestamp)
@@ -115,16 +113,15 @@ class HudiCommitter:
         Only after a commit is applied: the ledger holds one prepared commit at a time, so any other
         commit's rows are of one not prepared yet (a staging round ahead, minutes old at most) or never
         to be (aborted): an hour old, they are the latter."""
-        shutil.rmtree(incoming_root(self.settings, commit_id), ignore_errors=True)
+        incoming = self.settings.base.child(INCOMING)
+        incoming.delete(commit_id)
         if self._swept_at is not None and time.monotonic() - self._swept_at < self.ORPHAN_AGE_S:
             return
         self._swept_at = time.monotonic()
-        root = Path(incoming_root(self.settings, ""))
-        for folder in root.iterdir() if root.is_dir() else []:
-            newest = max((f.stat().st_mtime for f in folder.rglob("*")), default=folder.stat().st_mtime)
+        for folder, newest in list(incoming.folders()):
             if time.time() - newest > self.ORPHAN_AGE_S:
-                log.info("%s: removing %s, left by a commit that was never prepared", self.connector, folder)
-                shutil.rmtree(folder, ignore_errors=True)
+                log.info("%s: removing %s/%s, left by a commit never prepared", self.connector, incoming.uri, folder)
+                incoming.delete(folder)
 
 
 def latest_per_key(frame: Any, settings: HudiSettings) -> Any:
@@ -169,7 +166,7 @@ def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
 
     settings: HudiSettings = config.settings
     found = []
-    for instant in completed_instants(settings.base_path):
+    for instant in completed_instants(settings.base):
         extra = instant.extra
         if extra.get(CONNECTOR_KEY) != connector or instant.commit_id is None:
             continue

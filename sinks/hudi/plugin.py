@@ -33,7 +33,8 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
         "target.base.path",
         KeyType.STRING,
         "Where the table is: an absolute path or file:// URL on storage every worker and Spark executor sees "
-        "(local disk, or a shared mount). Created by the first commit. hoodie.base.path is its other name.",
+        "(local disk, or a shared mount), or s3a://bucket/path (S3 through Hadoop's S3A connector, configured "
+        "in spark-defaults.conf). Created by the first commit. hoodie.base.path is its other name.",
         _G_STORAGE,
         importance=Importance.HIGH,
         order=1,

@@ -47,7 +47,7 @@ class HudiTables:
         return f"{self.settings.database}.{self.settings.table_name}"
 
     def existing(self) -> list[str]:
-        return [self.name] if timeline.exists(self.settings.base_path) else []
+        return [self.name] if timeline.exists(self.settings.base) else []
 
     def maintain(self, table: str, run_id: int, turns: BetweenCommits) -> None:
         from workers.maintenance import MaintenanceFailed, Stopped

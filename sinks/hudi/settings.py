@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from urllib.parse import urlsplit
 from connectors.config.definitions import CheckResult, CheckStatus
 from connectors.config.validation import KeyRule, apply_key_rules
 from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_FAMILIES, SYNONYMS
+from workers.storage import LOCAL_SCHEMES, S3A, StoragePath
 
 if TYPE_CHECKING:
     from connectors.config.validation import ConfigValidation, SinkConfig
@@ -91,13 +91,20 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
         result.add(base_key, f"not a path or URL: {exc}")
         base = ""
     if base:
-        scheme = parts.scheme
-        if scheme not in ("", "file"):
+        scheme = parts.scheme.lower()
+        if scheme in ("s3", "s3n"):
+            result.add(base_key, f"{scheme}:// is not Hadoop's S3 connector: write s3a://{parts.netloc}{parts.path}")
+        elif scheme == S3A:
+            if not parts.netloc:
+                result.add(base_key, "an s3a:// base path names its bucket: s3a://<bucket>/<path>")
+        elif scheme == "hdfs":
             result.add(
                 base_key,
-                f"{scheme}:// base paths are not supported yet: use a path (or file:// URL) on storage every worker "
-                "and Spark executor sees",
+                "hdfs:// base paths are not supported: the sink reads the table's timeline and writes each commit's "
+                "rows with hudi-rs and pyarrow, which reach local paths and S3 only",
             )
+        elif scheme not in LOCAL_SCHEMES:
+            result.add(base_key, f"{scheme}:// is not supported: use a local path, a file:// URL or s3a://")
         elif not (parts.path if scheme else base).startswith("/"):
             result.add(base_key, "must be an absolute path (every worker and executor reads it)")
     operation = _get(config, "hoodie.datasource.write.operation").lower()
@@ -149,7 +156,8 @@ class HudiSettings:
     """A valid Hudi sink config's own settings, typed (``SinkConfig.settings``); the rest of Hudi's write
     configs go to its writer as written (``writer_options``)."""
 
-    base_path: str
+    # The table's directory, with what the workers need to reach it (on S3, its bucket's S3A settings).
+    base: StoragePath
     table_name: str
     database: str
     table_type: str
@@ -164,6 +172,11 @@ class HudiSettings:
     clustering: bool
     # hoodie.record.merge.mode as the config says it ("": Hudi's default).
     merge_mode: str = ""
+
+    @property
+    def base_path(self) -> str:
+        """The base path as Spark and Hudi take it: a local path, or an s3a:// URL."""
+        return self.base.uri
 
     @property
     def upsert(self) -> bool:
@@ -182,10 +195,8 @@ class HudiSettings:
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> HudiSettings:
         base = _get(raw, "target.base.path")
-        if "://" in base:
-            base = urlsplit(base).path
         return cls(
-            base_path=os.path.normpath(base) if base else "",
+            base=StoragePath.parse(base) if base else StoragePath(""),
             table_name=_get(raw, "target.table.name"),
             database=_get(raw, "target.database.name"),
             table_type=_get(raw, "hoodie.table.type").upper(),
@@ -256,19 +267,16 @@ def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, 
 
 def probe(config: SinkConfig) -> list[CheckResult]:
     """Write and delete a file at the base path, and check that a table already there is this one."""
-    from pathlib import Path
-
     from sinks.hudi import timeline
 
     settings: HudiSettings = config.settings
-    base = Path(settings.base_path)
-    base.mkdir(parents=True, exist_ok=True)
-    probe_file = base / f".sinkadmin-probe-{uuid.uuid4().hex[:8]}"
-    probe_file.write_bytes(b"probe")
-    probe_file.unlink()
-    if not timeline.exists(settings.base_path):
+    base = settings.base_path
+    probe_file = f".sinkadmin-probe-{uuid.uuid4().hex[:8]}"
+    settings.base.write_bytes(probe_file, b"probe")
+    settings.base.delete(probe_file)
+    if not timeline.exists(settings.base):
         return [CheckResult("Table", CheckStatus.OK, f"{base} is writable; the table is created by the first commit")]
-    found = timeline.table(settings.base_path).hudi_options()
+    found = timeline.table(settings.base).hudi_options()
     problems = [
         f"{key} is {found.get(key)!r} there, {wanted!r} here"
         for key, wanted in (
@@ -279,7 +287,7 @@ def probe(config: SinkConfig) -> list[CheckResult]:
     ]
     if problems:
         return [CheckResult("Table", CheckStatus.ERROR, f"another table is at {base}: {'; '.join(problems)}")]
-    commits = len(timeline.completed_instants(settings.base_path))
+    commits = len(timeline.completed_instants(settings.base))
     detail = f"Hudi table {settings.table_name} ({settings.table_type}) at {base}, {commits} commits"
     return [CheckResult("Table", CheckStatus.OK, detail)]
 

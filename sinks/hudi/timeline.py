@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from workers.storage import StoragePath
 
 HOODIE = ".hoodie"
 # The prefix Hudi's writer copies write options into the commit metadata with.
@@ -44,23 +45,23 @@ class Instant:
         return self.extra.get(COMMIT_ID_KEY)
 
 
-def exists(base_path: str) -> bool:
-    """Whether a Hudi table is at ``base_path`` (its hoodie.properties)."""
-    return (Path(base_path) / HOODIE / "hoodie.properties").is_file()
+def exists(base: StoragePath) -> bool:
+    """Whether a Hudi table is at ``base`` (its hoodie.properties)."""
+    return base.exists(f"{HOODIE}/hoodie.properties")
 
 
-def table(base_path: str) -> Any:
-    """hudi-rs's table at ``base_path``."""
+def table(base: StoragePath) -> Any:
+    """hudi-rs's table at ``base``."""
     from hudi import HudiTableBuilder
 
-    return HudiTableBuilder.from_base_uri(base_path).build()
+    return HudiTableBuilder.from_base_uri(base.uri).with_storage_options(base.storage_options()).build()
 
 
-def completed_instants(base_path: str) -> list[Instant]:
+def completed_instants(base: StoragePath) -> list[Instant]:
     """The active timeline's completed instants that add records, oldest first, each with its metadata."""
-    if not exists(base_path):
+    if not exists(base):
         return []
-    timeline = table(base_path).get_timeline()
+    timeline = table(base).get_timeline()
     found = []
     for instant in [*timeline.get_completed_commits(), *timeline.get_completed_deltacommits()]:
         if instant.action not in DATA_ACTIONS:
@@ -71,9 +72,9 @@ def completed_instants(base_path: str) -> list[Instant]:
     return sorted(found, key=lambda i: i.timestamp)
 
 
-def instant_of_commit(base_path: str, commit_id: str) -> Instant | None:
+def instant_of_commit(base: StoragePath, commit_id: str) -> Instant | None:
     """The completed instant that holds the ledger's commit ``commit_id``, if any."""
-    return next((i for i in reversed(completed_instants(base_path)) if i.commit_id == commit_id), None)
+    return next((i for i in reversed(completed_instants(base)) if i.commit_id == commit_id), None)
 
 
 def commit_metadata(

@@ -23,7 +23,6 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ from workers.failpoints import failpoint
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
+from workers.storage import StoragePath
 from workers.writes import BadRecord, RawStagedWriter
 
 CHUNK_BYTES = 1 << 20
@@ -53,10 +53,10 @@ SEQUENCE = "_sinkadmin_sequence"
 INCOMING = ".sinkadmin/incoming"
 
 
-def incoming_root(settings: HudiSettings, commit_id: uuid.UUID | str) -> str:
+def incoming_root(settings: HudiSettings, commit_id: uuid.UUID | str) -> StoragePath:
     """Where the participants leave a commit's rows for the coordinator's Hudi write: on the table's
     storage, which every worker and executor sees, until the commit is applied (I9)."""
-    return f"{settings.base_path}/{INCOMING}/{commit_id}"
+    return settings.base.child(INCOMING, str(commit_id))
 
 
 class PartitionRows(RecordRuns):
@@ -213,20 +213,23 @@ class PartitionRows(RecordRuns):
             return list(range(len(rows)))
         return np.nonzero(np.asarray(rows.column(name).is_null().to_numpy(zero_copy_only=False)))[0].tolist()
 
-    def finish(self, path: str) -> DataFile | None:
-        """Write the rows to ``path``, in the stream's order; the write status of the file."""
+    def finish(self, folder: StoragePath, name: str) -> DataFile | None:
+        """Write the rows to the file ``name`` in ``folder``, in the stream's order; the write status of
+        the file (its path as Spark reads it)."""
         if not self.pieces:
             return None
         rows = pa.concat_tables(self.pieces, promote_options="permissive").sort_by(SEQUENCE)
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows, path, compression="lz4")
+        fs, root = folder.filesystem()
+        fs.create_dir(root, recursive=True)
+        path = f"{root}/{name}"
+        pq.write_table(rows, path, compression="lz4", filesystem=fs)
         return DataFile(
             table=f"{self.settings.database}.{self.settings.table_name}",
-            path=path,
+            path=folder.child(name).uri,
             topic=self.topic,
             partition=self.partition,
             records=len(rows),
-            bytes=Path(path).stat().st_size,
+            bytes=int(fs.get_file_info(path).size or 0),
         )
 
 
@@ -248,7 +251,7 @@ class HudiJob:
             rows.write(chunk.offsets, chunk.keys, chunk.values, chunk.errors)
         # Named for the staged range and this attempt: a retried write never meets an earlier one's file.
         name = f"{staged.topic}+{staged.partition}+{staged.start}.{uuid.uuid4().hex[:8]}.parquet"
-        written = rows.finish(f"{incoming_root(settings, self.commit_id)}/{name}")
+        written = rows.finish(incoming_root(settings, self.commit_id), name)
         return {
             "files": [written.as_dict()] if written is not None else [],
             "bad": [[b.offset, b.reason] for b in rows.bad],

@@ -20,6 +20,7 @@ from connectors import actions
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, MaintenanceOutcome, MaintenanceRun
 from sinks.hudi import timeline
+from tests.conftest import S3A_BUCKET
 from tests.integration.helpers import (
     Processes,
     caught_up,
@@ -32,13 +33,14 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.readers import assert_same_rows, spark_hudi_rows, spark_reader
+from workers.storage import StoragePath
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 PARTITIONS = 4
 
 
-def hudi_config(topic: str, base: Path, **overrides: str) -> dict[str, str]:
+def hudi_config(topic: str, base: Path | str, **overrides: str) -> dict[str, str]:
     return {
         "connector.class": "org.apache.hudi.connect.HoodieSinkConnector",
         "topics": topic,
@@ -56,12 +58,12 @@ def hudi_config(topic: str, base: Path, **overrides: str) -> dict[str, str]:
     }
 
 
-def read(base: Path) -> list[dict[str, Any]]:
+def read(base: Path | str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The table's rows as hudi-rs reads them (a snapshot: base files merged with log files), checked
     against Hudi's own Spark reader: the same rows, each as many times (tests.readers)."""
-    if not (base / ".hoodie").exists():
+    if isinstance(base, Path) and not (base / ".hoodie").exists():
         return []
-    hudi = HudiTableBuilder.from_base_uri(str(base)).build()
+    hudi = HudiTableBuilder.from_base_uri(str(base)).with_storage_options(storage_options or {}).build()
     batches = hudi.read(HudiReadOptions())
     rows = pa.Table.from_batches(batches).to_pylist() if batches else []
     assert_same_rows("Spark's Hudi reader", rows, spark_hudi_rows(str(base)))
@@ -106,14 +108,14 @@ def assert_table_equals_model(base: Path, model: dict[int, dict[str, Any]]) -> N
     assert as_model(read(base)) == model
 
 
-def assert_timeline_matches_ledger(name: str, base: Path) -> None:
+def assert_timeline_matches_ledger(name: str, base: Path | str) -> None:
     """One completed instant per ledger commit that wrote records, named in the ledger, carrying its commit
     id; and no other instant that adds records."""
     config = SinkConfig.parse(actions.get_connector(name).config)
     commits = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0)
     ident = f"{config.settings.database}.{config.settings.table_name}"
     by_instant = {str(c.snapshot_ids[ident]): str(c.commit_id) for c in commits}
-    written = [i for i in timeline.completed_instants(str(base)) if i.commit_id is not None]
+    written = [i for i in timeline.completed_instants(StoragePath.parse(str(base))) if i.commit_id is not None]
     assert sorted(by_instant) == [i.timestamp for i in written]
     assert all(by_instant[i.timestamp] == i.commit_id for i in written)
 
@@ -183,10 +185,10 @@ def test_appends_land_once_each_over_partitioned_directories(
     rows = read(base)
     assert sorted(r["id"] for r in rows) == topic_ids(kafka_bootstrap, ends)
     assert all(r["_hoodie_partition_path"] == f"region=r{r['id'] % 5}" for r in rows)
-    properties = timeline.table(str(base)).hudi_options()
+    properties = timeline.table(StoragePath.parse(str(base))).hudi_options()
     assert properties["hoodie.table.type"] == "COPY_ON_WRITE"
     assert properties["hoodie.table.name"] == config["target.table.name"]
-    last = timeline.completed_instants(str(base))[-1].extra
+    last = timeline.completed_instants(StoragePath.parse(str(base)))[-1].extra
     assert last[timeline.KAFKA_OFFSETS_KEY] == ",".join(f"{p}={ends[(topic_name, p)]}" for p in range(PARTITIONS))
     assert last[timeline.CONNECTOR_KEY] == name
     assert_timeline_matches_ledger(name, base)
@@ -236,7 +238,7 @@ def test_upserts_equal_the_model_after_a_coordinator_died_around_its_write(
     doomed = procs.coordinator(name, failpoints=f"{point}=kill")
     assert doomed.wait(240) == -signal.SIGKILL
     prepared = Commit.objects.get(connector_name=name, state=CommitState.PREPARED)
-    held = timeline.instant_of_commit(str(base), str(prepared.commit_id))
+    held = timeline.instant_of_commit(StoragePath.parse(str(base)), str(prepared.commit_id))
     assert (held is not None) == (point == "hudi.after_write")
     procs.coordinator(name)
     wait_until(caught_up(name, ends), 240, "the new coordinator to roll forward and catch up")
@@ -302,7 +304,7 @@ def test_merge_on_read_upserts_with_deletes_and_tombstones_are_compacted_beside_
             ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS, keys=keys)
             wait_until(caught_up(name, ends), 240, f"wave {wave} to be committed")
             if wave == 0:
-                first_instant = timeline.completed_instants(str(base))[-1].timestamp
+                first_instant = timeline.completed_instants(StoragePath.parse(str(base)))[-1].timestamp
                 first_model = model_of_changes(kafka_bootstrap, ends)
             else:
                 changed_later |= {int(k) for k in keys}
@@ -363,3 +365,47 @@ def test_copy_on_write_upserts_with_delete_markers_ordered_by_event_time(
     assert not log_files(base)
     assert_table_equals_model(base, model_of_changes(kafka_bootstrap, ends))
     assert_timeline_matches_ledger(name, base)
+
+
+def test_a_merge_on_read_table_on_s3_is_written_through_hadoops_s3a_connector(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str
+) -> None:
+    """A table at an s3a:// base path on the S3-compatible server, configured once as Spark users configure
+    S3 (the bucket's S3A settings in spark-defaults.conf, tests/conftest.py): Hudi's writer reaches it
+    through Hadoop's S3A connector, the participants' rows and the timeline go through pyarrow and hudi-rs
+    with the same settings. Upserts and deletes land in log files, compacted inline every second commit;
+    hudi-rs (given the server's address and keys by this test) and Spark's Hudi reader read the model."""
+    name = "hudi-s3"
+    base = f"s3a://{S3A_BUCKET}/{topic_name}/orders"
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    config = hudi_config(
+        topic_name,
+        base,
+        **{
+            "hoodie.table.type": "MERGE_ON_READ",
+            "hoodie.datasource.write.partitionpath.field": "",
+            "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
+            "hoodie.compact.inline": "true",
+            "hoodie.compact.inline.max.delta.commits": "2",
+        },
+    )
+    actions.create_connector(name, config)
+    ends: dict[tuple[str, int], int] = {}
+    with running_in_threads(name):
+        for wave in range(3):
+            keys, values = keyed_changes(400, 60, seed=80 + wave, first_ts=wave * 10_000)
+            ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS, keys=keys)
+            wait_until(caught_up(name, ends), 240, f"wave {wave} to be committed")
+    storage_options = {
+        "aws_endpoint": s3_endpoint,
+        "aws_allow_http": "true",
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+        "aws_region": "us-east-1",
+    }
+    assert as_model(read(base, storage_options)) == model_of_changes(kafka_bootstrap, ends)
+    assert_timeline_matches_ledger(name, base)
+    hudi = HudiTableBuilder.from_base_uri(base).with_storage_options(storage_options).build()
+    actions_done = {i.action for i in hudi.get_timeline().get_completed_commits()}
+    assert "commit" in actions_done, "no compaction completed on the table"
+    assert not list(StoragePath.parse(base).child(".sinkadmin", "incoming").folders()), "incoming rows were left"
