@@ -31,9 +31,11 @@ var/jars/%/.resolved: jvm/%/pom.xml
 # Our own interceptor, built from source by `mvn package` (connect-guard: the Spark Connect server answers
 # only this machine), again when its Java changes.
 var/jars/connect-guard/.resolved: $(shell find jvm/connect-guard/src -type f)
+# And Hudi's conflict check with the sink's rule (hudi-fence: a table holds each commit in one instant).
+var/jars/hudi-fence/.resolved: $(shell find jvm/hudi-fence/src -type f)
 
 install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved var/jars/spark/.resolved \
-	var/jars/connect-guard/.resolved
+	var/jars/connect-guard/.resolved var/jars/hudi-fence/.resolved
 
 services: install
 	scripts/start-services

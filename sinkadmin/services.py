@@ -273,8 +273,10 @@ def pinned_spark_artifacts() -> tuple[tuple[str, str, str], ...]:
 
 
 def spark_jars(*, server: bool) -> list[Path]:
-    """The pinned jars a Spark of this project loads (the Spark Connect server's own only for a ``server``)."""
-    return [jar for jar in jvm_classpath("spark") if server or not jar.name.startswith(SPARK_CONNECT_ARTIFACT)]
+    """The pinned jars a Spark of this project loads (the Spark Connect server's own only for a ``server``),
+    and our Hudi conflict check (jvm/hudi-fence)."""
+    pinned = [jar for jar in jvm_classpath("spark") if server or not jar.name.startswith(SPARK_CONNECT_ARTIFACT)]
+    return [*pinned, *jvm_classpath("hudi-fence")]
 
 
 # Spark's list-valued properties: the user's entries and the project's are joined, not replaced.

@@ -266,3 +266,35 @@ def test_a_base_path_is_local_or_on_s3_through_hadoops_s3a(tmp_path: Path, base:
         assert "target.base.path" not in errors
     else:
         assert error in errors["target.base.path"][0]
+
+
+def test_every_write_and_table_service_runs_under_optimistic_concurrency_with_the_sinks_check(tmp_path: Path) -> None:
+    from sinks.hudi.services import procedure_options
+    from sinks.hudi.settings import CONFLICT_STRATEGY, DEFAULT_LOCK_PROVIDER
+
+    config = SinkConfig.parse(hudi_config(tmp_path))
+    for options in (writer_options(config.settings, config.raw), procedure_options(config.raw)):
+        assert options["hoodie.write.concurrency.mode"] == "OPTIMISTIC_CONCURRENCY_CONTROL"
+        assert options["hoodie.cleaner.policy.failed.writes"] == "LAZY"
+        assert options["hoodie.write.lock.conflict.resolution.strategy"] == CONFLICT_STRATEGY
+        assert options["hoodie.write.lock.provider"] == DEFAULT_LOCK_PROVIDER
+    # A lock provider of the config's (a table other jobs write too) is Hudi's to use; the check stays ours.
+    zookeeper = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
+    shared = SinkConfig.parse(hudi_config(tmp_path, **{"hoodie.write.lock.provider": zookeeper}))
+    assert writer_options(shared.settings, shared.raw)["hoodie.write.lock.provider"] == zookeeper
+    errors = validate_config(
+        hudi_config(
+            tmp_path,
+            **{
+                "hoodie.write.concurrency.mode": "SINGLE_WRITER",
+                "hoodie.cleaner.policy.failed.writes": "EAGER",
+                "hoodie.write.lock.conflict.resolution.strategy": "org.example.Mine",
+            },
+        )
+    ).errors
+    assert "must be OPTIMISTIC_CONCURRENCY_CONTROL" in errors["hoodie.write.concurrency.mode"][0]
+    assert "must be LAZY" in errors["hoodie.cleaner.policy.failed.writes"][0]
+    assert f"must be {CONFLICT_STRATEGY}" in errors["hoodie.write.lock.conflict.resolution.strategy"][0]
+    assert validate_config(
+        hudi_config(tmp_path, **{"hoodie.write.concurrency.mode": "optimistic_concurrency_control"})
+    ).ok

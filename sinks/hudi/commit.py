@@ -20,9 +20,14 @@ Exactly once, with Hudi's mechanisms and ours:
   complete" runs under a PostgreSQL advisory lock on the table, held by the
   coordinator's connection for the whole write: two coordinators of one
   connector (a zombie and its successor rolling the same commit forward)
-  take turns, and the second finds the first's instant. A coordinator killed
-  mid-write loses its connection, and with it the lock. Table services the
+  take turns, and the second finds the first's instant. Table services the
   maintenance runs between commits take the same lock (``sinks.hudi.services``).
+- **Nor can a killed one's write.** A coordinator killed mid-write loses its
+  connection, and with it the lock, but its write goes on in the Spark
+  server. Hudi's optimistic concurrency, with the sink's rule in its
+  pre-commit check (jvm/hudi-fence), fails whichever of two writes of one
+  commit completes second; the successor's, failed so, returns the first's
+  instant.
 """
 
 from __future__ import annotations
@@ -37,11 +42,15 @@ from sinks.hudi.settings import HudiSettings, writer_options
 from sinks.hudi.timeline import META_PREFIX, commit_metadata, completed_instants, instant_of_commit
 from sinks.hudi.writer import INCOMING, IS_DELETED, SEQUENCE
 from workers.coordinator import PreparedCommit, SinkUnavailable
-from workers.failpoints import failpoint
+from workers.failpoints import failpoint, failpoint_while
 from workers.locks import advisory_lock
 from workers.spark_writer import SparkJobs, SparkUnavailable
 
 log = logging.getLogger(__name__)
+
+
+# How Hudi's writer says that its pre-commit check failed (jvm/hudi-fence: the commit is in another instant).
+CONFLICT = "HoodieWriteConflictException"
 
 
 def table_lock(settings: HudiSettings) -> str:
@@ -96,7 +105,24 @@ class HudiCommitter:
             **commit_metadata(self.connector, commit_id, prepared.epoch, _ranges(prepared.offsets)),
         }
         failpoint("hudi.before_write")  # (a test's coordinator dies here: prepared, nothing written)
-        frame.drop(SEQUENCE).write.format("hudi").options(**options).mode("append").save(self.settings.base_path)
+        try:
+            # (Or while Hudi writes: the write goes on in the Spark server without it.)
+            with failpoint_while("hudi.during_write", after_s=2.0):
+                frame.drop(SEQUENCE).write.format("hudi").options(**options).mode("append").save(
+                    self.settings.base_path
+                )
+        except Exception as exc:
+            # Hudi's pre-commit check found the commit in another write's completed instant (a killed
+            # predecessor's, which went on in the Spark server): that instant is the commit's.
+            if CONFLICT not in str(exc) or (found := instant_of_commit(self.settings.base, commit_id)) is None:
+                raise
+            log.info(
+                "%s: commit %s was completed by an earlier write, as instant %s",
+                self.connector,
+                commit_id,
+                found.timestamp,
+            )
+            return found.timestamp
         failpoint("hudi.after_write")  # (or here: the instant complete, the ledger not yet told)
         written = instant_of_commit(self.settings.base, commit_id)
         if written is None:

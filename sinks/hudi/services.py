@@ -3,7 +3,9 @@
 merge-on-read table's log files (``run_compaction``, unless ``hoodie.compact.inline`` compacts in the
 writer) and cluster small files (``run_clustering``, with ``hoodie.clustering.async.enabled``). They take
 the table's lock as commits do (``sinks.hudi.commit.table_lock``), so the table keeps one writer at a time,
-as Hudi's single-writer mode expects. Cleaning and archival run in Hudi's writer after each commit."""
+and run with the writer's optimistic concurrency (``concurrency_options``): none rolls back a write that a
+killed coordinator left running in the Spark server. Cleaning and archival run in Hudi's writer after each
+commit."""
 
 from __future__ import annotations
 
@@ -96,8 +98,13 @@ class HudiTables:
 def procedure_options(raw: dict[str, str]) -> dict[str, str]:
     """The connector's Hudi write configs as a procedure's ``options`` take them (``k=v,k=v``): the table's
     own settings (keys, key generator, type) come from its hoodie.properties. A value with a comma cannot
-    be said there, and an empty one is Hudi's default anyway: both are left to the table's defaults."""
-    return {k: v for k, v in raw.items() if k.startswith(HUDI_WRITE_CONFIG_FAMILIES) and v.strip() and "," not in v}
+    be said there, and an empty one is Hudi's default anyway: both are left to the table's defaults. The
+    concurrency settings are the writer's (``concurrency_options``): a table service must not roll back a
+    write still running in the Spark server."""
+    from sinks.hudi.settings import concurrency_options
+
+    written = {k: v for k, v in raw.items() if k.startswith(HUDI_WRITE_CONFIG_FAMILIES) and v.strip() and "," not in v}
+    return {**written, **concurrency_options(raw)}
 
 
 def _literal(text: str) -> str:

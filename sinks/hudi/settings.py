@@ -55,6 +55,39 @@ KEY_RULES = {
 }
 
 
+# Hudi's optimistic concurrency, with the sink's conflict check (jvm/hudi-fence): a write of a commit that
+# another write has already completed fails under Hudi's lock, before its instant completes (the coordinator
+# killed mid-write, whose write goes on in the Spark server while its successor writes the same commit).
+CONFLICT_STRATEGY = "sinkadmin.hudi.OneInstantPerCommit"
+# Hudi's lock in the Spark application's JVM, which runs every write and table service of the table (the
+# Spark Connect server; a worker's own Spark dies with its process, and its writes with it).
+DEFAULT_LOCK_PROVIDER = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
+CONCURRENCY = {
+    "hoodie.write.concurrency.mode": (
+        "OPTIMISTIC_CONCURRENCY_CONTROL",
+        "the sink's writes and table services run under Hudi's optimistic concurrency, whose pre-commit check "
+        "keeps each commit in one instant (docs/hudi-sink.md)",
+    ),
+    "hoodie.cleaner.policy.failed.writes": (
+        "LAZY",
+        "with optimistic concurrency Hudi rolls back a failed write once its heartbeat has expired, not a write "
+        "still running (a killed coordinator's, in the Spark server)",
+    ),
+    "hoodie.write.lock.conflict.resolution.strategy": (
+        CONFLICT_STRATEGY,
+        "the sink's strategy is Hudi's own check with one rule more (a table holds each commit in one instant)",
+    ),
+}
+
+
+def concurrency_options(raw: Mapping[str, str]) -> dict[str, str]:
+    """The options of Hudi's optimistic concurrency for every write and table service of the table: the
+    config's lock provider (a table other jobs write too needs a shared one), or Hudi's in-process lock."""
+    options = {key: wanted for key, (wanted, _) in CONCURRENCY.items()}
+    options["hoodie.write.lock.provider"] = raw.get("hoodie.write.lock.provider", "").strip() or DEFAULT_LOCK_PROVIDER
+    return options
+
+
 def _get(config: Mapping[str, str], name: str) -> str:
     value = config.get(name)
     if value is None or value == "":
@@ -107,6 +140,9 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             result.add(base_key, f"{scheme}:// is not supported: use a local path, a file:// URL or s3a://")
         elif not (parts.path if scheme else base).startswith("/"):
             result.add(base_key, "must be an absolute path (every worker and executor reads it)")
+    for key, (wanted, why) in CONCURRENCY.items():
+        if config.get(key, "").strip() and config[key].strip().upper() != wanted.upper():
+            result.add(key, f"must be {wanted} (or unset): {why}")
     operation = _get(config, "hoodie.datasource.write.operation").lower()
     keys = _fields(config, "hoodie.datasource.write.recordkey.field")
     if operation in ("upsert", "delete") and not keys:
@@ -262,6 +298,7 @@ def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, 
         options.setdefault("hoodie.datasource.compaction.async.enable", "false" if inline else "true")
     if settings.index_type == "RECORD_INDEX":
         options.setdefault("hoodie.metadata.record.index.enable", "true")
+    options.update(concurrency_options(raw))
     return options
 
 

@@ -11,9 +11,11 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from django.db import connection
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from connectors import actions
@@ -270,6 +272,62 @@ def test_a_zombie_coordinator_cannot_complete_a_commit_twice(
     assert zombie.wait(180) == 0
     assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
     assert_timeline_matches_ledger(name, base)
+
+
+def pending_instants(base: Path) -> set[str]:
+    """Instants requested on the table's timeline and never completed (a write that failed or still runs)."""
+    names = [f.name for f in (base / ".hoodie" / "timeline").iterdir() if f.is_file()]
+    requested = {n.split(".")[0] for n in names if n.endswith(".requested")}
+    completed = {
+        n.split("_")[0] for n in names if "_" in n.split(".")[0] and not n.endswith((".requested", ".inflight"))
+    }
+    return requested - completed
+
+
+def test_a_coordinator_killed_while_hudi_writes_leaves_its_commit_in_one_instant(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """The coordinator dies two seconds into Hudi's write, which goes on in the Spark server; its successor,
+    waiting on the table's lock, takes it at once and writes the same commit. Hudi's pre-commit check with
+    the sink's rule (jvm/hudi-fence) lets one of the two complete an instant: every inserted record is in the
+    table once, and the other write's instant is left incomplete."""
+    name = "hudi-kill-mid-write"
+    base = tmp_path / "events"
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    ends = produce(kafka_bootstrap, topic_name, changes(4000, 4000, PARTITIONS, seed=13), PARTITIONS)
+    config = hudi_config(
+        topic_name,
+        base,
+        **{
+            "hoodie.datasource.write.operation": "insert",
+            "hoodie.datasource.write.partitionpath.field": "",
+            "hoodie.payload.delete.field": "",
+            "hoodie.payload.delete.marker": "",
+        },
+    )
+    actions.create_connector(name, config)
+    procs.task(name)
+    doomed = procs.coordinator(name, failpoints="hudi.before_write=stop,hudi.during_write=kill")
+    wait_until(lambda: psutil.Process(doomed.pid).status() == psutil.STATUS_STOPPED, 240, "the write to be next")
+    prepared = Commit.objects.get(connector_name=name, state=CommitState.PREPARED)
+    procs.coordinator(name)
+    with connection.cursor() as cursor:
+
+        def successor_waits_on_the_table() -> bool:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            return bool(cursor.fetchone()[0])
+
+        wait_until(successor_waits_on_the_table, 120, "the successor to wait for the table's lock")
+    doomed.send_signal(signal.SIGCONT)
+    assert doomed.wait(120) == -signal.SIGKILL
+    wait_until(caught_up(name, ends), 240, "the successor to roll the commit forward and catch up")
+    assert sorted(r["id"] for r in read(base)) == topic_ids(kafka_bootstrap, ends)
+    assert_timeline_matches_ledger(name, base)
+    holding = [
+        i for i in timeline.completed_instants(StoragePath.parse(str(base))) if i.commit_id == str(prepared.commit_id)
+    ]
+    assert len(holding) == 1
+    assert pending_instants(base), "only one write of the commit was started: the test did not race two"
 
 
 def test_merge_on_read_upserts_with_deletes_and_tombstones_are_compacted_beside_the_sink(

@@ -16,7 +16,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from connectors import actions
 from connectors.config import SinkConfig
-from sinkadmin.services import SPARK_CONNECT_ARTIFACT, ServiceError, pinned_spark_artifacts, spark_conf
+from sinkadmin.services import (
+    SPARK_CONNECT_ARTIFACT,
+    ServiceError,
+    jvm_classpath,
+    pinned_spark_artifacts,
+    spark_conf,
+)
 
 
 class Command(BaseCommand):
@@ -60,7 +66,8 @@ def runtimes(packages: bool) -> dict[str, str]:
     """spark_conf's runtimes and extensions; with ``packages``, the jars as Maven coordinates instead."""
     conf = spark_conf(server=False)
     if packages:
-        del conf["spark.jars"]
+        # (Our Hudi conflict check is no Maven artifact: its jar goes by path, copied where the Spark runs.)
+        conf["spark.jars"] = ",".join(str(jar) for jar in jvm_classpath("hudi-fence"))
         conf["spark.jars.packages"] = ",".join(
             f"{group}:{artifact}:{version}"
             for group, artifact, version in pinned_spark_artifacts()
