@@ -8,8 +8,9 @@ with the same consumers decoding each batch as the tasks do
 (workers.json_decoder's JsonDecoder: what decoding costs, with the allocator
 the tasks use), then runs the sink once per sink and data plane (``--sinks``: iceberg,
 files (Parquet files in the HDFS sink's layout), hudi-insert (a Hudi table
-appended to) and hudi-upsert (a Hudi table upserted by a key that half the
-records update; its run reports the fraction); ``--writers``: spark and
+appended to), hudi-upsert (a copy-on-write Hudi table upserted by a key that
+half the records update; its run reports the fraction) and hudi-upsert-mor
+(the same upserts into a merge-on-read table); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
 ``run_connector`` processes, and in the product as ``make run`` starts it,
 the two modes in turn in each round) until the ledger reaches the topic's end
@@ -37,7 +38,7 @@ the make-run mode the connector is created once the stack has settled
 (its processes nearly idle), as on a stack a user has had running.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
-        [--sinks iceberg,files,hudi-insert,hudi-upsert]
+        [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...] [--repeat 1]
 
@@ -597,6 +598,9 @@ class Product:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
+HUDI_SINKS = ("hudi-insert", "hudi-upsert", "hudi-upsert-mor")
+
+
 def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, run: str) -> dict[str, str]:
     """A connector of ``sink`` over the whole topic: auto-created Iceberg table, or Parquet files
     whose size only the commits bound (as the table's data files are)."""
@@ -611,12 +615,13 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
     # the files just written would count as the sink's own work. It is
     # measured beside the sink by bench/maintenance.py.
     tables = {"sinkadmin.maintenance.enabled": "false"}
-    if sink in ("hudi-insert", "hudi-upsert"):
-        upsert = sink == "hudi-upsert"
+    if sink in HUDI_SINKS:
+        upsert = sink != "hudi-insert"
         return {
             **tables,
             "connector.class": "hudi",
             **common,
+            "hoodie.table.type": "MERGE_ON_READ" if sink == "hudi-upsert-mor" else "COPY_ON_WRITE",
             "target.base.path": str(FILES_ROOT / run),
             "target.table.name": f"events_{run}",
             "hoodie.datasource.write.operation": "upsert" if upsert else "insert",
@@ -677,7 +682,7 @@ def run_sink(
             }
         else:
             measured = {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
-        if sink == "hudi-upsert":
+        if sink in ("hudi-upsert", "hudi-upsert-mor"):
             # Records whose key an earlier record had (produce(): key = id % (records // 2)).
             measured["rows_updated_fraction"] = round(1 - max(1, args.records // 2) / args.records, 3)
         return measured
