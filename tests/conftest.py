@@ -33,6 +33,8 @@ from sinkadmin.kafka_broker import start_embedded_broker
 from sinkadmin.services import ManagedProcess, port_open, split_hostport, start_spark_connect
 
 if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
     from workers.maintenance import BetweenCommits
 
 
@@ -123,6 +125,20 @@ def s3_endpoint() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
+def s3_client(endpoint: str) -> pafs.S3FileSystem:
+    """A client of the S3-compatible server at ``endpoint`` (moto's: any keys), that may create buckets."""
+    import pyarrow.fs as pafs
+
+    return pafs.S3FileSystem(
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        endpoint_override=endpoint.removeprefix("http://"),
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+
+
 # The bucket of the S3-compatible server that the session's Spark reaches through Hadoop's S3A connector.
 S3A_BUCKET = "lake"
 
@@ -132,8 +148,6 @@ def spark_conf_dir(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -
     """Spark's defaults for the session (``SPARK_CONF_DIR``), as a user configures S3 for Spark: the
     ``lake`` bucket on the S3-compatible server, in Hadoop's per-bucket S3A settings. The Spark Connect
     server and the workers (this process's and its children) read them."""
-    import pyarrow.fs as pafs
-
     conf_dir = tmp_path_factory.mktemp("spark-conf")
     prefix = f"spark.hadoop.fs.s3a.bucket.{S3A_BUCKET}"
     (conf_dir / "spark-defaults.conf").write_text(
@@ -143,15 +157,7 @@ def spark_conf_dir(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -
         f"{prefix}.access.key test\n"
         f"{prefix}.secret.key test\n"
     )
-    s3 = pafs.S3FileSystem(
-        access_key="test",
-        secret_key="test",
-        region="us-east-1",
-        endpoint_override=s3_endpoint.removeprefix("http://"),
-        scheme="http",
-        allow_bucket_creation=True,
-    )
-    s3.create_dir(S3A_BUCKET)
+    s3_client(s3_endpoint).create_dir(S3A_BUCKET)
     before = os.environ.get("SPARK_CONF_DIR")
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
     yield conf_dir

@@ -25,6 +25,7 @@ from rest_framework.test import APIClient
 from connectors import actions
 from connectors.models import Commit, CommitState, Connector, PartitionOffset
 from sinks.files.layout import parse_file_name
+from tests.conftest import s3_client
 from tests.integration.helpers import (
     Processes,
     TcpProxy,
@@ -115,14 +116,7 @@ def run_until_committed(name: str, config: dict[str, str], ends: dict[tuple[str,
 
 def s3_bucket(endpoint: str, bucket: str) -> tuple[pafs.S3FileSystem, dict[str, str]]:
     """A new bucket on the S3-compatible server at ``endpoint``: a client of it, and the sink's keys for it."""
-    fs = pafs.S3FileSystem(
-        access_key="test",
-        secret_key="test",
-        region="us-east-1",
-        endpoint_override=endpoint.removeprefix("http://"),
-        scheme="http",
-        allow_bucket_creation=True,
-    )
+    fs = s3_client(endpoint)
     fs.create_dir(bucket)
     config = {
         "connector.class": "io.confluent.connect.s3.S3SinkConnector",

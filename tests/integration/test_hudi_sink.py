@@ -60,6 +60,23 @@ def hudi_config(topic: str, base: Path | str, **overrides: str) -> dict[str, str
     }
 
 
+def merge_on_read_config(topic: str, base: Path | str, **overrides: str) -> dict[str, str]:
+    """A merge-on-read table of keyed changes, compacted every second commit. Unpartitioned, so that
+    tombstones (keyed by the Kafka key) find their rows; ordered by commit, as Hudi's merge-on-read
+    readers need for deletes without a precombine value."""
+    return hudi_config(
+        topic,
+        base,
+        **{
+            "hoodie.table.type": "MERGE_ON_READ",
+            "hoodie.datasource.write.partitionpath.field": "",
+            "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
+            "hoodie.compact.inline.max.delta.commits": "2",
+            **overrides,
+        },
+    )
+
+
 def read(base: Path | str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The table's rows as hudi-rs reads them (a snapshot: base files merged with log files), checked
     against Hudi's own Spark reader: the same rows, each as many times (tests.readers)."""
@@ -340,19 +357,7 @@ def test_merge_on_read_upserts_with_deletes_and_tombstones_are_compacted_beside_
     name = "hudi-mor"
     base = tmp_path / "orders"
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
-    config = hudi_config(
-        topic_name,
-        base,
-        **{
-            "hoodie.table.type": "MERGE_ON_READ",
-            # Unpartitioned, so that tombstones (keyed by the Kafka key) can find their rows; ordered by
-            # commit, as Hudi's merge-on-read readers need for deletes without a precombine value.
-            "hoodie.datasource.write.partitionpath.field": "",
-            "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
-            "sinkadmin.maintenance.enabled": "false",
-            "hoodie.compact.inline.max.delta.commits": "2",
-        },
-    )
+    config = merge_on_read_config(topic_name, base, **{"sinkadmin.maintenance.enabled": "false"})
     actions.create_connector(name, config)
     ends: dict[tuple[str, int], int] = {}
     changed_later: set[int] = set()
@@ -436,17 +441,7 @@ def test_a_merge_on_read_table_on_s3_is_written_through_hadoops_s3a_connector(
     name = "hudi-s3"
     base = f"s3a://{S3A_BUCKET}/{topic_name}/orders"
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
-    config = hudi_config(
-        topic_name,
-        base,
-        **{
-            "hoodie.table.type": "MERGE_ON_READ",
-            "hoodie.datasource.write.partitionpath.field": "",
-            "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
-            "hoodie.compact.inline": "true",
-            "hoodie.compact.inline.max.delta.commits": "2",
-        },
-    )
+    config = merge_on_read_config(topic_name, base, **{"hoodie.compact.inline": "true"})
     actions.create_connector(name, config)
     ends: dict[tuple[str, int], int] = {}
     with running_in_threads(name):
