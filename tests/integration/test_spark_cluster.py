@@ -29,6 +29,7 @@ from tests.integration.test_hudi_sink import (
     assert_timeline_matches_ledger,
     hudi_config,
     model_of_topic,
+    pending_instants,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -223,7 +224,7 @@ def test_hudi_executors_killed_mid_merge_leave_the_table_equal_to_the_model(
         processes.task(name)
         processes.coordinator(name)
         wait_for_phase(name, "committing", timeout=180)
-        wait_until(lambda: bool(writing(base)), 120, "Hudi's write to start its instant")
+        wait_until(lambda: bool(pending_instants(base)), 120, "Hudi's write to start its instant")
         killed = cluster.executors()
         assert killed, "no executor was running"
         for executor in killed:
@@ -233,14 +234,3 @@ def test_hudi_executors_killed_mid_merge_leave_the_table_equal_to_the_model(
         processes.stop_all()
     assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
     assert_timeline_matches_ledger(name, base)
-
-
-def writing(base: Path) -> set[str]:
-    """The instants in flight on the table's timeline (requested or inflight, not completed)."""
-    folder = base / ".hoodie" / "timeline"
-    if not folder.exists():
-        return set()
-    names = [p.name for p in folder.iterdir() if not p.name.startswith(".")]
-    started = {n.split(".")[0] for n in names if n.endswith((".inflight", ".requested"))}
-    completed = {n.split("_")[0] for n in names if "_" in n.split(".")[0]}
-    return started - completed
