@@ -126,9 +126,8 @@ def measure_size(product: Product, rows: int, waves: int, buckets: int) -> dict:
     run = uuid.uuid4().hex[:8]
     topic, name, table = f"bench-hudi-scale-{run}", f"bench-hudi-scale-{rows}-{run}", f"scale_{run}"
     base = FILES_ROOT / run
-    AdminClient({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS}).create_topics(
-        [NewTopic(topic, PARTITIONS, 1)]
-    )[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     config = connector_config(topic, base, table, buckets)
     print(f"{rows:,} rows: bulk insert...", flush=True)
     loaded_s = bulk_insert(config, rows)
@@ -173,13 +172,17 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,10000000")
     parser.add_argument("--waves", type=int, default=3)
     parser.add_argument("--buckets", type=int, default=16)
+    # Without the Spark server's warm-up (thousands of trivial jobs, minutes): then run the large size
+    # first, so that a cold JIT weighs on it and not on the small one.
+    parser.add_argument("--skip-warm-up", action="store_true")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "hudi_upsert_scale.json"))
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     call_command("migrate", verbosity=0)
     services = ensure_services()
     try:
-        warm_spark_server()
+        if not args.skip_warm_up:
+            warm_spark_server()
         product = Product()
         try:
             results = [measure_size(product, rows, args.waves, args.buckets) for rows in sizes]
@@ -188,9 +191,11 @@ def main() -> None:
     finally:
         for service in services:
             service.stop()
-    small, large = results[0], results[-1]
+    small = min(results, key=lambda r: r["table_rows"])
+    large = max(results, key=lambda r: r["table_rows"])
     result = {
         "date": time.strftime("%Y-%m-%d"),
+        "spark_warmed_up": not args.skip_warm_up,
         "table_type": "MERGE_ON_READ",
         "index": f"BUCKET ({args.buckets} buckets)",
         "sizes": results,
