@@ -281,7 +281,6 @@ def spark_jars(*, server: bool) -> list[Path]:
 
 # Spark's list-valued properties: the user's entries and the project's are joined, not replaced.
 SPARK_LIST_PROPERTIES = ("spark.jars", "spark.sql.extensions")
-_PROPERTY_LINE = re.compile(r"^(?P<key>[^\s=:]+)\s*[=:]?\s*(?P<value>.*)$")
 
 
 def spark_defaults() -> dict[str, str]:
@@ -290,33 +289,23 @@ def spark_defaults() -> dict[str, str]:
     (``spark.hadoop.fs.s3a.*``). spark-submit reads the file only when no ``--properties-file`` is given, so
     the Spark Connect server make run starts has them merged into its own (``start_spark_connect``); the
     workers read the same file to reach that storage themselves (``workers.storage``)."""
+    from connectors.ui.config_text import parse_properties
+
     conf_dir = os.environ.get("SPARK_CONF_DIR")
     path = Path(conf_dir) / "spark-defaults.conf" if conf_dir else None
     if path is None or not path.is_file():
         return {}
-    return _read_properties(path.read_text())
-
-
-def _read_properties(text: str) -> dict[str, str]:
-    """Java properties as Spark's files are written: ``key value``, ``key=value`` or ``key: value`` lines,
-    comments after ``#`` or ``!``."""
-    found = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = _PROPERTY_LINE.match(line)
-        if match:
-            found[match["key"]] = match["value"].strip()
-    return found
+    # (Java properties, as Spark reads the file: the parser that reads connector.properties files.)
+    return {key: value.strip() for key, value in parse_properties(path.read_text()).items()}
 
 
 def with_spark_defaults(conf: dict[str, str]) -> dict[str, str]:
     """``conf`` over the user's ``spark_defaults()``: the project's settings win where both set one (Hudi
     needs Kryo, the sink its catalogs), and list-valued ones (jars, SQL extensions) are joined."""
-    merged = {**spark_defaults(), **conf}
+    defaults = spark_defaults()
+    merged = {**defaults, **conf}
     for key in SPARK_LIST_PROPERTIES:
-        entries = [e for value in (conf.get(key), spark_defaults().get(key)) if value for e in value.split(",")]
+        entries = [e for value in (conf.get(key), defaults.get(key)) if value for e in value.split(",")]
         if entries:
             merged[key] = ",".join(dict.fromkeys(e.strip() for e in entries if e.strip()))
     return merged

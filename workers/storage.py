@@ -97,7 +97,7 @@ class StoragePath:
         }
         if endpoint is not None:
             kwargs.update(scheme=endpoint[0], endpoint_override=endpoint[1])
-        if settings.get("path.style.access", "").lower() != "true" and endpoint is None:
+        if self._virtual_hosted(settings):
             kwargs["force_virtual_addressing"] = True
         fs = pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
         return fs, f"{parts.netloc}{parts.path}"
@@ -117,9 +117,15 @@ class StoragePath:
         if endpoint is not None:
             options["aws_endpoint"] = f"{endpoint[0]}://{endpoint[1]}"
             options["aws_allow_http"] = str(endpoint[0] == "http").lower()
-        if settings.get("path.style.access", "").lower() != "true" and endpoint is None:
+        if self._virtual_hosted(settings):
             options["aws_virtual_hosted_style_request"] = "true"
         return {k: v for k, v in options.items() if v}
+
+    @classmethod
+    def _virtual_hosted(cls, settings: Mapping[str, str]) -> bool:
+        """Whether buckets are addressed as hosts (AWS's own endpoints), not as paths: without an endpoint
+        of the config's and without ``path.style.access``."""
+        return cls._endpoint(settings) is None and settings.get("path.style.access", "").lower() != "true"
 
     @staticmethod
     def _endpoint(settings: Mapping[str, str]) -> tuple[str, str] | None:
