@@ -72,6 +72,9 @@ bench: services
 	$(PY) bench/staging_costs.py
 	$(PY) bench/table_lookup.py
 	$(PY) bench/sink_throughput.py --repeat 3
+	$(PY) bench/sink_throughput.py --sinks iceberg,hudi-upsert,hudi-upsert-mor --writers spark --modes make-run \
+		--output bench/results/sink_throughput-hudi-upserts.json
+	$(PY) bench/hudi_upsert_scale.py
 	$(PY) bench/maintenance.py
 	$(PY) bench/mirror_throughput.py
 
