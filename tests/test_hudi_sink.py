@@ -14,8 +14,9 @@ import pytest
 
 from connectors.config import SinkConfig, validate_config
 from sinks.hudi.commit import HudiCommitter
+from sinks.hudi.services import failure_text
 from sinks.hudi.settings import writer_options
-from sinks.hudi.timeline import COMMIT_ID_KEY, KAFKA_OFFSETS_KEY, RANGES_KEY, commit_metadata
+from sinks.hudi.timeline import COMMIT_ID_KEY, KAFKA_OFFSETS_KEY, RANGES_KEY, commit_metadata, pending_compactions
 from sinks.hudi.writer import IS_DELETED, SEQUENCE, PartitionRows, incoming_root
 from workers.storage import StoragePath
 
@@ -298,3 +299,31 @@ def test_every_write_and_table_service_runs_under_optimistic_concurrency_with_th
     assert validate_config(
         hudi_config(tmp_path, **{"hoodie.write.concurrency.mode": "optimistic_concurrency_control"})
     ).ok
+
+
+def test_compactions_pending_are_those_planned_or_executing_and_not_complete(tmp_path: Path) -> None:
+    folder = tmp_path / ".hoodie" / "timeline"
+    folder.mkdir(parents=True)
+    for name in (
+        "20261128100000000.compaction.requested",  # complete: its commit instant is beside its plan
+        "20261128100000000.compaction.inflight",
+        "20261128100000000_20261128100005000.commit",
+        "20261128110000000.compaction.requested",  # executing
+        "20261128110000000.compaction.inflight",
+        "20261128120000000.compaction.requested",  # planned
+        "20261128120000001_20261128120002000.deltacommit",
+    ):
+        (folder / name).touch()
+    assert pending_compactions(StoragePath.parse(str(tmp_path))) == ["20261128110000000", "20261128120000000"]
+    assert pending_compactions(StoragePath.parse(str(tmp_path / "elsewhere"))) == []
+
+
+def test_a_compaction_another_run_executes_is_said_to_be_left_to_it() -> None:
+    refused = RuntimeError(
+        "org.apache.hudi.exception.HoodieLockException: Cannot execute instant 20261128110000000 due to "
+        "heartbeat by concurrent writer/job"
+    )
+    said = failure_text(refused)
+    assert said.startswith("20261128110000000 is still executed by an earlier run")
+    assert "not rolled back" in said
+    assert failure_text(ValueError("disk full")) == "ValueError: disk full"

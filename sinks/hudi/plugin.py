@@ -226,7 +226,10 @@ HUDI_OWN_KEYS: tuple[ConfigKey, ...] = (
 HUDI_WRITE_CONFIG_PREFIXES: tuple[tuple[str, str], ...] = (
     ("hoodie.compact.", "Compaction of merge-on-read tables (hoodie.compact.inline, ...inline.max.delta.commits)."),
     ("hoodie.compaction.", "Compaction strategy and its limits."),
-    ("hoodie.datasource.compaction.", "Whether the writer compacts (false) or only schedules compactions (true)."),
+    (
+        "hoodie.datasource.compaction.",
+        "Whether the writer compacts (false) or leaves it to the maintenance (true, the default).",
+    ),
     ("hoodie.clean.", "Cleaning of old file slices after each commit (hoodie.clean.automatic, ...)."),
     ("hoodie.cleaner.", "The cleaner's policy and what it retains."),
     ("hoodie.archive.", "Archival of the timeline."),
@@ -244,6 +247,7 @@ HUDI_WRITE_CONFIG_PREFIXES: tuple[tuple[str, str], ...] = (
     ("hoodie.datasource.write.keygenerator.", "The key generator (class, type, options)."),
     ("hoodie.datasource.write.payload.", "The record payload class."),
     ("hoodie.write.", "Hudi's writer (concurrency, markers, table version, ...)."),
+    ("hoodie.client.", "Hudi's write client (hoodie.client.heartbeat.interval_in_ms, ...tolerable.misses)."),
     ("hoodie.upsert.", "Upsert parallelism and shuffle."),
     ("hoodie.insert.", "Insert parallelism and shuffle."),
     ("hoodie.bulkinsert.", "Bulk insert parallelism and sort mode."),

@@ -5,11 +5,19 @@ writer) and cluster small files (``run_clustering``, with ``hoodie.clustering.as
 the table's lock as commits do (``sinks.hudi.commit.table_lock``), so the table keeps one writer at a time,
 and run with the writer's optimistic concurrency (``concurrency_options``): none rolls back a write that a
 killed coordinator left running in the Spark server. Cleaning and archival run in Hudi's writer after each
-commit."""
+commit.
+
+A coordinator killed while Hudi compacts leaves the compaction running in the Spark server, its
+``.compaction.inflight`` on the timeline. Under optimistic concurrency Hudi beats a heartbeat for an
+executing compaction, and a later run that finds it inflight executes it (rolling back what it wrote
+first) only once that heartbeat has expired: while it lives, Hudi refuses ("due to heartbeat by
+concurrent writer/job") and the run says so (``EXECUTED_ELSEWHERE``); the next run takes the compaction up
+if it was abandoned (its Spark server restarted), or finds it complete."""
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import TYPE_CHECKING, Any
 
 from sinks.hudi import timeline
@@ -20,6 +28,10 @@ if TYPE_CHECKING:
     from connectors.config import SinkConfig
     from sinks.hudi.settings import HudiSettings
     from workers.maintenance import BetweenCommits, MaintenanceLedger
+
+
+# Hudi's refusal to execute a table service whose instant another job executes (its heartbeat is live).
+EXECUTED_ELSEWHERE = "due to heartbeat by concurrent writer/job"
 
 
 def compacts_inline(config: SinkConfig) -> bool:
@@ -63,12 +75,17 @@ class HudiTables:
             services.append(("clustering", "run_clustering", "input_group_size"))
         failures = []
         for service, procedure, rewritten in services:
+            operation = "scheduleAndExecute"
+            if service == "compaction" and timeline.pending_compactions(self.settings.base):
+                # Plans already made are executed first, and no new one is made meanwhile: Hudi would plan
+                # the file groups outside them every run while another run still executes them.
+                operation = "execute"
             try:
-                rows = turns.run(functools.partial(self._call, procedure, "op => 'scheduleAndExecute'"))
+                rows = turns.run(functools.partial(run_procedure, self.config, procedure, f"op => '{operation}'"))
             except Stopped:
                 raise
             except Exception as exc:
-                failures.append(f"{service}: {type(exc).__name__}: {exc}")
+                failures.append(f"{service}: {failure_text(exc)}")
                 continue
             done = [r for r in rows if r.get("state") == "COMPLETED"]
             if done:
@@ -80,19 +97,32 @@ class HudiTables:
         if failures:
             raise MaintenanceFailed("; ".join(failures))
 
-    def _call(self, procedure: str, arguments: str) -> list[dict[str, Any]]:
-        """Run Hudi's Spark procedure on the table under its lock, with the connector's Hudi write configs."""
-        from workers.locks import advisory_lock
-        from workers.spark_writer import SparkJobs
 
-        options = ",".join(f"{k}={v}" for k, v in sorted(procedure_options(self.config.raw).items()))
-        statement = (
-            f"CALL {procedure}(path => {_literal(self.settings.base_path)}, {arguments}, "
-            f"options => {_literal(options)})"
+def run_procedure(config: SinkConfig, procedure: str, arguments: str) -> list[dict[str, Any]]:
+    """Run Hudi's Spark procedure on the connector's table under its lock, with its Hudi write configs."""
+    from workers.locks import advisory_lock
+    from workers.spark_writer import SparkJobs
+
+    settings: HudiSettings = config.settings
+    options = ",".join(f"{k}={v}" for k, v in sorted(procedure_options(config.raw).items()))
+    statement = f"CALL {procedure}(path => {_literal(settings.base_path)}, {arguments}, options => {_literal(options)})"
+    with advisory_lock(table_lock(settings)):
+        rows = SparkJobs().run_on_session(lambda spark: spark.sql(statement).collect())
+    return [row.asDict() for row in rows]
+
+
+def failure_text(exc: Exception) -> str:
+    """What a table service's failure says in its maintenance run."""
+    text = str(exc)
+    if EXECUTED_ELSEWHERE in text:
+        found = re.search(r"Cannot execute instant (\S+)", text)
+        instant = found.group(1) if found else "its instant"
+        return (
+            f"{instant} is still executed by an earlier run, in the Spark server (Hudi's heartbeat for it is live; "
+            "its coordinator stopped or died while it ran): left to it, not rolled back; the next run finds it "
+            "complete, or takes it up once abandoned"
         )
-        with advisory_lock(table_lock(self.settings)):
-            rows = SparkJobs().run_on_session(lambda spark: spark.sql(statement).collect())
-        return [row.asDict() for row in rows]
+    return f"{type(exc).__name__}: {text}"
 
 
 def procedure_options(raw: dict[str, str]) -> dict[str, str]:

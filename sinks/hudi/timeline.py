@@ -18,6 +18,8 @@ from typing import Any
 from workers.storage import StoragePath
 
 HOODIE = ".hoodie"
+# The active timeline's folder in the tables Hudi 1.x writes (table version 8).
+ACTIVE_TIMELINE = f"{HOODIE}/timeline"
 # The prefix Hudi's writer copies write options into the commit metadata with.
 META_PREFIX = "sinkadmin."
 COMMIT_ID_KEY = "sinkadmin.commit.id"
@@ -70,6 +72,16 @@ def completed_instants(base: StoragePath) -> list[Instant]:
         extra = {str(k): str(v) for k, v in (metadata.get("extraMetadata") or {}).items()}
         found.append(Instant(instant.timestamp, instant.action, int(instant.epoch_mills), extra))
     return sorted(found, key=lambda i: i.timestamp)
+
+
+def pending_compactions(base: StoragePath) -> list[str]:
+    """The compactions planned (``.compaction.requested``) or executing (``.inflight``) and not complete,
+    oldest first. (A completed compaction is a ``commit`` instant, ``<instant>_<completed>.commit``, its
+    plan's files kept beside it.)"""
+    names = base.child(ACTIVE_TIMELINE).files()
+    planned = {n.split(".")[0] for n in names if n.endswith((".compaction.requested", ".compaction.inflight"))}
+    completed = {n.split(".")[0].split("_")[0] for n in names if n.endswith(".commit") and "_" in n}
+    return sorted(planned - completed)
 
 
 def instant_of_commit(base: StoragePath, commit_id: str) -> Instant | None:

@@ -5,9 +5,12 @@ compared with a model of the topic."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from connectors import actions
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, MaintenanceOutcome, MaintenanceRun
 from sinks.hudi import timeline
+from sinks.hudi.services import EXECUTED_ELSEWHERE, run_procedure
 from tests.conftest import S3A_BUCKET
 from tests.integration.helpers import (
     Processes,
@@ -347,6 +351,111 @@ def test_a_coordinator_killed_while_hudi_writes_leaves_its_commit_in_one_instant
     ]
     assert len(holding) == 1
     assert pending_instants(base), "only one write of the commit was started: the test did not race two"
+
+
+def compactions(base: Path) -> dict[str, str]:
+    """Each compaction on the table's timeline and its state: requested, inflight or completed (a merge-on-read
+    table's completed ``commit`` instants are its compactions)."""
+    folder = base / ".hoodie" / "timeline"
+    states: dict[str, str] = {}
+    for name in sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")):
+        instant, _, action = name.partition(".")
+        if action in ("compaction.requested", "compaction.inflight"):
+            states.setdefault(instant, action.split(".")[1])
+            if action == "compaction.inflight":
+                states[instant] = "inflight"
+        elif action == "commit" and "_" in instant:
+            states[instant.split("_")[0]] = "completed"
+    return states
+
+
+@contextlib.contextmanager
+def spark_cores_held(folder: Path) -> Iterator[None]:
+    """A Spark job of the tests' session holding every core of the Spark server (local[2]) until the block
+    ends: jobs submitted meanwhile, by any session, wait for it (Spark's FIFO scheduler)."""
+    release = str(folder / "release-the-cores")
+
+    def hold(batches: Iterator[Any]) -> Iterator[Any]:
+        import os
+        import time
+
+        while not os.path.exists(release):
+            time.sleep(0.1)
+        yield from batches
+
+    job = spark_reader().range(0, 2, 1, 2).mapInArrow(hold, "id long")
+    holder = threading.Thread(target=job.collect, daemon=True)
+    holder.start()
+    try:
+        yield
+    finally:
+        Path(release).touch()
+        holder.join(60)
+
+
+def test_a_coordinator_killed_while_hudi_compacts_leaves_the_compaction_to_complete_once(
+    procs: Processes, kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """The coordinator dies while its maintenance's compaction executes in the Spark server (held there
+    mid-way: the test's job holds the server's cores), which goes on without it. Run again meanwhile with
+    the sink's options, the compaction is refused while Hudi's heartbeat for it lives: Hudi would roll back
+    the inflight compaction and execute it again, and two executions of one plan delete each other's files.
+    The killed run's compaction then completes once; the successor commits the next waves beside it and
+    compacts them; the table equals the model by both readers, and its base files do too."""
+    name = "hudi-kill-mid-compaction"
+    base = tmp_path / "orders"
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    config = merge_on_read_config(
+        topic_name,
+        base,
+        **{
+            "sinkadmin.maintenance.enabled": "false",
+            "sinkadmin.maintenance.interval-ms": "1000",
+            # Hudi's writer schedules a compaction every second delta commit; the maintenance executes it.
+            "hoodie.compact.schedule.inline": "true",
+        },
+    )
+    actions.create_connector(name, config)
+    procs.task(name)
+    first = procs.coordinator(name)
+    ends: dict[tuple[str, int], int] = {}
+    for wave in range(2):
+        keys, values = keyed_changes(600, 80, seed=100 + wave, first_ts=wave * 10_000)
+        ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS, keys=keys)
+        wait_until(caught_up(name, ends), 240, f"wave {wave} to be committed")
+    # Two delta commits: Hudi's writer has scheduled a compaction, which nothing executes yet.
+    first.kill()
+    first.wait(30)
+    (planned,) = compactions(base)
+    actions.update_config(name, {**config, "sinkadmin.maintenance.enabled": "true"})
+    with spark_cores_held(tmp_path):
+        doomed = procs.coordinator(name)
+        wait_until(lambda: compactions(base)[planned] == "inflight", 120, "the maintenance to execute the compaction")
+        doomed.kill()
+        assert doomed.wait(30) == -signal.SIGKILL
+        assert compactions(base)[planned] == "inflight"
+        with pytest.raises(Exception, match=EXECUTED_ELSEWHERE):
+            run_procedure(SinkConfig.parse(config), "run_compaction", "op => 'execute'")
+    wait_until(lambda: compactions(base)[planned] == "completed", 120, "the killed run's compaction to complete")
+
+    procs.coordinator(name)
+    for wave in range(2, 4):
+        keys, values = keyed_changes(600, 80, seed=100 + wave, first_ts=wave * 10_000)
+        ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS, keys=keys)
+        wait_until(caught_up(name, ends), 240, f"wave {wave} to be committed")
+    wait_until(
+        lambda: len(compactions(base)) > 1 and set(compactions(base).values()) == {"completed"},
+        240,
+        "the successor to compact the later waves",
+    )
+    model = model_of_changes(kafka_bootstrap, ends)
+    assert_table_equals_model(base, model)
+    assert as_model(read_optimized(base)) == model
+    assert_timeline_matches_ledger(name, base)
+    # The killed coordinator's run, shown interrupted (its successor marked it so); the successor's compacted.
+    runs = list(MaintenanceRun.objects.filter(connector_name=name).order_by("started_at"))
+    assert runs[0].outcome == MaintenanceOutcome.INTERRUPTED
+    assert any(r.outcome == MaintenanceOutcome.SUCCEEDED and r.rewritten_files > 0 for r in runs[1:])
 
 
 def test_merge_on_read_upserts_with_deletes_and_tombstones_are_compacted_beside_the_sink(
