@@ -219,30 +219,34 @@ def test_appends_land_once_each_over_partitioned_directories(
     assert not any((base / ".sinkadmin/incoming").glob("*/*.parquet"))
 
 
-@pytest.mark.parametrize("operation", ["bulk_insert"])
-def test_bulk_inserts_into_an_unpartitioned_table_land_once_each(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path, operation: str
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
+def test_bulk_inserts_land_once_each(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path, partitioned: bool
 ) -> None:
-    name = "hudi-bulk"
+    """Keyless records bulk-inserted (Hudi's row writer, no index), into one partition or by a field."""
+    name = f"hudi-bulk-{'partitioned' if partitioned else 'unpartitioned'}"
     base = tmp_path / "events"
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
-    ends = produce(kafka_bootstrap, topic_name, [json.dumps({"id": i}).encode() for i in range(1500)], PARTITIONS)
+    values = [json.dumps({"id": i, "region": f"r{i % 3}"}).encode() for i in range(1500)]
+    ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS)
     config = hudi_config(
         topic_name,
         base,
         **{
-            "hoodie.datasource.write.operation": operation,
+            "hoodie.datasource.write.operation": "bulk_insert",
             "hoodie.datasource.write.recordkey.field": "",
             "hoodie.datasource.write.precombine.field": "",
             "hoodie.payload.delete.field": "",
             "hoodie.payload.delete.marker": "",
-            "hoodie.datasource.write.partitionpath.field": "",
+            "hoodie.datasource.write.partitionpath.field": "region" if partitioned else "",
         },
     )
     actions.create_connector(name, config)
     with running_in_threads(name):
         wait_until(caught_up(name, ends), 240, f"{name} to commit every record")
-    assert sorted(r["id"] for r in read(base)) == topic_ids(kafka_bootstrap, ends)
+    rows = read(base)
+    assert sorted(r["id"] for r in rows) == topic_ids(kafka_bootstrap, ends)
+    assert {r["_hoodie_partition_path"] for r in rows} == ({"r0", "r1", "r2"} if partitioned else {""})
     assert_timeline_matches_ledger(name, base)
 
 
@@ -524,12 +528,15 @@ def test_copy_on_write_upserts_with_delete_markers_ordered_by_event_time(
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
     """Keyed changes into a copy-on-write table, ordered by the precombine field (Hudi's default), deleted
-    by their marker. (Tombstones have no precombine value: in event-time ordering they are bad records,
-    tests/test_hudi_sink.py.)"""
+    by their marker, found by Hudi's record-level index (in its metadata table). (Tombstones have no
+    precombine value: in event-time ordering they are bad records, tests/test_hudi_sink.py.)"""
     name = "hudi-cow"
     base = tmp_path / "orders"
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
-    actions.create_connector(name, hudi_config(topic_name, base, **{"hoodie.datasource.write.partitionpath.field": ""}))
+    config = hudi_config(
+        topic_name, base, **{"hoodie.datasource.write.partitionpath.field": "", "hoodie.index.type": "RECORD_INDEX"}
+    )
+    actions.create_connector(name, config)
     ends: dict[tuple[str, int], int] = {}
     with running_in_threads(name):
         for wave in range(2):
@@ -539,6 +546,10 @@ def test_copy_on_write_upserts_with_delete_markers_ordered_by_event_time(
     assert not log_files(base)
     assert_table_equals_model(base, model_of_changes(kafka_bootstrap, ends))
     assert_timeline_matches_ledger(name, base)
+    # Each key found in the record index's partition of the metadata table, not by a scan of the files.
+    assert (base / ".hoodie" / "metadata" / "record_index").is_dir()
+    properties = timeline.table(StoragePath.parse(str(base))).hudi_options()
+    assert "record_index" in properties["hoodie.table.metadata.partitions"].split(",")
 
 
 def test_a_merge_on_read_table_on_s3_is_written_through_hadoops_s3a_connector(
