@@ -72,7 +72,7 @@ bench: services
 	$(PY) bench/staging_costs.py
 	$(PY) bench/table_lookup.py
 	$(PY) bench/sink_throughput.py --repeat 3
-	$(PY) bench/sink_throughput.py --sinks iceberg,hudi-upsert,hudi-upsert-mor --writers spark --modes make-run \
+	$(PY) bench/sink_throughput.py --sinks iceberg,hudi-upsert,hudi-upsert-mor --writers spark --modes make-run --repeat 3 \
 		--output bench/results/sink_throughput-hudi-upserts.json
 	$(PY) bench/hudi_upsert_scale.py
 	$(PY) bench/maintenance.py
