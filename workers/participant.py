@@ -32,6 +32,7 @@ from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
 from workers.kafka import OUT_OF_RANGE_ERRORS
 from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory
+from workers.transformed import RecordTransformer
 from workers.writes import WriteRefused, WriteResult
 
 if TYPE_CHECKING:
@@ -221,6 +222,8 @@ class TaskRunner:
         self._write_executor = write_executor
         # Values that are not plain JSON to begin with (Avro, the wire format) become JSON as they are staged.
         self._decoder = value_decoder(config)
+        # Then the connector's Kafka Connect transforms run over them (workers.transformed).
+        self._transformer = RecordTransformer(config, config.transforms) if config.transforms is not None else None
         # How much one commit of this task stages at most, in staged bytes:
         # what its writer writes in the write target, as its last writes went
         # (see _learn_commit_size). Under a backlog each commit then holds
@@ -581,7 +584,14 @@ class TaskRunner:
                 run = [m for m in run if m.offset() >= buffer.next_offset]  # fetched before the seek
                 if not run:
                     continue
-            buffer.extend(self._chunk_of(tp, run))
+            chunk = self._chunk_of(tp, run)
+            dropped = 0
+            if self._transformer is not None:
+                chunk, dropped = self._transformer.apply(chunk)
+            buffer.extend(chunk)
+            if dropped:
+                # (What the transforms dropped is counted as skipped: the staged range still covers it.)
+                buffer.skip(dropped, run[-1].offset() + 1)
             if buffer.staged_bytes >= max_bytes and tp not in self.paused:
                 # Bounded staging (I7): stop fetching this partition until
                 # the commit (or, reading ahead, until the next START). A
@@ -606,8 +616,8 @@ class TaskRunner:
         # -1: the record has no timestamp.
         timestamps = [t if t >= 0 else None for t in stamps] if min(stamps) < 0 else cast(list[int | None], stamps)
         headers: list[Any] = [None] * len(run)
-        if self.dead_letters is not None:
-            # Headers only travel to the dead-letter topic, and librdkafka
+        if self.dead_letters is not None or self._transformer is not None:
+            # Headers only travel to the dead-letter topic (or to the transforms), and librdkafka
             # parses them out of each message when asked (a share of a task's
             # time worth saving: docs/benchmarks.md, "Measurements behind the
             # runtime's design").
@@ -939,7 +949,7 @@ class TaskRunner:
                 end=s.end,
                 records=s.records,
                 dead_lettered=bad_by_tp.get((s.topic, s.partition), 0),
-                skipped=result.skipped.get((s.topic, s.partition), 0),
+                skipped=result.skipped.get((s.topic, s.partition), 0) + s.dropped,
                 max_timestamp=s.max_timestamp,
             )
             for s in staged

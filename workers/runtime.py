@@ -590,7 +590,8 @@ def run_task(
             config.dlq_context_headers,
         )
     plugin = plugin_of(config)
-    writer = coordinated_sink(plugin).writer(config)
+    # (The sink takes records as the transforms leave them: SinkConfig.sink_view.)
+    writer = coordinated_sink(plugin).writer(config.sink_view)
     writing = WritingThread(f"{name}-{task_index}-write")
     # While the first commit stages, on a thread of its own: a first write
     # that comes before the warm-up is done does what does not need Spark

@@ -144,6 +144,8 @@ class StagedPartition:
     files: list[StagedFile] = field(default_factory=list)
     bad: list[Any] = field(default_factory=list)
     skipped: int = 0
+    # Records the connector's transforms dropped before staging (within [start, end), not staged).
+    dropped: int = 0
 
 
 class ChunkSink(Protocol):
@@ -217,6 +219,8 @@ class StagingBuffer:
     staged_bytes: int = 0
     next_offset: int = -1
     max_timestamp: int | None = None
+    # Records consumed and not staged: the connector's transforms dropped them.
+    dropped: int = 0
 
     def __post_init__(self) -> None:
         self.next_offset = self.start
@@ -255,6 +259,11 @@ class StagingBuffer:
                 self.spill()
             first = last
 
+    def skip(self, records: int, next_offset: int) -> None:
+        """``records`` consumed up to ``next_offset`` were dropped (by the transforms) and not staged."""
+        self.dropped += records
+        self.next_offset = max(self.next_offset, next_offset)
+
     def spill(self) -> None:
         if not len(self._chunk):
             return
@@ -274,6 +283,7 @@ class StagingBuffer:
                 records=self.records,
                 path=None,
                 max_timestamp=self.max_timestamp,
+                dropped=self.dropped,
             )
         )
 

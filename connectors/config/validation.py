@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -26,6 +26,7 @@ from connectors.config.definitions import (
 )
 from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
+from connectors.smt import TransformChain, parse_chain
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
 # this: at short intervals a commit's cycle (its longest write, which on a
@@ -37,13 +38,12 @@ from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 WRITE_TARGET_MIN_MS = 1500
 SHARED_DEFAULTS = {key.name: key.default for key in SHARED_KEYS if key.default is not None}
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-# Kafka Connect's per-record chains, which no sink here runs yet: ignoring them would write the records
-# untransformed (a Debezium envelope where its row was meant), so a config that sets them is refused.
-UNSUPPORTED_CHAINS = {
-    "transforms": "Kafka Connect transforms (SMTs) are not supported yet: the records would be written "
-    "untransformed; remove transforms and its transforms.* keys",
-    "predicates": "Kafka Connect predicates go with transforms, which are not supported yet; remove predicates",
-}
+# Transformations that rename a record's topic: the sinks here stage and write records by the topic they
+# were consumed from, so they are refused rather than ignored.
+ROUTING_TRANSFORMS = (
+    "org.apache.kafka.connect.transforms.RegexRouter",
+    "org.apache.kafka.connect.transforms.TimestampRouter",
+)
 # Keys of every coordinated sink (its offsets are the ledger's) that it cannot honour, and why.
 LEDGER_OFFSETS_KEYS = {
     "consumer.override.auto.offset.reset": "offsets come from the commit ledger: where a new partition starts is "
@@ -225,9 +225,7 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
     _check_errors(result, plugin, config)
     if plugin.check:
         resolve(plugin.check)(result, config)
-    for key, reason in UNSUPPORTED_CHAINS.items():
-        if config.get(key, "").strip():
-            result.add(key, reason)
+    _check_transforms(result, plugin, config)
     if plugin.coordinated:
         for key, reason in LEDGER_OFFSETS_KEYS.items():
             if config.get(key):
@@ -235,6 +233,30 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
     _check_own_namespace(result, plugin, config)
     _check_hidden_passwords(result, config)
     return result
+
+
+def _check_transforms(result: ConfigValidation, plugin: Plugin, config: dict[str, str]) -> None:
+    """Kafka Connect's transforms and predicates, every key of theirs checked (connectors.smt)."""
+    if not any(key == "transforms" or key.startswith(("transforms.", "predicates")) for key in config):
+        return
+    if not plugin.coordinated:
+        for key in ("transforms", "predicates"):
+            if config.get(key, "").strip():
+                result.add(
+                    key, "the mirror copies records as they are: Kafka Connect transforms are not supported on it"
+                )
+        return
+    chain, errors = parse_chain(config)
+    for key, messages in errors.items():
+        for message in messages:
+            result.add(key, message)
+    for step in chain.steps if chain is not None else ():
+        if step.class_name in ROUTING_TRANSFORMS:
+            result.add(
+                f"transforms.{step.alias}.type",
+                f"{step.class_name.rsplit('.', 1)[1]} renames records' topics, and the sinks here write records "
+                "by the topic they were consumed from: routing transforms are not supported yet",
+            )
 
 
 def _check_hidden_passwords(result: ConfigValidation, config: dict[str, str]) -> None:
@@ -527,6 +549,20 @@ class SinkConfig:
     # The plugin's short name, and its own typed settings (Plugin.parse).
     plugin: str
     settings: Any
+    # Kafka Connect's transforms, which the tasks apply as they stage records (workers.transformed).
+    transforms: TransformChain | None = None
+
+    @property
+    def sink_view(self) -> SinkConfig:
+        """The config as the sink sees its records: after transforms (which run schemaless), values that
+        were JSON or Avro are plain JSON, without a schema envelope or registry, and the chain is done."""
+        if self.transforms is None:
+            return self
+        if self.value_converter not in ("json", "avro"):
+            return replace(self, transforms=None)
+        return replace(
+            self, value_converter="json", schemas_enable=False, avro_schema=None, schema_registry=None, transforms=None
+        )
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> SinkConfig:
@@ -589,4 +625,5 @@ class SinkConfig:
             ),
             plugin=plugin.short_name,
             settings=settings,
+            transforms=parse_chain(raw)[0],
         )

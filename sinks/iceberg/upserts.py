@@ -61,12 +61,27 @@ def key_column(rows: pa.Table, id_columns: Sequence[str]) -> pa.Array:
 
 
 def deleting(rows: pa.Table, cdc_field: str | None) -> np.ndarray:
-    """Rows whose CDC operation deletes their key (it starts with D or d, trimmed, as the Iceberg sink reads it)."""
-    if not cdc_field or cdc_field not in rows.column_names:
+    """Rows whose CDC operation deletes their key (it starts with D or d, trimmed, as the Iceberg sink reads it).
+    The field may be nested, named by its path (``_cdc.op``, the Iceberg sink's DebeziumTransform's)."""
+    column = _nested(rows, cdc_field) if cdc_field else None
+    if column is None:
         return np.zeros(len(rows), dtype=bool)
-    operations = pc.utf8_upper(pc.utf8_trim_whitespace(rows.column(cdc_field).cast(pa.string())))
+    operations = pc.utf8_upper(pc.utf8_trim_whitespace(column.cast(pa.string())))
     marked = pc.starts_with(operations, "D").fill_null(False)
     return np.asarray(marked.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _nested(rows: pa.Table, path: str) -> pa.ChunkedArray | None:
+    """The column at a dotted path (``_cdc.op``: the field ``op`` of the struct column ``_cdc``), if present."""
+    top, *inner = path.split(".")
+    if top not in rows.column_names:
+        return None
+    column = rows.column(top)
+    for name in inner:
+        if not pa.types.is_struct(column.type) or column.type.get_field_index(name) < 0:
+            return None
+        column = pc.struct_field(column, name)
+    return column
 
 
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -92,7 +107,8 @@ def winners(paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | No
     sizes = []
     for path in paths:
         fs, at = _filesystem(path)
-        present = [c for c in columns if c in pq.read_schema(at, filesystem=fs).names]
+        names = pq.read_schema(at, filesystem=fs).names
+        present = list(dict.fromkeys(c.split(".")[0] for c in columns if c.split(".")[0] in names))
         rows = pq.read_table(at, columns=present, filesystem=fs)
         keys.append(key_column(rows, id_columns))
         deletes.append(deleting(rows, cdc_field))

@@ -353,7 +353,7 @@ def test_the_time_partitioner_puts_each_record_in_its_local_hour(
     assert {"dt=2026-03-08/hour=01", "dt=2026-03-08/hour=03"} <= placed.keys()
 
 
-def test_the_field_partitioner_puts_each_record_under_its_fields_values(
+def test_the_field_partitioner_puts_each_record_under_its_transformed_fields_values(
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
     name = "files-field"
@@ -365,9 +365,16 @@ def test_the_field_partitioner_puts_each_record_under_its_fields_values(
         tmp_path,
         **{
             "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
-            "partition.field.name": "region,tier",
+            "partition.field.name": "region,level",
             "format.class": "io.confluent.connect.hdfs.json.JsonFormat",
             "tasks.max": "2",
+            # Kafka Connect's transforms run before the partitioner: it partitions by the renamed field.
+            "transforms": "rename,origin",
+            "transforms.rename.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+            "transforms.rename.renames": "tier:level",
+            "transforms.origin.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+            "transforms.origin.static.field": "origin",
+            "transforms.origin.static.value": "east",
         },
     )
     run_until_committed(name, config, ends, tasks=2)
@@ -375,7 +382,8 @@ def test_the_field_partitioner_puts_each_record_under_its_fields_values(
     for directory, records in placed.items():
         for record in records:
             # Values as the storage sinks print them (Java's String.valueOf: true, not True).
-            assert directory == f"region={record['region']}/tier={str(record['tier']).lower()}", record
+            assert directory == f"region={record['region']}/level={str(record['level']).lower()}", record
+            assert record["origin"] == "east" and "tier" not in record
     assert len(placed) == 6
     assert sorted(r["id"] for rs in placed.values() for r in rs) == topic_ids(kafka_bootstrap, ends)
 

@@ -200,6 +200,10 @@ def test_appends_land_once_each_over_partitioned_directories(
             "hoodie.datasource.write.hive_style_partitioning": "true",
             "target.database.name": "lake",
             "tasks.max": "2",
+            # A Kafka Connect transform, run as the tasks stage the records: each row carries its offset.
+            "transforms": "offset",
+            "transforms.offset.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+            "transforms.offset.offset.field": "kafka_offset",
         },
     )
     actions.create_connector(name, config)
@@ -208,6 +212,7 @@ def test_appends_land_once_each_over_partitioned_directories(
     rows = read(base)
     assert sorted(r["id"] for r in rows) == topic_ids(kafka_bootstrap, ends)
     assert all(r["_hoodie_partition_path"] == f"region=r{r['id'] % 5}" for r in rows)
+    assert sorted(r["kafka_offset"] for r in rows) == sorted(o for end in ends.values() for o in range(end))
     properties = timeline.table(StoragePath.parse(str(base))).hudi_options()
     assert properties["hoodie.table.type"] == "COPY_ON_WRITE"
     assert properties["hoodie.table.name"] == config["target.table.name"]

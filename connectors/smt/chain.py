@@ -1,0 +1,175 @@
+"""A connector's chain of transformations, from its ``transforms`` and ``predicates`` keys."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from connectors.smt import debezium, kafka
+from connectors.smt.record import ConnectRecord, DataException, Predicate, Props, Transformation
+
+TRANSFORMATIONS: dict[str, type[Transformation]] = {
+    name: cls for cls in (*kafka.TRANSFORMATIONS, *debezium.TRANSFORMATIONS) for name in cls.CLASSES
+}
+PREDICATES: dict[str, type[Predicate]] = {name: cls for cls in kafka.PREDICATES for name in cls.CLASSES}
+
+
+def _aliases[T](classes: dict[str, T]) -> dict[str, T]:
+    """Kafka Connect's plugin aliases: a class by its simple name too (``InsertField$Value``,
+    ``DebeziumTransform``)."""
+    simple: dict[str, list[str]] = {}
+    for name in classes:
+        simple.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    return {
+        **{alias: classes[names[0]] for alias, names in simple.items() if len(set(map(classes.get, names))) == 1},
+        **classes,
+    }
+
+
+TRANSFORMATION_CLASSES = _aliases(TRANSFORMATIONS)
+PREDICATE_CLASSES = _aliases(PREDICATES)
+
+
+class TransformFailed(Exception):
+    """A transformation failed on a record: a bad record, its reason naming the transformation."""
+
+
+@dataclass(frozen=True)
+class Step:
+    alias: str
+    class_name: str
+    transformation: Transformation
+    predicate: Predicate | None = None
+    negate: bool = False
+
+
+@dataclass(frozen=True)
+class TransformChain:
+    steps: tuple[Step, ...]
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        """The record through each transformation in order (those whose predicate holds, or with
+        ``negate`` does not); None when one drops it. Raises ``TransformFailed`` with the step's alias and
+        class when one cannot transform it."""
+        for step in self.steps:
+            if step.predicate is not None and step.predicate.test(record) == step.negate:
+                continue
+            try:
+                transformed = step.transformation.apply(record)
+            except DataException as exc:
+                raise TransformFailed(f"transforms.{step.alias} ({_short(step.class_name)}): {exc}") from None
+            if transformed is None:
+                return None
+            record = transformed
+        return record
+
+    @property
+    def routes(self) -> bool:
+        """Whether a step may change a record's topic."""
+        return any(isinstance(s.transformation, kafka.RegexRouter | kafka.TimestampRouter) for s in self.steps)
+
+
+def _short(class_name: str) -> str:
+    return class_name.rsplit(".", 1)[-1]
+
+
+def _split(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def _properties(config: Mapping[str, str], prefix: str, reserved: tuple[str, ...]) -> dict[str, str]:
+    return {
+        key[len(prefix) :]: value
+        for key, value in config.items()
+        if key.startswith(prefix) and key[len(prefix) :] not in reserved
+    }
+
+
+def parse_chain(config: Mapping[str, str]) -> tuple[TransformChain | None, dict[str, list[str]]]:
+    """The connector's chain (None without ``transforms``) and the problems of its keys, by key: a class we
+    do not have, a key its class does not have, a value it refuses, an alias no list names."""
+    errors: dict[str, list[str]] = {}
+
+    def error(key: str, message: str) -> None:
+        errors.setdefault(key, []).append(message)
+
+    predicates: dict[str, tuple[str, Predicate]] = {}
+    predicate_aliases = _split(config.get("predicates"))
+    for alias in predicate_aliases:
+        found = _build(config, f"predicates.{alias}.", PREDICATE_CLASSES, "predicate", (), error)
+        if found is not None:
+            predicates[alias] = found
+
+    steps = []
+    aliases = _split(config.get("transforms"))
+    if len(set(aliases)) != len(aliases):
+        error("transforms", "Duplicate alias provided.")
+    for alias in aliases:
+        prefix = f"transforms.{alias}."
+        built = _build(config, prefix, TRANSFORMATION_CLASSES, "transformation", ("predicate", "negate"), error)
+        predicate_alias = (config.get(f"{prefix}predicate") or "").strip()
+        negate_text = (config.get(f"{prefix}negate") or "false").strip().lower()
+        if negate_text not in ("true", "false"):
+            error(
+                f"{prefix}negate",
+                f"Invalid value {negate_text} for configuration {prefix}negate: "
+                "Expected value to be either true or false",
+            )
+        if f"{prefix}negate" in config and not predicate_alias:
+            error(
+                f"{prefix}negate",
+                f"Config '{prefix}negate' was provided but there is no config '{prefix}predicate' defining a "
+                "predicate to be negated.",
+            )
+        predicate = None
+        if predicate_alias:
+            if predicate_alias not in predicate_aliases:
+                error(
+                    f"{prefix}predicate",
+                    f"predicate {predicate_alias!r} is not one of predicates "
+                    f"({', '.join(predicate_aliases) or 'none'})",
+                )
+            elif predicate_alias in predicates:
+                predicate = predicates[predicate_alias][1]
+        if built is not None:
+            class_name, transformation = built
+            steps.append(Step(alias, class_name, transformation, predicate, negate_text == "true"))
+
+    for key in config:
+        for family, listed in (("transforms", aliases), ("predicates", predicate_aliases)):
+            if key.startswith(f"{family}.") and key.split(".")[1] not in listed:
+                error(key, f"{key.split('.')[1]!r} is not an alias in {family}, so this key would be ignored")
+    if errors or not steps:
+        return None, errors
+    return TransformChain(tuple(steps)), errors
+
+
+def _build[T: (Transformation, Predicate)](
+    config: Mapping[str, str],
+    prefix: str,
+    classes: dict[str, type[T]],
+    kind: str,
+    reserved: tuple[str, ...],
+    error: Callable[[str, str], None],
+) -> tuple[str, T] | None:
+    """The configured ``kind`` at ``prefix`` (its class from ``<prefix>type``), its keys' problems reported."""
+    type_key = f"{prefix}type"
+    class_name = (config.get(type_key) or "").strip()
+    if not class_name:
+        error(type_key, f'Missing required configuration "{type_key}" which has no default value.')
+        return None
+    cls = classes.get(class_name)
+    if cls is None:
+        known = sorted({c.CLASSES[0] for c in classes.values()})
+        error(
+            type_key,
+            f"Class {class_name} could not be found: no such {kind} here; the ones there are: " + ", ".join(known),
+        )
+        return None
+    props = Props(_properties(config, prefix, ("type", *reserved)))
+    built = cls(props)
+    props.finish(_short(class_name))
+    for key, messages in props.errors.items():
+        for message in messages:
+            error(f"{prefix}{key}", message)
+    return (cls.CLASSES[0], built) if not props.errors else None

@@ -1,0 +1,858 @@
+"""Apache Kafka's transformations and predicates (``org.apache.kafka.connect.transforms``), schemaless.
+
+Each does what Kafka's own does to a record without a schema, with its keys,
+defaults and errors; tests/test_transforms.py checks them case by case.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import struct
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from connectors.smt import timestamps
+from connectors.smt.record import (
+    ConnectRecord,
+    DataException,
+    KeyOrValue,
+    Predicate,
+    Props,
+    Transformation,
+    java_split,
+    require_map,
+    type_name,
+)
+
+PACKAGE = "org.apache.kafka.connect.transforms"
+
+
+def _variants(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The class names of a transformation's $Key and $Value variants."""
+    return (f"{PACKAGE}.{name}$Key",), (f"{PACKAGE}.{name}$Value",)
+
+
+def _field_name(spec: str) -> str:
+    """InsertField's field names may end with ``!`` (required) or ``?`` (optional): without a schema, alike."""
+    return spec[:-1] if spec.endswith(("!", "?")) else spec
+
+
+def _schema_only(props: Props) -> None:
+    """``replace.null.with.default`` (a BOOLEAN) acts on a schema's default values only: without a schema it
+    changes nothing, so it is validated and left."""
+    props.boolean("replace.null.with.default", True)
+
+
+class InsertField(KeyOrValue):
+    """Adds the record's topic, partition, offset, timestamp (epoch milliseconds, as Kafka's schemaless
+    InsertField) or a static value as fields; a record without a timestamp gets no timestamp field. (A field
+    name left empty counts as not configured.)"""
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.fields = [
+            (kind, _field_name(props.text(f"{kind}.field")))
+            for kind in ("topic", "partition", "offset", "timestamp", "static")
+        ]
+        self.fields = [(kind, name) for kind, name in self.fields if name]
+        self.static_value = props.string("static.value")
+        _schema_only(props)
+        if not self.fields:
+            props.error(
+                "topic.field",
+                "No field insertion configured: set at least one of topic.field, partition.field, "
+                "offset.field, timestamp.field, static.field",
+            )
+        if any(kind == "static" for kind, _ in self.fields) and self.static_value is None:
+            props.error("static.value", f"No value specified for static field: {props.text('static.field')}")
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = self.operating(record)
+        if value is None:
+            return record
+        updated = dict(require_map(value, "field insertion"))
+        for kind, name in self.fields:
+            inserted = {
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "static": self.static_value,
+            }[kind]
+            if inserted is not None or kind in ("topic", "offset"):
+                updated[name] = inserted
+        return self.with_operating(record, updated)
+
+
+class ReplaceField(KeyOrValue):
+    """Keeps (``include``), drops (``exclude``, which wins) and renames (``renames``, ``old:new``) fields;
+    ``whitelist`` and ``blacklist`` are the names Kafka before 4.0 also took for ``include`` and ``exclude``."""
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.exclude = set(props.list("exclude")) | set(props.list("blacklist"))
+        self.include = set(props.list("include")) | set(props.list("whitelist"))
+        self.renames: dict[str, str] = {}
+        for mapping in props.list("renames"):
+            parts = java_split(mapping, ":")
+            if len(parts) != 2:
+                props.error("renames", f"Invalid rename mapping: {mapping}")
+            else:
+                self.renames[parts[0]] = parts[1]
+        _schema_only(props)
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = self.operating(record)
+        if value is None:
+            return record
+        kept = {
+            self.renames.get(name, name): field
+            for name, field in require_map(value, "field replacement").items()
+            if name not in self.exclude and (not self.include or name in self.include)
+        }
+        return self.with_operating(record, kept)
+
+
+def _java_double(value: float) -> str:
+    """Java's ``Double.toString``: what Kafka's casts to string write for a floating-point number (its
+    shortest digits, as Python's ``repr``; plain between 10^-3 and 10^7, else ``d.dddE<n>``)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    scientific = len(digits) - 1 + int(exponent)  # value = d.ddd x 10^scientific
+    if 1e-3 <= abs(value) < 1e7:
+        if scientific >= 0:
+            whole = digits[: scientific + 1].ljust(scientific + 1, "0")
+            return f"{sign}{whole}.{digits[scientific + 1 :] or '0'}"
+        return f"{sign}0.{'0' * (-scientific - 1)}{digits}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{scientific}"
+
+
+def to_text(value: Any) -> str:
+    """A schemaless value as Kafka writes it as a string (``Object.toString``; bytes in base64)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={to_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(to_text(v) for v in value) + "]"
+    return "null" if value is None else str(value)
+
+
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+# Java's Double.parseDouble / Float.parseFloat: a decimal or hexadecimal literal (ASCII digits), an optional
+# f/d suffix, NaN or Infinity.
+_JAVA_FLOAT = re.compile(
+    r"[+-]?(?:NaN|Infinity"
+    r"|(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?)"
+)
+# Java's BigDecimal(String), as Kafka's Values converts a string to a number.
+_BIG_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_JAVA_WHITESPACE = "".join(map(chr, range(33)))  # what Java's String.trim removes
+
+
+def _wrap(number: int, bits: int) -> int:
+    """Java's narrowing of an integer to ``bits`` (two's complement)."""
+    number &= (1 << bits) - 1
+    return number - (1 << bits) if number >= 1 << (bits - 1) else number
+
+
+def _java_int_of_float(value: float, bits: int) -> int:
+    """Java's ``(long)``/``(int)`` of a double (toward zero, saturated), then narrowed for 8 and 16 bits."""
+    if math.isnan(value):
+        return 0
+    wide = 64 if bits == 64 else 32
+    limit = 1 << (wide - 1)
+    number = max(-limit, min(limit - 1, int(value))) if math.isfinite(value) else (limit - 1 if value > 0 else -limit)
+    return _wrap(number, bits) if bits < 32 else number
+
+
+def float32(value: float) -> float:
+    """A double rounded to Java's ``float``, as the shortest decimal that reads back as that float (what
+    ``Float.toString``, and so a JSON writer, shows for it)."""
+    try:
+        single = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+    if not math.isfinite(single) or single == 0:
+        return single
+    for digits in range(1, 10):
+        candidate = float(f"{single:.{digits}g}")
+        if struct.unpack("f", struct.pack("f", candidate))[0] == single:
+            return candidate
+    return single
+
+
+def java_parse_double(text: str) -> float:
+    """Java's ``Double.parseDouble``: ValueError (its NumberFormatException) for what it refuses."""
+    trimmed = text.strip(_JAVA_WHITESPACE)
+    if not _JAVA_FLOAT.fullmatch(trimmed):
+        raise ValueError(f'For input string: "{text}"')
+    literal = trimmed[:-1] if trimmed[-1] in "fFdD" else trimmed  # (a hexadecimal one ends in its exponent)
+    if "x" in literal.lower():
+        return float.fromhex(literal)
+    return float(literal)
+
+
+def big_decimal(text: str) -> Decimal:
+    """Java's ``new BigDecimal(text)``: ValueError for what it refuses (spaces included)."""
+    if not _BIG_DECIMAL.fullmatch(text):
+        raise ValueError(f"Unable to convert {text} (class java.lang.String) to a number")
+    return Decimal(text)
+
+
+def cast_value(value: Any, target: str) -> Any:
+    """Kafka's ``Cast.castValueToType`` on a schemaless value; ValueError/DataException when it cannot."""
+    if value is None:
+        return None
+    if isinstance(value, dict | list):
+        kind = "MAP" if isinstance(value, dict) else "ARRAY"
+        raise DataException(
+            f"Cast transformation does not support casting from {kind}; supported types are "
+            "[INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, BYTES]"
+        )
+    if target in _INT_BITS:
+        bits = _INT_BITS[target]
+        if isinstance(value, bool):
+            return 1 if value else 0
+        if isinstance(value, int):
+            return _wrap(value, bits)
+        if isinstance(value, float):
+            return _java_int_of_float(value, bits)
+        if isinstance(value, str):
+            # Byte/Short/Integer/Long.parseXxx: an optional sign and digits, nothing else (no spaces).
+            if not re.fullmatch(r"[+-]?\d+", value):
+                raise ValueError(f'For input string: "{value}"')
+            number = int(value)
+            if _wrap(number, bits) != number:
+                raise ValueError(f'Value out of range. Value:"{value}"')
+            return number
+    elif target in ("float32", "float64"):
+        real: float | None = None
+        if isinstance(value, bool):
+            real = 1.0 if value else 0.0
+        elif isinstance(value, int | float):
+            real = float(value)
+        elif isinstance(value, str):
+            real = java_parse_double(value)
+        if real is not None:
+            return float32(real) if target == "float32" else real
+    elif target == "boolean":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return value != 0
+        if isinstance(value, float):
+            return _java_int_of_float(value, 64) != 0  # Number.longValue() != 0
+        if isinstance(value, str):
+            return value.lower() == "true"  # Boolean.parseBoolean: no trimming
+    elif target == "string":
+        return to_text(value)
+    raise DataException(f"Unexpected type in Cast transformation: {type_name(value)}")
+
+
+class Cast(KeyOrValue):
+    """Casts fields (``field:type``), or the whole value (``type``), to int8..int64, float32/64, boolean or
+    string. A field cast names its field in the result even when the value had no such field (null), as
+    Kafka's does."""
+
+    TYPES = ("int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string")
+    # Connect's other types: valid names in a spec, but not types Cast casts to.
+    OTHER_TYPES = ("bytes", "array", "map", "struct")
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.whole: str | None = None
+        self.casts: dict[str, str] = {}
+        spec = props.list("spec", required=True)
+        if "spec" in props.props and not spec:
+            props.error("spec", "Must specify at least one field to cast.")
+        for item in spec:
+            parts = java_split(item, ":")
+            if len(parts) > 2:
+                props.error("spec", f"Invalid rename mapping: {item}")
+                continue
+            kind = parts[-1].strip().lower() if parts else ""
+            if kind not in self.TYPES:
+                if kind in self.OTHER_TYPES:
+                    props.error(
+                        "spec",
+                        f"Cast transformation does not support casting to {kind.upper()}; "
+                        f"supported types are {', '.join(self.TYPES)}",
+                    )
+                else:
+                    props.error("spec", f"Invalid type found in casting spec: {kind}")
+            elif len(parts) <= 1:
+                self.whole = kind
+            else:
+                self.casts[parts[0].strip()] = kind
+        if self.whole is not None and len(spec) > 1:
+            props.error(
+                "spec",
+                "Cast transformations that specify a type to cast the entire value to "
+                "may only specify a single cast in their spec",
+            )
+        _schema_only(props)
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = self.operating(record)
+        if value is None:
+            return record
+        if self.whole is not None:
+            return self.with_operating(record, self._cast(value, self.whole, None))
+        updated = dict(require_map(value, "cast types"))
+        for name, kind in self.casts.items():
+            updated[name] = self._cast(updated.get(name), kind, name)
+        return self.with_operating(record, updated)
+
+    @staticmethod
+    def _cast(value: Any, kind: str, field: str | None) -> Any:
+        try:
+            return cast_value(value, kind)
+        except (ValueError, DataException) as exc:
+            where = f"field {field}: " if field is not None else ""
+            raise DataException(f"{where}cannot cast {value!r} to {kind}: {exc}") from None
+
+
+class MaskField(KeyOrValue):
+    """Replaces fields' values with their type's empty value, or with ``replacement`` (for numbers and
+    strings only, converted to the field's type). As Kafka's, it needs a map: a tombstone (null value) is a
+    record it cannot mask."""
+
+    _EMPTY: ClassVar[dict[type, Any]] = {bool: False, int: 0, float: 0.0, str: ""}
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.fields = props.list("fields", required=True, non_empty=True)
+        self.replacement = props.string("replacement", non_empty=True)
+        _schema_only(props)
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        # (No pass-through for null: Kafka's MaskField requires a map, null included.)
+        updated = dict(require_map(self.operating(record), "mask fields"))
+        for name in self.fields:
+            updated[name] = self._masked(updated.get(name))
+        return self.with_operating(record, updated)
+
+    def _masked(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.replacement is None:
+            if isinstance(value, list):
+                return []
+            if isinstance(value, dict):
+                return {}
+            if type(value) not in self._EMPTY:
+                raise DataException(f"Cannot mask value of type: {type_name(value)}")
+            return self._EMPTY[type(value)]
+        if isinstance(value, str):
+            return self.replacement
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise DataException(f"Cannot mask value of type {type_name(value)} with custom replacement.")
+        # Kafka's Values.convertToLong / convertToDouble: the text read as a BigDecimal, then narrowed.
+        try:
+            number = big_decimal(self.replacement)
+        except ValueError as exc:
+            raise DataException(str(exc)) from None
+        return float(number) if isinstance(value, float) else _wrap(int(number), 64)
+
+
+class Flatten(KeyOrValue):
+    """Flattens nested maps into one level, their names joined by ``delimiter``."""
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.delimiter = props.text("delimiter", ".")
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = self.operating(record)
+        if value is None:
+            return record
+        flat: dict[str, Any] = {}
+        self._flatten(require_map(value, "flattening"), "", flat)
+        return self.with_operating(record, flat)
+
+    def _flatten(self, value: dict[str, Any], prefix: str, into: dict[str, Any]) -> None:
+        for name, field in value.items():
+            path = f"{prefix}{self.delimiter}{name}" if prefix else name
+            if isinstance(field, dict):
+                self._flatten(field, path, into)
+            else:
+                into[path] = field
+
+
+class ExtractField(KeyOrValue):
+    """Replaces the key or value with one of its fields (null when it has no such field); with
+    ``field.syntax.version=V2`` the field is a path into nested maps (KIP-821)."""
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.field = props.required("field")
+        version = props.choice("field.syntax.version", ("V1", "V2"), "V1")
+        _schema_only(props)
+        self.path = [self.field]
+        if version == "V2":
+            try:
+                self.path = field_path_v2(self.field)
+            except ValueError as exc:
+                props.error("field", str(exc))
+            if not self.path:
+                props.error("field", "an empty field path names no field")
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = self.operating(record)
+        if value is None:
+            return self.with_operating(record, None)
+        current = require_map(value, "field extraction")
+        for name in self.path[:-1]:
+            if current.get(name) is None:
+                return self.with_operating(record, None)
+            current = require_map(current.get(name), "nested field access")
+        return self.with_operating(record, current.get(self.path[-1]))
+
+
+def field_path_v2(path: str) -> list[str]:
+    """KIP-821's V2 field syntax (Kafka's ``SingleFieldPath``): names joined by dots; a name wrapped in
+    backticks may hold dots, a backtick inside it escaped by a backslash when a dot follows it; empty names
+    kept. ValueError for a backtick left open."""
+
+    def incomplete(at: int) -> ValueError:
+        return ValueError(
+            f"Incomplete backtick pair in path: [{path}], consider adding a backslash before backtick at "
+            f"position {at} to escape it"
+        )
+
+    steps: list[str] = []
+    idx = 0
+    while 0 <= idx < len(path):
+        if path[idx] != "`":
+            start = idx
+            idx = path.find(".", idx)
+            steps.append(path[start:idx] if idx >= 0 else path[start:])
+            if idx >= 0:
+                idx += 1
+            continue
+        opened = idx
+        idx += 1
+        start = idx
+        field = ""
+        while True:
+            idx = path.find("`", idx)
+            if idx == -1:
+                raise incomplete(opened)
+            escaped = path[idx - 1] == "\\"
+            if idx >= len(path) - 1:  # the path's last character
+                if escaped:
+                    raise incomplete(opened)
+                steps.append(field + path[start:idx])
+                idx += 1
+                break
+            if path[idx + 1] != ".":  # not closing: part of the name
+                idx += 1
+                continue
+            if escaped:  # an escaped backtick before a dot: part of the name
+                field += path[start : idx - 1] + "`"
+                idx += 1
+                start = idx
+                continue
+            steps.append(field + path[start:idx])
+            idx += 2
+            break
+    if path.endswith("."):
+        steps.append("")
+    return steps
+
+
+class HoistField(KeyOrValue):
+    """Wraps the key or value into a map of one field."""
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.field = props.required("field")
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        return self.with_operating(record, {self.field: self.operating(record)})
+
+
+class ValueToKey(Transformation):
+    """Replaces the key with a map of the value's ``fields``."""
+
+    CLASSES = (f"{PACKAGE}.ValueToKey",)
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.fields = props.list("fields", required=True, non_empty=True)
+        _schema_only(props)
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = require_map(record.value, "copying fields from value to key")
+        record.key = {name: value.get(name) for name in self.fields}
+        return record
+
+
+def _toward_zero(numerator: int, denominator: int) -> int:
+    """Java's integer division (``TimeUnit``'s conversions to a coarser unit): toward zero."""
+    quotient = abs(numerator) // denominator
+    return quotient if numerator >= 0 else -quotient
+
+
+class TimestampConverter(KeyOrValue):
+    """Converts a timestamp (the whole value, or ``field``) between epoch numbers (``unix``, at
+    ``unix.precision``), formatted strings (``string``, ``format``) and ``Timestamp``, ``Date`` and ``Time``.
+
+    Kafka's schemaless TimestampConverter returns a ``java.util.Date`` for those three; a schemaless JSON
+    record has no date type, so here they are ISO 8601 text in UTC (``2017-01-03T06:30:01.864Z``,
+    ``2017-01-03``, ``06:30:01.864``), and such text is read back as one (Kafka's Date input, as a previous
+    TimestampConverter leaves it): a string is read in ``format``, else (no format, or not in it) as that
+    text."""
+
+    TARGETS = ("string", "unix", "Date", "Time", "Timestamp")
+    PRECISIONS: ClassVar[dict[str, int]] = {
+        "seconds": 1,
+        "milliseconds": 1000,
+        "microseconds": 10**6,
+        "nanoseconds": 10**9,
+    }
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.field = props.text("field")
+        props.required("target.type")
+        self.target = props.choice("target.type", self.TARGETS, "Timestamp", case_sensitive=True)
+        self.format = props.text("format")
+        precision = props.choice("unix.precision", tuple(self.PRECISIONS), "milliseconds", case_sensitive=True)
+        self.precision = self.PRECISIONS[precision]
+        props.choice("field.syntax.version", ("V1",), "V1")
+        _schema_only(props)
+        if self.target == "string" and not self.format:
+            props.error(
+                "format", "TimestampConverter requires format option to be specified when using string timestamps"
+            )
+        if self.format:
+            try:
+                timestamps.tokens(self.format)
+            except ValueError as exc:
+                props.error(
+                    "format",
+                    f"TimestampConverter requires a SimpleDateFormat-compatible pattern for string timestamps: "
+                    f"{self.format}: {exc}",
+                )
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = self.operating(record)
+        if value is None or not self.field:
+            return self.with_operating(record, self._convert(value))
+        updated = dict(require_map(value, "converting timestamp formats"))
+        updated[self.field] = self._convert(updated.get(self.field))
+        return self.with_operating(record, updated)
+
+    def _millis(self, value: Any) -> int:
+        """The timestamp in epoch milliseconds (a unix one at ``unix.precision``, truncated as Java's
+        ``TimeUnit`` truncates)."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            if self.precision >= 1000:
+                return _toward_zero(value, self.precision // 1000)
+            return value * (1000 // self.precision)
+        if isinstance(value, str):
+            # A string in the format; else the ISO 8601 text of a Timestamp, Date or Time (Kafka's Date).
+            try:
+                return timestamps.parse_millis(value, self.format) if self.format else timestamps.parse_iso(value)
+            except ValueError as exc:
+                try:
+                    return timestamps.parse_iso(value)
+                except ValueError:
+                    pass
+                if not self.format:
+                    raise DataException(
+                        f"TimestampConverter cannot read {value!r} as a timestamp: a string timestamp needs the "
+                        "format option (without one, only the ISO 8601 text of a Timestamp, Date or Time is read)"
+                    ) from None
+                raise DataException(
+                    f"Could not parse timestamp: value ({value}) does not match pattern ({self.format}): {exc}"
+                ) from None
+        raise DataException(f"TimestampConverter does not support {type_name(value)} objects as timestamps")
+
+    def _convert(self, value: Any) -> Any:
+        if value is None:
+            return None
+        millis = self._millis(value)
+        try:
+            if self.target == "unix":
+                if self.precision >= 1000:
+                    return millis * (self.precision // 1000)
+                return _toward_zero(millis, 1000 // self.precision)
+            if self.target == "string":
+                return timestamps.format_millis(millis, self.format)
+            if self.target == "Date":
+                return timestamps.iso_millis(millis - millis % 86_400_000)[:10]
+            if self.target == "Time":
+                return timestamps.iso_millis(millis % 86_400_000)[11:23]
+            return timestamps.iso_millis(millis)
+        except (OverflowError, ValueError) as exc:
+            raise DataException(f"TimestampConverter cannot represent {value!r} as {self.target}: {exc}") from None
+
+
+ReplacementPart = tuple[str, str | int]
+
+
+def java_replacement(replacement: str, pattern: re.Pattern[str]) -> list[ReplacementPart]:
+    """Java's ``Matcher`` replacement string, resolved against ``pattern``: ``("text", literal)`` and
+    ``("group", number or name)`` parts. ``\\x`` is ``x``; ``$12`` is group 12 when the pattern has twelve
+    groups, else group 1 and a ``2`` (Java takes digits while the number stays a group); ``${name}`` a named
+    group. ValueError for what Java's ``appendReplacement`` refuses."""
+    parts: list[ReplacementPart] = []
+    text: list[str] = []
+    i = 0
+    while i < len(replacement):
+        char = replacement[i]
+        if char == "\\":
+            if i + 1 == len(replacement):
+                raise ValueError("character to be escaped is missing")
+            text.append(replacement[i + 1])
+            i += 2
+            continue
+        if char != "$":
+            text.append(char)
+            i += 1
+            continue
+        i += 1
+        if i == len(replacement):
+            raise ValueError("Illegal group reference: group index is missing")
+        group: str | int
+        if replacement[i] == "{":
+            named = re.match(r"\{([A-Za-z][A-Za-z0-9]*)\}", replacement[i:])
+            if named is None:
+                raise ValueError(
+                    f"Illegal group reference in {replacement!r}: a group name is a letter, then letters "
+                    "or digits, in braces"
+                )
+            group = named.group(1)
+            if group not in pattern.groupindex:
+                raise ValueError(f"No group with name {{{group}}}")
+            i += named.end()
+        elif replacement[i].isascii() and replacement[i].isdigit():
+            group = int(replacement[i])
+            i += 1
+            while i < len(replacement) and replacement[i].isascii() and replacement[i].isdigit():
+                longer = group * 10 + int(replacement[i])
+                if longer > pattern.groups:
+                    break
+                group = longer
+                i += 1
+            if group > pattern.groups:
+                raise ValueError(f"No group {group}")
+        else:
+            raise ValueError("Illegal group reference")
+        if text:
+            parts.append(("text", "".join(text)))
+            text = []
+        parts.append(("group", group))
+    if text:
+        parts.append(("text", "".join(text)))
+    return parts
+
+
+class RegexRouter(Transformation):
+    """Renames the topic when ``regex`` matches all of it, as Kafka's (``Matcher.matches``, then
+    ``replaceFirst``): the first match in the topic replaced by ``replacement`` (``$1`` its groups)."""
+
+    CLASSES = (f"{PACKAGE}.RegexRouter",)
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.regex = props.pattern("regex")
+        self.replacement: list[ReplacementPart] = []
+        replacement = props.required("replacement")
+        if self.regex is not None:
+            try:
+                self.replacement = java_replacement(replacement, self.regex)
+            except ValueError as exc:
+                props.error("replacement", str(exc))
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        if self.regex is None or self.regex.fullmatch(record.topic) is None:
+            return record
+        first = self.regex.search(record.topic)
+        assert first is not None  # (the whole topic matches)
+        replaced = "".join(
+            str(value) if kind == "text" else (first.group(value) or "") for kind, value in self.replacement
+        )
+        record.topic = record.topic[: first.start()] + replaced + record.topic[first.end() :]
+        return record
+
+
+class TimestampRouter(Transformation):
+    """Renames the topic to ``topic.format``: ``${topic}`` and ``${timestamp}`` (the record's, formatted by
+    ``timestamp.format``)."""
+
+    CLASSES = (f"{PACKAGE}.TimestampRouter",)
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.topic_format = props.text("topic.format", "${topic}-${timestamp}")
+        self.timestamp_format = props.text("timestamp.format", "yyyyMMdd")
+        try:
+            timestamps.tokens(self.timestamp_format)
+        except ValueError as exc:
+            props.error("timestamp.format", str(exc))
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        if record.timestamp is None:
+            raise DataException(f"Timestamp missing on record: {record.topic}-{record.partition}@{record.offset}")
+        try:
+            stamp = timestamps.format_millis(record.timestamp, self.timestamp_format)
+        except (OverflowError, ValueError) as exc:
+            raise DataException(f"cannot format the record's timestamp {record.timestamp}: {exc}") from None
+        record.topic = self.topic_format.replace("${topic}", record.topic).replace("${timestamp}", stamp)
+        return record
+
+
+class Filter(Transformation):
+    """Drops every record (with a predicate: those it matches)."""
+
+    CLASSES = (f"{PACKAGE}.Filter",)
+
+    def apply(self, record: ConnectRecord) -> None:
+        return None
+
+
+class HeaderFrom(KeyOrValue):
+    """Copies or moves ``fields`` into ``headers`` (one header per field, in order, each with the field's
+    value in the original key or value)."""
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.fields = props.list("fields", required=True, non_empty=True)
+        self.headers = props.list("headers", required=True, non_empty=True)
+        props.required("operation")
+        self.move = props.choice("operation", ("move", "copy"), "copy", case_sensitive=True) == "move"
+        _schema_only(props)
+        if len(self.fields) != len(self.headers):
+            props.error("headers", "'fields' config must have the same number of elements as 'headers' config.")
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        value = require_map(self.operating(record), f"header {'move' if self.move else 'copy'}")
+        updated = dict(value)
+        for name, header in zip(self.fields, self.headers, strict=True):
+            record.headers.append((header, value.get(name)))
+            if self.move:
+                updated.pop(name, None)
+        return self.with_operating(record, updated)
+
+
+class InsertHeader(Transformation):
+    """Adds the header ``header`` with the literal ``value.literal``.
+
+    Kafka's parses the literal into a typed header value (``Values.parseString``: ``1`` a byte, ``true`` a
+    boolean); here it stays the text, which is what a header converter writes for those values."""
+
+    CLASSES = (f"{PACKAGE}.InsertHeader",)
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.header = props.required("header")
+        self.literal = props.required("value.literal")
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        record.headers.append((self.header, self.literal))
+        return record
+
+
+class DropHeaders(Transformation):
+    """Removes every header named in ``headers``."""
+
+    CLASSES = (f"{PACKAGE}.DropHeaders",)
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.names = set(props.list("headers", required=True, non_empty=True))
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord:
+        record.headers = [(name, value) for name, value in record.headers if name not in self.names]
+        return record
+
+
+def _key_and_value(cls: type[KeyOrValue]) -> list[type[Transformation]]:
+    """``cls``'s $Key and $Value variants, as classes of their own."""
+    keys, values = _variants(cls.__name__)
+    return [
+        type(f"{cls.__name__}$Key", (cls,), {"ON_KEY": True, "CLASSES": keys}),
+        type(f"{cls.__name__}$Value", (cls,), {"ON_KEY": False, "CLASSES": values}),
+    ]
+
+
+TRANSFORMATIONS: list[type[Transformation]] = [
+    *(
+        variant
+        for cls in (
+            InsertField,
+            ReplaceField,
+            Cast,
+            MaskField,
+            Flatten,
+            ExtractField,
+            HoistField,
+            TimestampConverter,
+            HeaderFrom,
+        )
+        for variant in _key_and_value(cls)
+    ),
+    ValueToKey,
+    RegexRouter,
+    TimestampRouter,
+    Filter,
+    InsertHeader,
+    DropHeaders,
+]
+
+
+class TopicNameMatches(Predicate):
+    """True for records whose topic ``pattern`` matches whole."""
+
+    CLASSES = (f"{PACKAGE}.predicates.TopicNameMatches",)
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.pattern = props.pattern("pattern", non_empty=True)
+
+    def test(self, record: ConnectRecord) -> bool:
+        return self.pattern is not None and self.pattern.fullmatch(record.topic) is not None
+
+
+class HasHeaderKey(Predicate):
+    """True for records with at least one header named ``name``."""
+
+    CLASSES = (f"{PACKAGE}.predicates.HasHeaderKey",)
+
+    def __init__(self, props: Props) -> None:
+        super().__init__(props)
+        self.name = props.required("name", non_empty=True)
+
+    def test(self, record: ConnectRecord) -> bool:
+        return any(name == self.name for name, _ in record.headers)
+
+
+class RecordIsTombstone(Predicate):
+    """True for tombstones (a null value)."""
+
+    CLASSES = (f"{PACKAGE}.predicates.RecordIsTombstone",)
+
+    def test(self, record: ConnectRecord) -> bool:
+        return record.value is None
+
+
+PREDICATES: list[type[Predicate]] = [TopicNameMatches, HasHeaderKey, RecordIsTombstone]

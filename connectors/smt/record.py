@@ -1,0 +1,198 @@
+"""The record a transformation sees, the errors it raises, and the config reader every transformation uses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+class DataException(Exception):
+    """A transformation cannot apply to this record (Kafka Connect's DataException): a bad record."""
+
+
+@dataclass
+class ConnectRecord:
+    """A sink record as Kafka Connect's transformations see it (schemaless): its key and value decoded (a
+    JSON object a dict, an array a list), its timestamp in epoch milliseconds."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    key: Any
+    value: Any
+    headers: list[tuple[str, Any]] = field(default_factory=list)
+
+
+class Props:
+    """A transformation's keys (``transforms.<alias>.*`` without the prefix), read as Kafka's ``ConfigDef``
+    reads them (a STRING or LIST value trimmed, a missing required key an error, an empty value only where a
+    validator refuses it); each problem is recorded against its key, and keys never read are refused by
+    ``finish``."""
+
+    def __init__(self, props: Mapping[str, str]) -> None:
+        self.props = dict(props)
+        self.read: set[str] = set()
+        self.errors: dict[str, list[str]] = {}
+
+    def error(self, key: str, message: str) -> None:
+        self.errors.setdefault(key, []).append(message)
+
+    def string(
+        self, key: str, default: str | None = None, *, required: bool = False, non_empty: bool = False
+    ) -> str | None:
+        """Kafka's STRING type: the value trimmed (``ConfigDef.parseType``); ``non_empty`` is its
+        ``NonEmptyString`` validator."""
+        self.read.add(key)
+        value = self.props.get(key)
+        if value is None:
+            if required and default is None:
+                self.error(key, f'Missing required configuration "{key}" which has no default value.')
+            return default
+        if non_empty and not value.strip():
+            self.error(key, f"Invalid value {value} for configuration {key}: String must be non-empty")
+        return value.strip()
+
+    def text(self, key: str, default: str = "") -> str:
+        """An optional STRING: its value (an empty one too), else ``default``."""
+        value = self.string(key, default)
+        return default if value is None else value
+
+    def required(self, key: str, *, non_empty: bool = False) -> str:
+        """A STRING without a default (``NO_DEFAULT_VALUE``): missing is an error, empty only with
+        ``non_empty``."""
+        return self.string(key, required=True, non_empty=non_empty) or ""
+
+    def list(self, key: str, *, required: bool = False, non_empty: bool = False) -> list[str]:
+        """Kafka's LIST type: the value trimmed, empty for no items, else split at commas (with the
+        whitespace around them), empty items kept as Kafka keeps them; ``non_empty`` is
+        ``NonEmptyListValidator``."""
+        value = self.string(key, None if required else "", required=required)
+        items = re.split(r"\s*,\s*", value) if value else []
+        if non_empty and value is not None and not items:
+            self.error(key, f"Invalid value {value} for configuration {key}: Empty list")
+        return items
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.string(key)
+        if value is None:
+            return default
+        if value.lower() not in ("true", "false"):
+            self.error(key, f"Invalid value {value} for configuration {key}: Expected value to be either true or false")
+            return default
+        return value.lower() == "true"
+
+    def choice(self, key: str, options: tuple[str, ...], default: str, *, case_sensitive: bool = False) -> str:
+        """One of ``options``: Kafka's ``ValidString`` (``case_sensitive``) or ``CaseInsensitiveValidString``
+        (and Debezium's enumerations, which ignore case too)."""
+        value = self.string(key)
+        if value is None:
+            return default
+        for option in options:
+            if option == value or (not case_sensitive and option.lower() == value.lower()):
+                return option
+        self.error(key, f"Invalid value {value} for configuration {key}: String must be one of: {', '.join(options)}")
+        return default
+
+    def pattern(self, key: str, *, non_empty: bool = False) -> re.Pattern[str] | None:
+        """A required Java regular expression (``RegexValidator``), compiled as Python's: their common
+        syntax, Java's named groups ``(?<name>...)`` read as Python's ``(?P<name>...)``."""
+        value = self.required(key, non_empty=non_empty)
+        try:
+            return re.compile(java_regex(value))
+        except re.error as exc:
+            self.error(key, f"Invalid value {value} for configuration {key}: Invalid regex: {exc}")
+            return None
+
+    def unsupported(self, key: str, reason: str) -> None:
+        """A key of the original transformation that this one cannot honour: refused when set."""
+        self.read.add(key)
+        if self.props.get(key, "").strip():
+            self.error(key, f"not supported: {reason}")
+
+    def finish(self, name: str) -> None:
+        for key in sorted(set(self.props) - self.read):
+            self.error(key, f"{key} is not a key of {name}")
+
+
+def java_regex(pattern: str) -> str:
+    """A Java regular expression in Python's syntax: named groups ``(?<name>`` become ``(?P<name>`` (a
+    lookbehind, ``(?<=`` or ``(?<!``, is left as it is)."""
+    return re.sub(r"(?<!\\)\(\?<(?=[A-Za-z])", "(?P<", pattern)
+
+
+def java_split(text: str, separator: str) -> list[str]:
+    """Java's ``String.split`` on a literal separator: trailing empty strings removed."""
+    if separator not in text:
+        return [text]
+    parts = text.split(separator)
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
+class Transformation:
+    """One configured transformation. Subclasses read their keys in ``__init__`` (through ``props``) and
+    transform one record in ``apply`` (None drops it), raising ``DataException`` for a record they cannot."""
+
+    # The class names that configure it (``transforms.<alias>.type``), the first being the canonical one.
+    CLASSES: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, props: Props) -> None:
+        self.props = props
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        raise NotImplementedError
+
+
+class KeyOrValue(Transformation):
+    """A transformation with ``$Key`` and ``$Value`` variants: it works on the key or on the value."""
+
+    ON_KEY: ClassVar[bool] = False
+
+    def operating(self, record: ConnectRecord) -> Any:
+        return record.key if self.ON_KEY else record.value
+
+    def with_operating(self, record: ConnectRecord, new: Any) -> ConnectRecord:
+        if self.ON_KEY:
+            record.key = new
+        else:
+            record.value = new
+        return record
+
+
+class Predicate:
+    """One configured predicate (``predicates.<alias>.*``)."""
+
+    CLASSES: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, props: Props) -> None:
+        self.props = props
+
+    def test(self, record: ConnectRecord) -> bool:
+        raise NotImplementedError
+
+
+def require_map(value: Any, purpose: str) -> dict[str, Any]:
+    """Kafka's ``Requirements.requireMap``: a schemaless record's value must be a map."""
+    if not isinstance(value, dict):
+        found = "null" if value is None else type_name(value)
+        raise DataException(f"Only Map objects supported in absence of schema for [{purpose}], found: {found}")
+    return value
+
+
+def type_name(value: Any) -> str:
+    """The Java class a schemaless value of this Python type would be (in Kafka's messages)."""
+    names = {bool: "java.lang.Boolean", int: "java.lang.Long", float: "java.lang.Double", str: "java.lang.String"}
+    for kind, name in names.items():
+        if isinstance(value, kind):
+            return name
+    if isinstance(value, list):
+        return "java.util.ArrayList"
+    if isinstance(value, dict):
+        return "java.util.HashMap"
+    if isinstance(value, bytes | bytearray):
+        return "[B"
+    return type(value).__name__

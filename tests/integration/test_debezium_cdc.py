@@ -1,0 +1,172 @@
+"""Debezium change events into Iceberg through Kafka Connect transforms, as users configure them: the Iceberg
+sink's own CDC config (its DebeziumTransform, ``iceberg.tables.cdc-field=_cdc.op``, upsert mode, identifier
+columns) and Debezium's ExtractNewRecordState (deletes rewritten with ``__deleted``, the operation added
+as ``__op``). The events are a source table's history as Debezium's PostgreSQL connector publishes it
+(JSON, keyed by the row's key, one partition per key): a snapshot, updates, deletes each followed by a
+tombstone, and re-inserts, over several commits. Each table must equal the source table at the end, read
+by pyiceberg and by Spark's Iceberg reader."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from connectors import actions
+from tests.conftest import sink_config
+from tests.integration.helpers import caught_up, create_topic, running_in_threads, table_rows, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+PARTITIONS = 3
+SOURCE = {
+    "version": "2.7.3.Final",
+    "connector": "postgresql",
+    "name": "dbserver1",
+    "db": "inventory",
+    "schema": "public",
+    "table": "customers",
+}
+
+
+class SourceTable:
+    """A table of the source database and the change events Debezium publishes for what happens to it."""
+
+    def __init__(self, seed: int) -> None:
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.rng = random.Random(seed)
+        self.lsn = 1000
+        # (partition, key, value) in the order Debezium produces them.
+        self.events: list[tuple[int, bytes, bytes | None]] = []
+
+    def _emit(self, op: str, key: int, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        self.lsn += 8
+        event = {
+            "before": before,
+            "after": after,
+            "source": {
+                **SOURCE,
+                "ts_ms": 1_700_000_000_000 + self.lsn,
+                "snapshot": "true" if op == "r" else "false",
+                "lsn": self.lsn,
+            },
+            "op": op,
+            "ts_ms": 1_700_000_000_500 + self.lsn,
+        }
+        self.events.append((key % PARTITIONS, json.dumps({"id": key}).encode(), json.dumps(event).encode()))
+
+    def snapshot(self, count: int) -> None:
+        for key in range(count):
+            row = {"id": key, "name": f"customer-{key}", "amount": round(self.rng.uniform(0, 100), 2)}
+            self.rows[key] = row
+            self._emit("r", key, None, row)
+
+    def changes(self, count: int) -> None:
+        """Updates, deletes (each followed by its tombstone) and inserts of keys deleted before."""
+        for _ in range(count):
+            key = self.rng.randrange(0, len(self.rows) + 20)
+            before = self.rows.get(key)
+            if before is None:
+                row = {"id": key, "name": f"customer-{key}-again", "amount": round(self.rng.uniform(0, 100), 2)}
+                self.rows[key] = row
+                self._emit("c", key, None, row)
+            elif self.rng.random() < 0.2:
+                del self.rows[key]
+                self._emit("d", key, before, None)
+                self.events.append((key % PARTITIONS, json.dumps({"id": key}).encode(), None))
+            else:
+                row = {**before, "amount": round(self.rng.uniform(0, 100), 2)}
+                self.rows[key] = row
+                self._emit("u", key, before, row)
+
+    def publish(self, bootstrap: str, topic: str) -> dict[tuple[str, int], int]:
+        """Produce the events not yet produced, each to its key's partition; the partitions' end offsets."""
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        ends: dict[tuple[str, int], int] = {}
+
+        def delivered(err: Any, msg: Any) -> None:
+            assert err is None, err
+            ends[(msg.topic(), msg.partition())] = max(ends.get((msg.topic(), msg.partition()), 0), msg.offset() + 1)
+
+        for partition, key, value in self.events:
+            producer.produce(topic, value, key, partition=partition, on_delivery=delivered)
+        self.events.clear()
+        assert producer.flush(30) == 0
+        return ends
+
+
+def cdc_configs(topic: str) -> dict[str, dict[str, str]]:
+    """Two connectors over the same topic, each as its users write it."""
+    keyed = {
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable": "false",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.default-id-columns": "id",
+    }
+    return {
+        "cdc-iceberg-transform": sink_config(
+            topic,
+            "db.customers_dbz",
+            **keyed,
+            **{
+                "iceberg.control.topic": f"control-{topic}-dbz",
+                "transforms": "dbz",
+                "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+                "iceberg.tables.cdc-field": "_cdc.op",
+            },
+        ),
+        "cdc-unwrap-rewrite": sink_config(
+            topic,
+            "db.customers_unwrap",
+            **keyed,
+            **{
+                "iceberg.control.topic": f"control-{topic}-unwrap",
+                "sinkadmin.writer": "arrow",
+                "transforms": "unwrap",
+                "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+                "transforms.unwrap.delete.handling.mode": "rewrite",
+                "transforms.unwrap.add.fields": "op,table,source.ts_ms",
+                "iceberg.tables.cdc-field": "__op",
+            },
+        ),
+    }
+
+
+def test_debezium_events_upsert_iceberg_tables_to_the_source_tables_state(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    configs = cdc_configs(topic_name)
+    for name, config in configs.items():
+        actions.create_connector(name, config)
+    source = SourceTable(seed=45)
+    ends: dict[tuple[str, int], int] = {}
+    with running_in_threads("cdc-iceberg-transform"), running_in_threads("cdc-unwrap-rewrite"):
+        for wave in range(3):
+            if wave == 0:
+                source.snapshot(150)
+            else:
+                source.changes(250)
+            ends = {**ends, **source.publish(kafka_bootstrap, topic_name)}
+            for name in configs:
+                wait_until(caught_up(name, ends), 240, f"{name} to commit wave {wave}")
+
+    model = source.rows
+    dbz = table_rows("cdc-iceberg-transform", "db.customers_dbz")
+    assert {r["id"]: {k: r[k] for k in ("id", "name", "amount")} for r in dbz} == model
+    assert len(dbz) == len(model), "a key is in the table twice"
+    # The Iceberg sink's CDC metadata: the operation that wrote the row, where it came from.
+    assert {r["_cdc"]["op"] for r in dbz} <= {"I", "U"}
+    assert {r["_cdc"]["target"] for r in dbz} == {"public.customers"}
+
+    unwrapped = table_rows("cdc-unwrap-rewrite", "db.customers_unwrap")
+    assert {r["id"]: {k: r[k] for k in ("id", "name", "amount")} for r in unwrapped} == model
+    assert len(unwrapped) == len(model)
+    assert {r["__deleted"] for r in unwrapped} == {"false"}
+    assert {r["__table"] for r in unwrapped} == {"customers"}
+    assert {r["__op"] for r in unwrapped} <= {"r", "c", "u"}

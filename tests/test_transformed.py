@@ -1,0 +1,127 @@
+"""The tasks' transform stage (workers.transformed) without servers: what a run of records becomes before it
+is staged, what is dropped and still covered by the staged range, and what is staged as a bad record."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from connectors.config import SinkConfig
+from tests.conftest import sink_config
+from workers.staging import RecordChunk, StagedPartition, StagingBuffer
+from workers.transformed import RecordTransformer
+
+TOPIC = "dbserver1.public.orders"
+
+
+def config(**overrides: str) -> SinkConfig:
+    return SinkConfig.parse(sink_config(TOPIC, "db.orders", **overrides))
+
+
+def run(values: list[dict[str, Any] | None], keys: list[bytes | None] | None = None) -> RecordChunk:
+    n = len(values)
+    return RecordChunk(
+        TOPIC,
+        0,
+        list(range(10, 10 + n)),
+        [1_700_000_000_000 + i for i in range(n)],
+        keys or [None] * n,
+        [json.dumps(v).encode() if v is not None else None for v in values],
+        [None] * n,
+        [None] * n,
+    )
+
+
+def test_a_debezium_run_becomes_rows_and_its_deletes_are_dropped_but_covered() -> None:
+    unwrap = config(
+        **{
+            "transforms": "unwrap,cast",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.delete.tombstone.handling.mode": "drop",
+            "transforms.unwrap.add.fields": "op",
+            "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value",
+            "transforms.cast.spec": "amount:int32",
+        }
+    )
+    assert unwrap.transforms is not None
+    events = [
+        {"before": None, "after": {"id": 1, "amount": "7"}, "source": {"table": "orders"}, "op": "c"},
+        {"before": {"id": 1, "amount": "7"}, "after": None, "source": {"table": "orders"}, "op": "d"},
+        None,  # its tombstone
+        {"before": None, "after": {"id": 2, "amount": "abc"}, "source": {"table": "orders"}, "op": "c"},
+    ]
+    chunk = run(events, keys=[b'{"id":1}', b'{"id":1}', b'{"id":1}', b'{"id":2}'])
+    out, dropped = RecordTransformer(unwrap, unwrap.transforms).apply(chunk)
+    assert dropped == 2
+    assert out.offsets == [10, 13]
+    assert json.loads(out.values[0] or b"") == {"id": 1, "amount": 7, "__op": "c"}
+    assert out.errors[0] is None
+    # The cast that cannot be made: staged as consumed, with the transformation and the field in the reason.
+    assert out.values[1] == chunk.values[3]
+    assert out.errors[1] is not None and out.errors[1].startswith("transforms.cast (Cast$Value): field amount")
+
+    buffer = StagingBuffer(TOPIC, 0, 10, _Collect())
+    buffer.extend(out)
+    buffer.skip(dropped, chunk.offsets[-1] + 1)
+    staged = buffer.finish()
+    assert (staged.start, staged.end, staged.records, staged.dropped) == (10, 14, 2, 2)
+
+
+def test_after_the_transforms_the_sink_sees_plain_json() -> None:
+    enveloped = config(
+        **{
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "true",
+            "transforms": "hoist",
+            "transforms.hoist.type": "org.apache.kafka.connect.transforms.HoistField$Value",
+            "transforms.hoist.field": "row",
+        }
+    )
+    assert enveloped.transforms is not None
+    view = enveloped.sink_view
+    assert (view.value_converter, view.schemas_enable, view.transforms) == ("json", False, None)
+    chunk = run([{"schema": {"type": "struct", "fields": []}, "payload": {"id": 3}}, None])
+    out, dropped = RecordTransformer(enveloped, enveloped.transforms).apply(chunk)
+    assert dropped == 0
+    assert [json.loads(v) if v else v for v in out.values] == [{"row": {"id": 3}}, {"row": None}]
+    assert config().sink_view is not None and config().transforms is None
+
+
+def test_a_value_that_is_not_json_is_a_bad_record_staged_as_consumed() -> None:
+    filtered = config(
+        **{
+            "transforms": "drop",
+            "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+            "transforms.drop.predicate": "tombstones",
+            "predicates": "tombstones",
+            "predicates.tombstones.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+        }
+    )
+    assert filtered.transforms is not None
+    chunk = run([{"id": 1}, None])
+    chunk.values.append(b"{not json")
+    for column in (chunk.timestamps, chunk.keys, chunk.headers, chunk.errors):
+        column.append(None)
+    chunk.offsets.append(12)
+    out, dropped = RecordTransformer(filtered, filtered.transforms).apply(chunk)
+    assert dropped == 1
+    assert out.offsets == [10, 12]
+    assert out.values[1] == b"{not json" and out.errors[1] is not None and "not JSON" in out.errors[1]
+
+
+class _Collect:
+    """A chunk sink that keeps what it is given."""
+
+    chunk_bytes = 1 << 20
+
+    def __init__(self) -> None:
+        self.chunks: list[RecordChunk] = []
+
+    def write(self, chunk: RecordChunk) -> None:
+        self.chunks.append(chunk)
+
+    def finish(self, staged: StagedPartition) -> StagedPartition:
+        return staged
+
+    def discard(self) -> None:
+        self.chunks.clear()

@@ -1,0 +1,134 @@
+"""A connector's Kafka Connect transforms, applied by its tasks as they stage records.
+
+The participant converts each fetched run of records as Kafka Connect's
+converter would (Avro to JSON), then runs the chain (``connectors.smt``) over
+each record in its schemaless form, and stages what comes out: so every sink
+and both data planes take transformed records, and a replay (after a crash)
+transforms the same records the same way. After the chain, values that were
+JSON or Avro are plain JSON (``SinkConfig.sink_view``).
+
+- A record a transformation drops (Filter, a Debezium delete) is not staged;
+  the partition's staged range still covers it, and it is counted as skipped.
+- A record a transformation cannot transform is staged as it came, with the
+  reason (the transformation's alias and class, and the field): a bad record,
+  which ``errors.tolerance`` decides, and the dead-letter topic receives as it
+  was consumed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from connectors.config import SinkConfig
+from connectors.smt import ConnectRecord, TransformChain, TransformFailed
+from workers.staging import RecordChunk
+
+
+class RecordTransformer:
+    """The connector's chain over runs of one partition's records."""
+
+    def __init__(self, config: SinkConfig, chain: TransformChain) -> None:
+        self.chain = chain
+        self.key_converter = config.key_converter
+        self.value_converter = config.value_converter
+        # (Avro values reach the chain as the JSON the participant decoded them into.)
+        self.json_values = config.value_converter in ("json", "avro")
+        self.envelope = config.value_converter == "json" and config.schemas_enable
+
+    def apply(self, chunk: RecordChunk) -> tuple[RecordChunk, int]:
+        """The run's records transformed (dropped ones left out), and how many were dropped."""
+        out = RecordChunk(chunk.topic, chunk.partition)
+        dropped = 0
+        for i, offset in enumerate(chunk.offsets):
+            raw_value, raw_key = chunk.values[i], chunk.keys[i]
+            headers = chunk.headers[i] if chunk.headers else None
+            error = chunk.errors[i]
+            if error is None:
+                try:
+                    record = ConnectRecord(
+                        topic=chunk.topic,
+                        partition=chunk.partition,
+                        offset=offset,
+                        timestamp=chunk.timestamps[i],
+                        key=self._key(raw_key),
+                        value=self._value(raw_value),
+                        headers=list(headers or []),
+                    )
+                    transformed = self.chain.apply(record)
+                except (TransformFailed, ValueError) as exc:
+                    error = str(exc)
+                else:
+                    if transformed is None:
+                        dropped += 1
+                        continue
+                    out.offsets.append(offset)
+                    out.timestamps.append(transformed.timestamp)
+                    out.keys.append(_encoded(transformed.key, self.key_converter))
+                    out.values.append(_encoded(transformed.value, self.value_converter))
+                    out.headers.append([(name, _header(value)) for name, value in transformed.headers] or None)
+                    out.errors.append(None)
+                    continue
+            # Staged as consumed, with why it could not be transformed (or decoded).
+            out.offsets.append(offset)
+            out.timestamps.append(chunk.timestamps[i])
+            out.keys.append(raw_key)
+            out.values.append(raw_value)
+            out.headers.append(headers)
+            out.errors.append(error)
+        return out, dropped
+
+    def _key(self, raw: bytes | None) -> Any:
+        if raw is None or self.key_converter == "bytearray":
+            return raw
+        text = raw.decode("utf-8", errors="replace")
+        if self.key_converter == "json":
+            try:
+                return _payload(json.loads(text), True)
+            except ValueError:
+                raise ValueError(f"the key is not JSON: {text[:80]!r}") from None
+        return text
+
+    def _value(self, raw: bytes | None) -> Any:
+        if raw is None or self.value_converter == "bytearray":
+            return raw
+        if not self.json_values:
+            return raw.decode("utf-8", errors="replace")
+        try:
+            return _payload(json.loads(raw), self.envelope)
+        except ValueError:
+            raise ValueError(f"the value is not JSON: {raw[:80]!r}") from None
+
+
+def _payload(decoded: Any, envelope: bool) -> Any:
+    """A JsonConverter value with ``schemas.enable``: its ``payload`` (the chain runs schemaless)."""
+    if envelope and isinstance(decoded, dict) and "payload" in decoded and "schema" in decoded:
+        return decoded["payload"]
+    return decoded
+
+
+def _encoded(value: Any, converter: str) -> bytes | None:
+    """A transformed key or value as the sinks take it: JSON text, or the string or bytes themselves."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if converter == "string" and isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
+
+
+def _header(value: Any) -> bytes | None:
+    """A header's value as Kafka carries it: strings as UTF-8, other values as JSON."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, separators=(",", ":"), default=_json_default).encode()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON")
