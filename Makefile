@@ -43,10 +43,10 @@ services: install
 run: services
 	$(PY) manage.py runstack
 
-# Tests use their own ports so they can run beside `make run`.
+# Tests use their own ports so they can run beside `make run`; those that need no data-plane server run
+# beside the others (scripts/run-tests).
 test: services
-	SINKADMIN_KAFKA_PORT=$${SINKADMIN_KAFKA_PORT:-19092} SINKADMIN_SPARK_CONNECT_PORT=$${SINKADMIN_SPARK_CONNECT_PORT:-15012} \
-		$(PY) -m pytest $(PYTEST_ARGS)
+	scripts/run-tests $(PYTEST_ARGS)
 
 # tests/conftest.py marks what each test needs; neither the broker, Spark, Redis nor PostgreSQL here.
 FAST_TESTS := not integration and not database

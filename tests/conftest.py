@@ -39,6 +39,16 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings() -> None:
+    """A test database of the lane's own (scripts/run-tests runs two pytest sessions at once: each creates
+    and drops its test database)."""
+    lane = os.environ.get("SINKADMIN_TEST_LANE", "")
+    if lane:
+        database = settings.DATABASES["default"]
+        database["TEST"] = {**database.get("TEST", {}), "NAME": f"test_{database['NAME']}_{lane}"}
+
+
+@pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The session's Kafka cluster (a fresh single-node Apache Kafka), or the one the environment names."""
     host, port = split_hostport(settings.KAFKA_BOOTSTRAP_SERVERS.split(",")[0])
