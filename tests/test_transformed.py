@@ -8,7 +8,8 @@ from typing import Any
 
 from connectors.config import SinkConfig
 from tests.conftest import sink_config
-from workers.staging import RecordChunk, StagedPartition, StagingBuffer
+from tests.test_staging import CollectingSink
+from workers.staging import RecordChunk, StagingBuffer
 from workers.transformed import RecordTransformer
 
 TOPIC = "dbserver1.public.orders"
@@ -60,7 +61,7 @@ def test_a_debezium_run_becomes_rows_and_its_deletes_are_dropped_but_covered() -
     assert out.values[1] == chunk.values[3]
     assert out.errors[1] is not None and out.errors[1].startswith("transforms.cast (Cast$Value): field amount")
 
-    buffer = StagingBuffer(TOPIC, 0, 10, _Collect())
+    buffer = StagingBuffer(TOPIC, 0, 10, CollectingSink(1 << 20))
     buffer.extend(out)
     buffer.skip(dropped, chunk.offsets[-1] + 1)
     staged = buffer.finish()
@@ -107,21 +108,3 @@ def test_a_value_that_is_not_json_is_a_bad_record_staged_as_consumed() -> None:
     assert dropped == 1
     assert out.offsets == [10, 12]
     assert out.values[1] == b"{not json" and out.errors[1] is not None and "not JSON" in out.errors[1]
-
-
-class _Collect:
-    """A chunk sink that keeps what it is given."""
-
-    chunk_bytes = 1 << 20
-
-    def __init__(self) -> None:
-        self.chunks: list[RecordChunk] = []
-
-    def write(self, chunk: RecordChunk) -> None:
-        self.chunks.append(chunk)
-
-    def finish(self, staged: StagedPartition) -> StagedPartition:
-        return staged
-
-    def discard(self) -> None:
-        self.chunks.clear()

@@ -1,15 +1,16 @@
-"""Debezium change events into Iceberg through Kafka Connect transforms, as users configure them: the Iceberg
-sink's own CDC config (its DebeziumTransform, ``iceberg.tables.cdc-field=_cdc.op``, upsert mode, identifier
-columns) and Debezium's ExtractNewRecordState (deletes rewritten with ``__deleted``, the operation added
-as ``__op``). The events are a source table's history as Debezium's PostgreSQL connector publishes it
+"""Debezium change events into Iceberg and Hudi through Kafka Connect transforms, as users configure them:
+the Iceberg sink's own CDC config (its DebeziumTransform, ``iceberg.tables.cdc-field=_cdc.op``, upsert mode,
+identifier columns), Debezium's ExtractNewRecordState (deletes rewritten with ``__deleted``, the operation
+added as ``__op``), and Hudi with ExtractNewRecordState's default (a delete becomes a tombstone of its key). The events are a source table's history as Debezium's PostgreSQL connector publishes it
 (JSON, keyed by the row's key, one partition per key): a snapshot, updates, deletes each followed by a
 tombstone, and re-inserts, over several commits. Each table must equal the source table at the end, read
-by pyiceberg and by Spark's Iceberg reader."""
+by pyiceberg and Spark's Iceberg reader, or by hudi-rs and Spark's Hudi reader."""
 
 from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from confluent_kafka import Producer
 from connectors import actions
 from tests.conftest import sink_config
 from tests.integration.helpers import caught_up, create_topic, running_in_threads, table_rows, wait_until
+from tests.integration.test_hudi_sink import read
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -98,8 +100,8 @@ class SourceTable:
         return ends
 
 
-def cdc_configs(topic: str) -> dict[str, dict[str, str]]:
-    """Two connectors over the same topic, each as its users write it."""
+def cdc_configs(topic: str, hudi_base: Path) -> dict[str, dict[str, str]]:
+    """Three connectors over the same topic, each as its users write it."""
     keyed = {
         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
         "key.converter.schemas.enable": "false",
@@ -134,19 +136,42 @@ def cdc_configs(topic: str) -> dict[str, dict[str, str]]:
                 "iceberg.tables.cdc-field": "__op",
             },
         ),
+        # Hudi: Debezium's default delete handling (a delete becomes a tombstone), the key unwrapped to the
+        # row's id, which the tombstone deletes (merge-on-read, ordered by commit).
+        "cdc-hudi": {
+            "connector.class": "org.apache.hudi.connect.HoodieSinkConnector",
+            "topics": topic,
+            "target.base.path": str(hudi_base),
+            "target.table.name": "customers",
+            **{k: v for k, v in keyed.items() if not k.startswith("iceberg.")},
+            "hoodie.table.type": "MERGE_ON_READ",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.partitionpath.field": "",
+            "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
+            "sinkadmin.control.topic": f"control-{topic}-hudi",
+            "sinkadmin.commit.interval-ms": "1500",
+            "transforms": "unwrap,key",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.key.type": "org.apache.kafka.connect.transforms.ExtractField$Key",
+            "transforms.key.field": "id",
+        },
     }
 
 
-def test_debezium_events_upsert_iceberg_tables_to_the_source_tables_state(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+def test_debezium_events_upsert_iceberg_and_hudi_tables_to_the_source_tables_state(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
-    configs = cdc_configs(topic_name)
+    configs = cdc_configs(topic_name, tmp_path / "customers")
     for name, config in configs.items():
         actions.create_connector(name, config)
     source = SourceTable(seed=45)
     ends: dict[tuple[str, int], int] = {}
-    with running_in_threads("cdc-iceberg-transform"), running_in_threads("cdc-unwrap-rewrite"):
+    with (
+        running_in_threads("cdc-iceberg-transform"),
+        running_in_threads("cdc-unwrap-rewrite"),
+        running_in_threads("cdc-hudi"),
+    ):
         for wave in range(3):
             if wave == 0:
                 source.snapshot(150)
@@ -170,3 +195,8 @@ def test_debezium_events_upsert_iceberg_tables_to_the_source_tables_state(
     assert {r["__deleted"] for r in unwrapped} == {"false"}
     assert {r["__table"] for r in unwrapped} == {"customers"}
     assert {r["__op"] for r in unwrapped} <= {"r", "c", "u"}
+
+    # hudi-rs's snapshot, checked against Hudi's Spark reader (tests.integration.test_hudi_sink.read).
+    hudi = read(tmp_path / "customers")
+    assert {r["id"]: {k: r[k] for k in ("id", "name", "amount")} for r in hudi} == model
+    assert len(hudi) == len(model)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from sinks.mirror.engine import MirrorTask, group_id
@@ -91,9 +91,28 @@ def target_offsets(target: str, connector: str, partitions: list[tuple[str, int]
     return {(t, p): c.offset for (t, p), c in zip(partitions, found, strict=True)}
 
 
+# What a broker answers about a group while it is not ready to: a client retries them.
+GROUP_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+
 def caught_up(target: str, connector: str, ends: dict[tuple[str, int], int]) -> bool:
-    """The target group's offsets reached the source's ends."""
-    return target_offsets(target, connector, sorted(ends)) == ends
+    """The target group's offsets reached the source's ends. Not yet while the target cannot say: a broker
+    back from a stall or a restart answers NOT_COORDINATOR (or is loading its groups) for a while, which a
+    consumer retries."""
+    try:
+        return target_offsets(target, connector, sorted(ends)) == ends
+    except KafkaException as exc:
+        if exc.args and (exc.args[0].retriable() or exc.args[0].code() in GROUP_NOT_READY):
+            return False
+        raise
 
 
 def connector_of(topics: list[str]) -> str:

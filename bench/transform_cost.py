@@ -1,0 +1,201 @@
+#!/usr/bin/env python
+"""What Kafka Connect's transforms cost a task, per record, as it stages them (workers.transformed).
+
+Builds runs of ~1 KB records as a task fetches them (``RecordChunk``): Debezium
+change events (``before``/``after``/``source``, a quarter of them updates with
+both states) for the CDC chains, the sink benchmark's plain JSON for the others,
+and measures in microseconds of this process's CPU per record (the median of
+``--rounds`` rounds, after two that warm up) the transform stage
+(``RecordTransformer.apply``: the JSON parse, the chain, the JSON text of what it
+leaves) for each chain, against two baselines measured in the same run:
+
+- staging the run without transforms (``RecordChunk.raw_table`` and the
+  staging file's write: what every record costs a task anyway);
+- a JSON parse and serialisation of each value alone, as the stage does them
+  (orjson: the floor of any schemaless transform).
+
+No Spark, broker or database. Prints and writes bench/results/transform_cost.json.
+
+    .venv/bin/python bench/transform_cost.py [--records 20000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from spark_decoding import ROOT, values_of  # (the benchmarks' records; sets up Django)
+from staging_costs import per_record_us
+
+from connectors.config import SinkConfig
+from workers.staging import RawStagingFile, RecordChunk
+from workers.transformed import RecordTransformer, json_text, parse_json
+
+SOURCE = {
+    "version": "2.7.3.Final",
+    "connector": "postgresql",
+    "name": "dbserver1",
+    "db": "inventory",
+    "schema": "public",
+    "table": "orders",
+}
+
+
+def debezium_values(records: int) -> list[bytes | None]:
+    """Change events of the benchmark's rows: snapshot reads, inserts and (one in four) updates."""
+    padding = "x" * 700
+    events = []
+    for i in range(records):
+        after = {"id": i, "user": f"user-{i % 1000}", "amount": i * 0.25, "ok": i % 2 == 0, "note": padding}
+        op = "u" if i % 4 == 0 else ("r" if i % 4 == 1 else "c")
+        before = {**after, "amount": i * 0.5, "note": ""} if op == "u" else None
+        source = {**SOURCE, "ts_ms": 1_700_000_000_000 + i, "lsn": 1000 + 8 * i}
+        events.append(
+            json.dumps(
+                {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1_700_000_000_500 + i}
+            ).encode()
+        )
+    return list(events)
+
+
+def chunk_of(values: list[bytes | None]) -> RecordChunk:
+    n = len(values)
+    keys: list[bytes | None] = [json.dumps({"id": i}).encode() for i in range(n)]
+    stamps: list[int | None] = [1_700_000_000_000 + i for i in range(n)]
+    return RecordChunk("dbserver1.public.orders", 0, list(range(n)), stamps, keys, values, [None] * n, [None] * n)
+
+
+BASE = {
+    "connector.class": "iceberg",
+    "topics": "dbserver1.public.orders",
+    "iceberg.tables": "db.orders",
+    "key.converter": "json",
+    "value.converter": "json",
+    "value.converter.schemas.enable": "false",
+}
+
+# name: (the transform keys, whether its records are Debezium events)
+CHAINS: dict[str, tuple[dict[str, str], bool]] = {
+    "ExtractNewRecordState (Debezium's defaults)": (
+        {"transforms": "unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"},
+        True,
+    ),
+    "ExtractNewRecordState, rewrite, add.fields=op,table,source.ts_ms": (
+        {
+            "transforms": "unwrap",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.delete.handling.mode": "rewrite",
+            "transforms.unwrap.add.fields": "op,table,source.ts_ms",
+        },
+        True,
+    ),
+    "the Iceberg sink's DebeziumTransform": (
+        {"transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform"},
+        True,
+    ),
+    "four of Kafka's: InsertField, ReplaceField, Cast, MaskField": (
+        {
+            "transforms": "insert,drop,cast,mask",
+            "transforms.insert.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+            "transforms.insert.topic.field": "_topic",
+            "transforms.insert.offset.field": "_offset",
+            "transforms.drop.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+            "transforms.drop.exclude": "note",
+            "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value",
+            "transforms.cast.spec": "amount:string,id:int32",
+            "transforms.mask.type": "org.apache.kafka.connect.transforms.MaskField$Value",
+            "transforms.mask.fields": "user",
+        },
+        False,
+    ),
+    "Filter under a predicate no record matches": (
+        {
+            "transforms": "drop",
+            "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+            "transforms.drop.predicate": "other",
+            "predicates": "other",
+            "predicates.other.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+            "predicates.other.pattern": "other\\..*",
+        },
+        False,
+    ),
+}
+
+
+def json_round_trip(chunk: RecordChunk) -> None:
+    """Each value parsed and written back as the transform stage does (orjson), and nothing else."""
+    for value in chunk.values:
+        json_text(parse_json(value or b"null"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "transform_cost.json"))
+    args = parser.parse_args()
+    n, rounds = args.records, args.rounds
+    runs = {True: chunk_of(debezium_values(n)), False: chunk_of(values_of(range(n)))}
+
+    with tempfile.TemporaryDirectory(
+        prefix="transform-cost-", dir=ROOT / "var" if (ROOT / "var").is_dir() else None
+    ) as d:
+
+        def staged(chunk: RecordChunk) -> None:
+            file = RawStagingFile(Path(d) / "run.parquet", 64 << 20)
+            file.write(chunk)
+            file.close()
+
+        staging_us = {cdc: per_record_us(functools.partial(staged, chunk), n, rounds) for cdc, chunk in runs.items()}
+    json_us = {cdc: per_record_us(functools.partial(json_round_trip, chunk), n, rounds) for cdc, chunk in runs.items()}
+    figures: dict[str, dict[str, Any]] = {}
+    for name, (keys, cdc) in CHAINS.items():
+        config = SinkConfig.parse({**BASE, **keys})
+        assert config.transforms is not None
+        transformer = RecordTransformer(config, config.transforms)
+        out, dropped = transformer.apply(runs[cdc])
+        assert not any(out.errors) and dropped == 0, (name, out.errors[:1])
+        us = per_record_us(functools.partial(transformer.apply, runs[cdc]), n, rounds)
+        figures[name] = {
+            "records": "debezium events" if cdc else "plain json",
+            "us_per_record": us,
+            "records_per_cpu_second": round(1e6 / us),
+            "to_staging": round(us / staging_us[cdc], 2),
+            "to_json_parse_and_text": round(us / json_us[cdc], 2),
+        }
+        print(
+            f"{name}: {us} µs a record ({round(1e6 / us):,} records per CPU-second), "
+            f"{figures[name]['to_staging']}x staging it, {figures[name]['to_json_parse_and_text']}x a JSON parse "
+            "and text of it",
+            flush=True,
+        )
+    print(
+        f"baselines: staging {staging_us[True]} µs (events) / {staging_us[False]} µs (plain) a record; "
+        f"a JSON parse and text {json_us[True]} / {json_us[False]} µs"
+    )
+    report = {
+        "records_per_run": n,
+        "record_bytes": {
+            "debezium events": round(sum(map(len, filter(None, runs[True].values))) / n),
+            "plain json": round(sum(map(len, filter(None, runs[False].values))) / n),
+        },
+        "rounds": rounds,
+        "cpu_count": os.cpu_count(),
+        "staging_us_per_record": {"debezium events": staging_us[True], "plain json": staging_us[False]},
+        "json_parse_and_text_us_per_record": {"debezium events": json_us[True], "plain json": json_us[False]},
+        "chains": figures,
+    }
+    Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
