@@ -166,24 +166,28 @@ class StoragePath:
         elif found == pafs.FileType.File:
             fs.delete_file(path)
 
-    def files(self) -> list[str]:
-        """The names of the files right under this directory (none if it is not there)."""
+    def _entries(self) -> tuple[pafs.FileSystem, list[pafs.FileInfo]]:
+        """The file system, and what is right under this directory (nothing if it is not there)."""
         import pyarrow.fs as pafs
 
         fs, root = self.filesystem()
         if fs.get_file_info(root).type != pafs.FileType.Directory:
-            return []
-        return [f.base_name for f in fs.get_file_info(pafs.FileSelector(root)) if f.type == pafs.FileType.File]
+            return fs, []
+        return fs, fs.get_file_info(pafs.FileSelector(root))
+
+    def files(self) -> list[str]:
+        """The names of the files right under this directory (none if it is not there)."""
+        import pyarrow.fs as pafs
+
+        return [f.base_name for f in self._entries()[1] if f.type == pafs.FileType.File]
 
     def folders(self) -> Iterator[tuple[str, float]]:
         """Each directory right under this one, with the time its newest file was written (epoch seconds; an
         empty one's own time, or 0 on S3, where a directory has none)."""
         import pyarrow.fs as pafs
 
-        fs, root = self.filesystem()
-        if fs.get_file_info(root).type != pafs.FileType.Directory:
-            return
-        for folder in fs.get_file_info(pafs.FileSelector(root)):
+        fs, entries = self._entries()
+        for folder in entries:
             if folder.type != pafs.FileType.Directory:
                 continue
             files = fs.get_file_info(pafs.FileSelector(folder.path, recursive=True))

@@ -84,13 +84,12 @@ class RecordTransformer:
     def _key(self, raw: bytes | None) -> Any:
         if raw is None or self.key_converter == "bytearray":
             return raw
-        text = raw.decode("utf-8", errors="replace")
         if self.key_converter == "json":
             try:
                 return _payload(parse_json(raw), True)
             except ValueError:
-                raise ValueError(f"the key is not JSON: {text[:80]!r}") from None
-        return text
+                raise ValueError(f"the key is not JSON: {raw[:80]!r}") from None
+        return raw.decode("utf-8", errors="replace")
 
     def _value(self, raw: bytes | None) -> Any:
         if raw is None or self.value_converter == "bytearray":

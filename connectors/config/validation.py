@@ -26,7 +26,7 @@ from connectors.config.definitions import (
 )
 from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
-from connectors.smt import TransformChain, parse_chain
+from connectors.smt import TransformChain, parse_chain, transformation_classes
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
 # this: at short intervals a commit's cycle (its longest write, which on a
@@ -246,15 +246,14 @@ def _check_transforms(result: ConfigValidation, plugin: Plugin, config: dict[str
                     key, "the mirror copies records as they are: Kafka Connect transforms are not supported on it"
                 )
         return
-    chain, errors = parse_chain(config)
-    for key, messages in errors.items():
+    for key, messages in parse_chain(config)[1].items():
         for message in messages:
             result.add(key, message)
-    for step in chain.steps if chain is not None else ():
-        if step.class_name in ROUTING_TRANSFORMS:
+    for alias, class_name in transformation_classes(config).items():
+        if class_name in ROUTING_TRANSFORMS:
             result.add(
-                f"transforms.{step.alias}.type",
-                f"{step.class_name.rsplit('.', 1)[1]} renames records' topics, and the sinks here write records "
+                f"transforms.{alias}.type",
+                f"{class_name.rsplit('.', 1)[1]} renames records' topics, and the sinks here write records "
                 "by the topic they were consumed from: routing transforms are not supported yet",
             )
 

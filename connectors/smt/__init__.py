@@ -13,7 +13,14 @@ Records are transformed in their schemaless form, as Kafka Connect does with
 ``schemas.enable=false``: a JSON object is a map, a JSON array a list.
 """
 
-from connectors.smt.chain import TransformChain, TransformFailed, parse_chain
+from connectors.smt.chain import TransformChain, TransformFailed, parse_chain, transformation_classes
 from connectors.smt.record import ConnectRecord, DataException
 
-__all__ = ["ConnectRecord", "DataException", "TransformChain", "TransformFailed", "parse_chain"]
+__all__ = [
+    "ConnectRecord",
+    "DataException",
+    "TransformChain",
+    "TransformFailed",
+    "parse_chain",
+    "transformation_classes",
+]

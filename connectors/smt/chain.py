@@ -63,11 +63,6 @@ class TransformChain:
             record = transformed
         return record
 
-    @property
-    def routes(self) -> bool:
-        """Whether a step may change a record's topic."""
-        return any(isinstance(s.transformation, kafka.RegexRouter | kafka.TimestampRouter) for s in self.steps)
-
 
 def _short(class_name: str) -> str:
     return class_name.rsplit(".", 1)[-1]
@@ -83,6 +78,17 @@ def _properties(config: Mapping[str, str], prefix: str, reserved: tuple[str, ...
         for key, value in config.items()
         if key.startswith(prefix) and key[len(prefix) :] not in reserved
     }
+
+
+def transformation_classes(config: Mapping[str, str]) -> dict[str, str]:
+    """The class each alias in ``transforms`` names, by its full name, for those there is a class of (whatever
+    else is wrong with the config: ``parse_chain`` says that)."""
+    found = {}
+    for alias in _split(config.get("transforms")):
+        cls = TRANSFORMATION_CLASSES.get((config.get(f"transforms.{alias}.type") or "").strip())
+        if cls is not None:
+            found[alias] = cls.CLASSES[0]
+    return found
 
 
 def parse_chain(config: Mapping[str, str]) -> tuple[TransformChain | None, dict[str, list[str]]]:
