@@ -3,6 +3,7 @@ on Celery beat (issue: Celery runtime)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import tempfile
@@ -46,7 +47,8 @@ from workers.supervisor import Supervisor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-TEST_REDIS = "redis://127.0.0.1:6379/15"
+# (A Redis database of its own per xdist worker: tests/lanes.py.)
+TEST_REDIS = os.environ.get("SINKADMIN_TEST_CELERY_REDIS", "redis://127.0.0.1:6379/15")
 
 
 class Cluster:

@@ -33,7 +33,8 @@ from tests.integration.helpers import create_topic, json_records, produce, table
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-STACK_REDIS = "redis://127.0.0.1:6379/13"
+# (A Redis database of its own per xdist worker: tests/lanes.py.)
+STACK_REDIS = os.environ.get("SINKADMIN_TEST_STACK_REDIS", "redis://127.0.0.1:6379/13")
 PARTITIONS = 2
 BATCH = 100
 
