@@ -92,8 +92,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         process.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def connect_on_cluster(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # One Spark application on the cluster for the module's tests, as a make run on a cluster has one: an
+    # executor a test kills is replaced by the cluster's master, for the next test too.
     port = free_port()
     server = start_spark_connect(port, tmp_path_factory.mktemp("spark-connect"), master=cluster.url, driver_memory="1g")
     yield f"sc://127.0.0.1:{port}"
