@@ -74,7 +74,11 @@ bench: services
 	$(PY) bench/sink_throughput.py --repeat 3
 	$(PY) bench/sink_throughput.py --sinks iceberg,hudi-upsert,hudi-upsert-mor --writers spark --modes make-run --repeat 3 \
 		--output bench/results/sink_throughput-hudi-upserts.json
-	$(PY) bench/hudi_upsert_scale.py
+	$(PY) bench/sink_throughput.py --sinks iceberg,iceberg-upsert,iceberg-upsert-cow --writers spark --modes make-run \
+		--repeat 3 --output bench/results/sink_throughput-iceberg-upserts.json
+	$(PY) bench/upsert_scale.py
+	$(PY) bench/upsert_scale.py --sink iceberg
+	$(PY) bench/upsert_scale.py --sink iceberg --merge-mode copy-on-write --waves 2
 	$(PY) bench/maintenance.py
 	$(PY) bench/mirror_throughput.py
 

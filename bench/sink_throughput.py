@@ -10,7 +10,9 @@ the tasks use), then runs the sink once per sink and data plane (``--sinks``: ic
 files (Parquet files in the HDFS sink's layout), hudi-insert (a Hudi table
 appended to), hudi-upsert (a copy-on-write Hudi table upserted by a key that
 half the records update; its run reports the fraction) and hudi-upsert-mor
-(the same upserts into a merge-on-read table); ``--writers``: spark and
+(the same upserts into a merge-on-read table), iceberg-upsert and
+iceberg-upsert-cow (the same upserts into an Iceberg table created
+merge-on-read, or copy-on-write); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
 ``run_connector`` processes, and in the product as ``make run`` starts it,
 the two modes in turn in each round) until the ledger reaches the topic's end
@@ -38,7 +40,7 @@ the make-run mode the connector is created once the stack has settled
 (its processes nearly idle), as on a stack a user has had running.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
-        [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor]
+        [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor,iceberg-upsert,iceberg-upsert-cow]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...] [--repeat 1]
 
@@ -599,6 +601,8 @@ class Product:
 
 
 HUDI_SINKS = ("hudi-insert", "hudi-upsert", "hudi-upsert-mor")
+# The sinks whose records half update an earlier record's key (produce(): key = id % (records // 2)).
+UPSERT_SINKS = ("hudi-upsert", "hudi-upsert-mor", "iceberg-upsert", "iceberg-upsert-cow")
 
 
 def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, run: str) -> dict[str, str]:
@@ -646,6 +650,15 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             "sinkadmin.commit.timeout-ms": "120000",
             **dict(item.split("=", 1) for item in args.set),
         }
+    if sink in ("iceberg-upsert", "iceberg-upsert-cow"):
+        tables = {
+            **tables,
+            "iceberg.tables.upsert-mode-enabled": "true",
+            "iceberg.tables.default-id-columns": "key",
+            "iceberg.tables.auto-create-props.write.merge.mode": "copy-on-write"
+            if sink == "iceberg-upsert-cow"
+            else "merge-on-read",
+        }
     return {
         "connector.class": "iceberg",
         **common,
@@ -682,7 +695,7 @@ def run_sink(
             }
         else:
             measured = {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
-        if sink in ("hudi-upsert", "hudi-upsert-mor"):
+        if sink in UPSERT_SINKS:
             # Records whose key an earlier record had (produce(): key = id % (records // 2)).
             measured["rows_updated_fraction"] = round(1 - max(1, args.records // 2) / args.records, 3)
         return measured

@@ -50,6 +50,29 @@ def spark_iceberg_rows_at(metadata_location: str) -> list[dict[str, Any]]:
     ]
 
 
+def duckdb_iceberg_rows(metadata_location: str) -> list[dict[str, Any]]:
+    """The rows of the Iceberg table whose metadata file is ``metadata_location`` (a local one), as DuckDB's
+    Iceberg extension reads them, position deletes applied. The extension and the Avro one it reads
+    manifests with come from PyPI (duckdb-extension-iceberg, duckdb-extension-avro)."""
+    from pathlib import Path
+
+    import duckdb
+    import duckdb_extension_avro
+    import duckdb_extension_iceberg
+
+    connection = duckdb.connect()
+    try:
+        for package, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
+            extension = (
+                Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+            )
+            connection.execute(f"LOAD '{extension}'")
+        rows = connection.execute("SELECT * FROM iceberg_scan(?)", [metadata_location]).fetch_arrow_table()
+        return list(rows.to_pylist())
+    finally:
+        connection.close()
+
+
 def spark_hudi_rows(base_path: str) -> list[dict[str, Any]]:
     """The Hudi table's rows (its latest snapshot) as Hudi's Spark reader gives them, by path."""
     return [row.asDict(recursive=True) for row in spark_reader().read.format("hudi").load(base_path).collect()]

@@ -159,6 +159,33 @@ def test_upserts_need_the_identifier_columns_of_every_table() -> None:
     assert settings.upsert_mode and settings.cdc_field == "op" and settings.tables[0].id_columns == ("id",)
 
 
+def test_created_tables_get_the_sinks_properties_then_the_configs_and_upsert_tables_merge_on_read() -> None:
+    keyed = {**BASE, "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id"}
+    upserts = SinkConfig.parse(keyed).settings.table_properties
+    assert upserts["format-version"] == "2" and upserts["write.merge.mode"] == "merge-on-read"
+    appends = SinkConfig.parse(BASE).settings.table_properties
+    assert "write.merge.mode" not in appends and appends["write.parquet.compression-codec"] == "zstd"
+    prefix = "iceberg.tables.auto-create-props."
+    chosen = SinkConfig.parse(
+        {**keyed, f"{prefix}write.merge.mode": "copy-on-write", f"{prefix}commit.retry.num-retries": "9"}
+    ).settings.table_properties
+    assert chosen["write.merge.mode"] == "copy-on-write" and chosen["commit.retry.num-retries"] == "9"
+
+
+def test_table_properties_the_sink_cannot_honour_are_refused_per_key() -> None:
+    prefix = "iceberg.tables.auto-create-props."
+    result = validate_config(
+        {**BASE, f"{prefix}format-version": "3", f"{prefix}write.delete.mode": "merge-on-write", prefix: "x"}
+    )
+    assert "no format 3 manifests" in result.errors[f"{prefix}format-version"][0]
+    assert result.errors[f"{prefix}write.delete.mode"] == ["copy-on-write or merge-on-read"]
+    assert "name the table property" in result.errors[prefix][0]
+    keyed = {**BASE, "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id"}
+    v1 = validate_config({**keyed, f"{prefix}format-version": "1"})
+    assert "format v1 tables have no delete files" in v1.errors[f"{prefix}format-version"][0]
+    assert validate_config({**keyed, f"{prefix}format-version": "1", f"{prefix}write.merge.mode": "copy-on-write"}).ok
+
+
 def test_non_string_values_are_coerced_or_rejected() -> None:
     result = validate_config({**BASE, "tasks.max": 3, "topics": ["a"]})
     assert result.config["tasks.max"] == "3"

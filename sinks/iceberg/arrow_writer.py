@@ -43,6 +43,7 @@ from pyiceberg.types import (
 
 from connectors.config import SinkConfig
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
+from sinks.iceberg.upserts import UnappliableRows
 from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
@@ -288,6 +289,16 @@ class ArrowPartitionWriter:
                 f"iceberg.tables.route-field {self.config.settings.route_field!r} is not a column of {first.target.name}"
             )
 
+    def _unappliable(self, tables: Sequence[TargetTable]) -> UnappliableRows | None:
+        """In upsert mode, the rows no table could key (the identifier columns every table has), or whose
+        CDC operation is unknown: bad records."""
+        settings = self.config.settings
+        if not settings.upsert_mode:
+            return None
+        shared = set.intersection(*(set(t.target.id_columns) for t in tables)) if tables else set()
+        id_columns = tuple(c for c in tables[0].target.id_columns if c in shared) if tables else ()
+        return UnappliableRows(id_columns, settings.cdc_field)
+
     def _open(self, tables: Sequence[TargetTable]) -> None:
         """Decoder and open files for the tables' current schemas (those open until now are closed)."""
         data_fields = [f for f in tables[0].schema.fields if not f.name.startswith("_kafka_")]
@@ -296,7 +307,7 @@ class ArrowPartitionWriter:
             envelope = self.config.value_converter == "json" and self.config.schemas_enable
             evolve = self.config.settings.evolve_schema and self.config.value_converter == "json" and not envelope
             columns = pa.schema([tables[0].arrow_schema.field(f.name) for f in data_fields])
-            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
+            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope, reject=self._unappliable(tables))
         else:
             self.value_column = data_fields[0].name if data_fields else "value"
         for output in self.outputs:

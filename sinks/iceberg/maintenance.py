@@ -15,9 +15,12 @@ Spark, in this order:
    append.
 2. **Compaction**, ``rewrite_data_files`` (bin-pack): files under three
    quarters of ``target-file-size-bytes``, at least ``min-input-files`` of
-   them in a partition (or more than the target together), become files of
-   about that size, in one REPLACE snapshot: readers see the same rows,
-   incremental readers know no data changed.
+   them in a partition (or more than the target together), and files with
+   ``delete-file-threshold`` position delete files or more, become files of
+   about that size without their deleted rows, in one REPLACE snapshot:
+   readers see the same rows, incremental readers know no data changed.
+   Then ``rewrite_position_delete_files`` compacts the delete files left
+   (merge-on-read upserts write one per data file and commit).
 3. **Snapshot expiry**, ``expire_snapshots``, of the snapshots this module
    chooses (``snapshots_to_expire``), and Iceberg deletes the files only they
    referenced.
@@ -322,9 +325,11 @@ class TableMaintenance:
         options = {
             "target-file-size-bytes": str(self.config.target_file_size_bytes),
             "min-input-files": str(self.config.min_input_files),
+            "delete-file-threshold": str(self.config.delete_file_threshold),
         }
         (result,) = self.procedures.call("rewrite_data_files", self.table_name, options=sql_map(options))
         failpoint("maintenance.after_rewrite")
+        self.compact_deletes()
         if not result["rewritten_data_files_count"]:
             return
         replaces = [
@@ -351,16 +356,37 @@ class TableMaintenance:
             replace_snapshot_id=replace.snapshot_id if replace is not None else None,
         )
 
+    def compact_deletes(self) -> None:
+        """``rewrite_position_delete_files``, when the table has position delete files (merge-on-read
+        upserts'): those of a partition become one, and those whose data files compaction rewrote go."""
+        table = self.catalog.load_table(self.table_name)
+        current = table.current_snapshot()
+        totals = current.summary.additional_properties if current is not None and current.summary else {}
+        if not int(totals.get("total-position-deletes", 0) or 0):
+            return
+        options = {"min-input-files": str(self.config.min_input_files)}
+        (result,) = self.procedures.call("rewrite_position_delete_files", self.table_name, options=sql_map(options))
+        log.info(
+            "%s: compacted %d position delete files into %d",
+            self.table_name,
+            result["rewritten_delete_files_count"],
+            result["added_delete_files_count"],
+        )
+
     def _may_compact(self, summary: Any) -> bool:
         """Whether Iceberg's bin-pack could find work, by the current snapshot's totals: with fewer data
-        files than ``min-input-files``, only if together they pass the target size. (A Spark job for
-        nothing, every run of every table, is what this saves.)"""
+        files than ``min-input-files``, only if together they pass the target size or carry deletes. (A
+        Spark job for nothing, every run of every table, is what this saves.)"""
         totals = summary.additional_properties if summary is not None else {}
         try:
             files, size = int(totals["total-data-files"]), int(totals["total-files-size"])
         except (KeyError, ValueError):
             return True
-        return files >= self.config.min_input_files or (files > 1 and size > self.config.target_file_size_bytes)
+        return (
+            files >= self.config.min_input_files
+            or (files > 1 and size > self.config.target_file_size_bytes)
+            or int(totals.get("total-delete-files", 0) or 0) > 0
+        )
 
     def rewrite_manifests(self) -> None:
         """``rewrite_manifests``, between two of the sink's commits.

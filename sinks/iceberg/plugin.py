@@ -213,6 +213,18 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         order=4,
     ),
     ConfigKey(
+        "sinkadmin.maintenance.rewrite.delete-file-threshold",
+        KeyType.INT,
+        "Position delete files a data file must have (merge-on-read upserts add one per commit that updates or "
+        "deletes its rows) before compaction rewrites it without its deleted rows, whatever its size "
+        "(rewrite_data_files' delete-file-threshold). The delete files left are then compacted by "
+        "rewrite_position_delete_files.",
+        _G_MAINTENANCE,
+        default="5",
+        minimum=1,
+        order=5,
+    ),
+    ConfigKey(
         "sinkadmin.maintenance.expire.max-snapshot-age-ms",
         KeyType.LONG,
         "Snapshots older than this are expired (readers can no longer travel back to them), and the files "
@@ -222,7 +234,7 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_MAINTENANCE,
         default="86400000",
         minimum=60000,
-        order=5,
+        order=6,
     ),
     ConfigKey(
         "sinkadmin.maintenance.expire.min-snapshots-to-keep",
@@ -231,7 +243,7 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_MAINTENANCE,
         default="1",
         minimum=1,
-        order=6,
+        order=7,
     ),
     ConfigKey(
         "sinkadmin.maintenance.orphans.older-than-ms",
@@ -243,7 +255,7 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_MAINTENANCE,
         default="259200000",
         minimum=86400000,
-        order=7,
+        order=8,
     ),
 )
 
@@ -260,6 +272,13 @@ ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
         pattern="{table}.{setting}",
         items_key="iceberg.tables",
         settings=("partition-by", "route-regex", "id-columns"),
+    ),
+    PrefixKey(
+        "iceberg.tables.auto-create-props.",
+        "Iceberg table properties of the tables the sink creates (format-version, write.merge.mode, "
+        "write.parquet.compression-codec...), over the sink's own: format-version 2, zstd Parquet, and for "
+        "upsert tables write.merge.mode, write.update.mode and write.delete.mode merge-on-read.",
+        _G_TABLES,
     ),
     PrefixKey("iceberg.kafka.", "Kafka client properties for the control topic clients.", _G_KAFKA),
     *SHARED_PREFIX_KEYS,

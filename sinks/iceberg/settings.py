@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from connectors.config.definitions import CONVERTERS
@@ -45,10 +45,6 @@ KEY_RULES = {
         refused="record fields are matched to columns by their exact name: a field that differs from its column "
         "only in case would not be written to that column",
         harmless=("false",),
-    ),
-    "iceberg.tables.auto-create-props.*": KeyRule(
-        ignored="tables are created with this sink's own properties (format-version 2, zstd Parquet); a table "
-        "property changes how a table is stored, not its rows",
     ),
     "iceberg.tables.write-props.*": KeyRule(
         ignored="data files are written with this sink's own writer settings; a writer property changes how "
@@ -99,6 +95,7 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
     """Per-key errors of an Iceberg sink config (beside the checks every plugin shares)."""
     apply_key_rules(result, config, KEY_RULES)
     _check_tables(result, config)
+    _check_table_properties(result, config)
     _check_writer(result, config)
     _check_evolve_schema(result, config)
     _check_dead_letter_table(result, config)
@@ -148,6 +145,57 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
     if route_field and tables and not any(f"iceberg.table.{t}.route-regex" in config for t in tables):
         result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
     _check_upserts(result, config, tables)
+
+
+TABLE_PROPERTIES_PREFIX = "iceberg.tables.auto-create-props."
+# The properties of the tables the sink creates, before a config's own (iceberg.tables.auto-create-props.*);
+# upsert tables also get the row-level write modes (ROW_LEVEL_MODES) merge-on-read.
+CREATED_TABLE_PROPERTIES = {"format-version": "2", "write.parquet.compression-codec": "zstd"}
+# Iceberg's row-level write modes: an upsert commit is a MERGE (write.merge.mode picks how it writes); the
+# others govern Spark's UPDATE and DELETE statements on the table.
+ROW_LEVEL_MODES = ("write.merge.mode", "write.update.mode", "write.delete.mode")
+
+
+def created_table_properties(config: Mapping[str, str], upserts: bool) -> dict[str, str]:
+    """The properties a table the sink creates gets: the sink's own, then the config's."""
+    own = dict(CREATED_TABLE_PROPERTIES)
+    if upserts:
+        own.update(dict.fromkeys(ROW_LEVEL_MODES, "merge-on-read"))
+    given = {
+        k[len(TABLE_PROPERTIES_PREFIX) :]: v.strip() for k, v in config.items() if k.startswith(TABLE_PROPERTIES_PREFIX)
+    }
+    return {**own, **given}
+
+
+def _check_table_properties(result: ConfigValidation, config: dict[str, str]) -> None:
+    for key, raw in config.items():
+        if not key.startswith(TABLE_PROPERTIES_PREFIX):
+            continue
+        name, value = key[len(TABLE_PROPERTIES_PREFIX) :], raw.strip()
+        if not name:
+            result.add(key, "name the table property: iceberg.tables.auto-create-props.<property>")
+        elif name == "format-version" and value not in ("1", "2"):
+            result.add(
+                key,
+                "the sink writes Iceberg format versions 1 and 2 (pyiceberg 0.12, which makes its commits, "
+                "writes no format 3 manifests)",
+            )
+        elif name in ROW_LEVEL_MODES and value not in ("copy-on-write", "merge-on-read"):
+            result.add(key, "copy-on-write or merge-on-read")
+    properties = created_table_properties(config, upserts=True)
+    if (
+        properties["format-version"] == "1"
+        and properties["write.merge.mode"] == "merge-on-read"
+        and (
+            config.get("iceberg.tables.upsert-mode-enabled", "").strip().lower() == "true"
+            or config.get("iceberg.tables.cdc-field", "").strip()
+        )
+    ):
+        result.add(
+            f"{TABLE_PROPERTIES_PREFIX}format-version",
+            "format v1 tables have no delete files, so upserts into them are copy-on-write: set "
+            f"{TABLE_PROPERTIES_PREFIX}write.merge.mode=copy-on-write, or format-version 2",
+        )
 
 
 def _check_partition_by(result: ConfigValidation, key: str, value: str) -> None:
@@ -268,6 +316,7 @@ class IcebergMaintenance:
     max_snapshot_age_ms: int
     min_snapshots_to_keep: int
     orphan_older_than_ms: int
+    delete_file_threshold: int = 5
 
 
 @dataclass(frozen=True)
@@ -287,6 +336,8 @@ class IcebergSettings:
     maintenance: IcebergMaintenance
     # errors.deadletterqueue.table.name: where records that cannot be converted go (sinks.iceberg.dead_letters).
     dead_letter_table: str | None = None
+    # The properties of the tables the sink creates (``created_table_properties``).
+    table_properties: Mapping[str, str] = field(default_factory=lambda: dict(CREATED_TABLE_PROPERTIES))
 
     @property
     def table_names(self) -> list[str]:
@@ -329,11 +380,16 @@ class IcebergSettings:
             maintenance=IcebergMaintenance(
                 target_file_size_bytes=int(_get(raw, "sinkadmin.maintenance.rewrite.target-file-size-bytes")),
                 min_input_files=int(_get(raw, "sinkadmin.maintenance.rewrite.min-input-files")),
+                delete_file_threshold=int(_get(raw, "sinkadmin.maintenance.rewrite.delete-file-threshold")),
                 max_snapshot_age_ms=int(_get(raw, "sinkadmin.maintenance.expire.max-snapshot-age-ms")),
                 min_snapshots_to_keep=int(_get(raw, "sinkadmin.maintenance.expire.min-snapshots-to-keep")),
                 orphan_older_than_ms=int(_get(raw, "sinkadmin.maintenance.orphans.older-than-ms")),
             ),
             dead_letter_table=raw.get("errors.deadletterqueue.table.name", "").strip() or None,
+            table_properties=created_table_properties(
+                raw,
+                upserts=_flag(raw, "iceberg.tables.upsert-mode-enabled") or bool(raw.get("iceberg.tables.cdc-field")),
+            ),
         )
 
 

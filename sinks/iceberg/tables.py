@@ -657,8 +657,17 @@ def load_table(catalog: Catalog, name: str) -> Table | None:
         return None
 
 
-def create_table(catalog: Catalog, name: str, schema: Schema, partition_by: Iterable[PartitionField]) -> Table:
-    """Create the table (and its namespace); if another process won the race, load theirs."""
+def create_table(
+    catalog: Catalog,
+    name: str,
+    schema: Schema,
+    partition_by: Iterable[PartitionField],
+    properties: Mapping[str, str] | None = None,
+) -> Table:
+    """Create the table (and its namespace) with ``properties`` (None: the sink's own,
+    ``sinks.iceberg.settings.CREATED_TABLE_PROPERTIES``); if another process won the race, load theirs."""
+    from sinks.iceberg.settings import CREATED_TABLE_PROPERTIES
+
     namespace = tuple(name.split(".")[:-1])
     # The tasks of a connector (and connectors sharing a namespace) find it
     # missing at the same time, and catalogs differ in how they report a lost
@@ -676,7 +685,7 @@ def create_table(catalog: Catalog, name: str, schema: Schema, partition_by: Iter
                 name,
                 schema=schema,
                 partition_spec=partition_spec(schema, partition_by),
-                properties={"format-version": "2", "write.parquet.compression-codec": "zstd"},
+                properties=dict(CREATED_TABLE_PROPERTIES if properties is None else properties),
             )
         except TableAlreadyExistsError:
             return catalog.load_table(name)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,6 +71,42 @@ def deleting(rows: pa.Table, cdc_field: str | None) -> np.ndarray:
     return np.asarray(marked.to_numpy(zero_copy_only=False), dtype=bool)
 
 
+# The CDC operations an upsert knows, by their first letter: the Iceberg sink's I, U and D, and Debezium's
+# c (create) and r (read: a snapshot's row), which insert.
+KNOWN_OPERATIONS = ("I", "U", "D", "C", "R")
+
+
+@dataclass(frozen=True)
+class UnappliableRows:
+    """The decoded rows an upsert cannot apply, with why (``workers.json_decoder.JsonDecoder``'s ``reject``):
+    a row without a value for an identifier column, and, with a CDC field, a row whose operation is none of
+    ``KNOWN_OPERATIONS``. Each is a bad record (``errors.tolerance``), never written."""
+
+    id_columns: tuple[str, ...]
+    cdc_field: str | None
+
+    def __call__(self, rows: pa.Table) -> list[tuple[int, str]]:
+        refused: dict[int, str] = {}
+        for name in self.id_columns:
+            if name in rows.column_names:
+                for row in np.nonzero(rows.column(name).is_null().to_numpy(zero_copy_only=False))[0].tolist():
+                    refused.setdefault(
+                        row, f"no value for {name}, an identifier column of upsert mode: the row has no key"
+                    )
+        column = _nested(rows, self.cdc_field) if self.cdc_field else None
+        if column is not None:
+            operations = pc.utf8_upper(pc.utf8_trim_whitespace(column.cast(pa.string())))
+            known = pc.is_in(pc.utf8_slice_codeunits(operations, 0, 1), pa.array(KNOWN_OPERATIONS)).fill_null(False)
+            for row in np.nonzero(~np.asarray(known.to_numpy(zero_copy_only=False), dtype=bool))[0].tolist():
+                value = column[row].as_py()
+                refused.setdefault(
+                    row,
+                    f"iceberg.tables.cdc-field {self.cdc_field} is {value!r}: no operation an upsert knows "
+                    "(I, C or R inserts, U updates, D deletes)",
+                )
+        return sorted(refused.items())
+
+
 def _nested(rows: pa.Table, path: str) -> pa.ChunkedArray | None:
     """The column at a dotted path (``_cdc.op``: the field ``op`` of the struct column ``_cdc``), if present."""
     top, *inner = path.split(".")
@@ -96,6 +132,10 @@ class Winners:
     dropped: tuple[tuple[int, ...], ...]  # per incoming file (in order), the rows to leave out
     keys: pa.Array  # every key the commit writes or deletes
     typed_keys: tuple[Any, ...]  # the same keys as the identifier column's values (one column only)
+    sizes: tuple[int, ...] = ()  # per incoming file, its rows
+    # The keys the commit deletes without writing them first: a delete of one the table lacks changes nothing
+    # and is counted (``ABSENT_KEY_DELETES``).
+    deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
 
 
 def winners(paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | None) -> Winners:
@@ -119,10 +159,18 @@ def winners(paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | No
         return Winners((), pa.array([], pa.string()), ())
     every = pa.concat_arrays(keys) if keys else pa.array([], pa.string())
     position = np.arange(len(every), dtype=np.int64)
-    last = pa.table({"key": every, "at": position}).group_by("key", use_threads=False).aggregate([("at", "max")])
+    removes = np.concatenate(deletes)
+    last = (
+        pa.table({"key": every, "at": position, "writes": ~removes})
+        .group_by("key", use_threads=False)
+        .aggregate([("at", "max"), ("writes", "any")])
+    )
     keep = np.zeros(len(every), dtype=bool)
-    keep[last.column("at_max").to_numpy()] = True
-    keep &= ~np.concatenate(deletes) if deletes else keep
+    winner = last.column("at_max").to_numpy()
+    keep[winner] = True
+    keep &= ~removes
+    only_deleted = removes[winner] & ~np.asarray(last.column("writes_any").to_numpy(zero_copy_only=False), dtype=bool)
+    deleted_keys = last.column("key").combine_chunks().filter(pa.array(only_deleted))
     dropped = []
     start = 0
     for size in sizes:
@@ -130,7 +178,7 @@ def winners(paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | No
         start += size
     distinct = last.column("key").combine_chunks()
     typed_keys = tuple(dict.fromkeys(v for v in typed if v is not None)) if len(id_columns) == 1 else ()
-    return Winners(tuple(dropped), distinct, typed_keys)
+    return Winners(tuple(dropped), distinct, typed_keys, tuple(sizes), deleted_keys)
 
 
 @dataclass(frozen=True)
@@ -143,48 +191,175 @@ class RewriteUnit:
     dropped: tuple[int, ...] = ()
 
 
+def _keys_of(path: str, id_columns: Sequence[str]) -> pa.Array:
+    """The key of each row of the data file at ``path`` (its identifier columns only are read)."""
+    fs, at = _filesystem(path)
+    present = [c for c in id_columns if c in pq.read_schema(at, filesystem=fs).names]
+    return key_column(pq.read_table(at, columns=present, filesystem=fs), id_columns)
+
+
+def _where(keys: pa.Array, wanted: pa.Array) -> np.ndarray:
+    """The positions of ``keys`` that are in ``wanted``."""
+    hit = pc.is_in(keys, wanted).fill_null(False)
+    return np.nonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))[0].astype(np.int64)
+
+
+def _deletes_found(keys: pa.Array, rows: np.ndarray, deleted_keys: pa.Array) -> int:
+    """How many of ``rows`` (positions) hold a key of ``deleted_keys``: deletes that found their key."""
+    if not len(deleted_keys) or not rows.size:
+        return 0
+    return len(_where(keys.take(pa.array(rows)), deleted_keys))
+
+
 @dataclass(frozen=True)
 class UpsertRewrite:
-    """The Spark job of an upsert commit: Spark task n rewrites ``units[n]`` (pickled to Spark's Python workers)."""
+    """The Spark job of a copy-on-write upsert commit: Spark task n rewrites ``units[n]`` (pickled to Spark's
+    Python workers)."""
 
     units: tuple[RewriteUnit, ...]
     id_columns: tuple[str, ...]
     keys: pa.Array
     commit_id: str
+    deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
 
     @property
     def count(self) -> int:
         return len(self.units)
 
     def run_unit(self, index: int) -> dict[str, Any]:
-        """``{"path", "records"}`` of the rewritten file (records 0: nothing stays, no file), or ``{"path": None}``
-        when the file holds none of the keys and stays as it is."""
+        """``{"path", "records", "found"}`` of the rewritten file (records 0: nothing stays, no file), or
+        ``{"path": None}`` when the file holds none of the keys and stays as it is. ``found``: rows the commit's
+        deletes removed."""
         failpoint("upsert.rewrite")  # (a test's executor dies here: some files rewritten, no snapshot)
         unit = self.units[index]
         fs, at = _filesystem(unit.path)
+        found = 0
         if unit.own:
             if not unit.dropped:
-                return {"path": None}
+                return {"path": None, "found": 0}
             rows = pq.read_table(at, filesystem=fs)
             keep = np.ones(len(rows), dtype=bool)
             keep[list(unit.dropped)] = False
         else:
-            present = [c for c in self.id_columns if c in pq.read_schema(at, filesystem=fs).names]
-            hit = pc.is_in(key_column(pq.read_table(at, columns=present, filesystem=fs), self.id_columns), self.keys)
-            mask = np.asarray(hit.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
-            if not mask.any():
-                return {"path": None}
+            keys = _keys_of(unit.path, self.id_columns)
+            hit = _where(keys, self.keys)
+            if not hit.size:
+                return {"path": None, "found": 0}
+            found = _deletes_found(keys, hit, self.deleted_keys)
             rows = pq.read_table(at, filesystem=fs)
-            keep = ~mask
+            keep = np.ones(len(rows), dtype=bool)
+            keep[hit] = False
         kept = rows.filter(pa.array(keep))
         if len(kept) == 0:
-            return {"path": unit.path, "records": 0}
-        stem = at.rsplit("/", 1)[0] + "/" + at.rsplit("/", 1)[1].removesuffix(".parquet")
-        target = f"{stem.split('-upsert-')[0]}-upsert-{self.commit_id}-{uuid.uuid4().hex[:8]}.parquet"
-        pq.write_table(kept, target, filesystem=fs, compression="zstd")
-        scheme = unit.path.split("://", 1)[0] + "://" if "://" in unit.path else ""
-        prefix = unit.path[: len(unit.path) - len(at)] if scheme else ""
-        return {"path": f"{prefix}{target}", "records": len(kept)}
+            return {"path": unit.path, "records": 0, "found": found}
+        target = _beside(unit.path, "upsert", self.commit_id)
+        pq.write_table(kept, _filesystem(target)[1], filesystem=fs, compression="zstd")
+        return {"path": target, "records": len(kept), "found": found}
+
+
+def _beside(path: str, kind: str, commit_id: str) -> str:
+    """A new file's URI in the directory of the file at ``path``, named after it, ``kind`` and the commit."""
+    directory, _, name = path.rpartition("/")
+    stem = name.removesuffix(".parquet").split(f"-{kind}-")[0]
+    return f"{directory}/{stem}-{kind}-{commit_id}-{uuid.uuid4().hex[:8]}.parquet"
+
+
+# A position delete file's columns, with the field ids Iceberg's table spec reserves for them.
+POSITION_DELETE_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": b"2147483546"}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"2147483545"}),
+    ]
+)
+
+
+def deleted_positions(delete_files: Sequence[str], data_file: str) -> np.ndarray:
+    """The positions of ``data_file`` that the position delete files at ``delete_files`` delete."""
+    found = [np.zeros(0, dtype=np.int64)]
+    for path in delete_files:
+        fs, at = _filesystem(path)
+        rows = pq.read_table(at, columns=["file_path", "pos"], filesystem=fs)
+        mine = rows.filter(pc.equal(rows.column("file_path"), data_file))
+        found.append(mine.column("pos").to_numpy())
+    return np.unique(np.concatenate(found))
+
+
+@dataclass(frozen=True)
+class DeleteUnit:
+    """One data file whose rows the commit deletes by position: a live file of the table (the rows of the
+    commit's keys that no earlier ``deletes`` file already deletes), or one of the commit's own files (its
+    ``dropped`` rows, superseded within the commit)."""
+
+    path: str
+    own: bool
+    dropped: tuple[int, ...] = ()
+    deletes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PositionDeletes:
+    """The Spark job of a merge-on-read upsert commit: Spark task n writes the position delete file of
+    ``units[n]``, beside its data file (pickled to Spark's Python workers). Only the identifier columns of a
+    live file are read; no data file is rewritten."""
+
+    units: tuple[DeleteUnit, ...]
+    id_columns: tuple[str, ...]
+    keys: pa.Array
+    commit_id: str
+    deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+
+    @property
+    def count(self) -> int:
+        return len(self.units)
+
+    def run_unit(self, index: int) -> dict[str, Any]:
+        """``{"path", "records", "size", "first", "last", "found"}``: the delete file written (records: the
+        positions it deletes, first and last of them), or ``{"path": None}`` when the file holds none of the
+        keys. ``found``: rows the commit's deletes removed."""
+        failpoint("upsert.rewrite")  # (a test's executor dies here: some files written, no snapshot)
+        unit = self.units[index]
+        found = 0
+        if unit.own:
+            positions = np.asarray(unit.dropped, dtype=np.int64)
+        else:
+            keys = _keys_of(unit.path, self.id_columns)
+            positions = _where(keys, self.keys)
+            if positions.size and unit.deletes:
+                positions = np.setdiff1d(positions, deleted_positions(unit.deletes, unit.path), assume_unique=True)
+            found = _deletes_found(keys, positions, self.deleted_keys)
+        if not positions.size:
+            return {"path": None, "found": found}
+        positions.sort()
+        target = _beside(unit.path, "deletes", self.commit_id)
+        fs, at = _filesystem(target)
+        rows = pa.table(
+            [pa.array([unit.path] * len(positions), pa.string()), pa.array(positions)], schema=POSITION_DELETE_SCHEMA
+        )
+        pq.write_table(rows, at, filesystem=fs, compression="zstd")
+        return {
+            "path": target,
+            "records": len(positions),
+            "size": fs.get_file_info(at).size,
+            "first": int(positions[0]),
+            "last": int(positions[-1]),
+            "found": found,
+        }
+
+
+# The table property that picks how an upsert commit writes (Iceberg's, read by Spark's MERGE INTO, which
+# is what an upsert commit is), its values, and the default: Iceberg's.
+MERGE_MODE = "write.merge.mode"
+COPY_ON_WRITE, MERGE_ON_READ = "copy-on-write", "merge-on-read"
+MERGE_MODES = (COPY_ON_WRITE, MERGE_ON_READ)
+# The snapshot summary's count of deletes whose key the table did not hold (each a no-op).
+ABSENT_KEY_DELETES = "sinkadmin.absent-key-deletes"
+
+
+def merge_mode(properties: Mapping[str, str]) -> str:
+    mode = properties.get(MERGE_MODE, COPY_ON_WRITE).strip().lower()
+    if mode not in MERGE_MODES:
+        raise ValueError(f"{MERGE_MODE}={mode!r}: an upsert commit writes {' or '.join(MERGE_MODES)}")
+    return mode
 
 
 def commit_upserts(
@@ -198,13 +373,12 @@ def commit_upserts(
     attempts: int = 8,
 ) -> CommittedTable:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
-    in one OVERWRITE snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends)."""
+    in one snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends): merge-on-read or
+    copy-on-write as the table's ``write.merge.mode`` says."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue, In
-    from pyiceberg.table import TableProperties
-    from pyiceberg.table.snapshots import Operation
-    from pyiceberg.table.update.snapshot import _OverwriteFiles
 
+    from sinks.iceberg.row_delta import commit_row_delta, position_delete_file
     from sinks.iceberg.tables import (
         CommittedTable,
         committed_version,
@@ -222,62 +396,89 @@ def commit_upserts(
         missing = [c for c in id_columns if table.schema().find_field(c, case_sensitive=True) is None]
         if missing:
             raise ValueError(f"{table_name} has no column {missing[0]!r} (an identifier column of upsert mode)")
+        mode = merge_mode(table.properties)
+        if mode == MERGE_ON_READ and table.metadata.format_version < 2:
+            raise ValueError(
+                f"{table_name} is an Iceberg format v1 table, which has no delete files: set its "
+                f"{MERGE_MODE}={COPY_ON_WRITE} or upgrade it to format-version 2"
+            )
         found = winners([f.path for f in ordered], id_columns, cdc_field)
         row_filter: Any = AlwaysTrue()
         if len(id_columns) == 1 and 0 < len(found.typed_keys) <= MAX_FILTERED_KEYS:
             # (pyiceberg's In is a pydantic model: mypy reads its fields for its signature.)
             row_filter = In(id_columns[0], found.typed_keys)  # type: ignore[arg-type, call-arg]
-        live = {}
+        live: dict[str, Any] = {}
+        live_deletes: dict[str, tuple[str, ...]] = {}
         if len(found.keys):
             for task in table.scan(row_filter=row_filter).plan_files():
-                if task.delete_files:
+                if task.delete_files and mode == COPY_ON_WRITE:
                     raise ValueError(
-                        f"{table_name} has delete files (written by another engine): upsert mode rewrites data "
-                        "files and would bring deleted rows back; compact the table's deletes first"
+                        f"{table_name} has delete files: copy-on-write upserts rewrite data files and would bring "
+                        f"deleted rows back; compact the table's deletes first (rewrite_position_delete_files), or "
+                        f"set {MERGE_MODE}={MERGE_ON_READ}"
                     )
-                if task.file.spec_id != table.metadata.default_spec_id:
+                if task.file.spec_id != table.metadata.default_spec_id and mode == COPY_ON_WRITE:
                     # A rewritten file is described under the current spec with its input's partition.
                     raise ValueError(
                         f"{task.file.file_path} of {table_name} was written under an older partition spec: "
                         "rewrite the table's data files under the current spec before upserting into it"
                     )
                 live[task.file.file_path] = task.file
-        units = tuple(RewriteUnit(path, own=False) for path in sorted(live)) + tuple(
-            RewriteUnit(f.path, own=True, dropped=dropped) for f, dropped in zip(ordered, found.dropped, strict=True)
-        )
-        job = UpsertRewrite(units, tuple(id_columns), found.keys, commit.commit_id)
-        outcomes = run_units(job) if units else []
-        # The live files' units come first, then the commit's own files' in ``ordered``'s order.
-        replaced, added = [], []
-        for unit, outcome in zip(units[: len(live)], outcomes[: len(live)], strict=True):
-            if outcome["path"] is not None:
-                replaced.append(live[unit.path])
-                if outcome["records"]:
-                    added.append(describe_data_file(table, outcome["path"], live[unit.path].partition))
-        own_kept = []
-        for own, outcome in zip(ordered, outcomes[len(live) :], strict=True):
-            if outcome["path"] is None:
-                own_kept.append(own)
-            elif outcome["records"]:
-                own_kept.append(replace(own, path=outcome["path"]))
-        failpoint("upsert.before_snapshot")  # (a test's coordinator dies here: files rewritten, no snapshot)
-        added += data_files(table, own_kept)
+                live_deletes[task.file.file_path] = tuple(sorted(d.file_path for d in task.delete_files))
+        replaced: list[Any] = []
+        added: list[Any] = []
+        deletes: list[Any] = []
+        if mode == MERGE_ON_READ:
+            # The commit's own files stay as written, less any whose every row is superseded within it.
+            own = [
+                (f, dropped)
+                for f, dropped, size in zip(ordered, found.dropped, found.sizes, strict=True)
+                if len(dropped) < size
+            ]
+            added = data_files(table, [f for f, _ in own])
+            described = {d.file_path: d for d in added} | live
+            job: Any = PositionDeletes(
+                tuple(DeleteUnit(path, own=False, deletes=live_deletes[path]) for path in sorted(live))
+                + tuple(DeleteUnit(f.path, own=True, dropped=dropped) for f, dropped in own if dropped),
+                tuple(id_columns),
+                found.keys,
+                commit.commit_id,
+                found.deleted_keys,
+            )
+            outcomes = run_units(job) if job.count else []
+            for unit, outcome in zip(job.units, outcomes, strict=True):
+                if outcome["path"] is not None:
+                    spec_id = table.metadata.default_spec_id if unit.own else live[unit.path].spec_id
+                    deletes.append(position_delete_file(outcome, described[unit.path], spec_id))
+        else:
+            units = tuple(RewriteUnit(path, own=False) for path in sorted(live)) + tuple(
+                RewriteUnit(f.path, own=True, dropped=dropped)
+                for f, dropped in zip(ordered, found.dropped, strict=True)
+            )
+            job = UpsertRewrite(units, tuple(id_columns), found.keys, commit.commit_id, found.deleted_keys)
+            outcomes = run_units(job) if units else []
+            # The live files' units come first, then the commit's own files' in ``ordered``'s order.
+            for unit, outcome in zip(units[: len(live)], outcomes[: len(live)], strict=True):
+                if outcome["path"] is not None:
+                    replaced.append(live[unit.path])
+                    if outcome["records"]:
+                        added.append(describe_data_file(table, outcome["path"], live[unit.path].partition))
+            own_kept = []
+            for own_file, outcome in zip(ordered, outcomes[len(live) :], strict=True):
+                if outcome["path"] is None:
+                    own_kept.append(own_file)
+                elif outcome["records"]:
+                    own_kept.append(replace(own_file, path=outcome["path"]))
+            added += data_files(table, own_kept)
+        absent = len(found.deleted_keys) - sum(o.get("found", 0) for o in outcomes)
+        if absent:
+            log.info(
+                "upsert %s on %s: %d delete(s) of keys the table does not hold", commit.commit_id, table_name, absent
+            )
+        failpoint("upsert.before_snapshot")  # (a test's coordinator dies here: files written, no snapshot)
+        properties = {**commit.summary(), **({ABSENT_KEY_DELETES: str(absent)} if absent else {})}
         try:
-            with table.transaction() as tx:
-                if tx.table_metadata.name_mapping() is None:
-                    mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
-                    tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
-                overwrite = _OverwriteFiles(
-                    operation=Operation.OVERWRITE if replaced else Operation.APPEND,
-                    transaction=tx,
-                    io=table.io,
-                    snapshot_properties=commit.summary(),
-                )
-                with overwrite:
-                    for data_file in replaced:
-                        overwrite.delete_data_file(data_file)
-                    for data_file in added:
-                        overwrite.append_data_file(data_file)
+            commit_row_delta(table, properties, replaced, added, deletes)
         except (CommitFailedException, ValidationException):
             # Another writer committed first (a zombie's successor, or the zombie): re-check.
             log.info(

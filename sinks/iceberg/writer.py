@@ -251,7 +251,7 @@ class TableWriter:
             if not self.settings.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
-            table = create_table(self.catalog, target.name, schema, target.partition_by)
+            table = create_table(self.catalog, target.name, schema, target.partition_by, self.settings.table_properties)
         if self.settings.evolve_schema and (self.config.value_converter == "avro" or self.config.schema_registry):
             # The schemas are the config's Avro schema (fields added there, and
             # the connector restarted, become columns) or the registry's, Avro

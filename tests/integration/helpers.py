@@ -24,7 +24,7 @@ from django.db import connections
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector
 from sinks.iceberg.tables import PROP_COMMIT_ID, catalog_for
-from tests.readers import assert_same_rows, spark_iceberg_rows
+from tests.readers import assert_same_rows, duckdb_iceberg_rows, spark_iceberg_rows
 from workers import runtime
 
 
@@ -142,6 +142,23 @@ def table_rows(name: str, table: str) -> list[dict[str, Any]]:
 def sink_snapshots(name: str, table: str) -> list[Any]:
     tbl = table_of(name, table)
     return [s for s in tbl.snapshots() if s.summary and s.summary.additional_properties.get(PROP_COMMIT_ID)]
+
+
+def duckdb_rows(name: str, table: str) -> list[dict[str, Any]]:
+    """The table's rows as DuckDB's Iceberg extension reads them (tests.readers.duckdb_iceberg_rows)."""
+    return duckdb_iceberg_rows(table_of(name, table).metadata_location)
+
+
+def assert_upserts_merged_on_read(name: str, table: str) -> None:
+    """The connector's commits to ``table`` removed no data file, and those after the first that met keys
+    the table held added position delete files instead (merge-on-read, sinks.iceberg.row_delta)."""
+    snapshots = sink_snapshots(name, table)
+    assert len(snapshots) >= 2, f"{name} made {len(snapshots)} commit(s) to {table}"
+    for snapshot in snapshots:
+        summary = snapshot.summary.additional_properties
+        assert "deleted-data-files" not in summary, f"commit {summary[PROP_COMMIT_ID]} removed data files"
+    added = [int(s.summary.additional_properties.get("added-position-delete-files", 0)) for s in snapshots[1:]]
+    assert sum(added) > 0, f"no commit of {name} after the first added a position delete file"
 
 
 @contextmanager

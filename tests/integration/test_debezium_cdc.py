@@ -18,7 +18,15 @@ from confluent_kafka import Producer
 
 from connectors import actions
 from tests.conftest import sink_config
-from tests.integration.helpers import caught_up, create_topic, running_in_threads, table_rows, wait_until
+from tests.integration.helpers import (
+    assert_upserts_merged_on_read,
+    caught_up,
+    create_topic,
+    duckdb_rows,
+    running_in_threads,
+    table_rows,
+    wait_until,
+)
 from tests.integration.test_hudi_sink import read
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -185,6 +193,14 @@ def test_debezium_events_upsert_iceberg_and_hudi_tables_to_the_source_tables_sta
     dbz = table_rows("cdc-iceberg-transform", "db.customers_dbz")
     assert {r["id"]: {k: r[k] for k in ("id", "name", "amount")} for r in dbz} == model
     assert len(dbz) == len(model), "a key is in the table twice"
+    for name, table in (("cdc-iceberg-transform", "db.customers_dbz"), ("cdc-unwrap-rewrite", "db.customers_unwrap")):
+        # The tables were created merge-on-read (upsert mode): updates and deletes are position deletes.
+        assert_upserts_merged_on_read(name, table)
+        # A third reader, DuckDB's, applies them as pyiceberg and Spark do.
+        duck = duckdb_rows(name, table)
+        assert sorted((r["id"], r["name"], r["amount"]) for r in duck) == sorted(
+            (r["id"], r["name"], r["amount"]) for r in model.values()
+        )
     # The Iceberg sink's CDC metadata: the operation that wrote the row, where it came from.
     assert {r["_cdc"]["op"] for r in dbz} <= {"I", "U"}
     assert {r["_cdc"]["target"] for r in dbz} == {"public.customers"}

@@ -1,30 +1,40 @@
-"""Keyed upserts on Iceberg (copy-on-write) against the real broker, Spark and the SQL catalog, read back
-with pyiceberg: each table equals a plain Python model of the topic (the last record of each key; a CDC
-delete removes it), after clean runs on both planes and after a coordinator died between the rewrite and
-its snapshot or came back as a zombie (DESIGN I1, I3, I4)."""
+"""Keyed upserts on Iceberg, merge-on-read (position deletes) and copy-on-write (files rewritten), against
+the real broker, Spark and the SQL catalog, read back with pyiceberg, Spark and DuckDB: each table equals a
+plain Python model of the topic (the last record of each key; a CDC delete removes it), after clean runs on
+both planes and after a coordinator died between the Spark job and its snapshot or came back as a zombie
+(DESIGN I1, I3, I4)."""
 
 from __future__ import annotations
 
 import json
 import signal
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from connectors import actions
-from connectors.models import Commit, CommitState
+from connectors.config import SinkConfig
+from connectors.models import Commit, CommitState, Connector
+from sinks.iceberg.maintenance import SparkProcedures, TableMaintenance
+from sinks.iceberg.tables import catalog_for, connector_catalog_properties
 from tests.conftest import sink_config
 from tests.integration.helpers import (
     Processes,
+    assert_upserts_merged_on_read,
     caught_up,
     changes,
     create_topic,
+    duckdb_rows,
     produce,
     running_in_threads,
+    sink_snapshots,
+    table_of,
     table_rows,
     topic_records,
     wait_until,
 )
+from workers.maintenance import BetweenCommits
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -62,6 +72,36 @@ def assert_table_equals_model(name: str, bootstrap: str, ends: dict[tuple[str, i
     assert len(keys) == len(set(keys)), "a key is in the table twice"
     found = {r["id"]: {k: r[k] for k in ("id", "ts", "amount", "op", "region")} for r in rows}
     assert found == model_of_topic(bootstrap, ends)
+    duck = sorted((r["id"], r["amount"], r["op"]) for r in duckdb_rows(name, TABLE))
+    assert duck == sorted((r["id"], r["amount"], r["op"]) for r in rows), "DuckDB reads other rows"
+
+
+class Figures:
+    """A maintenance run's figures, kept here (the maintenance ledger's ``record``)."""
+
+    def __init__(self) -> None:
+        self.recorded: dict[str, Any] = {}
+
+    def record(self, run_id: int, **figures: Any) -> None:
+        self.recorded.update(figures)
+
+
+def compact(name: str, **changes: int) -> dict[str, Any]:
+    """The connector's maintenance's compaction of TABLE (``changes``: to its settings), run here; its figures."""
+    config = SinkConfig.parse(Connector.objects.get(name=name).config)
+    settings = config.settings
+    figures = Figures()
+    with catalog_for(config) as catalog:
+        TableMaintenance(
+            replace(settings.maintenance, **changes),
+            catalog,
+            TABLE,
+            SparkProcedures(settings.catalog_name, connector_catalog_properties(config)),
+            BetweenCommits(),
+            figures,  # type: ignore[arg-type]
+            0,
+        ).compact()
+    return figures.recorded
 
 
 def start(bootstrap: str, topic: str, name: str, count: int, seed: int, **overrides: str) -> dict[tuple[str, int], int]:
@@ -71,23 +111,45 @@ def start(bootstrap: str, topic: str, name: str, count: int, seed: int, **overri
     return ends
 
 
-@pytest.mark.parametrize("writer", ["spark", "arrow"])
+@pytest.mark.parametrize(("writer", "mode"), [("spark", "merge-on-read"), ("arrow", "copy-on-write")])
 def test_upserts_leave_the_last_record_of_each_key(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str, mode: str
 ) -> None:
     name = f"iceberg-upsert-{writer}"
-    overrides = {"sinkadmin.writer": writer, "tasks.max": "2", "iceberg.table.db.orders.partition-by": "region"}
-    ends = start(kafka_bootstrap, topic_name, name, 3000, 11, **overrides)
+    overrides = {
+        "sinkadmin.writer": writer,
+        "tasks.max": "2",
+        "iceberg.table.db.orders.partition-by": "region",
+        "iceberg.tables.auto-create-props.write.merge.mode": mode,
+    }
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    actions.create_connector(name, upsert_config(topic_name, **overrides))
+    ends: dict[tuple[str, int], int] = {}
     with running_in_threads(name, tasks=2):
-        wait_until(caught_up(name, ends), 180, f"{name} to commit every record")
+        # Two waves, so that the second commits updates and deletes of keys the table holds.
+        for wave, seed in enumerate((11, 12)):
+            ends = produce(kafka_bootstrap, topic_name, changes(1500, 150, PARTITIONS, seed), PARTITIONS)
+            wait_until(caught_up(name, ends), 180, f"{name} to commit wave {wave}")
     assert_table_equals_model(name, kafka_bootstrap, ends)
-    commits = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0)
-    assert commits.count() >= 1
+    if mode == "merge-on-read":
+        assert_upserts_merged_on_read(name, TABLE)
+        # The maintenance's compaction folds the deletes back: the data files with delete files are
+        # rewritten without their deleted rows, and the delete files left are compacted away.
+        compact(name, delete_file_threshold=1)
+        table = table_of(name, TABLE)
+        assert all(not task.delete_files for task in table.scan().plan_files())
+        assert int(table.current_snapshot().summary.additional_properties.get("total-position-deletes", 0)) == 0
+        assert_table_equals_model(name, kafka_bootstrap, ends)
+    else:
+        snapshots = sink_snapshots(name, TABLE)
+        assert any("deleted-data-files" in s.summary.additional_properties for s in snapshots[1:])
+        assert not any("added-position-delete-files" in s.summary.additional_properties for s in snapshots)
 
 
-def test_a_coordinator_killed_between_the_rewrite_and_its_snapshot_is_rolled_forward(
+def test_a_coordinator_killed_between_the_position_deletes_and_its_snapshot_is_rolled_forward(
     procs: Processes, kafka_bootstrap: str, topic_name: str
 ) -> None:
+    # (A merge-on-read table, as the sink creates one for upserts: the Spark job wrote its delete files.)
     name = "iceberg-upsert-kill"
     ends = start(kafka_bootstrap, topic_name, name, 2500, 13)
     procs.task(name)
@@ -114,8 +176,8 @@ def test_a_zombie_coordinator_cannot_upsert_a_commit_twice(
     procs.coordinator(name)
     wait_until(caught_up(name, ends), 180, "the new coordinator to take over")
     zombie.send_signal(signal.SIGCONT)
-    # The zombie's overwrite fails the catalog's check (its files are gone from the table); its retry finds
-    # the commit's snapshot. It is fenced at its next ledger write.
+    # The zombie's snapshot fails the catalog's check (the table moved on from the snapshot it started
+    # from); its retry finds the commit's snapshot. It is fenced at its next ledger write.
     assert zombie.wait(120) == 0
     assert_table_equals_model(name, kafka_bootstrap, ends)
 
