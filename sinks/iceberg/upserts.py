@@ -212,11 +212,11 @@ def _deletes_found(keys: pa.Array, rows: np.ndarray, deleted_keys: pa.Array) -> 
 
 
 @dataclass(frozen=True)
-class UpsertRewrite:
-    """The Spark job of a copy-on-write upsert commit: Spark task n rewrites ``units[n]`` (pickled to Spark's
-    Python workers)."""
+class UpsertJob:
+    """The Spark job of an upsert commit (pickled to Spark's Python workers): Spark task n runs ``units[n]``
+    against the commit's ``keys`` (``deleted_keys``: those it deletes without writing them)."""
 
-    units: tuple[RewriteUnit, ...]
+    units: tuple[Any, ...]
     id_columns: tuple[str, ...]
     keys: pa.Array
     commit_id: str
@@ -225,6 +225,11 @@ class UpsertRewrite:
     @property
     def count(self) -> int:
         return len(self.units)
+
+
+@dataclass(frozen=True)
+class UpsertRewrite(UpsertJob):
+    """Copy-on-write: Spark task n rewrites ``units[n]`` (RewriteUnits)."""
 
     def run_unit(self, index: int) -> dict[str, Any]:
         """``{"path", "records", "found"}`` of the rewritten file (records 0: nothing stays, no file), or
@@ -297,20 +302,9 @@ class DeleteUnit:
 
 
 @dataclass(frozen=True)
-class PositionDeletes:
-    """The Spark job of a merge-on-read upsert commit: Spark task n writes the position delete file of
-    ``units[n]``, beside its data file (pickled to Spark's Python workers). Only the identifier columns of a
-    live file are read; no data file is rewritten."""
-
-    units: tuple[DeleteUnit, ...]
-    id_columns: tuple[str, ...]
-    keys: pa.Array
-    commit_id: str
-    deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
-
-    @property
-    def count(self) -> int:
-        return len(self.units)
+class PositionDeletes(UpsertJob):
+    """Merge-on-read: Spark task n writes the position delete file of ``units[n]`` (DeleteUnits), beside its
+    data file. Only the identifier columns of a live file are read; no data file is rewritten."""
 
     def run_unit(self, index: int) -> dict[str, Any]:
         """``{"path", "records", "size", "first", "last", "found"}``: the delete file written (records: the
