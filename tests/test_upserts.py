@@ -3,6 +3,7 @@ deleted by position (a SQL catalog on SQLite, read back by pyiceberg), and which
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,33 @@ def test_rows_without_a_key_or_with_an_unknown_operation_are_bad_records_with_th
     assert reasons[1].startswith("no value for id, an identifier column of upsert mode")
     assert "iceberg.tables.cdc-field _cdc.op is 't': no operation an upsert knows" in reasons[2]
     assert "is None" in reasons[5]
+
+
+def test_merge_on_read_deletes_rows_of_files_of_an_older_partition_spec(tmp_path: Path) -> None:
+    from pyiceberg.transforms import IdentityTransform
+
+    catalog = _sql_catalog(tmp_path, **{MERGE_MODE: MERGE_ON_READ})
+    with catalog.load_table("db.t").update_spec() as spec:
+        spec.add_field("op", IdentityTransform(), "op")
+    table = catalog.load_table("db.t")
+    table.append(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "op": ["c", "c", "r"], "v": ["a", "b", "c"]}))
+    # The spec changes: the files above are of the older spec, and the commit's own of the new one.
+    with catalog.load_table("db.t").update_spec() as spec:
+        spec.add_field("v", IdentityTransform(), "v")
+    path = write(tmp_path / "update.parquet", [{"id": 2, "op": "u", "v": "b'"}, {"id": 3, "op": "d", "v": None}])
+    own = CommitFile(path, json.dumps({"spec-id": 2, "values": ["u", "b'"]}))
+    commit_upserts(
+        catalog,
+        "db.t",
+        TableCommit("mor", "commit-1", 1, (own,), {}, None),
+        [own],
+        ["id"],
+        "op",
+        lambda job: [job.run_unit(n) for n in range(job.count)],
+    )
+    table = catalog.load_table("db.t")
+    assert {r["id"]: r["v"] for r in table.scan().to_arrow().to_pylist()} == {1: "a", 2: "b'"}
+    specs = {task.file.spec_id for task in table.scan().plan_files()} | {
+        d.spec_id for task in table.scan().plan_files() for d in task.delete_files
+    }
+    assert len(specs) == 2

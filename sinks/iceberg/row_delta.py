@@ -26,14 +26,13 @@ from pyiceberg.manifest import (
     ManifestWriterV2,
 )
 from pyiceberg.table import TableProperties
-from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT
 from pyiceberg.types import LongType, StringType
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
-    from pyiceberg.table.snapshots import Summary
 
 # The ids Iceberg's table spec reserves for a position delete file's columns.
 FILE_PATH_ID, POS_ID = 2147483546, 2147483545
@@ -108,14 +107,27 @@ class _RowDelta(_OverwriteFiles):
         return manifests
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
-        # pyiceberg's summary counts what is in _added_data_files by each file's content: the delete files
-        # are counted there for it (added-delete-files, added-position-deletes), and only for it.
-        data_files = self._added_data_files
-        self._added_data_files = [*data_files, *self._added_delete_files]
-        try:
-            return super()._summary(snapshot_properties)
-        finally:
-            self._added_data_files = data_files
+        # pyiceberg's, with the delete files counted too (added-delete-files, added-position-deletes...),
+        # each file under its own partition spec (a delete file has its data file's, which may be older).
+        metadata = self._transaction.table_metadata
+        schema, specs = metadata.schema(), metadata.specs()
+        limit = int(
+            metadata.properties.get(
+                TableProperties.WRITE_PARTITION_SUMMARY_LIMIT, TableProperties.WRITE_PARTITION_SUMMARY_LIMIT_DEFAULT
+            )
+        )
+        collector = SnapshotSummaryCollector(partition_summary_limit=limit)
+        for added in self._added_data_files:  # (of the current spec: pyiceberg writes them in its manifest)
+            collector.add_file(added, schema=schema, partition_spec=metadata.spec())
+        for delete_file in self._added_delete_files:
+            collector.add_file(delete_file, schema=schema, partition_spec=specs[delete_file.spec_id])
+        for removed in self._deleted_data_files:
+            collector.remove_file(removed, schema=schema, partition_spec=specs[removed.spec_id])
+        parent = metadata.snapshot_by_id(self._parent_snapshot_id) if self._parent_snapshot_id is not None else None
+        return update_snapshot_summaries(
+            summary=Summary(operation=self._operation, **collector.build(), **snapshot_properties),
+            previous_summary=parent.summary if parent is not None else None,
+        )
 
 
 def commit_row_delta(

@@ -522,18 +522,20 @@ def describe_data_file(table: Table, path: str, partition: Record | None) -> Ice
     statistics = data_file_statistics_from_parquet_metadata(
         footer, compute_statistics_plan(schema, table.metadata.properties), parquet_path_to_id_mapping(schema)
     )
-    return IcebergDataFile.from_args(
+    data_file = IcebergDataFile.from_args(
         content=DataFileContent.DATA,
         file_path=path,
         file_format=FileFormat.PARQUET,
         partition=partition if partition is not None else statistics.partition(spec, schema),
         file_size_in_bytes=len(input_file),
         sort_order_id=None,
-        spec_id=table.metadata.default_spec_id,
         equality_ids=None,
         key_metadata=None,
         **statistics.to_serialized_dict(),
     )
+    # (Not a field of the manifest entry, so from_args would drop it: set beside it, as pyiceberg's reader does.)
+    data_file.spec_id = table.metadata.default_spec_id
+    return data_file
 
 
 def without_automatic_retries(table: Table) -> Table:
