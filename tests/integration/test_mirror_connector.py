@@ -40,7 +40,8 @@ from tests.integration.test_mirror_engine import (
 from tests.ui.conftest import runtime_in_threads
 from tests.ui.test_metrics import basic, scrape, value
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# (beside: brokers only, no Spark, and mostly waiting on them: run in the lane beside the others.)
+pytestmark = [pytest.mark.integration, pytest.mark.beside, pytest.mark.django_db(transaction=True)]
 
 CONNECTORS = "/api/connect/connectors"
 

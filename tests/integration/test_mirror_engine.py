@@ -26,7 +26,8 @@ from sinks.mirror.engine import MirrorTask, group_id
 from sinks.mirror.settings import MirrorSettings
 from tests.integration.helpers import create_topic, produce, wait_until
 
-pytestmark = [pytest.mark.integration]
+# (beside: brokers only, no Spark, and mostly waiting on them: run in the lane beside the others.)
+pytestmark = [pytest.mark.integration, pytest.mark.beside]
 
 PARTITIONS = 4
 ROOT = Path(__file__).resolve().parents[2]
