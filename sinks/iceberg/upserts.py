@@ -66,8 +66,7 @@ def deleting(rows: pa.Table, cdc_field: str | None) -> np.ndarray:
     column = _nested(rows, cdc_field) if cdc_field else None
     if column is None:
         return np.zeros(len(rows), dtype=bool)
-    operations = pc.utf8_upper(pc.utf8_trim_whitespace(column.cast(pa.string())))
-    marked = pc.starts_with(operations, "D").fill_null(False)
+    marked = pc.starts_with(_operations(column), "D").fill_null(False)
     return np.asarray(marked.to_numpy(zero_copy_only=False), dtype=bool)
 
 
@@ -95,8 +94,8 @@ class UnappliableRows:
                     )
         column = _nested(rows, self.cdc_field) if self.cdc_field else None
         if column is not None:
-            operations = pc.utf8_upper(pc.utf8_trim_whitespace(column.cast(pa.string())))
-            known = pc.is_in(pc.utf8_slice_codeunits(operations, 0, 1), pa.array(KNOWN_OPERATIONS)).fill_null(False)
+            first = pc.utf8_slice_codeunits(_operations(column), 0, 1)
+            known = pc.is_in(first, pa.array(KNOWN_OPERATIONS)).fill_null(False)
             for row in np.nonzero(~np.asarray(known.to_numpy(zero_copy_only=False), dtype=bool))[0].tolist():
                 value = column[row].as_py()
                 refused.setdefault(
@@ -105,6 +104,11 @@ class UnappliableRows:
                     "(I, C or R inserts, U updates, D deletes)",
                 )
         return sorted(refused.items())
+
+
+def _operations(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A CDC field's operations as the Iceberg sink reads them: text, trimmed, upper case."""
+    return pc.utf8_upper(pc.utf8_trim_whitespace(column.cast(pa.string())))
 
 
 def _nested(rows: pa.Table, path: str) -> pa.ChunkedArray | None:
