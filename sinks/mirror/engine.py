@@ -279,9 +279,28 @@ class MirrorTask:
                     log.debug("%s: %s", name, exc)
         for source_topic, count in counts.items():
             if self.counts.get(source_topic) != count:
-                # The producer learns of new topics and partitions (whichever task made them)
-                # before it is asked to write to them.
-                self.producer.list_topics(self.settings.target_topic(source_topic), timeout=30)
+                self._await_producer_metadata(self.settings.target_topic(source_topic), count)
+
+    def _await_producer_metadata(self, topic: str, count: int, timeout: float = 60.0) -> None:
+        """The producer learns of a new topic's or partition's existence (whichever task made it)
+        before it is asked to write to it. A broker's metadata lags the controller's for a moment
+        after a create, and librdkafka would otherwise keep the stale count until its periodic
+        refresh (``topic.metadata.refresh.interval.ms``, minutes): ask until the count shows."""
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = self.producer.list_topics(topic, timeout=30).topics.get(topic)
+            known = len(listed.partitions) if listed is not None and listed.error is None else 0
+            if known >= count:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError._UNKNOWN_PARTITION,
+                        f"{topic} on the target shows {known} partition(s), not {count}, {timeout:.0f}s after "
+                        "it was created or grown",
+                    )
+                )
+            time.sleep(0.25)
 
     def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         """The source topics' own settings (not defaults), for their replicas."""
