@@ -67,7 +67,7 @@ def duckdb_iceberg_rows(metadata_location: str) -> list[dict[str, Any]]:
                 Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
             )
             connection.execute(f"LOAD '{extension}'")
-        rows = connection.execute("SELECT * FROM iceberg_scan(?)", [metadata_location]).fetch_arrow_table()
+        rows = connection.execute("SELECT * FROM iceberg_scan(?)", [metadata_location]).to_arrow_table()
         return list(rows.to_pylist())
     finally:
         connection.close()

@@ -146,11 +146,15 @@ def test_typos_in_our_own_namespace_are_errors() -> None:
     assert result.errors == {"sinkadmin.commit.max-recrods": ["unknown sinkadmin setting"]}
 
 
-def test_upserts_need_the_identifier_columns_of_every_table() -> None:
-    result = validate_config({**BASE, "iceberg.tables.upsert-mode-enabled": "true"})
-    assert "need the identifier columns of db.orders" in result.errors["iceberg.tables.upsert-mode-enabled"][0]
-    cdc = validate_config({**BASE, "iceberg.tables.cdc-field": "op"})
-    assert "iceberg.tables.default-id-columns" in cdc.errors["iceberg.tables.cdc-field"][0]
+def test_upserts_key_by_the_configured_columns_or_the_tables_identifier_fields() -> None:
+    # Without id-columns a table is keyed by its own identifier fields, as in Iceberg's sink (a table without
+    # any is refused when the sink resolves it: tests/test_upserts.py).
+    assert validate_config({**BASE, "iceberg.tables.upsert-mode-enabled": "true"}).ok
+    assert validate_config({**BASE, "iceberg.tables.cdc-field": "op"}).ok
+    unordered = validate_config({**BASE, "sinkadmin.upsert.ordering-field": "_cdc.ts"})
+    assert "only upserts have" in unordered.errors["sinkadmin.upsert.ordering-field"][0]
+    ordered = SinkConfig.parse({**BASE, "iceberg.tables.cdc-field": "op", "sinkadmin.upsert.ordering-field": "__lsn"})
+    assert ordered.settings.ordering_field == "__lsn"
     keyed = {**BASE, "iceberg.tables.upsert-mode-enabled": "true"}
     assert validate_config({**keyed, "iceberg.tables.default-id-columns": "id"}).ok
     assert validate_config({**keyed, "iceberg.table.db.orders.id-columns": "id, region"}).ok

@@ -4,17 +4,21 @@ deleted by position (a SQL catalog on SQLite, read back by pyiceberg), and which
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from sinks.iceberg.tables import CommitFile, TableCommit
 from sinks.iceberg.upserts import (
     ABSENT_KEY_DELETES,
+    COPY_ON_WRITE,
     MERGE_MODE,
     MERGE_ON_READ,
+    STALE_RECORDS,
     RewriteUnit,
     UnappliableRows,
     UpsertRewrite,
@@ -23,6 +27,8 @@ from sinks.iceberg.upserts import (
     winners,
 )
 from workers.json_decoder import JsonDecoder
+from workers.staging import RecordChunk, StagedPartition
+from workers.writes import WriteRefused
 
 
 def write(path: Path, rows: list[dict[str, object]]) -> str:
@@ -42,6 +48,33 @@ def test_the_last_record_of_a_key_wins_and_a_delete_removes_it(tmp_path: Path) -
     assert sorted(found.keys.to_pylist()) == ["1", "2", "3"] and sorted(found.typed_keys) == [1, 2, 3]
 
 
+def test_an_ordering_field_decides_which_record_of_a_key_wins_across_partitions(tmp_path: Path) -> None:
+    # Two partitions' files of one commit (stream order: all of partition 0, then partition 1), with the
+    # events' source positions in a nested field, as Debezium's transforms carry them.
+    def event(key: int, lsn: int | None, op: str, v: str | None) -> dict[str, object]:
+        return {"id": key, "v": v, "_cdc": {"op": op, "lsn": lsn}}
+
+    partition0 = write(
+        tmp_path / "p0.parquet",
+        [event(1, 30, "U", "1@30"), event(2, 10, "U", "2@10"), event(3, 50, "D", None), event(4, None, "U", "4@-")],
+    )
+    partition1 = write(
+        tmp_path / "p1.parquet",
+        [event(1, 20, "U", "1@20"), event(2, 40, "U", "2@40"), event(3, 45, "U", "3@45"), event(4, 5, "U", "4@5")],
+    )
+    found = winners([partition0, partition1], ["id"], "_cdc.op", "_cdc.lsn")
+    # Key 1: partition 0's greater position wins though partition 1 comes later in the stream; key 2:
+    # partition 1's; key 3: the delete at 50 wins over the update at 45 (so neither is written); key 4: a
+    # record without a position orders first.
+    assert found.dropped == ((1, 2, 3), (0, 2))
+    assert found.deleted_keys.to_pylist() == []  # (key 3 was written in the commit: not an absent-key delete)
+    # Ties (and no ordering field) keep the stream's order: the later record wins.
+    tied = write(tmp_path / "tied.parquet", [event(5, 7, "U", "first"), event(5, 7, "U", "second")])
+    assert winners([tied], ["id"], "_cdc.op", "_cdc.lsn").dropped == ((0,),)
+    # Stream order alone: partition 1 wins every key (key 3 is then its update, after the delete).
+    assert winners([partition0, partition1], ["id"], "_cdc.op").dropped == ((0, 1, 2, 3), ())
+
+
 def test_composite_keys_join_their_columns() -> None:
     rows = pa.table({"a": [1, 1, None], "b": ["x", "y", "x"]})
     keys = key_column(rows, ["a", "b"]).to_pylist()
@@ -59,13 +92,15 @@ def test_a_live_file_loses_the_rows_of_the_commits_keys_and_own_files_their_drop
         "c0ffee",
     )
     rewritten, kept, trimmed = (job.run_unit(n) for n in range(job.count))
-    assert kept == {"path": None, "found": 0}
+    assert kept == {"path": None, "found": 0, "stale": []}
     assert rewritten["records"] == 3 and "-upsert-c0ffee-" in rewritten["path"]
     assert pq.read_table(rewritten["path"].removeprefix("file://")).column("id").to_pylist() == [0, 2, 4]
     assert pq.read_table(trimmed["path"].removeprefix("file://")).to_pylist() == [{"id": 1, "v": "newer1"}]
 
 
-def _commit(catalog: Any, tmp_path: Path, number: int, rows: list[dict[str, object]]) -> None:
+def _commit(
+    catalog: Any, tmp_path: Path, number: int, rows: list[dict[str, object]], ordering_field: str | None = None
+) -> None:
     path = write(tmp_path / f"commit-{number}.parquet", rows)
     commit = TableCommit("mor", f"commit-{number}", 1, (CommitFile(path),), {"t": {"0": [number, number + 1]}}, None)
     commit_upserts(
@@ -76,6 +111,7 @@ def _commit(catalog: Any, tmp_path: Path, number: int, rows: list[dict[str, obje
         ["id"],
         "op",
         lambda job: [job.run_unit(n) for n in range(job.count)],
+        ordering_field=ordering_field,
     )
 
 
@@ -90,6 +126,7 @@ def _sql_catalog(tmp_path: Path, **properties: str) -> Any:
         NestedField(1, "id", LongType(), required=False),
         NestedField(2, "op", StringType(), required=False),
         NestedField(3, "v", StringType(), required=False),
+        NestedField(4, "lsn", LongType(), required=False),
     )
     catalog.create_table("db.t", schema, properties={"format-version": "2", **properties})
     return catalog
@@ -129,6 +166,39 @@ def test_merge_on_read_commits_add_position_deletes_and_rewrite_no_data_file(tmp
     # Commit 3: key 1 in commit 2's file (not again in commit 1's), key 3 in commit 1's, the delete itself.
     assert snapshots[2].summary["added-position-deletes"] == str(1 + 1 + 1)
     assert ABSENT_KEY_DELETES not in snapshots[2].summary.additional_properties
+
+
+@pytest.mark.parametrize("mode", [MERGE_ON_READ, COPY_ON_WRITE])
+def test_a_record_older_than_the_tables_row_of_its_key_by_the_ordering_field_is_not_applied(
+    tmp_path: Path, mode: str
+) -> None:
+    catalog = _sql_catalog(tmp_path, **{MERGE_MODE: mode})
+    _commit(catalog, tmp_path, 1, [{"id": i, "op": "c", "v": f"v{i}@{i}0", "lsn": i * 10} for i in (1, 2, 3)], "lsn")
+    # Key 1's update and key 3's delete are older than the table's rows (they reached another Kafka partition,
+    # committed later); key 2's update is newer; key 4 is new; key 5's older record is superseded in the commit
+    # by its newer one.
+    _commit(
+        catalog,
+        tmp_path,
+        2,
+        [
+            {"id": 1, "op": "u", "v": "v1@5", "lsn": 5},
+            {"id": 2, "op": "u", "v": "v2@25", "lsn": 25},
+            {"id": 3, "op": "d", "v": None, "lsn": 15},
+            {"id": 5, "op": "c", "v": "v5@9", "lsn": 9},
+            {"id": 4, "op": "c", "v": "v4@1", "lsn": 1},
+            {"id": 5, "op": "u", "v": "v5@8", "lsn": 8},
+        ],
+        "lsn",
+    )
+    table = catalog.load_table("db.t")
+    rows = {r["id"]: r["v"] for r in table.scan().to_arrow().to_pylist()}
+    assert rows == {1: "v1@10", 2: "v2@25", 3: "v3@30", 4: "v4@1", 5: "v5@9"}
+    summary = table.current_snapshot().summary.additional_properties
+    assert summary[STALE_RECORDS] == "2" and ABSENT_KEY_DELETES not in summary
+    # Equal positions: the commit's record is the later (as Hudi breaks ties).
+    _commit(catalog, tmp_path, 3, [{"id": 2, "op": "u", "v": "v2@25'", "lsn": 25}], "lsn")
+    assert {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}[2] == "v2@25'"
 
 
 def test_copy_on_write_rewrites_the_files_holding_the_keys(tmp_path: Path) -> None:
@@ -193,3 +263,91 @@ def test_merge_on_read_deletes_rows_of_files_of_an_older_partition_spec(tmp_path
         d.spec_id for task in table.scan().plan_files() for d in task.delete_files
     }
     assert len(specs) == 2
+
+
+def _table_writer(tmp_path: Path, **keys: str) -> Any:
+    from connectors.config import SinkConfig
+    from sinks.iceberg.writer import TableWriter
+
+    config = SinkConfig.parse(
+        {
+            "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+            "topics": "orders",
+            "iceberg.tables": "db.t",
+            "iceberg.catalog.type": "sql",
+            "iceberg.catalog.uri": f"sqlite:///{tmp_path}/catalog.db",
+            "iceberg.catalog.warehouse": f"file://{tmp_path}/warehouse",
+            "sinkadmin.writer": "arrow",
+            "iceberg.tables.auto-create-enabled": "true",
+            "iceberg.tables.upsert-mode-enabled": "true",
+            **keys,
+        }
+    )
+    return TableWriter(config)
+
+
+@pytest.mark.django_db
+def test_a_table_created_for_upserts_has_its_id_columns_as_required_identifier_fields(tmp_path: Path) -> None:
+    writer = _table_writer(tmp_path, **{"iceberg.tables.default-id-columns": "id, region"})
+    plan = writer.plan(uuid.uuid4(), [json.dumps({"id": 1, "region": "eu", "v": "a"}).encode()])
+    schema = writer.catalog.load_table("db.t").schema()
+    assert schema.identifier_field_names() == {"id", "region"}
+    assert [(f.name, f.required) for f in schema.fields] == [("id", True), ("region", True), ("v", False)]
+    assert plan.tables[0].id_columns == ("id", "region")
+    # The arrow plane writes the key columns required, and refuses a row without its key with that reason.
+    staging_id = uuid.uuid4()
+    writer.plan(staging_id, [json.dumps({"id": 1, "region": "eu", "v": "a"}).encode()])
+    sink = writer.sink(staging_id, "orders", 0, 0, tmp_path / "staging")
+    values = [{"id": 1, "region": "eu", "v": "a"}, {"region": "eu", "v": "keyless"}, {"id": 2, "region": "us"}]
+    encoded: list[bytes | None] = [json.dumps(v).encode() for v in values]
+    sink.write(RecordChunk("orders", 0, [0, 1, 2], [None] * 3, [None] * 3, encoded, [None] * 3, [None] * 3))
+    staged = sink.finish(StagedPartition("orders", 0, 0, 3, 3, None, None))
+    assert [(b.offset, b.reason) for b in staged.bad] == [
+        (1, "no value for id, an identifier column of upsert mode: the row has no key")
+    ]
+    (written,) = staged.files
+    assert not pq.read_schema(written.path).field("id").nullable
+    assert pq.read_table(written.path).column("id").to_pylist() == [1, 2]
+    # A column Iceberg takes as no identifier field: the table is created without any, and upserts key it
+    # by the configured column all the same.
+    doubles = _table_writer(tmp_path / "d", **{"iceberg.tables.default-id-columns": "score"})
+    (tmp_path / "d").mkdir()
+    plan = doubles.plan(uuid.uuid4(), [json.dumps({"score": 1.5, "v": "a"}).encode()])
+    assert doubles.catalog.load_table("db.t").schema().identifier_field_ids == []
+    assert plan.tables[0].id_columns == ("score",)
+
+
+@pytest.mark.django_db
+def test_without_id_columns_upserts_key_a_table_by_its_identifier_fields_and_refuse_one_without(
+    tmp_path: Path,
+) -> None:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    writer = _table_writer(tmp_path)
+    writer.catalog.create_namespace("db")
+    keyed = Schema(
+        NestedField(1, "v", StringType(), required=False),
+        NestedField(2, "id", LongType(), required=True),
+        identifier_field_ids=[2],
+    )
+    writer.catalog.create_table("db.t", keyed, properties={"format-version": "2"})
+    assert writer.plan(uuid.uuid4(), []).tables[0].id_columns == ("id",)
+
+    unkeyed = _table_writer(tmp_path / "u")
+    (tmp_path / "u").mkdir()
+    unkeyed.catalog.create_namespace("db")
+    unkeyed.catalog.create_table("db.t", Schema(NestedField(1, "id", LongType(), required=False)))
+    with pytest.raises(WriteRefused, match=r"no identifier fields and none are configured.*SET IDENTIFIER FIELDS"):
+        unkeyed.plan(uuid.uuid4(), [])
+
+
+@pytest.mark.django_db
+def test_an_ordering_field_the_table_lacks_or_cannot_compare_is_refused_with_the_reason(tmp_path: Path) -> None:
+    sample = [json.dumps({"id": 1, "v": "a", "_cdc": {"op": "U", "lsn": 7}}).encode()]
+    keys = {"iceberg.tables.default-id-columns": "id"}
+    assert _table_writer(tmp_path, **keys, **{"sinkadmin.upsert.ordering-field": "_cdc.lsn"}).plan(uuid.uuid4(), sample)
+    for field, what in (("_cdc.position", "no column of it"), ("_cdc", "a struct")):
+        writer = _table_writer(tmp_path, **keys, **{"sinkadmin.upsert.ordering-field": field})
+        with pytest.raises(WriteRefused, match=f"ordering-field '{field}' is {what}"):
+            writer.plan(uuid.uuid4(), sample)

@@ -295,8 +295,8 @@ class ArrowPartitionWriter:
         settings = self.config.settings
         if not settings.upsert_mode:
             return None
-        shared = set.intersection(*(set(t.target.id_columns) for t in tables)) if tables else set()
-        id_columns = tuple(c for c in tables[0].target.id_columns if c in shared) if tables else ()
+        shared = set.intersection(*(set(t.id_columns) for t in tables)) if tables else set()
+        id_columns = tuple(c for c in tables[0].id_columns if c in shared) if tables else ()
         return UnappliableRows(id_columns, settings.cdc_field)
 
     def _open(self, tables: Sequence[TargetTable]) -> None:
@@ -306,8 +306,17 @@ class ArrowPartitionWriter:
             # (Avro values reach the sinks as JSON: the participant decodes them while staging.)
             envelope = self.config.value_converter == "json" and self.config.schemas_enable
             evolve = self.config.settings.evolve_schema and self.config.value_converter == "json" and not envelope
-            columns = pa.schema([tables[0].arrow_schema.field(f.name) for f in data_fields])
-            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope, reject=self._unappliable(tables))
+            unappliable = self._unappliable(tables)
+            # An upsert's key columns are required (identifier fields) but read as nullable: a row without its
+            # key is then refused with that reason (UnappliableRows), not as a value that does not fit.
+            keys = set(unappliable.id_columns) if unappliable is not None else set()
+            columns = pa.schema(
+                [
+                    field.with_nullable(True) if field.name in keys else field
+                    for field in (tables[0].arrow_schema.field(f.name) for f in data_fields)
+                ]
+            )
+            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope, reject=unappliable)
         else:
             self.value_column = data_fields[0].name if data_fields else "value"
         for output in self.outputs:

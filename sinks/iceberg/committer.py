@@ -73,7 +73,7 @@ class IcebergCommitter:
             )
             keyed = targets.get(table_name)
             try:
-                if self.settings.upsert_mode and keyed is not None and keyed.id_columns:
+                if self.settings.upsert_mode and keyed is not None:
                     committed = commit_upserts(
                         self.catalog,
                         table_name,
@@ -82,6 +82,7 @@ class IcebergCommitter:
                         keyed.id_columns,
                         self.settings.cdc_field,
                         self._run_units,
+                        ordering_field=self.settings.ordering_field,
                     )
                 else:
                     committed = commit_to_table(self.catalog, table_name, commit)

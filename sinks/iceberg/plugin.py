@@ -85,9 +85,10 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "iceberg.tables.upsert-mode-enabled",
         KeyType.BOOLEAN,
-        "Upsert instead of append: in each commit the last record of a key replaces the table's row of that key "
-        "(copy-on-write: the data files that hold the commit's keys are rewritten by Spark, and the commit "
-        "replaces them in one snapshot). Needs the identifier columns.",
+        "Upsert instead of append: in each commit the last record of a key replaces the table's row of that key, "
+        "merge-on-read (position deletes) or copy-on-write (data files rewritten) as the table's write.merge.mode "
+        "says; tables created for upserts are merge-on-read. Keys are the identifier columns, or without them "
+        "the table's own identifier fields.",
         _G_TABLES,
         default="false",
         order=6,
@@ -99,6 +100,19 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
         "deletes the row of the record's key; U and I upsert it. Implies upserts (needs the identifier columns).",
         _G_TABLES,
         order=7,
+    ),
+    ConfigKey(
+        "sinkadmin.upsert.ordering-field",
+        KeyType.STRING,
+        "Record field (nested with dots: _cdc.ts, __source_ts_ms, __lsn) that orders the records of a key, as "
+        "Hudi's precombine field does: in a commit the greatest wins (of equal ones the later in the stream), "
+        "and a record less than the table's row of its key is not applied. For change events whose keys cross "
+        "Kafka partitions, a source position (a Debezium event's source.lsn or source.ts_ms). Empty: stream "
+        "order (each partition's offsets; later commits win). Upserts only.",
+        _G_TABLES,
+        default="",
+        importance=Importance.LOW,
+        order=8,
     ),
     ConfigKey(
         "sinkadmin.metadata-columns",

@@ -206,28 +206,23 @@ def _check_partition_by(result: ConfigValidation, key: str, value: str) -> None:
 
 
 def _check_upserts(result: ConfigValidation, config: dict[str, str], tables: list[str]) -> None:
-    """Keyed writes (upsert mode, or a CDC field) need every table's identifier columns."""
+    """Identifier columns key upserts only, and must be fields of the records' schema when it is known."""
     keyed = config.get("iceberg.tables.upsert-mode-enabled", "false").strip().lower() == "true" or bool(
         config.get("iceberg.tables.cdc-field", "").strip()
     )
-    default = split_list(config.get("iceberg.tables.default-id-columns"))
     if not keyed:
         for key in ["iceberg.tables.default-id-columns", *(f"iceberg.table.{t}.id-columns" for t in tables)]:
             if config.get(key, "").strip():
                 result.add(key, "identifier columns key upserts: set iceberg.tables.upsert-mode-enabled=true")
+        if config.get("sinkadmin.upsert.ordering-field", "").strip():
+            result.add(
+                "sinkadmin.upsert.ordering-field",
+                "an ordering field orders the records of a key, which only upserts have: set "
+                "iceberg.tables.upsert-mode-enabled=true",
+            )
         return
-    missing = [t for t in tables if not default and not split_list(config.get(f"iceberg.table.{t}.id-columns"))]
-    if missing:
-        key = (
-            "iceberg.tables.cdc-field"
-            if config.get("iceberg.tables.cdc-field")
-            else "iceberg.tables.upsert-mode-enabled"
-        )
-        result.add(
-            key,
-            f"upserts need the identifier columns of {', '.join(missing)}: set iceberg.tables.default-id-columns "
-            "or iceberg.table.<table>.id-columns",
-        )
+    # No identifier columns configured: upserts key a table by its own identifier fields, as Iceberg's sink
+    # does; a table without any is refused when the sink first resolves it (sinks.iceberg.writer), with the reason.
     fields = _schema_fields(config)
     if fields is None or config.get("transforms", "").strip():
         return  # (transforms make the rows' fields other than the value schema's)
@@ -330,6 +325,8 @@ class IcebergSettings:
     # Keyed writes (sinks.iceberg.upserts): iceberg.tables.upsert-mode-enabled, or a CDC field.
     upsert_mode: bool
     cdc_field: str | None
+    # sinkadmin.upsert.ordering-field: what orders a key's records within a commit (None: stream order).
+    ordering_field: str | None
     catalog_name: str
     # ``iceberg.catalog.*`` keys without the prefix (pyiceberg's property names).
     catalog_properties: dict[str, str]
@@ -375,6 +372,7 @@ class IcebergSettings:
             evolve_schema=_flag(raw, "iceberg.tables.evolve-schema-enabled"),
             upsert_mode=_flag(raw, "iceberg.tables.upsert-mode-enabled") or bool(raw.get("iceberg.tables.cdc-field")),
             cdc_field=raw.get("iceberg.tables.cdc-field") or None,
+            ordering_field=raw.get("sinkadmin.upsert.ordering-field", "").strip() or None,
             catalog_name=raw.get("iceberg.catalog") or DEFAULT_CATALOG_NAME,
             catalog_properties={k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix)},
             maintenance=IcebergMaintenance(

@@ -51,6 +51,7 @@ from pyiceberg.types import (
     LongType,
     MapType,
     NestedField,
+    PrimitiveType,
     StringType,
     StructType,
     TimestampType,
@@ -347,6 +348,34 @@ def with_metadata_columns(schema: Schema, columns: Iterable[str]) -> Schema:
             next_id += 1
             fields.append(NestedField(field_id=next_id, name=name, field_type=field_type, required=False))
     return Schema(*fields)
+
+
+def identifier_columns(schema: Schema) -> tuple[str, ...]:
+    """The names of the schema's identifier fields (its row key, as Iceberg records it), in field order."""
+    return tuple(f.name for f in schema.fields if f.field_id in schema.identifier_field_ids)
+
+
+def keyed_schema(schema: Schema, id_columns: Sequence[str]) -> tuple[Schema, str | None]:
+    """``schema`` with ``id_columns`` as its identifier fields, for a table the sink creates for upserts.
+
+    Iceberg wants identifier fields required, primitive and not floating point
+    (a NaN is no key), so those columns are made required: the upsert decoder
+    refuses a row whose key is null (``UnappliableRows``), so none is written.
+    Returns the schema unchanged, and why, when a column cannot be one: a
+    column that is not a top-level field, or of another type.
+    """
+    by_name = {f.name: f for f in schema.fields}
+    for column in id_columns:
+        found = by_name.get(column)
+        if found is None:
+            return schema, f"{column} is not a top-level column of the table"
+        if not isinstance(found.field_type, PrimitiveType) or isinstance(found.field_type, FloatType | DoubleType):
+            return (
+                schema,
+                f"{column} is a {found.field_type} column, which Iceberg does not take as an identifier field",
+            )
+    fields = [f.model_copy(update={"required": True}) if f.name in id_columns else f for f in schema.fields]
+    return Schema(*fields, identifier_field_ids=[by_name[c].field_id for c in id_columns]), None
 
 
 _TRANSFORMS: dict[str, Transform[Any, Any]] = {

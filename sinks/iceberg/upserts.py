@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -140,13 +140,37 @@ class Winners:
     # The keys the commit deletes without writing them first: a delete of one the table lacks changes nothing
     # and is counted (``ABSENT_KEY_DELETES``).
     deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+    # With an ordering field: each key's winner (aligned with ``keys``): its stream position, whether it
+    # writes (not deletes), and its ordering value, which the table's row of the key must not exceed.
+    winner_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    winner_writes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    orders: pa.Array | None = None
+
+    def dropping(self, stale: pa.Array) -> tuple[tuple[int, ...], ...]:
+        """``dropped``, and the rows of the winners of the ``stale`` keys (those the table holds a later row
+        of, by the ordering field): per file, the rows to leave out."""
+        if not len(stale):
+            return self.dropped
+        index = np.asarray(pc.index_in(stale, self.keys).to_numpy(zero_copy_only=False), dtype=np.int64)
+        at = self.winner_at[index][self.winner_writes[index]]
+        bounds = np.cumsum((0, *self.sizes))
+        return tuple(
+            tuple(sorted({*dropped, *(at[(at >= bounds[n]) & (at < bounds[n + 1])] - bounds[n]).tolist()}))
+            for n, dropped in enumerate(self.dropped)
+        )
 
 
-def winners(paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | None) -> Winners:
-    """The last record of each key across the commit's files (in the order given), and the keys."""
-    columns = list(dict.fromkeys([*id_columns, *([cdc_field] if cdc_field else [])]))
+def winners(
+    paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | None, ordering_field: str | None = None
+) -> Winners:
+    """The last record of each key across the commit's files (in the order given), and the keys.
+
+    ``ordering_field`` (``sinkadmin.upsert.ordering-field``): the record with the greatest value of it wins
+    instead, of equal ones (or none) the later in the stream."""
+    columns = list(dict.fromkeys([*id_columns, *(f for f in (cdc_field, ordering_field) if f)]))
     keys: list[pa.Array] = []
     deletes: list[np.ndarray] = []
+    orderings: list[pa.Array | None] = []
     typed: list[Any] = []
     sizes = []
     for path in paths:
@@ -156,21 +180,31 @@ def winners(paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | No
         rows = pq.read_table(at, columns=present, filesystem=fs)
         keys.append(key_column(rows, id_columns))
         deletes.append(deleting(rows, cdc_field))
+        if ordering_field:
+            found = _nested(rows, ordering_field)
+            orderings.append(found.combine_chunks() if found is not None else None)
         if len(id_columns) == 1 and id_columns[0] in rows.column_names:
             typed.extend(rows.column(id_columns[0]).to_pylist())
         sizes.append(len(rows))
     if not paths:
         return Winners((), pa.array([], pa.string()), ())
     every = pa.concat_arrays(keys) if keys else pa.array([], pa.string())
-    position = np.arange(len(every), dtype=np.int64)
+    # Each record's rank in the order that decides which wins: the stream's, or the ordering field's.
+    rank = np.arange(len(every), dtype=np.int64)
+    stream_order = rank
+    values = None
+    if ordering_field:
+        values, stream_order = _ordered(orderings, sizes)
+        rank = np.empty_like(stream_order)
+        rank[stream_order] = np.arange(len(every), dtype=np.int64)
     removes = np.concatenate(deletes)
     last = (
-        pa.table({"key": every, "at": position, "writes": ~removes})
+        pa.table({"key": every, "rank": rank, "writes": ~removes})
         .group_by("key", use_threads=False)
-        .aggregate([("at", "max"), ("writes", "any")])
+        .aggregate([("rank", "max"), ("writes", "any")])
     )
     keep = np.zeros(len(every), dtype=bool)
-    winner = last.column("at_max").to_numpy()
+    winner = stream_order[last.column("rank_max").to_numpy()]
     keep[winner] = True
     keep &= ~removes
     only_deleted = removes[winner] & ~np.asarray(last.column("writes_any").to_numpy(zero_copy_only=False), dtype=bool)
@@ -182,7 +216,41 @@ def winners(paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | No
         start += size
     distinct = last.column("key").combine_chunks()
     typed_keys = tuple(dict.fromkeys(v for v in typed if v is not None)) if len(id_columns) == 1 else ()
-    return Winners(tuple(dropped), distinct, typed_keys, tuple(sizes), deleted_keys)
+    return Winners(
+        tuple(dropped),
+        distinct,
+        typed_keys,
+        tuple(sizes),
+        deleted_keys,
+        winner_at=winner,
+        winner_writes=~removes[winner],
+        orders=values.take(pa.array(winner)) if values is not None else None,
+    )
+
+
+def _ordered(orderings: Sequence[pa.Array | None], sizes: Sequence[int]) -> tuple[pa.Array, np.ndarray]:
+    """The records' ordering values, in stream order, and their stream positions sorted by them, ascending (a
+    null, or a file without the field, first), ties in stream order: the last of a key in it wins."""
+    types = [o.type for o in orderings if o is not None and not pa.types.is_null(o.type)]
+    # (A field a later file types wider, after schema evolution, is compared in that wider type.)
+    common = types[-1] if types else pa.null()
+    values = pa.concat_arrays(
+        [o.cast(common) if o is not None else pa.nulls(size, common) for o, size in zip(orderings, sizes, strict=True)]
+    )
+    by = pa.table({"value": values, "at": np.arange(len(values), dtype=np.int64)})
+    order = pc.sort_indices(by, sort_keys=[("value", "ascending", "at_start"), ("at", "ascending")])
+    return values, np.asarray(order.to_numpy(), dtype=np.int64)
+
+
+def later_in_table(current: pa.Array, incoming: pa.Array) -> np.ndarray:
+    """Where the table's row of a key is later, by the ordering field, than the commit's record of it (the
+    arrays aligned): a greater value, or a value where the record has none. On equal values the commit's
+    record is the later (as Hudi's event-time ordering breaks ties)."""
+    if pa.types.is_null(incoming.type):
+        return np.asarray(current.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    current = current.cast(incoming.type)
+    later = pc.if_else(incoming.is_null(), current.is_valid(), pc.fill_null(pc.greater(current, incoming), False))
+    return np.asarray(later.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -193,13 +261,6 @@ class RewriteUnit:
     path: str
     own: bool
     dropped: tuple[int, ...] = ()
-
-
-def _keys_of(path: str, id_columns: Sequence[str]) -> pa.Array:
-    """The key of each row of the data file at ``path`` (its identifier columns only are read)."""
-    fs, at = _filesystem(path)
-    present = [c for c in id_columns if c in pq.read_schema(at, filesystem=fs).names]
-    return key_column(pq.read_table(at, columns=present, filesystem=fs), id_columns)
 
 
 def _where(keys: pa.Array, wanted: pa.Array) -> np.ndarray:
@@ -225,15 +286,59 @@ class UpsertJob:
     keys: pa.Array
     commit_id: str
     deleted_keys: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+    # With an ordering field: the field, and the ordering value of each key's record (aligned with ``keys``).
+    ordering_field: str | None = None
+    orders: pa.Array | None = None
 
     @property
     def count(self) -> int:
         return len(self.units)
 
+    def live_units(self, paths: Sequence[str], deletes: Mapping[str, tuple[str, ...]]) -> list[Any]:
+        """The units of the table's live files at ``paths`` (``deletes``: each one's delete files)."""
+        raise NotImplementedError
+
+    def own_units(self, paths: Sequence[str], dropped: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list[Any]:
+        """The units of the commit's own files at ``paths``, whose ``dropped`` rows are left out."""
+        raise NotImplementedError
+
+    def _hits(self, path: str, deleted: Sequence[str] = ()) -> tuple[pa.Array, np.ndarray, list[str]]:
+        """For the live data file at ``path``: its rows' keys; the positions of the rows the commit replaces
+        or deletes (its identifier columns, and the ordering field, are read; rows the ``deleted`` delete
+        files delete are not live); and the keys whose row there is later than the commit's record by the
+        ordering field, which stays (the record is then stale)."""
+        fs, at = _filesystem(path)
+        names = pq.read_schema(at, filesystem=fs).names
+        wanted = [*self.id_columns, *([self.ordering_field.split(".")[0]] if self.ordering_field else [])]
+        rows = pq.read_table(at, columns=[c for c in dict.fromkeys(wanted) if c in names], filesystem=fs)
+        keys = key_column(rows, self.id_columns)
+        positions = _where(keys, self.keys)
+        if positions.size and deleted:
+            positions = np.setdiff1d(positions, deleted_positions(deleted, path), assume_unique=True)
+        if self.orders is None or not positions.size:
+            return keys, positions, []
+        hit = keys.take(pa.array(positions))
+        incoming = self.orders.take(pc.index_in(hit, self.keys))
+        column = _nested(rows, self.ordering_field) if self.ordering_field else None
+        current = (
+            column.combine_chunks().take(pa.array(positions))
+            if column is not None
+            else pa.nulls(len(positions), incoming.type)
+        )
+        later = later_in_table(current, incoming)
+        return keys, positions[~later], hit.filter(pa.array(later)).to_pylist()
+
 
 @dataclass(frozen=True)
 class UpsertRewrite(UpsertJob):
     """Copy-on-write: Spark task n rewrites ``units[n]`` (RewriteUnits)."""
+
+    def live_units(self, paths: Sequence[str], deletes: Mapping[str, tuple[str, ...]]) -> list[Any]:
+        return [RewriteUnit(path, own=False) for path in paths]
+
+    def own_units(self, paths: Sequence[str], dropped: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list[Any]:
+        # One per file, in order (a file without rows to leave out stays as it is).
+        return [RewriteUnit(path, own=True, dropped=d) for path, d in zip(paths, dropped, strict=True)]
 
     def run_unit(self, index: int) -> dict[str, Any]:
         """``{"path", "records", "found"}`` of the rewritten file (records 0: nothing stays, no file), or
@@ -243,6 +348,7 @@ class UpsertRewrite(UpsertJob):
         unit = self.units[index]
         fs, at = _filesystem(unit.path)
         found = 0
+        stale: list[str] = []
         if unit.own:
             if not unit.dropped:
                 return {"path": None, "found": 0}
@@ -250,20 +356,19 @@ class UpsertRewrite(UpsertJob):
             keep = np.ones(len(rows), dtype=bool)
             keep[list(unit.dropped)] = False
         else:
-            keys = _keys_of(unit.path, self.id_columns)
-            hit = _where(keys, self.keys)
+            keys, hit, stale = self._hits(unit.path)
             if not hit.size:
-                return {"path": None, "found": 0}
+                return {"path": None, "found": 0, "stale": stale}
             found = _deletes_found(keys, hit, self.deleted_keys)
             rows = pq.read_table(at, filesystem=fs)
             keep = np.ones(len(rows), dtype=bool)
             keep[hit] = False
         kept = rows.filter(pa.array(keep))
         if len(kept) == 0:
-            return {"path": unit.path, "records": 0, "found": found}
+            return {"path": unit.path, "records": 0, "found": found, "stale": stale}
         target = _beside(unit.path, "upsert", self.commit_id)
         pq.write_table(kept, _filesystem(target)[1], filesystem=fs, compression="zstd")
-        return {"path": target, "records": len(kept), "found": found}
+        return {"path": target, "records": len(kept), "found": found, "stale": stale}
 
 
 def _beside(path: str, kind: str, commit_id: str) -> str:
@@ -308,7 +413,20 @@ class DeleteUnit:
 @dataclass(frozen=True)
 class PositionDeletes(UpsertJob):
     """Merge-on-read: Spark task n writes the position delete file of ``units[n]`` (DeleteUnits), beside its
-    data file. Only the identifier columns of a live file are read; no data file is rewritten."""
+    data file. Only the identifier columns (and the ordering field) of a live file are read; no data file is
+    rewritten."""
+
+    def live_units(self, paths: Sequence[str], deletes: Mapping[str, tuple[str, ...]]) -> list[Any]:
+        return [DeleteUnit(path, own=False, deletes=deletes[path]) for path in paths]
+
+    def own_units(self, paths: Sequence[str], dropped: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list[Any]:
+        # The commit's own files stay as written, less any whose every row goes (superseded within the
+        # commit, or stale): a delete file for each of the others with rows to leave out.
+        return [
+            DeleteUnit(path, own=True, dropped=d)
+            for path, d, size in zip(paths, dropped, sizes, strict=True)
+            if 0 < len(d) < size
+        ]
 
     def run_unit(self, index: int) -> dict[str, Any]:
         """``{"path", "records", "size", "first", "last", "found"}``: the delete file written (records: the
@@ -317,16 +435,14 @@ class PositionDeletes(UpsertJob):
         failpoint("upsert.rewrite")  # (a test's executor dies here: some files written, no snapshot)
         unit = self.units[index]
         found = 0
+        stale: list[str] = []
         if unit.own:
             positions = np.asarray(unit.dropped, dtype=np.int64)
         else:
-            keys = _keys_of(unit.path, self.id_columns)
-            positions = _where(keys, self.keys)
-            if positions.size and unit.deletes:
-                positions = np.setdiff1d(positions, deleted_positions(unit.deletes, unit.path), assume_unique=True)
+            keys, positions, stale = self._hits(unit.path, unit.deletes)
             found = _deletes_found(keys, positions, self.deleted_keys)
         if not positions.size:
-            return {"path": None, "found": found}
+            return {"path": None, "found": found, "stale": stale}
         positions.sort()
         target = _beside(unit.path, "deletes", self.commit_id)
         fs, at = _filesystem(target)
@@ -341,6 +457,7 @@ class PositionDeletes(UpsertJob):
             "first": int(positions[0]),
             "last": int(positions[-1]),
             "found": found,
+            "stale": stale,
         }
 
 
@@ -351,6 +468,43 @@ COPY_ON_WRITE, MERGE_ON_READ = "copy-on-write", "merge-on-read"
 MERGE_MODES = (COPY_ON_WRITE, MERGE_ON_READ)
 # The snapshot summary's count of deletes whose key the table did not hold (each a no-op).
 ABSENT_KEY_DELETES = "sinkadmin.absent-key-deletes"
+# ... and of keys whose record was older, by the ordering field, than the table's row of the key (not applied).
+STALE_RECORDS = "sinkadmin.stale-records"
+
+
+@dataclass(frozen=True)
+class UnitsRun:
+    """What an upsert commit's units did: each unit with its outcome (the live files' first), the rows left
+    out of each of the commit's own files, and the keys whose record was stale."""
+
+    outcomes: list[tuple[Any, dict[str, Any]]]
+    dropped: tuple[tuple[int, ...], ...]
+    stale: pa.Array
+
+
+def _run_units(
+    run_units: Callable[[UpsertJob], list[dict[str, Any]]],
+    template: UpsertJob,
+    live_units: Sequence[Any],
+    ordered: Sequence[Any],
+    found: Winners,
+) -> UnitsRun:
+    """Run the units of the table's live files and of the commit's own files (``ordered``), as jobs like
+    ``template``: in one job, or, with an ordering field, the live files' first, since a key the table holds
+    a later row of leaves the commit's record of it out of its own file too."""
+    paths = [f.path for f in ordered]
+    if found.orders is None:
+        units = [*live_units, *template.own_units(paths, found.dropped, found.sizes)]
+        outcomes = run_units(replace(template, units=tuple(units))) if units else []
+        return UnitsRun(list(zip(units, outcomes, strict=True)), found.dropped, pa.array([], pa.string()))
+    live_outcomes = run_units(replace(template, units=tuple(live_units))) if live_units else []
+    stale = pa.array([key for outcome in live_outcomes for key in outcome.get("stale", ())], pa.string())
+    dropped = found.dropping(stale)
+    own = template.own_units(paths, dropped, found.sizes)
+    own_outcomes = run_units(replace(template, units=tuple(own))) if own else []
+    return UnitsRun(
+        [*zip(live_units, live_outcomes, strict=True), *zip(own, own_outcomes, strict=True)], dropped, stale
+    )
 
 
 def merge_mode(properties: Mapping[str, str]) -> str:
@@ -369,6 +523,7 @@ def commit_upserts(
     cdc_field: str | None,
     run_units: Any,
     attempts: int = 8,
+    ordering_field: str | None = None,
 ) -> CommittedTable:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
     in one snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends): merge-on-read or
@@ -382,6 +537,7 @@ def commit_upserts(
         committed_version,
         data_files,
         describe_data_file,
+        identifier_columns,
         snapshot_of_commit,
         without_automatic_retries,
     )
@@ -391,6 +547,10 @@ def commit_upserts(
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
             return CommittedTable(existing, committed_version(table))
+        # (No columns configured: the table's identifier fields, as the writers found them.)
+        id_columns = tuple(id_columns) or identifier_columns(table.schema())
+        if not id_columns:
+            raise ValueError(f"{table_name} has no identifier fields and no id-columns are configured")
         missing = [c for c in id_columns if table.schema().find_field(c, case_sensitive=True) is None]
         if missing:
             raise ValueError(f"{table_name} has no column {missing[0]!r} (an identifier column of upsert mode)")
@@ -400,7 +560,7 @@ def commit_upserts(
                 f"{table_name} is an Iceberg format v1 table, which has no delete files: set its "
                 f"{MERGE_MODE}={COPY_ON_WRITE} or upgrade it to format-version 2"
             )
-        found = winners([f.path for f in ordered], id_columns, cdc_field)
+        found = winners([f.path for f in ordered], id_columns, cdc_field, ordering_field)
         row_filter: Any = AlwaysTrue()
         if len(id_columns) == 1 and 0 < len(found.typed_keys) <= MAX_FILTERED_KEYS:
             # (pyiceberg's In is a pydantic model: mypy reads its fields for its signature.)
@@ -426,55 +586,63 @@ def commit_upserts(
         replaced: list[Any] = []
         added: list[Any] = []
         deletes: list[Any] = []
+        kind = PositionDeletes if mode == MERGE_ON_READ else UpsertRewrite
+        template = kind(
+            (),
+            tuple(id_columns),
+            found.keys,
+            commit.commit_id,
+            found.deleted_keys,
+            ordering_field if found.orders is not None else None,
+            found.orders,
+        )
+        ran = _run_units(run_units, template, template.live_units(sorted(live), live_deletes), ordered, found)
         if mode == MERGE_ON_READ:
-            # The commit's own files stay as written, less any whose every row is superseded within it.
-            own = [
-                (f, dropped)
-                for f, dropped, size in zip(ordered, found.dropped, found.sizes, strict=True)
-                if len(dropped) < size
-            ]
-            added = data_files(table, [f for f, _ in own])
-            described = {d.file_path: d for d in added} | live
-            job: Any = PositionDeletes(
-                tuple(DeleteUnit(path, own=False, deletes=live_deletes[path]) for path in sorted(live))
-                + tuple(DeleteUnit(f.path, own=True, dropped=dropped) for f, dropped in own if dropped),
-                tuple(id_columns),
-                found.keys,
-                commit.commit_id,
-                found.deleted_keys,
+            added = data_files(
+                table, [f for f, d, size in zip(ordered, ran.dropped, found.sizes, strict=True) if len(d) < size]
             )
-            outcomes = run_units(job) if job.count else []
-            for unit, outcome in zip(job.units, outcomes, strict=True):
+            described = {d.file_path: d for d in added} | live
+            for unit, outcome in ran.outcomes:
                 if outcome["path"] is not None:
                     spec_id = table.metadata.default_spec_id if unit.own else live[unit.path].spec_id
                     deletes.append(position_delete_file(outcome, described[unit.path], spec_id))
         else:
-            units = tuple(RewriteUnit(path, own=False) for path in sorted(live)) + tuple(
-                RewriteUnit(f.path, own=True, dropped=dropped)
-                for f, dropped in zip(ordered, found.dropped, strict=True)
-            )
-            job = UpsertRewrite(units, tuple(id_columns), found.keys, commit.commit_id, found.deleted_keys)
-            outcomes = run_units(job) if units else []
-            # The live files' units come first, then the commit's own files' in ``ordered``'s order.
-            for unit, outcome in zip(units[: len(live)], outcomes[: len(live)], strict=True):
+            own_kept = []
+            for unit, outcome in ran.outcomes:
+                if unit.own:
+                    continue
                 if outcome["path"] is not None:
                     replaced.append(live[unit.path])
                     if outcome["records"]:
                         added.append(describe_data_file(table, outcome["path"], live[unit.path].partition))
-            own_kept = []
-            for own_file, outcome in zip(ordered, outcomes[len(live) :], strict=True):
+            # The commit's own files' units, one per file in ``ordered``'s order.
+            own_outcomes = [outcome for unit, outcome in ran.outcomes if unit.own]
+            for own_file, outcome in zip(ordered, own_outcomes, strict=True):
                 if outcome["path"] is None:
                     own_kept.append(own_file)
                 elif outcome["records"]:
                     own_kept.append(replace(own_file, path=outcome["path"]))
             added += data_files(table, own_kept)
-        absent = len(found.deleted_keys) - sum(o.get("found", 0) for o in outcomes)
+        stale_deletes = int(pc.sum(pc.is_in(ran.stale, found.deleted_keys)).as_py() or 0)
+        absent = len(found.deleted_keys) - sum(o.get("found", 0) for _, o in ran.outcomes) - stale_deletes
         if absent:
             log.info(
                 "upsert %s on %s: %d delete(s) of keys the table does not hold", commit.commit_id, table_name, absent
             )
+        if len(ran.stale):
+            log.info(
+                "upsert %s on %s: %d record(s) older than the table's row of their key (%s), not applied",
+                commit.commit_id,
+                table_name,
+                len(ran.stale),
+                ordering_field,
+            )
         failpoint("upsert.before_snapshot")  # (a test's coordinator dies here: files written, no snapshot)
-        properties = {**commit.summary(), **({ABSENT_KEY_DELETES: str(absent)} if absent else {})}
+        properties = {
+            **commit.summary(),
+            **({ABSENT_KEY_DELETES: str(absent)} if absent else {}),
+            **({STALE_RECORDS: str(len(ran.stale))} if len(ran.stale) else {}),
+        }
         try:
             commit_row_delta(table, properties, replaced, added, deletes)
         except (CommitFailedException, ValidationException):

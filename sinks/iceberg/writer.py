@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from sinks.iceberg.tables import (
     create_table,
     evolve_table,
     infer_schema_from_json,
+    keyed_schema,
     load_table,
     metadata_location,
     schema_from_avro,
@@ -31,12 +33,14 @@ from sinks.iceberg.tables import (
     table_version,
     with_metadata_columns,
 )
-from sinks.iceberg.writes import TargetTable, WritePlan
+from sinks.iceberg.writes import TargetTable, WritePlan, upsert_key
 from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 from workers.writes import WriteRefused, WriteResult
+
+log = logging.getLogger(__name__)
 
 
 class TableWriter:
@@ -251,6 +255,14 @@ class TableWriter:
             if not self.settings.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
+            if self.settings.upsert_mode and target.id_columns:
+                schema, unkeyed = keyed_schema(schema, target.id_columns)
+                if unkeyed:
+                    log.warning(
+                        "%s is created without identifier fields (upserts key it all the same): %s",
+                        target.name,
+                        unkeyed,
+                    )
             table = create_table(self.catalog, target.name, schema, target.partition_by, self.settings.table_properties)
         if self.settings.evolve_schema and (self.config.value_converter == "avro" or self.config.schema_registry):
             # The schemas are the config's Avro schema (fields added there, and
@@ -266,10 +278,31 @@ class TableWriter:
     def _check_keys(self, target: Any, table: Any) -> None:
         """An upsert table must have its identifier columns, or no commit of it could ever be applied:
         refused here, before the ledger prepares anything (I9)."""
-        if not self.settings.upsert_mode or not target.id_columns:
+        if not self.settings.upsert_mode:
             return
-        columns = {f.name for f in table.schema().fields}
-        missing = [c for c in target.id_columns if c not in columns]
+        schema = table.schema()
+        key = upsert_key(target, schema)
+        if not key:
+            raise WriteRefused(
+                f"table {target.name} has no identifier fields and none are configured, so upserts cannot key its "
+                f"rows: set iceberg.table.{target.name}.id-columns or iceberg.tables.default-id-columns, or give the "
+                "table identifier fields (Spark: ALTER TABLE ... SET IDENTIFIER FIELDS), then restart the connector"
+            )
+        ordering = self.settings.ordering_field
+        if ordering:
+            try:
+                found = schema.find_field(ordering)
+            except ValueError:
+                found = None
+            if found is None or not found.field_type.is_primitive:
+                what = "no column of it" if found is None else f"a {found.field_type} column"
+                raise WriteRefused(
+                    f"sinkadmin.upsert.ordering-field {ordering!r} is {what} in table {target.name}, so it cannot "
+                    "order the records of a key: name a column of a plain type (a number, timestamp or text), "
+                    "nested with dots, then restart the connector"
+                )
+        columns = {f.name for f in schema.fields}
+        missing = [c for c in key if c not in columns]
         if missing:
             raise WriteRefused(
                 f"table {target.name} has no column {', '.join(missing)} of its identifier columns "

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from connectors import actions
+from sinks.iceberg.upserts import STALE_RECORDS
 from tests.conftest import sink_config
 from tests.integration.helpers import (
     assert_upserts_merged_on_read,
@@ -24,6 +25,8 @@ from tests.integration.helpers import (
     create_topic,
     duckdb_rows,
     running_in_threads,
+    sink_snapshots,
+    table_of,
     table_rows,
     wait_until,
 )
@@ -45,9 +48,11 @@ SOURCE = {
 class SourceTable:
     """A table of the source database and the change events Debezium publishes for what happens to it."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, scatter: bool = False) -> None:
         self.rows: dict[int, dict[str, Any]] = {}
         self.rng = random.Random(seed)
+        # Each event to a random partition, not its key's (a topic repartitioned, tables merged into one).
+        self.scatter = scatter
         self.lsn = 1000
         # (partition, key, value) in the order Debezium produces them.
         self.events: list[tuple[int, bytes, bytes | None]] = []
@@ -66,7 +71,8 @@ class SourceTable:
             "op": op,
             "ts_ms": 1_700_000_000_500 + self.lsn,
         }
-        self.events.append((key % PARTITIONS, json.dumps({"id": key}).encode(), json.dumps(event).encode()))
+        partition = self.rng.randrange(PARTITIONS) if self.scatter else key % PARTITIONS
+        self.events.append((partition, json.dumps({"id": key}).encode(), json.dumps(event).encode()))
 
     def snapshot(self, count: int) -> None:
         for key in range(count):
@@ -74,7 +80,7 @@ class SourceTable:
             self.rows[key] = row
             self._emit("r", key, None, row)
 
-    def changes(self, count: int) -> None:
+    def changes(self, count: int, delete_share: float = 0.2) -> None:
         """Updates, deletes (each followed by its tombstone) and inserts of keys deleted before."""
         for _ in range(count):
             key = self.rng.randrange(0, len(self.rows) + 20)
@@ -83,7 +89,7 @@ class SourceTable:
                 row = {"id": key, "name": f"customer-{key}-again", "amount": round(self.rng.uniform(0, 100), 2)}
                 self.rows[key] = row
                 self._emit("c", key, None, row)
-            elif self.rng.random() < 0.2:
+            elif self.rng.random() < delete_share:
                 del self.rows[key]
                 self._emit("d", key, before, None)
                 self.events.append((key % PARTITIONS, json.dumps({"id": key}).encode(), None))
@@ -128,6 +134,8 @@ def cdc_configs(topic: str, hudi_base: Path) -> dict[str, dict[str, str]]:
                 "transforms": "dbz",
                 "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
                 "iceberg.tables.cdc-field": "_cdc.op",
+                # (The event's time orders a key's records in a commit; here a key's are in one partition.)
+                "sinkadmin.upsert.ordering-field": "_cdc.ts",
             },
         ),
         "cdc-unwrap-rewrite": sink_config(
@@ -142,6 +150,7 @@ def cdc_configs(topic: str, hudi_base: Path) -> dict[str, dict[str, str]]:
                 "transforms.unwrap.delete.handling.mode": "rewrite",
                 "transforms.unwrap.add.fields": "op,table,source.ts_ms",
                 "iceberg.tables.cdc-field": "__op",
+                "sinkadmin.upsert.ordering-field": "__source_ts_ms",
             },
         ),
         # Hudi: Debezium's default delete handling (a delete becomes a tombstone), the key unwrapped to the
@@ -196,6 +205,9 @@ def test_debezium_events_upsert_iceberg_and_hudi_tables_to_the_source_tables_sta
     for name, table in (("cdc-iceberg-transform", "db.customers_dbz"), ("cdc-unwrap-rewrite", "db.customers_unwrap")):
         # The tables were created merge-on-read (upsert mode): updates and deletes are position deletes.
         assert_upserts_merged_on_read(name, table)
+        # ... and with their id column as the table's identifier field (so required).
+        schema = table_of(name, table).schema()
+        assert schema.identifier_field_names() == {"id"} and schema.find_field("id").required
         # A third reader, DuckDB's, applies them as pyiceberg and Spark do.
         duck = duckdb_rows(name, table)
         assert sorted((r["id"], r["name"], r["amount"]) for r in duck) == sorted(
@@ -216,3 +228,30 @@ def test_debezium_events_upsert_iceberg_and_hudi_tables_to_the_source_tables_sta
     hudi = read(tmp_path / "customers")
     assert {r["id"]: {k: r[k] for k in ("id", "name", "amount")} for r in hudi} == model
     assert len(hudi) == len(model)
+
+
+def test_a_keys_events_in_several_partitions_apply_in_source_order_by_the_ordering_field(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """Updates of a key reach any partition. The newer half of them (by LSN) is committed first, then the
+    older half: within a commit the ordering field picks a key's latest event whatever its partition, and
+    across commits an event older than the table's row of its key is not applied."""
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    name, table = "cdc-scattered", "db.customers_scattered"
+    config = cdc_configs(topic_name, tmp_path)["cdc-iceberg-transform"]
+    actions.create_connector(name, {**config, "iceberg.tables": table, "tasks.max": "2"})
+    source = SourceTable(seed=46, scatter=True)
+    with running_in_threads(name, tasks=2):
+        source.snapshot(100)
+        wait_until(caught_up(name, source.publish(kafka_bootstrap, topic_name)), 240, f"{name} to commit the snapshot")
+        source.changes(300, delete_share=0)  # (a delete leaves no row for an older event to lose to)
+        events = source.events
+        newer, older = events[len(events) // 2 :], events[: len(events) // 2]
+        for wave in (newer, older):
+            source.events = list(wave)
+            wait_until(caught_up(name, source.publish(kafka_bootstrap, topic_name)), 240, f"{name} to commit")
+    rows = table_rows(name, table)
+    assert {r["id"]: {k: r[k] for k in ("id", "name", "amount")} for r in rows} == source.rows
+    assert len(rows) == len(source.rows), "a key is in the table twice"
+    stale = [int(s.summary.additional_properties.get(STALE_RECORDS, 0)) for s in sink_snapshots(name, table)]
+    assert sum(stale) > 0, "no older event met the table's newer row of its key"

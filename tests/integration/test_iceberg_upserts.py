@@ -131,6 +131,7 @@ def test_upserts_leave_the_last_record_of_each_key(
             ends = produce(kafka_bootstrap, topic_name, changes(1500, 150, PARTITIONS, seed), PARTITIONS)
             wait_until(caught_up(name, ends), 180, f"{name} to commit wave {wave}")
     assert_table_equals_model(name, kafka_bootstrap, ends)
+    assert table_of(name, TABLE).schema().identifier_field_names() == {"id"}
     if mode == "merge-on-read":
         assert_upserts_merged_on_read(name, TABLE)
         # The maintenance's compaction folds the deletes back: the data files with delete files are
