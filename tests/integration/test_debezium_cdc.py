@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,14 @@ class SourceTable:
         self.rng = random.Random(seed)
         # Each event to a random partition, not its key's (a topic repartitioned, tables merged into one).
         self.scatter = scatter
+        # Columns added to the table (ALTER TABLE ... ADD COLUMN): each row written from then on has them.
+        self.added: dict[str, Callable[[int], Any]] = {}
         self.lsn = 1000
         # (partition, key, value) in the order Debezium produces them.
         self.events: list[tuple[int, bytes, bytes | None]] = []
+
+    def _written(self, row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, **{column: value(row["id"]) for column, value in self.added.items()}}
 
     def _emit(self, op: str, key: int, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
         self.lsn += 8
@@ -86,7 +92,9 @@ class SourceTable:
             key = self.rng.randrange(0, len(self.rows) + 20)
             before = self.rows.get(key)
             if before is None:
-                row = {"id": key, "name": f"customer-{key}-again", "amount": round(self.rng.uniform(0, 100), 2)}
+                row = self._written(
+                    {"id": key, "name": f"customer-{key}-again", "amount": round(self.rng.uniform(0, 100), 2)}
+                )
                 self.rows[key] = row
                 self._emit("c", key, None, row)
             elif self.rng.random() < delete_share:
@@ -94,7 +102,7 @@ class SourceTable:
                 self._emit("d", key, before, None)
                 self.events.append((key % PARTITIONS, json.dumps({"id": key}).encode(), None))
             else:
-                row = {**before, "amount": round(self.rng.uniform(0, 100), 2)}
+                row = self._written({**before, "amount": round(self.rng.uniform(0, 100), 2)})
                 self.rows[key] = row
                 self._emit("u", key, before, row)
 
@@ -255,3 +263,28 @@ def test_a_keys_events_in_several_partitions_apply_in_source_order_by_the_orderi
     assert len(rows) == len(source.rows), "a key is in the table twice"
     stale = [int(s.summary.additional_properties.get(STALE_RECORDS, 0)) for s in sink_snapshots(name, table)]
     assert sum(stale) > 0, "no older event met the table's newer row of its key"
+
+
+def test_a_column_added_to_the_source_table_becomes_a_column_of_the_upserted_table(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """A column added to the source table mid-stream (its events' ``after`` gain a field) is added to the
+    Iceberg table (iceberg.tables.evolve-schema-enabled); rows written before it have no value for it."""
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    name, table = "cdc-evolving", "db.customers_evolving"
+    config = cdc_configs(topic_name, tmp_path)["cdc-iceberg-transform"]
+    actions.create_connector(name, {**config, "iceberg.tables": table, "iceberg.tables.evolve-schema-enabled": "true"})
+    source = SourceTable(seed=47)
+    with running_in_threads(name):
+        source.snapshot(100)
+        wait_until(caught_up(name, source.publish(kafka_bootstrap, topic_name)), 240, f"{name} to commit the snapshot")
+        source.added["tier"] = lambda key: f"tier-{key % 3}"
+        source.changes(200)
+        wait_until(caught_up(name, source.publish(kafka_bootstrap, topic_name)), 240, f"{name} to commit the changes")
+    schema = table_of(name, table).schema()
+    assert schema.find_field("tier").required is False
+    rows = table_rows(name, table)
+    found = {r["id"]: {k: r[k] for k in ("id", "name", "amount", "tier")} for r in rows}
+    assert found == {key: {"tier": None, **row} for key, row in source.rows.items()}
+    assert any(r["tier"] is not None for r in rows) and any(r["tier"] is None for r in rows)
+    assert_upserts_merged_on_read(name, table)

@@ -1,8 +1,9 @@
 """Keyed upserts on Iceberg, merge-on-read (position deletes) and copy-on-write (files rewritten), against
 the real broker, Spark and the SQL catalog, read back with pyiceberg, Spark and DuckDB: each table equals a
 plain Python model of the topic (the last record of each key; a CDC delete removes it), after clean runs on
-both planes and after a coordinator died between the Spark job and its snapshot or came back as a zombie
-(DESIGN I1, I3, I4)."""
+both planes and after a task died with its files unreported, a coordinator died between the Spark job and
+its snapshot or came back as a zombie (DESIGN I1, I3, I4); an executor killed in the job is in
+test_spark_cluster.py."""
 
 from __future__ import annotations
 
@@ -159,6 +160,21 @@ def test_a_coordinator_killed_between_the_position_deletes_and_its_snapshot_is_r
     assert Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
     procs.coordinator(name)
     wait_until(caught_up(name, ends), 180, "the new coordinator to roll forward and catch up")
+    assert_table_equals_model(name, kafka_bootstrap, ends)
+
+
+def test_a_task_killed_after_writing_its_upsert_files_loses_and_duplicates_no_change(
+    procs: Processes, kafka_bootstrap: str, topic_name: str
+) -> None:
+    # The task dies with its commit's files written and unreported: the coordinator's commit times out
+    # without them, and the replacement task consumes those offsets again.
+    name = "iceberg-upsert-task-kill"
+    ends = start(kafka_bootstrap, topic_name, name, 2000, 19, **{"iceberg.control.commit.timeout-ms": "4000"})
+    procs.coordinator(name)
+    doomed = procs.task(name, failpoints="participant.before_status=kill")
+    assert doomed.wait(120) == -signal.SIGKILL
+    procs.task(name)
+    wait_until(caught_up(name, ends), 180, "the replacement task to catch up")
     assert_table_equals_model(name, kafka_bootstrap, ends)
 
 

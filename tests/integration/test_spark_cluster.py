@@ -31,12 +31,14 @@ from tests.integration.test_hudi_sink import (
     model_of_topic,
     pending_instants,
 )
+from tests.integration.test_iceberg_upserts import assert_table_equals_model as assert_upserts_equal_model
+from tests.integration.test_iceberg_upserts import start as start_upserts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 # Each of the cluster's Python workers stalls this long in its first decode
-# (and its first Hudi merge): a window in which the test kills an executor
-# mid-write.
+# (its first Hudi merge, its first unit of an upsert's job): a window in which
+# the test kills an executor mid-write.
 DECODE_STALL_SECONDS = 4
 
 
@@ -84,7 +86,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         port=free_port(),
         env={
             "SPARK_WORKER_DIR": str(work_dir),
-            "SINKADMIN_FAILPOINTS": (f"executor.decode=delay:{DECODE_STALL_SECONDS}"),
+            "SINKADMIN_FAILPOINTS": (
+                f"executor.decode=delay:{DECODE_STALL_SECONDS},upsert.rewrite=delay:{DECODE_STALL_SECONDS}"
+            ),
         },
     )
     yield Cluster(url, processes, work_dir)
@@ -236,3 +240,34 @@ def test_hudi_executors_killed_mid_merge_leave_the_table_equal_to_the_model(
         processes.stop_all()
     assert_table_equals_model(base, model_of_topic(kafka_bootstrap, ends))
     assert_timeline_matches_ledger(name, base)
+
+
+def test_executors_killed_in_a_merge_on_read_upsert_job_leave_the_table_equal_to_the_model(
+    cluster: Cluster, connect_on_cluster: str, lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    # The coordinator's upsert job (position delete files beside the live data files) runs on the
+    # cluster; every executor dies while its units stall. Spark runs them again on new executors (each
+    # attempt writes files of its own names), and the commit's one snapshot takes the files of the
+    # attempts that finished: every key once, as the topic last had it.
+    name = "upsert-executor-killed"
+    processes = Processes(on_cluster(lake, SPARK_REMOTE=connect_on_cluster))
+    try:
+        ends = start_upserts(
+            kafka_bootstrap,
+            topic_name,
+            name,
+            3000,
+            23,
+            **{"iceberg.control.commit.interval-ms": "3000", "iceberg.control.commit.timeout-ms": "90000"},
+        )
+        processes.task(name)
+        processes.coordinator(name)
+        wait_for_phase(name, "committing", timeout=180)
+        killed = cluster.executors_that_run_python()
+        assert killed, "no executor was running the upsert's units"
+        for executor in killed:
+            executor.send_signal(signal.SIGKILL)
+        wait_until(caught_up(name, ends), 240, "every change committed after the executors died")
+    finally:
+        processes.stop_all()
+    assert_upserts_equal_model(name, kafka_bootstrap, ends)
