@@ -24,7 +24,9 @@ static/vendor/htmx.min.js: package.json package-lock.json
 # JVM artifacts come from Maven Central at install time, pinned in
 # jvm/<name>/pom.xml, into the git-ignored var/jars/<name>/: Apache Kafka's
 # broker (kafka), and what Spark loads beside pyspark's jars (spark: the Spark
-# Connect server, Iceberg's runtime, Hudi's bundle, the PostgreSQL JDBC driver).
+# Connect server, Iceberg's runtime, Hudi's bundle, the PostgreSQL JDBC driver);
+# MirrorMaker 2's client library, the tests' reader of the mirror's checkpoints
+# (mirror-client).
 var/jars/%/.resolved: jvm/%/pom.xml
 	scripts/resolve-jars $*
 
@@ -35,6 +37,7 @@ var/jars/connect-guard/.resolved: $(shell find jvm/connect-guard/src -type f)
 var/jars/hudi-fence/.resolved: $(shell find jvm/hudi-fence/src -type f)
 
 install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved var/jars/spark/.resolved \
+	var/jars/mirror-client/.resolved \
 	var/jars/connect-guard/.resolved var/jars/hudi-fence/.resolved
 
 services: install

@@ -14,6 +14,7 @@ from connectors.actions.errors import (
     InvalidName,
     LedgerConflict,
     NotStopped,
+    NotTranslatable,
     StaleEpoch,
 )
 from connectors.actions.ledger import (
@@ -45,6 +46,7 @@ from connectors.actions.lifecycle import (
     resume_connector,
     stop_connector,
     stored_offsets,
+    translated_offsets,
     update_config,
 )
 
@@ -58,6 +60,7 @@ __all__ = [
     "InvalidName",
     "LedgerConflict",
     "NotStopped",
+    "NotTranslatable",
     "PartitionRange",
     "StaleEpoch",
     "abandon_commit",
@@ -85,5 +88,6 @@ __all__ = [
     "stop_connector",
     "stored_offsets",
     "take_coordinator_lease",
+    "translated_offsets",
     "update_config",
 ]

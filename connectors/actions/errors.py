@@ -61,3 +61,9 @@ class CommitNotFound(ActionError):
 
     def __init__(self, name: str, commit_id: object) -> None:
         super().__init__(f"Commit {commit_id} of connector {name} not found")
+
+
+class NotTranslatable(ActionError):
+    """Consumer groups' offsets asked of a connector that does not translate them (only a mirror does)."""
+
+    status = 404

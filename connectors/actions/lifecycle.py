@@ -25,6 +25,7 @@ from connectors.actions.errors import (
     InvalidConfig,
     InvalidName,
     NotStopped,
+    NotTranslatable,
 )
 from connectors.actions.group_offsets import check_partitions_exist, sync_group
 from connectors.config import SinkConfig, resolve_plugin, validate_config
@@ -242,6 +243,21 @@ def stored_offsets(connector: Connector) -> dict[tuple[str, int], int]:
     if own is None:
         return ledger.committed_offsets(connector.pk)
     return dict(sorted(own.read_offsets(connector.name, SinkConfig.parse(connector.config)).items()))
+
+
+def translated_offsets(name: str, group: str) -> list[Any]:
+    """Consumer group ``group``'s offsets for the connector's target cluster, as its latest checkpoints say
+    (a Kafka mirror's: ``Plugin.offsets``' ``translated_offsets``), each with its topic and partition there,
+    the offset to resume at, and the group's offset on the source."""
+    connector = get_connector(name)
+    own = _own_offsets(connector)
+    translate = getattr(own, "translated_offsets", None) if own is not None else None
+    if translate is None:
+        raise NotTranslatable(
+            f"Connector {name} does not translate consumer groups' offsets: only a Kafka mirror does, from its "
+            "checkpoints"
+        )
+    return list(translate(name, SinkConfig.parse(connector.config), group))
 
 
 def alter_offsets(name: str, offsets: Iterable[tuple[str, int, int | None]]) -> Connector:

@@ -54,6 +54,11 @@ connect_urls = [
         "connectors/<str:name>/tasks/<int:task>/restart", tasks.TaskRestartView.as_view(), name="connect-task-restart"
     ),
     path("connectors/<str:name>/offsets", offsets.OffsetsView.as_view(), name="connect-offsets"),
+    path(
+        "connectors/<str:name>/groups/<str:group>/translated",
+        offsets.TranslatedOffsetsView.as_view(),
+        name="connect-translated-offsets",
+    ),
     path("connectors/<str:name>/commits", commits.CommitListView.as_view(), name="connect-commits"),
     path("connectors/<str:name>/commits/<uuid:commit_id>", commits.CommitView.as_view(), name="connect-commit"),
     path(

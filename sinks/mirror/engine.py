@@ -37,6 +37,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from sinks.mirror.settings import MirrorSettings
+from sinks.mirror.syncs import OffsetSync, offset_syncs_topic, syncs_for
 from workers.failpoints import failpoint
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,31 @@ def assigned(partitions: dict[str, int], task_index: int, tasks: int) -> list[tu
     return [tp for n, tp in enumerate(every) if n % tasks == task_index]
 
 
+@dataclass
+class Copied:
+    """What a batch's records became: per source partition their offsets, per replica partition their
+    offsets there (from the delivery reports), and any delivery that failed."""
+
+    upstream: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    downstream: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    failed: list[KafkaError] = field(default_factory=list)
+
+
+def ensure_internal_topic(admin: AdminClient, name: str, replication_factor: int) -> None:
+    """A compacted, single-partition internal topic on ``admin``'s cluster (MM2's offset syncs and
+    checkpoints topics), created unless there."""
+    if name in admin.list_topics(timeout=10).topics:
+        return
+    topic = NewTopic(
+        name, num_partitions=1, replication_factor=replication_factor, config={"cleanup.policy": "compact"}
+    )
+    try:
+        admin.create_topics([topic])[name].result(30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
 @dataclass(frozen=True)
 class Transaction:
     """What one committed transaction (or batch, at least once) copied: per source partition the offsets
@@ -188,6 +214,10 @@ class MirrorTask:
         self.positions: dict[tuple[str, int], int] = {}
         self._listed_at = 0.0
         self._stale = False  # the consumer's positions are past a batch that did not commit
+        # Each partition's last offset sync (source offset, target offset): syncs_for starts from it; and
+        # those of the batch being sent, until it commits.
+        self._last_syncs: dict[tuple[str, int], tuple[int, int] | None] = {}
+        self._pending_syncs: dict[tuple[str, int], tuple[int, int] | None] = {}
 
     # Starting.
 
@@ -195,6 +225,12 @@ class MirrorTask:
         if self.settings.exactly_once:
             # Fences every earlier producer of this id: a zombie's open transaction is aborted.
             self.producer.init_transactions(30)
+        if self.settings.emit_offset_syncs:
+            ensure_internal_topic(
+                self.target_admin,
+                offset_syncs_topic(self.settings.source_alias),
+                self.settings.offset_syncs_replication_factor,
+            )
         self.refresh(force=True)
 
     def refresh(self, force: bool = False) -> None:
@@ -347,6 +383,7 @@ class MirrorTask:
             ends[tp] = message.offset() + 1
             counts[tp] = counts.get(tp, 0) + 1
             size += len(message.value() or b"") + len(message.key() or b"")
+        self._pending_syncs.clear()
         try:
             self._send(batch, ends)
         except (KafkaException, SystemError) as exc:
@@ -360,6 +397,9 @@ class MirrorTask:
             # cannot be asked now leaves the task to retry, not without partitions.
             self._stale = True
             raise
+        # The syncs of a batch that did not commit are gone with it: the next starts from those committed.
+        self._last_syncs.update(self._pending_syncs)
+        self._pending_syncs.clear()
         self.copied += len(batch)
         self.transactions += 1
         ranges = {tp: (self.positions.get(tp, end - counts[tp]), end, counts[tp]) for tp, end in ends.items()}
@@ -381,15 +421,21 @@ class MirrorTask:
     def _send(self, batch: list[Any], ends: dict[tuple[str, int], int]) -> None:
         offsets = [TopicPartition(self.settings.target_topic(t), p, end) for (t, p), end in ends.items()]
         if not self.settings.exactly_once:
-            self._produce(batch)
+            copied = self._produce(batch)
             if self.producer.flush(30) > 0:
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records not acknowledged in 30 s"))
+            # (After the records are acknowledged: a sync never describes a record that is not there.)
+            self._produce_syncs(copied)
+            if self.producer.flush(30) > 0:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "offset syncs not acknowledged in 30 s"))
             failpoint("mirror.before_commit")  # (a test's task dies here: records sent, offsets not)
             self.offsets.commit(offsets=offsets, asynchronous=False)
             return
         self.producer.begin_transaction()
         try:
-            self._produce(batch)
+            copied = self._produce(batch)
+            # (In the records' transaction: a read_committed reader sees a sync once its record is there.)
+            self._produce_syncs(copied)
             failpoint("mirror.in_transaction")  # (a test's task dies here: records sent, the transaction open)
             group = self.offsets.consumer_group_metadata()
             self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, group, 30))
@@ -439,15 +485,21 @@ class MirrorTask:
                 "the task's next runner settles it before resuming"
             ) from exc
 
-    def _produce(self, batch: list[Any]) -> None:
+    def _produce(self, batch: list[Any]) -> Copied:
+        """Send the batch's records to their replicas (flushed, under exactly-once); what they became."""
         failed: list[KafkaError] = []
+        copied = Copied()
 
-        def delivered(err: KafkaError | None, _: Any) -> None:
+        def delivered(err: KafkaError | None, message: Any) -> None:
             if err is not None:
                 failed.append(err)
+            else:
+                # (In the order produced, per partition: an idempotent producer keeps it.)
+                copied.downstream.setdefault((message.topic(), message.partition()), []).append(message.offset())
 
         for message in batch:
             kind, stamp = message.timestamp()
+            copied.upstream.setdefault((message.topic(), message.partition()), []).append(message.offset())
             while True:
                 try:
                     self.producer.produce(
@@ -462,11 +514,38 @@ class MirrorTask:
                     break
                 except BufferError:
                     self.producer.poll(0.05)
+        copied.failed = failed
         if not self.settings.exactly_once:
-            return
+            return copied
         self.producer.flush(30)
         if failed:
             raise KafkaException(failed[0])
+        return copied
+
+    def _produce_syncs(self, copied: Copied) -> None:
+        """Offset syncs of the records copied (``syncs_for``), to the offset syncs topic (after flushing)."""
+        if not self.settings.emit_offset_syncs:
+            return
+        if copied.failed:
+            raise KafkaException(copied.failed[0])
+        topic = offset_syncs_topic(self.settings.source_alias)
+        for (source_topic, partition), upstream in copied.upstream.items():
+            downstream = copied.downstream.get((self.settings.target_topic(source_topic), partition), [])
+            if len(downstream) != len(upstream):
+                raise KafkaException(
+                    KafkaError(KafkaError._FAIL, f"{len(downstream)} of {len(upstream)} records acknowledged")
+                )
+            chosen, last = syncs_for(
+                list(zip(upstream, downstream, strict=True)),
+                self._last_syncs.get((source_topic, partition)),
+                self.settings.offset_lag_max,
+            )
+            self._pending_syncs[(source_topic, partition)] = last
+            for u, d in chosen:
+                sync = OffsetSync(source_topic, partition, u, d)
+                self.producer.produce(topic, value=sync.value(), key=sync.key(), partition=0)
+        if self.settings.exactly_once:
+            self.producer.flush(30)
 
     def run(
         self,

@@ -12,6 +12,8 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from connectors.config import SinkConfig
+from sinks.mirror import checkpoints
+from sinks.mirror.checkpoints import Translated
 from sinks.mirror.engine import committed_offsets, group_id, source_partitions, target_group
 from sinks.mirror.settings import MirrorSettings
 
@@ -64,3 +66,8 @@ def alter_offsets(name: str, config: SinkConfig, changes: Iterable[tuple[str, in
             )
         finally:
             group.close()
+
+
+def translated_offsets(name: str, config: SinkConfig, group: str) -> list[Translated]:
+    """Consumer group ``group``'s offsets for the target, from the mirror's checkpoints."""
+    return checkpoints.translated_offsets(config.settings, group)

@@ -10,6 +10,7 @@ from connectors.config.definitions import SHARED_KEYS, ConfigKey, Importance, Ke
 _G_CLUSTERS = "Clusters"
 _G_TOPICS = "Topics"
 _G_DELIVERY = "Delivery"
+_G_OFFSETS = "Offset syncs and checkpoints"
 
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
@@ -18,11 +19,10 @@ DEFAULT_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
 
 # MirrorMaker 2 keys the mirror cannot honour, and why: they must stay false.
 REFUSED = {
-    "emit.checkpoints.enabled": "consumer offsets are not translated: the mirror's own offsets are committed to "
-    "the target cluster with its records (set false)",
-    "sync.group.offsets.enabled": "consumer group offsets are not synced (set false)",
     "emit.heartbeats.enabled": "heartbeats are not emitted (set false)",
 }
+# MirrorMaker 2's default groups.exclude: console consumers, Kafka Connect's and internal groups.
+DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
 
 # The shared keys that mean the same for a mirror; converters, dead letters and staging do not apply (records
 # are copied as bytes).
@@ -139,6 +139,118 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
     *(
         ConfigKey(name, KeyType.BOOLEAN, f"MirrorMaker 2's {name}; must be false: {why}.", _G_DELIVERY, "false")
         for name, why in REFUSED.items()
+    ),
+    ConfigKey(
+        "emit.offset-syncs.enabled",
+        KeyType.BOOLEAN,
+        "Write offset syncs (a source record's offset paired with its copy's) to mm2-offset-syncs.<source "
+        "alias>.internal on the target, in the records' transaction. Checkpoints translate through them.",
+        _G_OFFSETS,
+        default="true",
+        order=1,
+    ),
+    ConfigKey(
+        "offset-syncs.topic.location",
+        KeyType.STRING,
+        "Where the offset syncs topic is: target (the syncs commit in the records' transaction, and survive the "
+        "source cluster's loss). MirrorMaker 2's default, source, is refused: syncs there could not be in the "
+        "transaction.",
+        _G_OFFSETS,
+        default="target",
+        choices=("target", "source"),
+        order=2,
+    ),
+    ConfigKey(
+        "offset-syncs.topic.replication.factor",
+        KeyType.INT,
+        "Replication factor of the offset syncs topic when the mirror creates it; -1: the target cluster's "
+        "default.replication.factor (MirrorMaker 2's default, 3, fails on a smaller cluster).",
+        _G_OFFSETS,
+        default="-1",
+        minimum=-1,
+        order=3,
+    ),
+    ConfigKey(
+        "offset.lag.max",
+        KeyType.LONG,
+        "An offset sync at least every this many records of a partition. (A sync is written at each end of every "
+        "run of records whose offsets advance alike on both clusters, so offsets inside one translate exactly.)",
+        _G_OFFSETS,
+        default="100",
+        minimum=1,
+        order=4,
+    ),
+    ConfigKey(
+        "emit.checkpoints.enabled",
+        KeyType.BOOLEAN,
+        "Translate the source cluster's consumer groups' committed offsets through the offset syncs and write "
+        "them as checkpoints to <source alias>.checkpoints.internal on the target (what RemoteClusterUtils and "
+        "GET /connectors/{name}/groups/{group}/translated read).",
+        _G_OFFSETS,
+        default="true",
+        order=5,
+    ),
+    ConfigKey(
+        "emit.checkpoints.interval.seconds",
+        KeyType.LONG,
+        "How often the groups' offsets are translated and checkpointed.",
+        _G_OFFSETS,
+        default="60",
+        minimum=1,
+        order=6,
+    ),
+    ConfigKey(
+        "groups",
+        KeyType.LIST,
+        "Regular expressions (comma-separated) of the source consumer groups to checkpoint.",
+        _G_OFFSETS,
+        default=".*",
+        order=7,
+    ),
+    ConfigKey(
+        "groups.exclude",
+        KeyType.LIST,
+        "Regular expressions of consumer groups never checkpointed, even when selected.",
+        _G_OFFSETS,
+        default=DEFAULT_GROUPS_EXCLUDE,
+        order=8,
+    ),
+    ConfigKey(
+        "refresh.groups.interval.seconds",
+        KeyType.LONG,
+        "How often the source cluster's consumer groups are listed.",
+        _G_OFFSETS,
+        default="600",
+        minimum=1,
+        order=9,
+    ),
+    ConfigKey(
+        "checkpoints.topic.replication.factor",
+        KeyType.INT,
+        "Replication factor of the checkpoints topic when the mirror creates it; -1: the target cluster's default.",
+        _G_OFFSETS,
+        default="-1",
+        minimum=-1,
+        order=10,
+    ),
+    ConfigKey(
+        "sync.group.offsets.enabled",
+        KeyType.BOOLEAN,
+        "Commit the checkpointed offsets to the same groups on the target cluster, for each group with no "
+        "active member there and only where the target's offset is behind: consumers that fail over resume "
+        "where they left off, with no translation of their own.",
+        _G_OFFSETS,
+        default="false",
+        order=11,
+    ),
+    ConfigKey(
+        "sync.group.offsets.interval.seconds",
+        KeyType.LONG,
+        "How often the groups' offsets on the target are synced.",
+        _G_OFFSETS,
+        default="60",
+        minimum=1,
+        order=12,
     ),
 )
 

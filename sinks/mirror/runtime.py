@@ -6,6 +6,7 @@ transaction in the ledger. No coordinator: each task's transactions commit on th
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from django.db import close_old_connections
 
 from connectors.actions import ledger
 from connectors.config import SinkConfig
+from sinks.mirror.checkpoints import CheckpointRunner
 from sinks.mirror.engine import Fenced, MirrorTask, Transaction, transactional_id
 from sinks.mirror.settings import MirrorSettings
 
@@ -96,6 +98,16 @@ def run_task(
         ledger.set_offsets(connector.pk, task.positions)
         log.info("%s: mirror task %d started with %d partitions", name, task_index, len(task.partitions))
 
+    done = threading.Event()
+    checkpointing = None
+    if task_index == 0 and config.settings.emit_checkpoints:
+        # The mirror's checkpoints, beside its first task (one runner per mirror, as MM2 has one
+        # MirrorCheckpointConnector per flow); stopped with it.
+        runner = CheckpointRunner(name, config.settings)
+        checkpointing = threading.Thread(
+            target=runner.run, args=(lambda: done.is_set() or stop(),), name=f"{name}-checkpoints", daemon=True
+        )
+        checkpointing.start()
     try:
         task.run(stopping, paused=lambda: desired == DesiredState.PAUSED, on_start=started)
     except Fenced as exc:
@@ -103,6 +115,9 @@ def run_task(
         # runner's open transaction commits, and the newer one resumes from the target's offsets.
         log.warning("%s", exc)
     finally:
+        done.set()
+        if checkpointing is not None:
+            checkpointing.join(30)
         close_old_connections()
 
 

@@ -24,6 +24,19 @@ POLICIES = {
 CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.")
 
 
+# Keys that turn something on, and the key each needs on too.
+ENABLING = {
+    "emit.offset-syncs.enabled": None,
+    "emit.checkpoints.enabled": "emit.offset-syncs.enabled",
+    "sync.group.offsets.enabled": "emit.checkpoints.enabled",
+}
+ENABLING_WHY = {
+    "emit.checkpoints.enabled": "checkpoints translate the groups' offsets through the offset syncs",
+    "sync.group.offsets.enabled": "the offsets synced to the target's groups are the checkpoints' (set "
+    "emit.checkpoints.enabled=true)",
+}
+
+
 def _get(config: Mapping[str, str], name: str) -> str:
     value = config.get(name)
     if value is not None and str(value).strip():
@@ -52,6 +65,22 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             setting = key[len(prefix) :] if key.startswith(prefix) else None
             if setting not in (None, "alias", "bootstrap.servers") and not setting.startswith(CLIENT_PREFIXES):
                 result.add(key, "not a client setting the mirror passes on (security.protocol, sasl.*, ssl.*)")
+    for key in ("groups", "groups.exclude"):
+        for pattern in _split(_get(config, key)):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                result.add(key, f"{pattern!r} is not a valid regular expression: {exc}")
+    if _get(config, "offset-syncs.topic.location") == "source":
+        result.add(
+            "offset-syncs.topic.location",
+            "the offset syncs are written on the target cluster, in the transaction of the records they describe "
+            "(a sync on the source could not be), and survive the source cluster's loss: set target",
+        )
+    enabled = {key: _get(config, key).lower() == "true" for key in ENABLING}
+    for key, needs in ENABLING.items():
+        if enabled[key] and needs and not enabled[needs]:
+            result.add(key, f"needs {needs}=true: {ENABLING_WHY[key]}")
     same_cluster = _get(config, "source.cluster.bootstrap.servers") == _get(config, "target.cluster.bootstrap.servers")
     if POLICIES.get(_get(config, "replication.policy.class")) == IDENTITY_POLICY and same_cluster:
         result.add(
@@ -79,6 +108,17 @@ class MirrorSettings:
     auto_offset_reset: str
     commit_interval_ms: int
     max_records: int
+    emit_offset_syncs: bool = True
+    offset_syncs_replication_factor: int = -1
+    offset_lag_max: int = 100
+    emit_checkpoints: bool = True
+    checkpoints_interval_s: int = 60
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = ()
+    refresh_groups_s: int = 600
+    checkpoints_replication_factor: int = -1
+    sync_group_offsets: bool = False
+    sync_group_offsets_interval_s: int = 60
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> MirrorSettings:
@@ -110,12 +150,36 @@ class MirrorSettings:
             auto_offset_reset=_get(raw, "consumer.auto.offset.reset"),
             commit_interval_ms=int(_get(raw, "sinkadmin.commit.interval-ms")),
             max_records=int(_get(raw, "sinkadmin.commit.max-records")),
+            emit_offset_syncs=_get(raw, "emit.offset-syncs.enabled").lower() == "true",
+            offset_syncs_replication_factor=int(_get(raw, "offset-syncs.topic.replication.factor")),
+            offset_lag_max=int(_get(raw, "offset.lag.max")),
+            emit_checkpoints=_get(raw, "emit.checkpoints.enabled").lower() == "true",
+            checkpoints_interval_s=int(_get(raw, "emit.checkpoints.interval.seconds")),
+            groups=tuple(_split(_get(raw, "groups"))),
+            groups_exclude=tuple(_split(_get(raw, "groups.exclude"))),
+            refresh_groups_s=int(_get(raw, "refresh.groups.interval.seconds")),
+            checkpoints_replication_factor=int(_get(raw, "checkpoints.topic.replication.factor")),
+            sync_group_offsets=_get(raw, "sync.group.offsets.enabled").lower() == "true",
+            sync_group_offsets_interval_s=int(_get(raw, "sync.group.offsets.interval.seconds")),
         )
 
     def target_topic(self, source_topic: str) -> str:
         """The replica's name: the source alias and the separator before it (DefaultReplicationPolicy), or the
         same name (IdentityReplicationPolicy)."""
         return source_topic if self.identity else f"{self.source_alias}{self.separator}{source_topic}"
+
+    def selects_group(self, group: str) -> bool:
+        """Whether a source consumer group is checkpointed: matching groups, and not groups.exclude."""
+        return any(re.fullmatch(p, group) for p in self.groups) and not any(
+            re.fullmatch(p, group) for p in self.groups_exclude
+        )
+
+    def source_topic(self, target_topic: str) -> str | None:
+        """The source topic a replica copies (None: not one of this mirror's replicas)."""
+        if self.identity:
+            return target_topic
+        prefix = self.target_topic("")
+        return target_topic[len(prefix) :] if target_topic.startswith(prefix) else None
 
     def selects(self, topic: str) -> bool:
         """Whether a source topic is mirrored: named in topics or matching topics.regex, and not excluded."""

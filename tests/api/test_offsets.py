@@ -53,6 +53,13 @@ def topics(bootstrap: str, partitions: dict[str, int]) -> None:
         ensure_topic(admin, topic, partitions=count)
 
 
+def test_only_a_mirror_translates_a_consumer_groups_offsets(api: APIClient, connector: Connector) -> None:
+    response = api.get(f"/api/connect/connectors/{connector.name}/groups/billing/translated")
+    assert response.status_code == 404
+    assert "only a Kafka mirror does" in response.json()["message"]
+    assert api.get("/api/connect/connectors/nope/groups/billing/translated").status_code == 404
+
+
 def test_altering_offsets_writes_the_next_commits_start_into_the_ledger_and_the_consumer_group(
     api: APIClient, connector: Connector, kafka_bootstrap: str
 ) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
@@ -37,6 +38,7 @@ from tests.integration.test_mirror_engine import (
     source_records,
     target_offsets,
 )
+from tests.integration.test_mirror_failover import consume_and_commit
 from tests.ui.conftest import runtime_in_threads
 from tests.ui.test_metrics import basic, scrape, value
 
@@ -91,7 +93,14 @@ def test_a_mirror_connector_copies_once_under_the_runtime_and_follows_new_topics
 ) -> None:
     name = f"mirror-{topics[0]}"
     ends = setup(kafka_bootstrap, topics, 1000)
-    create_mirror(operator_api, name, kafka_bootstrap, target_kafka_bootstrap, f".*-{topics[0].split('-')[1]}")
+    # A consumer group of the source, part-way through the first topic: the mirror checkpoints it (its
+    # checkpoint runner runs beside task 0).
+    group = f"billing-{topics[0]}"
+    committed = consume_and_commit(kafka_bootstrap, topics[0], group, {0: 100, 1: 7, 2: 0, 3: 250})
+    checkpointing = {"emit.checkpoints.interval.seconds": "1", "refresh.groups.interval.seconds": "1"}
+    create_mirror(
+        operator_api, name, kafka_bootstrap, target_kafka_bootstrap, f".*-{topics[0].split('-')[1]}", **checkpointing
+    )
     with runtime_in_threads() as crashes:
         wait_until(lambda: caught_up(target_kafka_bootstrap, name, ends), 120, "the mirror")
         status = connector_status(Connector.objects.get(name=name))
@@ -132,6 +141,31 @@ def test_a_mirror_connector_copies_once_under_the_runtime_and_follows_new_topics
             return summary.lag if summary.health is Health.HEALTHY else None
 
         wait_until(lambda: summary_lag() == 0, 60, "no lag on a healthy connector")
+
+        # The group's translation, from the checkpoints (GET .../groups/{group}/translated): caught up, each
+        # partition it committed resumes at the copy of its next record.
+        def translated() -> dict[tuple[str, int], tuple[int, int]]:
+            body = operator_api.get(f"{CONNECTORS}/{name}/groups/{group}/translated").json()
+            return {
+                (o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]): (
+                    o["offset"]["source_offset"],
+                    o["offset"]["kafka_offset"],
+                )
+                for o in body["offsets"]
+            }
+
+        replica = f"east.{topics[0]}"
+        wait_until(
+            lambda: (
+                {tp: up for tp, (up, _) in translated().items()} == {(replica, p): n for p, n in committed.items() if n}
+            ),
+            60,
+            "the group's checkpoints",
+        )
+        # (No transaction of the source's first records shares its target offsets with another's.)
+        assert {tp: down for tp, (_, down) in translated().items()} == {
+            (replica, p): first_copy_offset(target_kafka_bootstrap, replica, p, n) for p, n in committed.items() if n
+        }
         page = signed_in.get(reverse("connector-detail", args=[name])).content.decode()
         assert "Transactions" in page and group_id(name) in page
         # Prometheus sees the mirror as the table sinks: lag per partition, records committed, tasks running.
@@ -253,3 +287,19 @@ def test_test_connection_reaches_the_source_topics_and_the_target_cluster(
 
     unreachable = {**config, "target.cluster.bootstrap.servers": f"127.0.0.1:{free_port()}"}
     assert {r.name: r.status for r in check_connection(unreachable)}["Store"] == "error"
+
+
+def first_copy_offset(target: str, replica: str, partition: int, index: int) -> int:
+    """The target offset of the ``index``-th committed record of a replica partition."""
+    consumer = Consumer({"bootstrap.servers": target, "group.id": "copy-offsets", "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(replica, partition, 0)])
+    seen = 0
+    try:
+        while True:
+            for message in consumer.consume(500, 5.0):
+                if message.error() is None:
+                    if seen == index:
+                        return message.offset()
+                    seen += 1
+    finally:
+        consumer.close()

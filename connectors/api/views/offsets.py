@@ -142,3 +142,31 @@ class OffsetsView(ConnectView):
     def delete(self, request: Request, name: str) -> Response:
         actions.reset_offsets(name)
         return Response({"message": RESET})
+
+
+class TranslatedOffsetsView(ConnectView):
+    @extend_schema(
+        operation_id="getTranslatedOffsets",
+        summary="A consumer group's offsets on the Kafka mirror's target cluster",
+        description="From the mirror's latest checkpoints (emit.checkpoints.enabled), as MirrorMaker 2's "
+        "RemoteClusterUtils.translateOffsets gives them: per replica partition, the offset a consumer of the "
+        "group resumes at on the target (kafka_offset), and the group's committed offset on the source "
+        "(source_offset). A partition the mirror has copied nothing of up to the group's offset is absent.",
+        tags=TAG,
+        parameters=[NAME],
+        responses={200: ConnectorOffsetsSerializer, **errors(404)},
+    )
+    def get(self, request: Request, name: str, group: str) -> Response:
+        translated = actions.translated_offsets(name, group)
+        return Response(
+            {
+                "group": group,
+                "offsets": [
+                    {
+                        "partition": {KAFKA_TOPIC: t.topic, KAFKA_PARTITION: t.partition},
+                        "offset": {KAFKA_OFFSET: t.downstream, "source_offset": t.upstream},
+                    }
+                    for t in translated
+                ],
+            }
+        )

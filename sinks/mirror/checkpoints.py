@@ -1,0 +1,323 @@
+"""The mirror's checkpoints, as MirrorMaker 2's MirrorCheckpointConnector makes them: the source cluster's
+consumer groups' committed offsets, translated through the offset syncs the mirror's tasks write
+(``sinks.mirror.syncs``), to ``<source alias>.checkpoints.internal`` on the target; and with
+``sync.group.offsets.enabled``, committed to the same groups there, so that a consumer that fails over to the
+target resumes where it left off.
+
+One runner per mirror, beside its task 0 (``sinks.mirror.runtime``). It reads the syncs read_committed:
+a sync is visible only once the transaction of its records committed, so a checkpoint never points past a
+record that is not on the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from sinks.mirror.engine import ensure_internal_topic, group_id
+from sinks.mirror.settings import MirrorSettings
+from sinks.mirror.syncs import Checkpoint, OffsetSync, OffsetSyncStore, checkpoints_topic, offset_syncs_topic
+
+log = logging.getLogger(__name__)
+
+# Group states in which a group has no member on the target: its offsets may be set there.
+INACTIVE_GROUP_STATES = {"EMPTY", "DEAD", "UNKNOWN"}
+
+
+@dataclass(frozen=True)
+class Translated:
+    """One partition of a group's translation: its offset on the source and where it resumes on the target."""
+
+    topic: str  # the replica's name on the target
+    partition: int
+    upstream: int
+    downstream: int
+
+
+def _clients(settings: MirrorSettings, side: str) -> dict[str, Any]:
+    if side == "source":
+        return {"bootstrap.servers": settings.source_bootstrap, **settings.source_client}
+    return {"bootstrap.servers": settings.target_bootstrap, **settings.target_client}
+
+
+class CheckpointRunner:
+    """Checkpoints (and, if enabled, the target groups' offsets) of one mirror, every interval."""
+
+    def __init__(self, connector: str, settings: MirrorSettings) -> None:
+        self.connector = connector
+        self.settings = settings
+        self.source_admin = AdminClient(_clients(settings, "source"))
+        self.target_admin = AdminClient(_clients(settings, "target"))
+        self.syncs = Consumer(
+            {
+                **_clients(settings, "target"),
+                "group.id": f"sinkadmin-mirror-{connector}-checkpoints",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+            }
+        )
+        self.producer = Producer({**_clients(settings, "target"), "enable.idempotence": True, "linger.ms": 5})
+        self.store = OffsetSyncStore()
+        # The last checkpoint written per (group, replica topic, partition): only changes are written.
+        self.emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self.checkpoints: list[Checkpoint] = []
+        self._groups: list[str] = []
+        self._groups_listed_at = float("-inf")
+        # Why the last round failed (None: it did not), for the task's status.
+        self.failure: str | None = None
+
+    def start(self) -> None:
+        s = self.settings
+        ensure_internal_topic(self.target_admin, checkpoints_topic(s.source_alias), s.checkpoints_replication_factor)
+        # (The tasks create the syncs topic too; whichever starts first.)
+        ensure_internal_topic(self.target_admin, offset_syncs_topic(s.source_alias), s.offset_syncs_replication_factor)
+        self.syncs.assign([TopicPartition(offset_syncs_topic(s.source_alias), 0, OFFSET_BEGINNING)])
+
+    def read_syncs(self, timeout: float = 10.0) -> int:
+        """Read the offset syncs committed since the last read, up to the topic's end; how many."""
+        read = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            messages = self.syncs.consume(10_000, 0.2)
+            if not messages:
+                break
+            found = []
+            at_end = False
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        at_end = True
+                        continue
+                    raise KafkaException(error)
+                key, value = message.key(), message.value()
+                if key is not None and value is not None:  # (a tombstone deletes nothing here)
+                    found.append(OffsetSync.parse(key, value))
+            self.store.add(found)
+            read += len(found)
+            if at_end:
+                break
+        return read
+
+    def groups(self) -> list[str]:
+        """The source consumer groups to checkpoint (listed every refresh.groups.interval.seconds)."""
+        if time.monotonic() - self._groups_listed_at >= self.settings.refresh_groups_s:
+            listed = self.source_admin.list_consumer_groups(request_timeout=30).result(30)
+            own = group_id(self.connector)  # (the mirror's own: it commits nothing on the source)
+            self._groups = sorted(
+                g.group_id for g in listed.valid if g.group_id != own and self.settings.selects_group(g.group_id)
+            )
+            self._groups_listed_at = time.monotonic()
+        return self._groups
+
+    def translate(self) -> list[Checkpoint]:
+        """Each selected group's committed offsets on the mirrored topics, translated (partitions with no
+        copied record at or before the group's offset have none)."""
+        found = []
+        for group in self.groups():
+            request = [ConsumerGroupTopicPartitions(group)]
+            try:
+                listed = self.source_admin.list_consumer_group_offsets(request, request_timeout=30)[group].result(30)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                    continue
+                raise
+            for tp in listed.topic_partitions or []:
+                if tp.offset < 0 or not self.settings.selects(tp.topic):
+                    continue
+                downstream = self.store.translate(tp.topic, tp.partition, tp.offset)
+                if downstream is not None:
+                    replica = self.settings.target_topic(tp.topic)
+                    found.append(Checkpoint(group, replica, tp.partition, tp.offset, downstream, tp.metadata or ""))
+        return found
+
+    def emit(self) -> int:
+        """Write the checkpoints that changed; how many."""
+        self.checkpoints = self.translate()
+        topic = checkpoints_topic(self.settings.source_alias)
+        changed = [
+            c
+            for c in self.checkpoints
+            if self.emitted.get((c.group, c.topic, c.partition)) != (c.upstream, c.downstream)
+        ]
+        for checkpoint in changed:
+            self.producer.produce(topic, value=checkpoint.value(), key=checkpoint.key(), partition=0)
+        if self.producer.flush(30) > 0:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "checkpoints not acknowledged in 30 s"))
+        for checkpoint in changed:
+            self.emitted[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = (
+                checkpoint.upstream,
+                checkpoint.downstream,
+            )
+        return len(changed)
+
+    def sync_group_offsets(self) -> int:
+        """Commit the checkpoints to the same groups on the target: a group with no member there, a partition
+        whose offset there is behind (a consumer that moved on at the target is never rewound). How many."""
+        by_group: dict[str, list[Checkpoint]] = {}
+        for checkpoint in self.checkpoints:
+            by_group.setdefault(checkpoint.group, []).append(checkpoint)
+        if not by_group:
+            return 0
+        described = self.target_admin.describe_consumer_groups(list(by_group), request_timeout=30)
+        synced = 0
+        for group, checkpoints in sorted(by_group.items()):
+            try:
+                state = described[group].result(30).state.name
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    raise
+                state = "DEAD"
+            if state not in INACTIVE_GROUP_STATES:
+                log.debug("%s: group %s is %s on the target; its offsets are not synced", self.connector, group, state)
+                continue
+            current = _committed(self.target_admin, group)
+            ahead = [
+                TopicPartition(c.topic, c.partition, c.downstream)
+                for c in checkpoints
+                if current.get((c.topic, c.partition), -1) < c.downstream
+            ]
+            if ahead:
+                request = [ConsumerGroupTopicPartitions(group, ahead)]
+                self.target_admin.alter_consumer_group_offsets(request, request_timeout=30)[group].result(30)
+                synced += len(ahead)
+        return synced
+
+    def run(self, stop: Callable[[], bool]) -> None:
+        """Checkpoint every emit.checkpoints.interval.seconds (and sync every
+        sync.group.offsets.interval.seconds) until ``stop()``. A round that fails (a cluster out of reach) is
+        logged and tried again at the next interval: the mirror's copying goes on meanwhile."""
+        s = self.settings
+        started = False
+        next_emit = next_sync = time.monotonic()
+        try:
+            while not stop():
+                now = time.monotonic()
+                try:
+                    if not started:
+                        self.start()
+                        started = True
+                    if now >= next_emit:
+                        next_emit = now + s.checkpoints_interval_s
+                        self.read_syncs()
+                        written = self.emit()
+                        if written:
+                            log.info("%s: %d checkpoint(s) written", self.connector, written)
+                    if s.sync_group_offsets and now >= next_sync:
+                        next_sync = now + s.sync_group_offsets_interval_s
+                        synced = self.sync_group_offsets()
+                        if synced:
+                            log.info("%s: %d group offset(s) synced to the target", self.connector, synced)
+                except KafkaException as exc:
+                    self.failure = f"{type(exc).__name__}: {exc}"
+                    log.warning(
+                        "%s: checkpoints: %s; trying again in %d s", self.connector, exc, s.checkpoints_interval_s
+                    )
+                else:
+                    self.failure = None
+                time.sleep(0.2)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.syncs.close()
+        self.producer.flush(10)
+
+
+def _committed(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    request = [ConsumerGroupTopicPartitions(group)]
+    try:
+        listed = admin.list_consumer_group_offsets(request, request_timeout=30)[group].result(30)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return {}
+        raise
+    return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions or [] if tp.offset >= 0}
+
+
+def translated_offsets(settings: MirrorSettings, group: str, timeout: float = 30.0) -> list[Translated]:
+    """A group's offsets for the target, as its latest checkpoints say (what MirrorMaker 2's
+    ``RemoteClusterUtils.translateOffsets`` returns): the checkpoints topic read to its end."""
+    topic = checkpoints_topic(settings.source_alias)
+    consumer = Consumer(
+        {
+            **_clients(settings, "target"),
+            "group.id": f"sinkadmin-translate-{group}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    latest: dict[tuple[str, int], Translated] = {}
+    try:
+        listed = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if listed is None or listed.error is not None:
+            return []  # (no checkpoint was ever written)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    break
+                raise KafkaException(error)
+            key, value = message.key(), message.value()
+            if key is None or value is None:
+                continue
+            checkpoint = Checkpoint.parse(key, value)
+            if checkpoint.group == group:
+                latest[(checkpoint.topic, checkpoint.partition)] = Translated(
+                    checkpoint.topic, checkpoint.partition, checkpoint.upstream, checkpoint.downstream
+                )
+        else:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{topic} not read to its end in {timeout:.0f} s"))
+    finally:
+        consumer.close()
+    return [latest[k] for k in sorted(latest)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a mirror's checkpoints in this process (``python -m sinks.mirror.checkpoints``), for tests and
+    for running them by hand."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--connector", required=True)
+    parser.add_argument("--config", required=True, help="the mirror's config, as JSON")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stopping = False
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    from connectors.config import SinkConfig
+
+    config = SinkConfig.parse({"connector.class": "mirror", **json.loads(args.config)})
+    CheckpointRunner(args.connector, config.settings).run(lambda: stopping)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""MirrorMaker 2's offset syncs and checkpoints without servers: their bytes as MM2's Java classes lay them
+out, which records get a sync, how a source offset translates (never past a record not yet read), and the
+mirror's config keys for them."""
+
+from __future__ import annotations
+
+import struct
+
+from connectors.config import validate_config
+from sinks.mirror.settings import MirrorSettings
+from sinks.mirror.syncs import Checkpoint, OffsetSync, OffsetSyncStore, checkpoints_topic, offset_syncs_topic, syncs_for
+
+MIRROR = {
+    "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector",
+    "source.cluster.alias": "east",
+    "source.cluster.bootstrap.servers": "east:9092",
+    "target.cluster.bootstrap.servers": "west:9092",
+    "topics": "orders",
+}
+
+
+def test_records_are_laid_out_as_mirrormakers_classes_write_them() -> None:
+    # Kafka's protocol types: STRING is an int16 length and UTF-8; INT16/32/64 big-endian.
+    sync = OffsetSync("orders", 3, 41, 57)
+    assert sync.key() == b"\x00\x06orders" + b"\x00\x00\x00\x03"
+    assert sync.value() == struct.pack(">qq", 41, 57)
+    assert OffsetSync.parse(sync.key(), sync.value()) == sync
+    checkpoint = Checkpoint("billing", "east.orders", 3, 41, 57, "meta")
+    assert checkpoint.key() == b"\x00\x07billing" + b"\x00\x0beast.orders" + b"\x00\x00\x00\x03"
+    # The version header (0), then upstreamOffset, offset, metadata.
+    assert checkpoint.value() == b"\x00\x00" + struct.pack(">qq", 41, 57) + b"\x00\x04meta"
+    assert Checkpoint.parse(checkpoint.key(), checkpoint.value()) == checkpoint
+    assert offset_syncs_topic("east") == "mm2-offset-syncs.east.internal"
+    assert checkpoints_topic("east") == "east.checkpoints.internal"
+
+
+def test_each_run_of_alike_offsets_is_synced_at_both_ends_and_every_lag_max_records() -> None:
+    # A transaction's records: source 10-14 at target 20-24, then a source gap (compaction) before 17-18.
+    pairs = [(10, 20), (11, 21), (12, 22), (13, 23), (14, 24), (17, 25), (18, 26)]
+    chosen, last = syncs_for(pairs, None, lag_max=100)
+    assert chosen == [(10, 20), (14, 24), (17, 25), (18, 26)]
+    assert last == (18, 26)
+    # The next transaction starts past its commit marker (target 27): a new run.
+    chosen, _ = syncs_for([(19, 28), (20, 29)], last, lag_max=100)
+    assert chosen == [(19, 28), (20, 29)]
+    # A long run gets a sync every lag_max records.
+    chosen, _ = syncs_for([(n, n + 5) for n in range(10)], None, lag_max=4)
+    assert chosen == [(0, 5), (4, 9), (8, 13), (9, 14)]
+
+
+def test_offsets_translate_exactly_inside_a_run_and_never_past_an_unread_record() -> None:
+    store = OffsetSyncStore()
+    # Two transactions of partition 0: source 0-99 at target 0-99, then source 100-199 at 101-200.
+    store.add(OffsetSync("orders", 0, u, d) for u, d in [(0, 0), (99, 99), (100, 101), (199, 200)])
+    assert store.translate("orders", 0, 0) == 0
+    assert store.translate("orders", 0, 50) == 50  # (inside the first run: exact)
+    assert store.translate("orders", 0, 100) == 101
+    assert store.translate("orders", 0, 150) == 151
+    # Past everything copied: one past the last copy, where the next will be.
+    assert store.translate("orders", 0, 200) == 201
+    assert store.translate("orders", 0, 900) == 201
+    assert store.translate("orders", 1, 5) is None  # (nothing of that partition copied)
+    # A gap between syncs that do not advance alike: one past the sync before, MM2's rule.
+    gapped = OffsetSyncStore()
+    gapped.add([OffsetSync("t", 0, 10, 10), OffsetSync("t", 0, 20, 12)])
+    assert gapped.translate("t", 0, 15) == 11
+    assert gapped.translate("t", 0, 5) is None
+    # Copied again at least once (a task killed before its offsets): the later copy replaces the pair.
+    store.add([OffsetSync("orders", 0, 100, 301), OffsetSync("orders", 0, 199, 400)])
+    assert store.translate("orders", 0, 150) == 351
+
+
+def test_checkpoint_keys_have_mirrormakers_defaults_and_refuse_what_cannot_be() -> None:
+    settings = MirrorSettings.parse(MIRROR)
+    assert settings.emit_offset_syncs and settings.emit_checkpoints and not settings.sync_group_offsets
+    assert settings.checkpoints_interval_s == 60 and settings.offset_lag_max == 100
+    assert settings.selects_group("billing") and not settings.selects_group("console-consumer-123")
+    assert settings.source_topic("east.orders") == "orders" and settings.source_topic("orders") is None
+    assert validate_config({**MIRROR, "sync.group.offsets.enabled": "true"}).ok
+    refused = validate_config({**MIRROR, "offset-syncs.topic.location": "source"})
+    assert "in the transaction" in refused.errors["offset-syncs.topic.location"][0]
+    no_syncs = validate_config({**MIRROR, "emit.offset-syncs.enabled": "false"})
+    assert "needs emit.offset-syncs.enabled=true" in no_syncs.errors["emit.checkpoints.enabled"][0]
+    no_checkpoints = validate_config(
+        {**MIRROR, "emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "true"}
+    )
+    assert "needs emit.checkpoints.enabled=true" in no_checkpoints.errors["sync.group.offsets.enabled"][0]
+    bad = validate_config({**MIRROR, "groups": "billing, (unclosed"})
+    assert "not a valid regular expression" in bad.errors["groups"][0]
