@@ -4,16 +4,18 @@
 Starts two Apache Kafka clusters of one node each (source and target, as the mirror's tests do), produces N records (200-byte values by default, a key and two headers each) over P
 partitions on the source, and copies them to the target:
 
-- bare loop: one confluent-kafka consumer and one producer in this process, no transactions and no
-  offsets, flushed at the end: the ceiling of copying with these clients;
+- bare loop: as many processes as the mirror has tasks, each a confluent-kafka consumer and producer with
+  every ``--tasks``-th partition, no transactions and no offsets, flushed at the end: the ceiling of
+  copying with these clients;
 - the mirror as users run it: the product as ``make run`` starts it (``manage.py runstack``), the connector
   created through its REST API and hosted by its Celery worker; once with ``transaction.producer=true``
   (exactly once) and once with ``false`` (at least once).
 
 The mirror's clock runs from its first transaction's start (the ledger's started_at) to the moment the
 target group holds the source's end offsets; the bare loop's from its first fetch to its flush. Prints and
-writes to bench/results/mirror_throughput.json: records/s, the ratio to the bare loop, transactions and
-records per transaction, and the worker's CPU seconds per million records.
+writes to bench/results/mirror_throughput.json: records/s, the ratio to the bare loop, transactions (per
+second, and records in each), the worker's CPU seconds per million records, and its memory early and late
+in the run (flat, or growing with what was copied).
 
     .venv/bin/python bench/mirror_throughput.py [--records 200000] [--partitions 8] [--value-bytes 200] [--tasks 2]
         [--interval-ms 1000] [--max-records 10000]
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -94,23 +98,22 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int, size: int
     return ends
 
 
-def bare_loop(source: str, target: str, topic: str, ends: dict[tuple[str, int], int]) -> float:
-    """Consume every record and produce it to the target, no transactions; records/s."""
+def bare_copier(
+    source: str, target: str, topic: str, copy: str, mine: list[tuple[str, int, int]]
+) -> tuple[float, float, int]:
+    """One bare copier process: consume ``mine`` (topic, partition, end) and produce each record to ``copy``,
+    no transactions and no offsets, flushed at the end; (first fetch, flushed, records) by the wall clock."""
     consumer = Consumer(
         {"bootstrap.servers": source, "group.id": f"bare-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
     )
-    consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
+    consumer.assign([TopicPartition(t, p, 0) for t, p, _ in mine])
     producer = Producer({"bootstrap.servers": target, "linger.ms": 5, "enable.idempotence": True})
-    copy = f"bare-{topic}"
-    partitions = max(p for _, p in ends) + 1
-    admin = AdminClient({"bootstrap.servers": target})
-    admin.create_topics([NewTopic(copy, partitions, 1)])[copy].result(30)
-    total, copied, started = sum(ends.values()), 0, None
+    total, copied, started = sum(end for _, _, end in mine), 0, None
     while copied < total:
         for message in consumer.consume(1000, 1.0):
             if message.error() is not None:
                 continue
-            started = started or time.perf_counter()
+            started = started or time.time()
             while True:
                 try:
                     producer.produce(
@@ -126,9 +129,27 @@ def bare_loop(source: str, target: str, topic: str, ends: dict[tuple[str, int], 
                     producer.poll(0.05)
             copied += 1
     producer.flush(120)
-    seconds = time.perf_counter() - (started or time.perf_counter())
+    flushed = time.time()
     consumer.close()
-    return total / seconds
+    return started or flushed, flushed, copied
+
+
+def bare_loop(source: str, target: str, topic: str, ends: dict[tuple[str, int], int], processes: int) -> float:
+    """The ceiling of copying with these clients: as many bare copier processes as the mirror has tasks,
+    each with every ``processes``-th partition (as the mirror's tasks share them); records/s from the first
+    fetch of any to the last flush."""
+    copy = f"bare-{topic}"
+    partitions = max(p for _, p in ends) + 1
+    admin = AdminClient({"bootstrap.servers": target})
+    admin.create_topics([NewTopic(copy, partitions, 1)])[copy].result(30)
+    shares = [
+        [(t, p, end) for n, ((t, p), end) in enumerate(sorted(ends.items())) if n % processes == i]
+        for i in range(processes)
+    ]
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        done = pool.starmap(bare_copier, [(source, target, topic, copy, share) for share in shares])
+    assert sum(n for _, _, n in done) == sum(ends.values())
+    return sum(ends.values()) / (max(end for _, end, _ in done) - min(start for start, _, _ in done))
 
 
 def target_offsets(target: str, name: str, ends: dict[tuple[str, int], int]) -> int:
@@ -159,24 +180,38 @@ def run_mirror(
     cpu_before = usage(worker).cpu_seconds
     product.api("POST", "connectors", {"name": name, "config": config})
     total = sum(ends.values())
-    deadline = time.monotonic() + 1800
-    while target_offsets(target, name, ends) < total:
+    deadline = time.monotonic() + 3600
+    # The worker's memory (proportional set size of it and its pool) every two seconds: flat, or growing
+    # with what was copied?
+    memory: list[tuple[int, int]] = []
+    while (copied := target_offsets(target, name, ends)) < total:
         if time.monotonic() > deadline:
-            raise SystemExit(f"{name} did not catch up in 30 minutes")
-        time.sleep(0.5)
+            raise SystemExit(f"{name} did not catch up in an hour")
+        memory.append((copied, usage(worker).memory))
+        time.sleep(2.0)
     done_at = time.time()
     cpu = usage(worker).cpu_seconds - cpu_before
     product.api("DELETE", f"connectors/{name}")
     transactions = list(Commit.objects.filter(connector_name=name).values_list("started_at", "records"))
     first = min(started for started, _ in transactions).timestamp()
     seconds = done_at - first
+    # Memory once the copying is under way (the first fifth of the records) against the last fifth.
+    early = [m for c, m in memory if total * 0.1 <= c < total * 0.3]
+    late = [m for c, m in memory if c >= total * 0.8]
     return {
         "mode": "exactly once (transaction.producer=true)" if exactly_once else "at least once (false)",
         "records_per_s": round(total / seconds),
         "seconds": round(seconds, 2),
         "transactions": len(transactions),
+        "transactions_per_s": round(len(transactions) / seconds, 2),
         "mean_records_per_transaction": round(sum(r for _, r in transactions) / max(1, len(transactions))),
         "worker_cpu_seconds_per_million_records": round(cpu * 1e6 / total, 2),
+        "worker_memory_mb": {
+            "early_median": round(statistics.median(early) / 2**20) if early else None,
+            "late_median": round(statistics.median(late) / 2**20) if late else None,
+            "max": round(max(m for _, m in memory) / 2**20) if memory else None,
+            "samples": len(memory),
+        },
     }
 
 
@@ -202,8 +237,8 @@ def main() -> None:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         print(f"producing {args.records} records over {args.partitions} partitions...", flush=True)
         ends = produce(source, topic, args.records, args.partitions, args.value_bytes)
-        bare = bare_loop(source, target, topic, ends)
-        print(f"bare consume-and-produce loop: {bare:,.0f} records/s", flush=True)
+        bare = bare_loop(source, target, topic, ends, args.tasks)
+        print(f"bare consume-and-produce loop ({args.tasks} processes): {bare:,.0f} records/s", flush=True)
         product = Product()
         runs = []
         for exactly_once in (True, False):
@@ -221,6 +256,7 @@ def main() -> None:
                 "interval_ms": args.interval_ms,
                 "max_records": args.max_records,
                 "bare_loop_records_per_s": round(bare),
+                "bare_loop_processes": args.tasks,
                 "mirror_through_make_run": runs,
             },
         )

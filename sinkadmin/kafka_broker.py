@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from sinkadmin.services import ManagedProcess, ServiceError, jvm_classpath, port_open, spawn, wait_ready
@@ -27,11 +28,13 @@ NODE_ID = 1
 HEAP = ["-Xms256m", "-Xmx1g"]
 
 
-def server_properties(data_dir: Path, host: str, port: int, controller_port: int) -> str:
+def server_properties(
+    data_dir: Path, host: str, port: int, controller_port: int, extra: Mapping[str, object] | None = None
+) -> str:
     """A single-node KRaft cluster: every internal topic with one replica and a few partitions (Kafka's
     default of 50 makes a new broker's first group or transaction wait seconds for them), no rebalance
-    delay."""
-    settings = {
+    delay. ``extra``: more settings, or others in place of these (a listener with TLS and SASL)."""
+    settings: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": NODE_ID,
         "controller.quorum.voters": f"{NODE_ID}@{host}:{controller_port}",
@@ -49,6 +52,7 @@ def server_properties(data_dir: Path, host: str, port: int, controller_port: int
         "share.coordinator.state.topic.replication.factor": 1,
         "share.coordinator.state.topic.min.isr": 1,
         "group.initial.rebalance.delay.ms": 0,
+        **(extra or {}),
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -133,15 +137,17 @@ def start_embedded_broker(
     host: str = "127.0.0.1",
     controller_port: int | None = None,
     name: str = "kafka",
+    extra: Mapping[str, object] | None = None,
 ) -> ManagedProcess:
     """Start the broker on ``host:port`` (its controller on ``controller_port``, by default the next
-    port) with its log under ``data_dir``; returns once it answers clients."""
+    port) with its log under ``data_dir``; returns once it answers clients there (``extra``: more
+    server.properties, e.g. a TLS and SASL listener beside the plaintext one)."""
     controller_port = controller_port or port + 1
     for wanted, variable in ((port, "SINKADMIN_KAFKA_PORT"), (controller_port, "SINKADMIN_KAFKA_CONTROLLER_PORT")):
         if port_open(host, wanted):
             raise ServiceError(f"port {host}:{wanted} is already in use; set {variable} to a free port")
     data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "server.properties").write_text(server_properties(data_dir, host, port, controller_port))
+    (data_dir / "server.properties").write_text(server_properties(data_dir, host, port, controller_port, extra))
     prepare_log_dir(data_dir)
     service = spawn(name, java("kafka.Kafka", str(data_dir / "server.properties")), log_dir)
     wait_ready(service, host, port, timeout=90)

@@ -72,15 +72,22 @@ def target_kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @contextmanager
-def kafka_cluster(name: str, data_dir: Path, port: int, controller_port: int | None = None) -> Iterator[ManagedProcess]:
+def kafka_cluster(
+    name: str,
+    data_dir: Path,
+    port: int,
+    controller_port: int | None = None,
+    extra: dict[str, object] | None = None,
+) -> Iterator[ManagedProcess]:
     """A single-node Apache Kafka on ``port`` with its log in ``data_dir``, for the block's length (started
-    again on the same ``data_dir`` and ports, it finds its topics)."""
+    again on the same ``data_dir`` and ports, it finds its topics); ``extra``: more of its settings."""
     broker = start_embedded_broker(
         port,
         data_dir,
         settings.VAR_DIR / "log" / "tests",
         controller_port=controller_port or free_port(),
         name=name,
+        extra=extra,
     )
     try:
         yield broker

@@ -8,7 +8,15 @@ import struct
 
 from connectors.config import validate_config
 from sinks.mirror.settings import MirrorSettings
-from sinks.mirror.syncs import Checkpoint, OffsetSync, OffsetSyncStore, checkpoints_topic, offset_syncs_topic, syncs_for
+from sinks.mirror.syncs import (
+    Checkpoint,
+    Heartbeat,
+    OffsetSync,
+    OffsetSyncStore,
+    checkpoints_topic,
+    offset_syncs_topic,
+    syncs_for,
+)
 
 MIRROR = {
     "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector",
@@ -30,6 +38,10 @@ def test_records_are_laid_out_as_mirrormakers_classes_write_them() -> None:
     # The version header (0), then upstreamOffset, offset, metadata.
     assert checkpoint.value() == b"\x00\x00" + struct.pack(">qq", 41, 57) + b"\x00\x04meta"
     assert Checkpoint.parse(checkpoint.key(), checkpoint.value()) == checkpoint
+    heartbeat = Heartbeat("east", "west", 1_795_000_000_123)
+    assert heartbeat.key() == b"\x00\x04east" + b"\x00\x04west"
+    assert heartbeat.value() == b"\x00\x00" + struct.pack(">q", 1_795_000_000_123)
+    assert Heartbeat.parse(heartbeat.key(), heartbeat.value()) == heartbeat
     assert offset_syncs_topic("east") == "mm2-offset-syncs.east.internal"
     assert checkpoints_topic("east") == "east.checkpoints.internal"
 
@@ -75,7 +87,11 @@ def test_checkpoint_keys_have_mirrormakers_defaults_and_refuse_what_cannot_be() 
     assert settings.emit_offset_syncs and settings.emit_checkpoints and not settings.sync_group_offsets
     assert settings.checkpoints_interval_s == 60 and settings.offset_lag_max == 100
     assert settings.selects_group("billing") and not settings.selects_group("console-consumer-123")
-    assert settings.source_topic("east.orders") == "orders" and settings.source_topic("orders") is None
+    # Heartbeats topics are mirrored whatever is selected, but not back where they came from.
+    assert settings.selects("heartbeats") and settings.selects("south.heartbeats")
+    assert not settings.selects("target.heartbeats") and not settings.selects("stocks")
+    identity = MirrorSettings.parse({**MIRROR, "replication.policy.class": "IdentityReplicationPolicy"})
+    assert identity.target_topic("orders") == "orders" and identity.target_topic("heartbeats") == "east.heartbeats"
     assert validate_config({**MIRROR, "sync.group.offsets.enabled": "true"}).ok
     refused = validate_config({**MIRROR, "offset-syncs.topic.location": "source"})
     assert "in the transaction" in refused.errors["offset-syncs.topic.location"][0]

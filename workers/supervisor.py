@@ -114,15 +114,23 @@ class Supervisor:
                 metadata = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, config.raw).list_topics(timeout=10)
             else:
                 metadata = default_metadata()
-            partitions = partitions_in(metadata, config.topics, config.topics_regex)
+            partitions = named = partitions_in(metadata, config.topics, config.topics_regex)
             if source is not None:
-                partitions = [tp for tp in partitions if source.selects(tp[0])]
+                named = [tp for tp in named if source.selects(tp[0])]
+                # The sink's own choice among every topic of its cluster (a mirror's takes heartbeats topics
+                # too, whatever topics names).
+                partitions = sorted(
+                    (name, p)
+                    for name, topic in metadata.topics.items()
+                    if topic.error is None and source.selects(name)
+                    for p in topic.partitions
+                )
         except Exception as exc:
             log.exception("supervisor: cannot resolve the partitions of %s", connector.name)
             runtime_state.report_source_warnings(connector.pk, [f"cannot list its topics: {exc}"])
             return
         runtime_state.report_source_warnings(
-            connector.pk, source_warnings(metadata, config.topics, config.topics_regex, partitions)
+            connector.pk, source_warnings(metadata, config.topics, config.topics_regex, named)
         )
         tasks = runtime_state.assign_tasks(connector, partitions, coordinated=plugin.coordinated)
         if not plugin.coordinated and not self._fence(connector, config, plugin):

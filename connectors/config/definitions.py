@@ -75,7 +75,8 @@ class SourceCluster:
 
     bootstrap: str
     client: dict[str, str]
-    # Whether a topic the config names or matches is read after all (the mirror's topics.exclude).
+    # Whether a topic of that cluster is read: one the config names or matches and does not exclude (the
+    # mirror's topics.exclude), or one the sink always reads (the mirror's heartbeats topics).
     selects: Callable[[str], bool]
 
 

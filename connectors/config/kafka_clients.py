@@ -38,7 +38,42 @@ def shared_properties(config: dict[str, str]) -> dict[str, str]:
     if jaas and (match := _JAAS_CREDENTIALS.search(jaas)):
         props.setdefault("sasl.username", match.group("user"))
         props.setdefault("sasl.password", match.group("password"))
+    verify = config.get("ssl.endpoint.identification.algorithm")
+    if verify is not None:
+        # The Java client's empty value turns hostname verification off; librdkafka names that "none".
+        props["ssl.endpoint.identification.algorithm"] = verify.strip().lower() or "none"
     return props
+
+
+# The JAAS login modules whose credentials shared_properties takes (username and password).
+JAAS_MODULES = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+)
+
+
+def unusable_client_settings(config: Mapping[str, str]) -> dict[str, str]:
+    """The Java client settings among ``config`` (unprefixed) that the clients here cannot take as written,
+    each with why and what to write instead."""
+    refused = {}
+    jaas = config.get("sasl.jaas.config", "").strip()
+    if jaas and (not jaas.startswith(JAAS_MODULES) or not _JAAS_CREDENTIALS.search(jaas)):
+        refused["sasl.jaas.config"] = (
+            'only PlainLoginModule and ScramLoginModule with username="..." password="..." are read (the '
+            "credentials go to librdkafka's sasl.username and sasl.password)"
+        )
+    kind = config.get("ssl.truststore.type", "PEM").strip().upper()
+    if config.get("ssl.truststore.location") and kind != "PEM":
+        refused["ssl.truststore.type"] = (
+            f"a {kind} truststore cannot be read here: give the CA certificates as PEM (keytool -exportcert -rfc) "
+            "and set ssl.truststore.type=PEM"
+        )
+    if config.get("ssl.keystore.location"):
+        refused["ssl.keystore.location"] = (
+            "a keystore is not read here: for a client certificate (mutual TLS) set ssl.certificate.location and "
+            "ssl.key.location to PEM files"
+        )
+    return refused
 
 
 def _with_overrides(config: dict[str, str], prefix: str) -> dict[str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.http import Http404
@@ -12,7 +12,7 @@ from connectors.actions import runtime as runtime_state
 from connectors.config import resolve_plugin
 from connectors.config.secrets import hidden_config
 from connectors.config.validation import config_notes
-from connectors.models import Connector
+from connectors.models import Connector, ConnectorTask
 from connectors.ui.config_text import ordered_keys
 from connectors.ui.figures import (
     ConnectorSummary,
@@ -100,10 +100,35 @@ def connector_detail(name: str, now: datetime) -> dict[str, Any]:
         "coordinated": plugin is None or plugin.coordinated,
         "maintenance_runs": list(connector.maintenance_runs.order_by("-started_at", "-id")[:RECENT_MAINTENANCE_RUNS]),
         "source": _source(connector),
+        "heartbeats": heartbeats(tasks),
         # Each key with its value and, for a key accepted and ignored, why (the validator's notes).
         "config_rows": [(key, shown[key], notes.get(key, [])) for key in ordered_keys(shown)],
         "now": now,
     }
+
+
+@dataclass(frozen=True)
+class HeartbeatShown:
+    """The heartbeats a connector's tasks replicate (a Kafka mirror's): which topics, and when the latest
+    replicated one was emitted (None: none yet)."""
+
+    topics: tuple[str, ...]
+    at: datetime | None
+
+
+def heartbeats(tasks: list[ConnectorTask]) -> HeartbeatShown | None:
+    """From the tasks' partition status: a partition that carries heartbeats reports ``heartbeat_ms``."""
+    topics: set[str] = set()
+    times: list[int] = []
+    for task in tasks:
+        for key, status in (task.partition_status or {}).items():
+            if isinstance(status, dict) and "heartbeat_ms" in status:
+                topics.add(key.rsplit("/", 1)[0])
+                if isinstance(status["heartbeat_ms"], int):
+                    times.append(status["heartbeat_ms"])
+    if not topics:
+        return None
+    return HeartbeatShown(tuple(sorted(topics)), datetime.fromtimestamp(max(times) / 1000, tz=UTC) if times else None)
 
 
 def _source(connector: Connector) -> str:

@@ -34,7 +34,15 @@ from confluent_kafka.admin import AdminClient
 
 from sinks.mirror.engine import ensure_internal_topic, group_id
 from sinks.mirror.settings import MirrorSettings
-from sinks.mirror.syncs import Checkpoint, OffsetSync, OffsetSyncStore, checkpoints_topic, offset_syncs_topic
+from sinks.mirror.syncs import (
+    HEARTBEATS_TOPIC,
+    Checkpoint,
+    Heartbeat,
+    OffsetSync,
+    OffsetSyncStore,
+    checkpoints_topic,
+    offset_syncs_topic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +67,8 @@ def _clients(settings: MirrorSettings, side: str) -> dict[str, Any]:
 
 
 class CheckpointRunner:
-    """Checkpoints (and, if enabled, the target groups' offsets) of one mirror, every interval."""
+    """What runs beside a mirror's tasks, each at its interval: its checkpoints (and, if enabled, the target
+    groups' offsets) and its heartbeats."""
 
     def __init__(self, connector: str, settings: MirrorSettings) -> None:
         self.connector = connector
@@ -76,6 +85,7 @@ class CheckpointRunner:
             }
         )
         self.producer = Producer({**_clients(settings, "target"), "enable.idempotence": True, "linger.ms": 5})
+        self.heartbeats = Producer({**_clients(settings, "source"), "enable.idempotence": True})
         self.store = OffsetSyncStore()
         # The last checkpoint written per (group, replica topic, partition): only changes are written.
         self.emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
@@ -87,10 +97,21 @@ class CheckpointRunner:
 
     def start(self) -> None:
         s = self.settings
+        if s.emit_heartbeats:
+            ensure_internal_topic(self.source_admin, HEARTBEATS_TOPIC, s.heartbeats_replication_factor)
+        if not s.emit_checkpoints:
+            return
         ensure_internal_topic(self.target_admin, checkpoints_topic(s.source_alias), s.checkpoints_replication_factor)
         # (The tasks create the syncs topic too; whichever starts first.)
         ensure_internal_topic(self.target_admin, offset_syncs_topic(s.source_alias), s.offset_syncs_replication_factor)
         self.syncs.assign([TopicPartition(offset_syncs_topic(s.source_alias), 0, OFFSET_BEGINNING)])
+
+    def beat(self) -> None:
+        """One heartbeat to the source's heartbeats topic; the tasks replicate it to the target."""
+        heartbeat = Heartbeat(self.settings.source_alias, self.settings.target_alias, int(time.time() * 1000))
+        self.heartbeats.produce(HEARTBEATS_TOPIC, value=heartbeat.value(), key=heartbeat.key(), partition=0)
+        if self.heartbeats.flush(30) > 0:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "a heartbeat not acknowledged in 30 s"))
 
     def read_syncs(self, timeout: float = 10.0) -> int:
         """Read the offset syncs committed since the last read, up to the topic's end; how many."""
@@ -208,7 +229,7 @@ class CheckpointRunner:
         logged and tried again at the next interval: the mirror's copying goes on meanwhile."""
         s = self.settings
         started = False
-        next_emit = next_sync = time.monotonic()
+        next_emit = next_sync = next_beat = time.monotonic()
         try:
             while not stop():
                 now = time.monotonic()
@@ -216,22 +237,23 @@ class CheckpointRunner:
                     if not started:
                         self.start()
                         started = True
-                    if now >= next_emit:
+                    if s.emit_heartbeats and now >= next_beat:
+                        next_beat = now + s.heartbeats_interval_s
+                        self.beat()
+                    if s.emit_checkpoints and now >= next_emit:
                         next_emit = now + s.checkpoints_interval_s
                         self.read_syncs()
                         written = self.emit()
                         if written:
                             log.info("%s: %d checkpoint(s) written", self.connector, written)
-                    if s.sync_group_offsets and now >= next_sync:
+                    if s.emit_checkpoints and s.sync_group_offsets and now >= next_sync:
                         next_sync = now + s.sync_group_offsets_interval_s
                         synced = self.sync_group_offsets()
                         if synced:
                             log.info("%s: %d group offset(s) synced to the target", self.connector, synced)
                 except KafkaException as exc:
                     self.failure = f"{type(exc).__name__}: {exc}"
-                    log.warning(
-                        "%s: checkpoints: %s; trying again in %d s", self.connector, exc, s.checkpoints_interval_s
-                    )
+                    log.warning("%s: checkpoints and heartbeats: %s; trying again", self.connector, exc)
                 else:
                     self.failure = None
                 time.sleep(0.2)
@@ -241,6 +263,7 @@ class CheckpointRunner:
     def close(self) -> None:
         self.syncs.close()
         self.producer.flush(10)
+        self.heartbeats.flush(10)
 
 
 def _committed(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:

@@ -27,6 +27,7 @@ import argparse
 import json
 import logging
 import signal
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from sinks.mirror.settings import MirrorSettings
-from sinks.mirror.syncs import OffsetSync, offset_syncs_topic, syncs_for
+from sinks.mirror.syncs import Heartbeat, OffsetSync, is_heartbeats_topic, offset_syncs_topic, syncs_for
 from workers.failpoints import failpoint
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,16 @@ log = logging.getLogger(__name__)
 
 class Fenced(Exception):
     """A newer incarnation of this task took over its transactional id: this one must stop."""
+
+
+class ClusterRefused(Exception):
+    """A cluster refused the mirror's credentials or its TLS handshake failed: librdkafka retries those
+    forever, but trying again changes nothing, so the task fails with the reason (as Kafka's Java client
+    raises SaslAuthenticationException)."""
+
+
+# The client errors that say a cluster refuses the mirror, whatever how often it is asked.
+REFUSALS = (KafkaError._AUTHENTICATION, KafkaError._SSL)
 
 
 class OutcomeUnknown(Exception):
@@ -81,7 +92,7 @@ def group_id(connector: str) -> str:
     return f"sinkadmin-mirror-{connector}"
 
 
-def target_group(connector: str, settings: MirrorSettings) -> Consumer:
+def target_group(connector: str, settings: MirrorSettings, **more: Any) -> Consumer:
     """A client of the mirror's group on the target cluster (it never joins the group: it reads and
     commits its offsets)."""
     return Consumer(
@@ -90,6 +101,7 @@ def target_group(connector: str, settings: MirrorSettings) -> Consumer:
             **settings.target_client,
             "group.id": group_id(connector),
             "enable.auto.commit": False,
+            **more,
         }
     )
 
@@ -180,8 +192,14 @@ class MirrorTask:
 
     def __post_init__(self) -> None:
         s = self.settings
-        self.source_admin = AdminClient({"bootstrap.servers": s.source_bootstrap, **s.source_client})
-        self.target_admin = AdminClient({"bootstrap.servers": s.target_bootstrap, **s.target_client})
+        # Why a cluster refused the mirror (REFUSALS), as a client's error callback last reported it.
+        self.refused: str | None = None
+        source_errors, target_errors = (
+            self._refusals("source", s.source_bootstrap),
+            self._refusals("target", s.target_bootstrap),
+        )
+        self.source_admin = AdminClient({"bootstrap.servers": s.source_bootstrap, **s.source_client, **source_errors})
+        self.target_admin = AdminClient({"bootstrap.servers": s.target_bootstrap, **s.target_client, **target_errors})
         self.source = Consumer(
             {
                 "bootstrap.servers": s.source_bootstrap,
@@ -190,10 +208,11 @@ class MirrorTask:
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": s.auto_offset_reset,
+                **source_errors,
             }
         )
         # The group on the target cluster: its committed offsets are where the task resumes.
-        self.offsets = target_group(self.connector, s)
+        self.offsets = target_group(self.connector, s, **target_errors)
         producer: dict[str, Any] = {
             "bootstrap.servers": s.target_bootstrap,
             # A transactional call blocks until the request in flight is answered or times out, whatever
@@ -203,6 +222,7 @@ class MirrorTask:
             **s.target_client,
             "enable.idempotence": True,
             "linger.ms": 5,
+            **target_errors,
         }
         if s.exactly_once:
             producer["transactional.id"] = transactional_id(self.connector, self.task_index)
@@ -217,7 +237,22 @@ class MirrorTask:
         # Each partition's last offset sync (source offset, target offset): syncs_for starts from it; and
         # those of the batch being sent, until it commits.
         self._last_syncs: dict[tuple[str, int], tuple[int, int] | None] = {}
+        # The time (ms) of the latest heartbeat replicated, per heartbeats partition.
+        self.heartbeats: dict[tuple[str, int], int] = {}
         self._pending_syncs: dict[tuple[str, int], tuple[int, int] | None] = {}
+
+    def _refusals(self, side: str, bootstrap: str) -> dict[str, Any]:
+        """An ``error_cb`` for one cluster's clients that notes a refusal (REFUSALS)."""
+
+        def noted(error: KafkaError) -> None:
+            if error.code() in REFUSALS:
+                self.refused = f"the {side} cluster ({bootstrap}) refused the mirror: {error.str()}"
+
+        return {"error_cb": noted}
+
+    def check_refused(self) -> None:
+        if self.refused is not None:
+            raise ClusterRefused(self.refused)
 
     # Starting.
 
@@ -400,6 +435,7 @@ class MirrorTask:
         # The syncs of a batch that did not commit are gone with it: the next starts from those committed.
         self._last_syncs.update(self._pending_syncs)
         self._pending_syncs.clear()
+        self._note_heartbeats(batch)
         self.copied += len(batch)
         self.transactions += 1
         ranges = {tp: (self.positions.get(tp, end - counts[tp]), end, counts[tp]) for tp, end in ends.items()}
@@ -407,6 +443,20 @@ class MirrorTask:
         if self.on_commit is not None:
             self.on_commit(Transaction(ranges, len(batch), size, started_at))
         return len(batch)
+
+    def _note_heartbeats(self, batch: list[Any]) -> None:
+        """The latest heartbeat each heartbeats partition replicated (committed), by its own time."""
+        for message in batch:
+            if not is_heartbeats_topic(message.topic(), self.settings.separator):
+                continue
+            key, value = message.key(), message.value()
+            try:
+                beat = Heartbeat.parse(key, value) if key is not None and value is not None else None
+            except (ValueError, struct.error):
+                beat = None  # (not a heartbeat: nothing to show of it)
+            if beat is not None:
+                tp = (message.topic(), message.partition())
+                self.heartbeats[tp] = max(self.heartbeats.get(tp, 0), beat.timestamp)
 
     def end_offsets(self) -> dict[tuple[str, int], int]:
         """Each partition's end as the consumer last saw it in fetch responses (the last stable offset: it
@@ -558,10 +608,17 @@ class MirrorTask:
         partitions and their resume points."""
         self._stop = stop
         try:
-            self.start()
+            try:
+                self.start()
+            except KafkaException:
+                for client in (self.producer, self.source_admin, self.target_admin):
+                    client.poll(0)  # (serves the clients' error callbacks)
+                self.check_refused()  # (the reason, rather than the failure it caused)
+                raise
             if on_start is not None:
                 on_start(self)
             while not stop():
+                self.check_refused()
                 if paused is not None and paused():
                     time.sleep(0.5)
                     continue
@@ -615,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
     except OutcomeUnknown as exc:
         log.error("%s", exc)
         return 4
+    except ClusterRefused as exc:
+        log.error("%s", exc)
+        return 5
     return 0
 
 

@@ -17,10 +17,6 @@ IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 # MirrorMaker 2's default of topics.exclude: internal and replica topics are never mirrored.
 DEFAULT_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
 
-# MirrorMaker 2 keys the mirror cannot honour, and why: they must stay false.
-REFUSED = {
-    "emit.heartbeats.enabled": "heartbeats are not emitted (set false)",
-}
 # MirrorMaker 2's default groups.exclude: console consumers, Kafka Connect's and internal groups.
 DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
 
@@ -136,9 +132,34 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         minimum=1,
         order=3,
     ),
-    *(
-        ConfigKey(name, KeyType.BOOLEAN, f"MirrorMaker 2's {name}; must be false: {why}.", _G_DELIVERY, "false")
-        for name, why in REFUSED.items()
+    ConfigKey(
+        "emit.heartbeats.enabled",
+        KeyType.BOOLEAN,
+        "Emit heartbeats (MirrorMaker 2's records: the two aliases and a time) to the heartbeats topic on the "
+        "source cluster, every emit.heartbeats.interval.seconds. The mirror replicates heartbeats topics whatever "
+        "the topics selected, so <source alias>.heartbeats on the target shows the path works end to end; the "
+        "connector's page shows the last one replicated.",
+        _G_DELIVERY,
+        default="true",
+        order=4,
+    ),
+    ConfigKey(
+        "emit.heartbeats.interval.seconds",
+        KeyType.LONG,
+        "How often a heartbeat is emitted.",
+        _G_DELIVERY,
+        default="1",
+        minimum=1,
+        order=5,
+    ),
+    ConfigKey(
+        "heartbeats.topic.replication.factor",
+        KeyType.INT,
+        "Replication factor of the source's heartbeats topic when the mirror creates it; -1: the cluster's default.",
+        _G_DELIVERY,
+        default="-1",
+        minimum=-1,
+        order=6,
     ),
     ConfigKey(
         "emit.offset-syncs.enabled",

@@ -20,6 +20,7 @@ from connectors.config import SinkConfig
 from sinks.mirror.checkpoints import CheckpointRunner
 from sinks.mirror.engine import Fenced, MirrorTask, Transaction, transactional_id
 from sinks.mirror.settings import MirrorSettings
+from sinks.mirror.syncs import is_heartbeats_topic
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,9 @@ def run_task(
 
     done = threading.Event()
     checkpointing = None
-    if task_index == 0 and config.settings.emit_checkpoints:
-        # The mirror's checkpoints, beside its first task (one runner per mirror, as MM2 has one
-        # MirrorCheckpointConnector per flow); stopped with it.
+    if task_index == 0 and (config.settings.emit_checkpoints or config.settings.emit_heartbeats):
+        # The mirror's checkpoints and heartbeats, beside its first task (one runner per mirror, as MM2 has
+        # one MirrorCheckpointConnector and one MirrorHeartbeatConnector per flow); stopped with it.
         runner = CheckpointRunner(name, config.settings)
         checkpointing = threading.Thread(
             target=runner.run, args=(lambda: done.is_set() or stop(),), name=f"{name}-checkpoints", daemon=True
@@ -131,6 +132,13 @@ def partition_status(task: MirrorTask) -> dict[str, Any]:
             "position": task.positions.get((topic, partition)),
             "end_offset": ends.get((topic, partition)),
             "paused": False,
+            # (A heartbeats partition's: the time of the latest heartbeat replicated, None before the first, for
+            # the connector's page.)
+            **(
+                {"heartbeat_ms": task.heartbeats.get((topic, partition))}
+                if is_heartbeats_topic(topic, task.settings.separator)
+                else {}
+            ),
         }
         for topic, partition in sorted(task.partitions)
     }

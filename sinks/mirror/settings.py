@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from connectors.config.definitions import CheckResult, CheckStatus, SourceCluster
-from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR, REFUSED
+from connectors.config.kafka_clients import shared_properties, unusable_client_settings
+from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR
+from sinks.mirror.syncs import is_heartbeats_topic
 
 if TYPE_CHECKING:
     from connectors.config.validation import ConfigValidation, SinkConfig
@@ -45,6 +47,16 @@ def _get(config: Mapping[str, str], name: str) -> str:
     return (key.default if key else None) or ""
 
 
+def _client_settings(config: Mapping[str, str], side: str) -> dict[str, str]:
+    """One cluster's client settings, without their ``<side>.cluster.`` prefix."""
+    prefix = f"{side}.cluster."
+    return {
+        k[len(prefix) :]: str(v)
+        for k, v in config.items()
+        if k.startswith(prefix) and k[len(prefix) :].startswith(CLIENT_PREFIXES)
+    }
+
+
 def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
@@ -56,15 +68,14 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             re.compile(pattern)
         except re.error as exc:
             result.add("topics.exclude", f"{pattern!r} is not a valid regular expression: {exc}")
-    for key, why in REFUSED.items():
-        if _get(config, key).lower() == "true":
-            result.add(key, why)
     for side in ("source", "target"):
         prefix = f"{side}.cluster."
         for key in config:
             setting = key[len(prefix) :] if key.startswith(prefix) else None
             if setting not in (None, "alias", "bootstrap.servers") and not setting.startswith(CLIENT_PREFIXES):
                 result.add(key, "not a client setting the mirror passes on (security.protocol, sasl.*, ssl.*)")
+        for setting, why in unusable_client_settings(_client_settings(config, side)).items():
+            result.add(f"{prefix}{setting}", why)
     for key in ("groups", "groups.exclude"):
         for pattern in _split(_get(config, key)):
             try:
@@ -119,18 +130,18 @@ class MirrorSettings:
     checkpoints_replication_factor: int = -1
     sync_group_offsets: bool = False
     sync_group_offsets_interval_s: int = 60
+    emit_heartbeats: bool = True
+    heartbeats_interval_s: int = 1
+    heartbeats_replication_factor: int = -1
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> MirrorSettings:
         """The typed settings of a config that passed validation (``SinkConfig.parse`` checks it first)."""
 
         def client(side: str) -> dict[str, str]:
-            prefix = f"{side}.cluster."
-            return {
-                k[len(prefix) :]: str(v)
-                for k, v in raw.items()
-                if k.startswith(prefix) and k[len(prefix) :].startswith(CLIENT_PREFIXES)
-            }
+            # The Java client's names (sasl.jaas.config, ssl.truststore.location) as librdkafka takes them,
+            # as for every connector's clients.
+            return shared_properties(_client_settings(raw, side))
 
         return cls(
             source_alias=_get(raw, "source.cluster.alias"),
@@ -161,12 +172,18 @@ class MirrorSettings:
             checkpoints_replication_factor=int(_get(raw, "checkpoints.topic.replication.factor")),
             sync_group_offsets=_get(raw, "sync.group.offsets.enabled").lower() == "true",
             sync_group_offsets_interval_s=int(_get(raw, "sync.group.offsets.interval.seconds")),
+            emit_heartbeats=_get(raw, "emit.heartbeats.enabled").lower() == "true",
+            heartbeats_interval_s=int(_get(raw, "emit.heartbeats.interval.seconds")),
+            heartbeats_replication_factor=int(_get(raw, "heartbeats.topic.replication.factor")),
         )
 
     def target_topic(self, source_topic: str) -> str:
         """The replica's name: the source alias and the separator before it (DefaultReplicationPolicy), or the
-        same name (IdentityReplicationPolicy)."""
-        return source_topic if self.identity else f"{self.source_alias}{self.separator}{source_topic}"
+        same name (IdentityReplicationPolicy; but heartbeats topics are prefixed all the same, as MirrorMaker
+        2's does, or they would land in the target's own)."""
+        if self.identity and not is_heartbeats_topic(source_topic, self.separator):
+            return source_topic
+        return f"{self.source_alias}{self.separator}{source_topic}"
 
     def selects_group(self, group: str) -> bool:
         """Whether a source consumer group is checkpointed: matching groups, and not groups.exclude."""
@@ -174,18 +191,15 @@ class MirrorSettings:
             re.fullmatch(p, group) for p in self.groups_exclude
         )
 
-    def source_topic(self, target_topic: str) -> str | None:
-        """The source topic a replica copies (None: not one of this mirror's replicas)."""
-        if self.identity:
-            return target_topic
-        prefix = self.target_topic("")
-        return target_topic[len(prefix) :] if target_topic.startswith(prefix) else None
-
     def selects(self, topic: str) -> bool:
-        """Whether a source topic is mirrored: named in topics or matching topics.regex, and not excluded."""
-        chosen = topic in self.topics or bool(self.topics_regex and re.fullmatch(self.topics_regex, topic))
+        """Whether a source topic is mirrored: named in topics or matching topics.regex, and not excluded; and
+        heartbeats topics always (as MirrorMaker 2), but not those that came from the target (a cycle)."""
         # Into the same cluster, this mirror's own replicas are never mirrored again (east.east.orders...).
         own_replica = self.source_bootstrap == self.target_bootstrap and topic.startswith(self.target_topic(""))
+        if is_heartbeats_topic(topic, self.separator):
+            came_from = topic.split(self.separator)[:-1]
+            return not own_replica and self.target_alias not in came_from
+        chosen = topic in self.topics or bool(self.topics_regex and re.fullmatch(self.topics_regex, topic))
         return chosen and not own_replica and not any(re.fullmatch(p, topic) for p in self.topics_exclude)
 
 

@@ -1,6 +1,6 @@
-"""MirrorMaker 2's offset syncs and checkpoints: their records, byte for byte as MM2 writes them (Kafka's
-protocol types: a string is an int16 length and UTF-8 bytes, integers big-endian), and the translation of a
-source offset through the syncs.
+"""MirrorMaker 2's offset syncs, checkpoints and heartbeats: their records, byte for byte as MM2 writes them
+(Kafka's protocol types: a string is an int16 length and UTF-8 bytes, integers big-endian), and the
+translation of a source offset through the syncs.
 
 An offset sync pairs a source record's offset with the offset of its copy on the target. The mirror's tasks
 write them to ``mm2-offset-syncs.<source alias>.internal`` on the target cluster (MM2's name for
@@ -95,6 +95,40 @@ class Checkpoint:
             raise ValueError(f"a checkpoint of version {version}: only version {CHECKPOINT_VERSION} is known")
         metadata, _ = _read_string(value, struct.calcsize(">hqq"))
         return cls(group, topic, partition, upstream, downstream, metadata)
+
+
+HEARTBEATS_TOPIC = "heartbeats"
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A heartbeat emitted on cluster ``source_alias`` for the flow to ``target_alias`` at ``timestamp``
+    (ms): replicated like any record, its copy on the target shows the whole path works."""
+
+    source_alias: str
+    target_alias: str
+    timestamp: int
+
+    def key(self) -> bytes:
+        return _string(self.source_alias) + _string(self.target_alias)
+
+    def value(self) -> bytes:
+        return struct.pack(">hq", CHECKPOINT_VERSION, self.timestamp)
+
+    @classmethod
+    def parse(cls, key: bytes, value: bytes) -> Heartbeat:
+        source, at = _read_string(key, 0)
+        target, _ = _read_string(key, at)
+        version, timestamp = struct.unpack_from(">hq", value, 0)
+        if version != CHECKPOINT_VERSION:
+            raise ValueError(f"a heartbeat of version {version}: only version {CHECKPOINT_VERSION} is known")
+        return cls(source, target, timestamp)
+
+
+def is_heartbeats_topic(topic: str, separator: str = ".") -> bool:
+    """``heartbeats``, or a replica of one (``east.heartbeats``, ``west.east.heartbeats``): MirrorMaker 2
+    replicates them whatever the topics selected."""
+    return topic == HEARTBEATS_TOPIC or topic.endswith(f"{separator}{HEARTBEATS_TOPIC}")
 
 
 def syncs_for(

@@ -40,6 +40,7 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("get", "/connectors/orders-sink/offsets", None),
     ("patch", "/connectors/orders-sink/offsets", {"offsets": []}),
     ("delete", "/connectors/orders-sink/offsets", None),
+    ("get", "/connectors/orders-sink/groups/billing/translated", None),
     ("get", "/connectors/orders-sink/commits", None),
     ("get", f"/connectors/orders-sink/commits/{COMMIT}", None),
     ("post", f"/connectors/orders-sink/commits/{COMMIT}/abandon", None),
@@ -70,7 +71,7 @@ def test_the_endpoint_list_covers_every_documented_connect_operation() -> None:
         (method, path.replace(str(COMMIT), "{commit_id}").replace("orders-sink", "{name}").replace("/0/", "/{task}/"))
         for method, path, _ in [*ENDPOINTS, *PUBLIC]
     }
-    listed = {(m, p.replace("iceberg", "{plugin}")) for m, p in listed}
+    listed = {(m, p.replace("iceberg", "{plugin}").replace("/billing/", "/{group}/")) for m, p in listed}
     assert documented == listed
 
 

@@ -126,7 +126,7 @@ def test_validate_a_mirror_config_per_key(api: APIClient) -> None:
         "connector.class": "org.apache.kafka.connect.mirror.MirrorSinkConnector",
         "topics": "orders",
         "source.cluster.bootstrap.servers": "east:9092",
-        "emit.checkpoints.enabled": "true",
+        "offset-syncs.topic.location": "source",
         "transaction.producer": "maybe",
     }
     response = api.put(f"{PLUGINS}/MirrorSinkConnector/config/validate", config, format="json")
@@ -135,9 +135,9 @@ def test_validate_a_mirror_config_per_key(api: APIClient) -> None:
         "target.cluster.bootstrap.servers": [
             'Missing required configuration "target.cluster.bootstrap.servers" which has no default value.'
         ],
-        "emit.checkpoints.enabled": [
-            "consumer offsets are not translated: the mirror's own offsets are committed to the target cluster "
-            "with its records (set false)"
+        "offset-syncs.topic.location": [
+            "the offset syncs are written on the target cluster, in the transaction of the records they describe "
+            "(a sync on the source could not be), and survive the source cluster's loss: set target"
         ],
         "transaction.producer": [
             "Invalid value maybe for configuration transaction.producer: Expected value to be either true or false"

@@ -27,6 +27,7 @@ from connectors.ui.connection_check import check_connection
 from connectors.ui.figures import connectors_for_summary, summarize
 from connectors.ui.health import Health
 from sinks.mirror.engine import group_id
+from sinks.mirror.syncs import Heartbeat
 from tests.conftest import free_port, kafka_cluster
 from tests.integration.helpers import create_topic, wait_until
 from tests.integration.test_mirror_engine import (
@@ -58,6 +59,8 @@ def create_mirror(api: APIClient, name: str, source: str, target: str, regex: st
         "topics.regex": regex,
         "sinkadmin.commit.interval-ms": "300",
         "sinkadmin.commit.max-records": "400",
+        # (The source cluster is shared by the tests: heartbeats, on by default, have a test of their own.)
+        "emit.heartbeats.enabled": "false",
         **overrides,
     }
     response = api.post(CONNECTORS, {"name": name, "config": config}, format="json")
@@ -301,5 +304,62 @@ def first_copy_offset(target: str, replica: str, partition: int, index: int) -> 
                     if seen == index:
                         return message.offset()
                     seen += 1
+    finally:
+        consumer.close()
+
+
+def test_heartbeats_emitted_on_the_source_are_replicated_and_shown_on_the_connectors_page(
+    target_kafka_bootstrap: str, operator_api: APIClient, signed_in: Client, tmp_path: Path
+) -> None:
+    # A source cluster of the test's own: the heartbeats topic the mirror creates there is the only topic
+    # it mirrors (heartbeats topics are mirrored whatever topics selects).
+    port = free_port()
+    with kafka_cluster("kafka-heartbeats", tmp_path / "kafka", port):
+        source = f"127.0.0.1:{port}"
+        name = "mirror-heartbeats"
+        create_mirror(
+            operator_api, name, source, target_kafka_bootstrap, "nothing-.*", **{"emit.heartbeats.enabled": "true"}
+        )
+        with runtime_in_threads() as crashes:
+            wait_until(lambda: len(heartbeats_on(target_kafka_bootstrap)) >= 3, 120, "three heartbeats on the target")
+            beats = heartbeats_on(target_kafka_bootstrap)
+            assert {(b.source_alias, b.target_alias) for b in beats} == {("east", "target")}
+            assert abs(beats[-1].timestamp / 1000 - time.time()) < 60
+            wait_until(
+                lambda: (
+                    "the latest was emitted" in signed_in.get(reverse("connector-detail", args=[name])).content.decode()
+                ),
+                60,
+                "the page to show the latest heartbeat",
+            )
+            page = signed_in.get(reverse("connector-detail", args=[name])).content.decode()
+            assert "<code>heartbeats</code>" in page
+            assert crashes == []
+
+
+def heartbeats_on(target: str) -> list[Heartbeat]:
+    """The heartbeats replicated to the target from source alias east so far, in order (read to the end:
+    more keep coming)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": target,
+            "group.id": "heartbeats-reader",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    if "east.heartbeats" not in consumer.list_topics(timeout=10).topics:
+        consumer.close()
+        return []
+    consumer.assign([TopicPartition("east.heartbeats", 0, 0)])
+    found = []
+    try:
+        while True:
+            message = consumer.poll(10.0)
+            if message is None or message.error() is not None:
+                return found  # (the end; or nothing within 10 s)
+            key, value = message.key(), message.value()
+            if key is not None and value is not None:
+                found.append(Heartbeat.parse(key, value))
     finally:
         consumer.close()

@@ -42,6 +42,8 @@ def mirror_config(source: str, target: str, topics: str, **overrides: str) -> di
         "sinkadmin.commit.interval-ms": "300",
         "sinkadmin.commit.max-records": "500",
         "refresh.topics.interval.seconds": "1",
+        # (The source cluster is shared by the tests: heartbeats, on by default, have a test of their own.)
+        "emit.heartbeats.enabled": "false",
         **overrides,
     }
 
