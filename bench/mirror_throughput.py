@@ -33,6 +33,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -99,16 +100,18 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int, size: int
 
 
 def bare_copier(
-    source: str, target: str, topic: str, copy: str, mine: list[tuple[str, int, int]]
-) -> tuple[float, float, int]:
+    source: str, target: str, copy: str, mine: list[tuple[str, int, int]], ready: Any, results: Any
+) -> None:
     """One bare copier process: consume ``mine`` (topic, partition, end) and produce each record to ``copy``,
-    no transactions and no offsets, flushed at the end; (first fetch, flushed, records) by the wall clock."""
+    no transactions and no offsets, flushed at the end. Starts with the others (``ready``, a barrier), and
+    puts (first fetch, flushed, records), by the wall clock, on ``results``."""
     consumer = Consumer(
         {"bootstrap.servers": source, "group.id": f"bare-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
     )
     consumer.assign([TopicPartition(t, p, 0) for t, p, _ in mine])
     producer = Producer({"bootstrap.servers": target, "linger.ms": 5, "enable.idempotence": True})
     total, copied, started = sum(end for _, _, end in mine), 0, None
+    ready.wait()
     while copied < total:
         for message in consumer.consume(1000, 1.0):
             if message.error() is not None:
@@ -131,23 +134,29 @@ def bare_copier(
     producer.flush(120)
     flushed = time.time()
     consumer.close()
-    return started or flushed, flushed, copied
+    results.put((started or flushed, flushed, copied))
 
 
 def bare_loop(source: str, target: str, topic: str, ends: dict[tuple[str, int], int], processes: int) -> float:
     """The ceiling of copying with these clients: as many bare copier processes as the mirror has tasks,
-    each with every ``processes``-th partition (as the mirror's tasks share them); records/s from the first
-    fetch of any to the last flush."""
+    each with every ``processes``-th partition (as the mirror's tasks share them), started together;
+    records/s from the first fetch of any to the last flush."""
     copy = f"bare-{topic}"
     partitions = max(p for _, p in ends) + 1
     admin = AdminClient({"bootstrap.servers": target})
     admin.create_topics([NewTopic(copy, partitions, 1)])[copy].result(30)
-    shares = [
-        [(t, p, end) for n, ((t, p), end) in enumerate(sorted(ends.items())) if n % processes == i]
-        for i in range(processes)
+    every = sorted(ends.items())
+    shares = [[(t, p, end) for n, ((t, p), end) in enumerate(every) if n % processes == i] for i in range(processes)]
+    context = multiprocessing.get_context("spawn")
+    ready, results = context.Barrier(processes), context.Queue()
+    copiers = [
+        context.Process(target=bare_copier, args=(source, target, copy, share, ready, results)) for share in shares
     ]
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        done = pool.starmap(bare_copier, [(source, target, topic, copy, share) for share in shares])
+    for copier in copiers:
+        copier.start()
+    done = [results.get(timeout=3600) for _ in copiers]
+    for copier in copiers:
+        copier.join(60)
     assert sum(n for _, _, n in done) == sum(ends.values())
     return sum(ends.values()) / (max(end for _, end, _ in done) - min(start for start, _, _ in done))
 

@@ -111,6 +111,19 @@ def test_a_superseded_runner_hands_over_at_once_but_never_disturbs_its_successor
     assert ConnectorTask.objects.get(pk=task.pk).heartbeat_at is not None
 
 
+def test_a_runner_that_ends_on_its_own_after_its_partitions_moved_is_not_released_but_hands_over() -> None:
+    # (A mirror's task fenced by the supervisor ends without its heartbeat having said it was superseded.)
+    task, epoch = claimed_task()
+    runtime_state.task_alive(task.pk, epoch, partition_status={})
+    connector = Connector.objects.get(name="c")
+    runtime_state.assign_tasks(connector, [("alpha", 0), *PARTITIONS])  # task 0's share changes: a new epoch
+    assert not runtime_state.task_released(task.pk, epoch, stopped=False)
+    assert ConnectorTask.objects.get(pk=task.pk).state == TaskState.RESTARTING
+    runtime_state.task_vacated(task.pk, "w1")
+    task.refresh_from_db()
+    assert runtime_state.request_task(task) is not None  # at once, not after the old heartbeat goes stale
+
+
 def crash(message: str) -> ValueError:
     """An exception as a runner raises it: with its traceback."""
     try:

@@ -686,10 +686,12 @@ def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
         log.exception("%s: task %d failed", task.connector.name, task.task_index)
         runtime_state.task_failed(task.pk, task.epoch, exc, outage=outage(exc))
         return
-    if ended_by == "superseded":
+    # (A runner can also learn it was superseded other than by its heartbeat, and end on its own: a mirror's
+    # task fenced on the target by the supervisor, which moved its partitions. Its successor may start now.)
+    if ended_by == "superseded" or not runtime_state.task_released(
+        task.pk, task.epoch, stopped=ended_by == DesiredState.STOPPED
+    ):
         runtime_state.task_vacated(task.pk, worker_id())
-    else:
-        runtime_state.task_released(task.pk, task.epoch, stopped=ended_by == DesiredState.STOPPED)
 
 
 def assigned_partitions(name: str, task_index: int, tasks: int) -> list[TP]:

@@ -437,12 +437,16 @@ def task_failed(task_id: int, epoch: int, error: BaseException, *, outage: bool 
         )
 
 
-def task_released(task_id: int, epoch: int, *, stopped: bool) -> None:
-    """A task that exits cleanly (shutdown, stop) frees its slot at once."""
-    ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
-        state=TaskState.STOPPED if stopped else TaskState.UNASSIGNED,
-        heartbeat_at=None,
-        requested_at=None,
+def task_released(task_id: int, epoch: int, *, stopped: bool) -> bool:
+    """A task that exits cleanly (shutdown, stop) frees its slot at once; False if its epoch was
+    superseded meanwhile (the row is the new epoch's: see ``task_vacated``)."""
+    return (
+        ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
+            state=TaskState.STOPPED if stopped else TaskState.UNASSIGNED,
+            heartbeat_at=None,
+            requested_at=None,
+        )
+        == 1
     )
 
 

@@ -11,11 +11,7 @@ record that is not on the target.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -318,29 +314,3 @@ def translated_offsets(settings: MirrorSettings, group: str, timeout: float = 30
     finally:
         consumer.close()
     return [latest[k] for k in sorted(latest)]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run a mirror's checkpoints in this process (``python -m sinks.mirror.checkpoints``), for tests and
-    for running them by hand."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--connector", required=True)
-    parser.add_argument("--config", required=True, help="the mirror's config, as JSON")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    stopping = False
-
-    def stop(*_: Any) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    from connectors.config import SinkConfig
-
-    config = SinkConfig.parse({"connector.class": "mirror", **json.loads(args.config)})
-    CheckpointRunner(args.connector, config.settings).run(lambda: stopping)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
