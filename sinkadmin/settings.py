@@ -170,6 +170,10 @@ STAGING_DIR = Path(env_str("SINKADMIN_STAGING_DIR", str(VAR_DIR / "staging")))
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A pool process reports itself up within this many seconds or Celery kills it (its default, 4 s). Forked
+# with the product's imports on a loaded two-core machine (forty runners starting at once), processes took
+# longer, and each one killed took the runner it was to host with it until the supervisor's next round.
+CELERY_WORKER_PROC_ALIVE_TIMEOUT = 30.0
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 SUPERVISOR_INTERVAL_SECONDS = env_int("SINKADMIN_SUPERVISOR_INTERVAL", 5, minimum=1)

@@ -90,6 +90,10 @@ def test_checkpoint_keys_have_mirrormakers_defaults_and_refuse_what_cannot_be() 
     # Heartbeats topics are mirrored whatever is selected, but not back where they came from.
     assert settings.selects("heartbeats") and settings.selects("south.heartbeats")
     assert not settings.selects("target.heartbeats") and not settings.selects("stocks")
+    # Internal topics never, whatever topics.exclude says.
+    everything = MirrorSettings.parse({**MIRROR, "topics": "", "topics.regex": ".*", "topics.exclude": ""})
+    assert everything.selects("orders") and not everything.selects("__consumer_offsets")
+    assert not everything.selects("mm2-offset-syncs.east.internal")
     identity = MirrorSettings.parse({**MIRROR, "replication.policy.class": "IdentityReplicationPolicy"})
     assert identity.target_topic("orders") == "orders" and identity.target_topic("heartbeats") == "east.heartbeats"
     assert validate_config({**MIRROR, "sync.group.offsets.enabled": "true"}).ok

@@ -310,6 +310,20 @@ def test_a_table_created_for_upserts_has_its_id_columns_as_required_identifier_f
     assert pq.read_table(written.path).column("id").to_pylist() == [1, 2]
     # A column Iceberg takes as no identifier field: the table is created without any, and upserts key it
     # by the configured column all the same.
+    # A table whose records are decoded in the JVM (a bytes column), where a keyless row is not refused yet:
+    # no identifier fields, so its key columns stay optional.
+    avro = json.dumps(
+        {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "blob", "type": "bytes"}]}
+    )
+    (tmp_path / "b").mkdir()
+    jvm = _table_writer(
+        tmp_path / "b",
+        **{"iceberg.tables.default-id-columns": "id", "value.converter": "avro", "value.converter.avro.schema": avro},
+    )
+    with pytest.raises(ValueError, match="Arrow cannot read"):  # (the arrow plane refuses it, once created)
+        jvm.plan(uuid.uuid4(), [])
+    created = jvm.catalog.load_table("db.t").schema()
+    assert created.identifier_field_ids == [] and not created.find_field("id").required
     doubles = _table_writer(tmp_path / "d", **{"iceberg.tables.default-id-columns": "score"})
     (tmp_path / "d").mkdir()
     plan = doubles.plan(uuid.uuid4(), [json.dumps({"score": 1.5, "v": "a"}).encode()])

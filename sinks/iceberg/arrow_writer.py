@@ -35,6 +35,7 @@ from pyiceberg.types import (
     IntegerType,
     ListType,
     LongType,
+    NestedField,
     StringType,
     StructType,
     TimestampType,
@@ -76,15 +77,20 @@ def _json_decodable(field_type: IcebergType) -> bool:
 
 def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str | None:
     """Why the JSON decoder cannot turn these records into these tables' columns, or None if it can."""
+    for table in tables:
+        if (column := jvm_decoded(config, table.schema)) is not None:
+            return f"column {column.name} of {table.target.name} has type {column.field_type}, which Arrow cannot read from JSON"
+    return None
+
+
+def jvm_decoded(config: SinkConfig, schema: Schema) -> NestedField | None:
+    """The first column of ``schema`` whose type Arrow cannot read from JSON, which makes its records
+    decoded in the JVM (Spark's ``from_json``) rather than by the JSON decoder; None if there is none."""
     if config.value_converter not in ("json", "avro"):
         return None
-    for table in tables:
-        for f in table.schema.fields:
-            if not f.name.startswith("_kafka_") and not _json_decodable(f.field_type):
-                return (
-                    f"column {f.name} of {table.target.name} has type {f.field_type}, which Arrow cannot read from JSON"
-                )
-    return None
+    return next(
+        (f for f in schema.fields if not f.name.startswith("_kafka_") and not _json_decodable(f.field_type)), None
+    )
 
 
 def split_by_partition(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[Any, ...], pa.Table]]:

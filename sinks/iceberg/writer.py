@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
-from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
+from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, jvm_decoded, publish_decoded
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
 from sinks.iceberg.settings import IcebergSettings, TableTarget
 from sinks.iceberg.spark_writer import SparkWriter
@@ -256,7 +256,17 @@ class TableWriter:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
             if self.settings.upsert_mode and target.id_columns:
-                schema, unkeyed = keyed_schema(schema, target.id_columns)
+                # (Records decoded in the JVM are not refused yet when their key is null: such a row in a
+                # required column would make the table unreadable, so those tables get no identifier fields.)
+                jvm = jvm_decoded(self.config, schema)
+                keyed, unkeyed = keyed_schema(schema, target.id_columns)
+                if jvm is not None:
+                    unkeyed = (
+                        f"column {jvm.name} has type {jvm.field_type}, so its records are decoded in the JVM, which "
+                        "does not refuse a keyless row yet"
+                    )
+                else:
+                    schema = keyed
                 if unkeyed:
                     log.warning(
                         "%s is created without identifier fields (upserts key it all the same): %s",

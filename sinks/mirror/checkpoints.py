@@ -248,9 +248,13 @@ class CheckpointRunner:
                         if synced:
                             log.info("%s: %d group offset(s) synced to the target", self.connector, synced)
                 except KafkaException as exc:
-                    self.failure = f"{type(exc).__name__}: {exc}"
-                    log.warning("%s: checkpoints and heartbeats: %s; trying again", self.connector, exc)
+                    failure = f"{type(exc).__name__}: {exc}"
+                    if failure != self.failure:  # (once per cause, not at every heartbeat's interval)
+                        log.warning("%s: checkpoints and heartbeats: %s; trying again", self.connector, exc)
+                    self.failure = failure
                 else:
+                    if self.failure is not None:
+                        log.info("%s: checkpoints and heartbeats work again", self.connector)
                     self.failure = None
                 time.sleep(0.2)
         finally:

@@ -194,6 +194,8 @@ class MirrorSettings:
     def selects(self, topic: str) -> bool:
         """Whether a source topic is mirrored: named in topics or matching topics.regex, and not excluded; and
         heartbeats topics always (as MirrorMaker 2), but not those that came from the target (a cycle)."""
+        if topic.startswith(("__", ".")) or topic.endswith((".internal", "-internal")):
+            return False  # (internal topics, as MirrorMaker 2's isInternalTopic: never, whatever topics.exclude says)
         # Into the same cluster, this mirror's own replicas are never mirrored again (east.east.orders...).
         own_replica = self.source_bootstrap == self.target_bootstrap and topic.startswith(self.target_topic(""))
         if is_heartbeats_topic(topic, self.separator):
