@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -46,13 +46,20 @@ def resolve_partitions(admin: AdminClient, topics: Iterable[str], topics_regex: 
 def partitions_in(metadata: ClusterMetadata, topics: Iterable[str], topics_regex: str | None) -> list[tuple[str, int]]:
     wanted = set(topics)
     pattern = re.compile(topics_regex) if topics_regex else None
-    found: list[tuple[str, int]] = []
-    for name, topic in metadata.topics.items():
-        if topic.error is not None or name.startswith("__"):
-            continue
-        if name in wanted or (pattern is not None and pattern.fullmatch(name)):
-            found.extend((name, p) for p in topic.partitions)
-    return sorted(found)
+    return partitions_where(
+        metadata,
+        lambda name: not name.startswith("__") and (name in wanted or bool(pattern and pattern.fullmatch(name))),
+    )
+
+
+def partitions_where(metadata: ClusterMetadata, selects: Callable[[str], bool]) -> list[tuple[str, int]]:
+    """Every partition of the topics ``metadata`` lists without error that ``selects`` takes, sorted."""
+    return sorted(
+        (name, p)
+        for name, topic in metadata.topics.items()
+        if topic.error is None and selects(name)
+        for p in topic.partitions
+    )
 
 
 def source_warnings(

@@ -23,7 +23,7 @@ from connectors.config import Plugin, SinkConfig, resolve_plugin
 from connectors.config.definitions import SourceCluster, resolve
 from connectors.config.kafka_clients import admin_client
 from connectors.models import Connector, ConnectorTask, DesiredState
-from workers.kafka import partitions_in, source_warnings
+from workers.kafka import partitions_in, partitions_where, source_warnings
 from workers.sink import self_committing_sink
 
 log = logging.getLogger(__name__)
@@ -119,12 +119,7 @@ class Supervisor:
                 named = [tp for tp in named if source.selects(tp[0])]
                 # The sink's own choice among every topic of its cluster (a mirror's takes heartbeats topics
                 # too, whatever topics names).
-                partitions = sorted(
-                    (name, p)
-                    for name, topic in metadata.topics.items()
-                    if topic.error is None and source.selects(name)
-                    for p in topic.partitions
-                )
+                partitions = partitions_where(metadata, source.selects)
         except Exception as exc:
             log.exception("supervisor: cannot resolve the partitions of %s", connector.name)
             runtime_state.report_source_warnings(connector.pk, [f"cannot list its topics: {exc}"])

@@ -355,6 +355,12 @@ def identifier_columns(schema: Schema) -> tuple[str, ...]:
     return tuple(f.name for f in schema.fields if f.field_id in schema.identifier_field_ids)
 
 
+def upsert_key(configured: Sequence[str], schema: Schema) -> tuple[str, ...]:
+    """The columns upserts key a table's rows by: its configured identifier columns
+    (``iceberg.table.<t>.id-columns``), else the table's own identifier fields, as Iceberg's sink does."""
+    return tuple(configured) or identifier_columns(schema)
+
+
 def keyed_schema(schema: Schema, id_columns: Sequence[str]) -> tuple[Schema, str | None]:
     """``schema`` with ``id_columns`` as its identifier fields, for a table the sink creates for upserts.
 

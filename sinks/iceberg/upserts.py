@@ -537,8 +537,8 @@ def commit_upserts(
         committed_version,
         data_files,
         describe_data_file,
-        identifier_columns,
         snapshot_of_commit,
+        upsert_key,
         without_automatic_retries,
     )
 
@@ -548,7 +548,7 @@ def commit_upserts(
         if existing is not None:
             return CommittedTable(existing, committed_version(table))
         # (No columns configured: the table's identifier fields, as the writers found them.)
-        id_columns = tuple(id_columns) or identifier_columns(table.schema())
+        id_columns = upsert_key(id_columns, table.schema())
         if not id_columns:
             raise ValueError(f"{table_name} has no identifier fields and no id-columns are configured")
         missing = [c for c in id_columns if table.schema().find_field(c, case_sensitive=True) is None]

@@ -31,9 +31,10 @@ from sinks.iceberg.tables import (
     schema_from_connect,
     schemas_from_registered,
     table_version,
+    upsert_key,
     with_metadata_columns,
 )
-from sinks.iceberg.writes import TargetTable, WritePlan, upsert_key
+from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
@@ -259,14 +260,13 @@ class TableWriter:
                 # (Records decoded in the JVM are not refused yet when their key is null: such a row in a
                 # required column would make the table unreadable, so those tables get no identifier fields.)
                 jvm = jvm_decoded(self.config, schema)
-                keyed, unkeyed = keyed_schema(schema, target.id_columns)
                 if jvm is not None:
-                    unkeyed = (
+                    unkeyed: str | None = (
                         f"column {jvm.name} has type {jvm.field_type}, so its records are decoded in the JVM, which "
                         "does not refuse a keyless row yet"
                     )
                 else:
-                    schema = keyed
+                    schema, unkeyed = keyed_schema(schema, target.id_columns)
                 if unkeyed:
                     log.warning(
                         "%s is created without identifier fields (upserts key it all the same): %s",
@@ -291,7 +291,7 @@ class TableWriter:
         if not self.settings.upsert_mode:
             return
         schema = table.schema()
-        key = upsert_key(target, schema)
+        key = upsert_key(target.id_columns, schema)
         if not key:
             raise WriteRefused(
                 f"table {target.name} has no identifier fields and none are configured, so upserts cannot key its "

@@ -10,7 +10,7 @@ from pyiceberg.schema import Schema
 
 from connectors.config.transforms import PartitionField
 from sinks.iceberg.settings import TableTarget
-from sinks.iceberg.tables import identifier_columns, spec_fields
+from sinks.iceberg.tables import spec_fields, upsert_key
 from workers.writes import narrow_type
 
 
@@ -22,12 +22,6 @@ def arrow_schema(schema: Schema) -> pa.Schema:
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
     return pa.schema([f.with_type(narrow_type(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
-
-
-def upsert_key(target: TableTarget, schema: Schema) -> tuple[str, ...]:
-    """The columns upserts key a table's rows by: its configured identifier columns
-    (``iceberg.table.<t>.id-columns``), else the table's own identifier fields, as Iceberg's sink does."""
-    return target.id_columns or identifier_columns(schema)
 
 
 @dataclass(frozen=True)
@@ -48,7 +42,7 @@ class TargetTable:
 
     @property
     def id_columns(self) -> tuple[str, ...]:
-        return upsert_key(self.target, self.schema)
+        return upsert_key(self.target.id_columns, self.schema)
 
     @property
     def partition_by(self) -> tuple[PartitionField, ...]:

@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -56,12 +55,6 @@ class Translated:
     downstream: int
 
 
-def _clients(settings: MirrorSettings, side: str) -> dict[str, Any]:
-    if side == "source":
-        return {"bootstrap.servers": settings.source_bootstrap, **settings.source_client}
-    return {"bootstrap.servers": settings.target_bootstrap, **settings.target_client}
-
-
 class CheckpointRunner:
     """What runs beside a mirror's tasks, each at its interval: its checkpoints (and, if enabled, the target
     groups' offsets) and its heartbeats."""
@@ -69,19 +62,19 @@ class CheckpointRunner:
     def __init__(self, connector: str, settings: MirrorSettings) -> None:
         self.connector = connector
         self.settings = settings
-        self.source_admin = AdminClient(_clients(settings, "source"))
-        self.target_admin = AdminClient(_clients(settings, "target"))
+        self.source_admin = AdminClient(settings.clients("source"))
+        self.target_admin = AdminClient(settings.clients("target"))
         self.syncs = Consumer(
             {
-                **_clients(settings, "target"),
+                **settings.clients("target"),
                 "group.id": f"sinkadmin-mirror-{connector}-checkpoints",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,
             }
         )
-        self.producer = Producer({**_clients(settings, "target"), "enable.idempotence": True, "linger.ms": 5})
-        self.heartbeats = Producer({**_clients(settings, "source"), "enable.idempotence": True})
+        self.producer = Producer({**settings.clients("target"), "enable.idempotence": True, "linger.ms": 5})
+        self.heartbeats = Producer({**settings.clients("source"), "enable.idempotence": True})
         self.store = OffsetSyncStore()
         # The last checkpoint written per (group, replica topic, partition): only changes are written.
         self.emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
@@ -151,15 +144,8 @@ class CheckpointRunner:
         copied record at or before the group's offset have none)."""
         found = []
         for group in self.groups():
-            request = [ConsumerGroupTopicPartitions(group)]
-            try:
-                listed = self.source_admin.list_consumer_group_offsets(request, request_timeout=30)[group].result(30)
-            except KafkaException as exc:
-                if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                    continue
-                raise
-            for tp in listed.topic_partitions or []:
-                if tp.offset < 0 or not self.settings.selects(tp.topic):
+            for tp in _group_offsets(self.source_admin, group):
+                if not self.settings.selects(tp.topic):
                     continue
                 downstream = self.store.translate(tp.topic, tp.partition, tp.offset)
                 if downstream is not None:
@@ -207,7 +193,7 @@ class CheckpointRunner:
             if state not in INACTIVE_GROUP_STATES:
                 log.debug("%s: group %s is %s on the target; its offsets are not synced", self.connector, group, state)
                 continue
-            current = _committed(self.target_admin, group)
+            current = {(tp.topic, tp.partition): tp.offset for tp in _group_offsets(self.target_admin, group)}
             ahead = [
                 TopicPartition(c.topic, c.partition, c.downstream)
                 for c in checkpoints
@@ -266,15 +252,16 @@ class CheckpointRunner:
         self.heartbeats.flush(10)
 
 
-def _committed(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+def _group_offsets(admin: AdminClient, group: str) -> list[TopicPartition]:
+    """The offsets ``group`` has committed on ``admin``'s cluster (none for a group it does not know)."""
     request = [ConsumerGroupTopicPartitions(group)]
     try:
         listed = admin.list_consumer_group_offsets(request, request_timeout=30)[group].result(30)
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-            return {}
+            return []
         raise
-    return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions or [] if tp.offset >= 0}
+    return [tp for tp in listed.topic_partitions or [] if tp.offset >= 0]
 
 
 def translated_offsets(settings: MirrorSettings, group: str, timeout: float = 30.0) -> list[Translated]:
@@ -283,7 +270,7 @@ def translated_offsets(settings: MirrorSettings, group: str, timeout: float = 30
     topic = checkpoints_topic(settings.source_alias)
     consumer = Consumer(
         {
-            **_clients(settings, "target"),
+            **settings.clients("target"),
             "group.id": f"sinkadmin-translate-{group}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,

@@ -97,8 +97,7 @@ def target_group(connector: str, settings: MirrorSettings, **more: Any) -> Consu
     commits its offsets)."""
     return Consumer(
         {
-            "bootstrap.servers": settings.target_bootstrap,
-            **settings.target_client,
+            **settings.clients("target"),
             "group.id": group_id(connector),
             "enable.auto.commit": False,
             **more,
@@ -198,12 +197,11 @@ class MirrorTask:
             self._refusals("source", s.source_bootstrap),
             self._refusals("target", s.target_bootstrap),
         )
-        self.source_admin = AdminClient({"bootstrap.servers": s.source_bootstrap, **s.source_client, **source_errors})
-        self.target_admin = AdminClient({"bootstrap.servers": s.target_bootstrap, **s.target_client, **target_errors})
+        self.source_admin = AdminClient({**s.clients("source"), **source_errors})
+        self.target_admin = AdminClient({**s.clients("target"), **target_errors})
         self.source = Consumer(
             {
-                "bootstrap.servers": s.source_bootstrap,
-                **s.source_client,
+                **s.clients("source"),
                 "group.id": group_id(self.connector),
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
@@ -214,12 +212,11 @@ class MirrorTask:
         # The group on the target cluster: its committed offsets are where the task resumes.
         self.offsets = target_group(self.connector, s, **target_errors)
         producer: dict[str, Any] = {
-            "bootstrap.servers": s.target_bootstrap,
             # A transactional call blocks until the request in flight is answered or times out, whatever
             # its own timeout (librdkafka's default 60 s): with a stalled target, a runner asked to stop
             # would wait that long, twice. Kafka's Java producer gives a request 30 s.
             "socket.timeout.ms": 30_000,
-            **s.target_client,
+            **s.clients("target"),
             "enable.idempotence": True,
             "linger.ms": 5,
             **target_errors,
@@ -537,12 +534,11 @@ class MirrorTask:
 
     def _produce(self, batch: list[Any]) -> Copied:
         """Send the batch's records to their replicas (flushed, under exactly-once); what they became."""
-        failed: list[KafkaError] = []
         copied = Copied()
 
         def delivered(err: KafkaError | None, message: Any) -> None:
             if err is not None:
-                failed.append(err)
+                copied.failed.append(err)
             else:
                 # (In the order produced, per partition: an idempotent producer keeps it.)
                 copied.downstream.setdefault((message.topic(), message.partition()), []).append(message.offset())
@@ -564,12 +560,11 @@ class MirrorTask:
                     break
                 except BufferError:
                     self.producer.poll(0.05)
-        copied.failed = failed
         if not self.settings.exactly_once:
             return copied
         self.producer.flush(30)
-        if failed:
-            raise KafkaException(failed[0])
+        if copied.failed:
+            raise KafkaException(copied.failed[0])
         return copied
 
     def _produce_syncs(self, copied: Copied) -> None:

@@ -23,7 +23,7 @@ TP = tuple[str, int]
 def read_offsets(name: str, config: SinkConfig) -> dict[TP, int]:
     """The next source offset of each mirrored partition, as the target cluster's group holds it."""
     settings: MirrorSettings = config.settings
-    source = AdminClient({"bootstrap.servers": settings.source_bootstrap, **settings.source_client})
+    source = AdminClient(settings.clients("source"))
     wanted = [(t, p) for t, count in source_partitions(source, settings).items() for p in range(count)]
     group = target_group(name, settings)
     try:
@@ -50,7 +50,7 @@ def alter_offsets(name: str, config: SinkConfig, changes: Iterable[tuple[str, in
     if any(tp not in kept for tp in current):
         # A group's offset cannot be unset one partition at a time by this client: the group (the mirror's
         # alone, with no member while the connector is stopped) is deleted, and what stays is set again.
-        admin = AdminClient({"bootstrap.servers": settings.target_bootstrap, **settings.target_client})
+        admin = AdminClient(settings.clients("target"))
         for future in admin.delete_consumer_groups([group_id(name)], request_timeout=30).values():
             try:
                 future.result(30)

@@ -35,13 +35,7 @@ def fence(connector: str, config: SinkConfig, task_indexes: Sequence[int]) -> No
     if not settings.exactly_once:
         return  # (at least once: no transactions to fence; a batch copied twice is the documented cost)
     for index in task_indexes:
-        producer = Producer(
-            {
-                "bootstrap.servers": settings.target_bootstrap,
-                **settings.target_client,
-                "transactional.id": transactional_id(connector, index),
-            }
-        )
+        producer = Producer({**settings.clients("target"), "transactional.id": transactional_id(connector, index)})
         producer.init_transactions(30)
         producer.flush(0)
 

@@ -177,6 +177,13 @@ class MirrorSettings:
             heartbeats_replication_factor=int(_get(raw, "heartbeats.topic.replication.factor")),
         )
 
+    def clients(self, side: str) -> dict[str, str | int | float | bool]:
+        """What every client of one cluster (``source`` or ``target``) is configured with: its brokers and its
+        client settings."""
+        if side == "source":
+            return {"bootstrap.servers": self.source_bootstrap, **self.source_client}
+        return {"bootstrap.servers": self.target_bootstrap, **self.target_client}
+
     def target_topic(self, source_topic: str) -> str:
         """The replica's name: the source alias and the separator before it (DefaultReplicationPolicy), or the
         same name (IdentityReplicationPolicy; but heartbeats topics are prefixed all the same, as MirrorMaker
@@ -216,7 +223,7 @@ def probe(config: SinkConfig) -> list[CheckResult]:
     from confluent_kafka.admin import AdminClient
 
     settings: MirrorSettings = config.settings
-    admin = AdminClient({"bootstrap.servers": settings.target_bootstrap, **settings.target_client})
+    admin = AdminClient(settings.clients("target"))
     metadata = admin.list_topics(timeout=5)
     replicas = sorted(t for t in metadata.topics if not settings.identity and t.startswith(settings.target_topic("")))
     found = f"{len(replicas)} replica topic(s) there already" if replicas else "replicas are created by the tasks"
