@@ -128,6 +128,9 @@ class ConnectorTask(models.Model):
     partition_status = models.JSONField(default=dict, blank=True)
     # Why the supervisor has not started it ("no worker has a free slot: ...").
     unassigned_reason = models.TextField(blank=True, default="")
+    # What the running task reports failing without failing it (a mirror's checkpoints that cannot be written
+    # while its records still are), from its heartbeats; "" when nothing does.
+    warning = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["connector", "task_index"]

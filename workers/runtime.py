@@ -56,7 +56,7 @@ from workers.maintenance import MaintainedTables, Maintainer, MaintenanceLedger
 from workers.participant import TaskRunner, WritePort
 from workers.participant import TaskState as ParticipantState
 from workers.schema_registry import RegistryUnavailable
-from workers.sink import coordinated_sink, maintained_sink, plugin_of, self_committing_sink
+from workers.sink import TaskHeartbeat, coordinated_sink, maintained_sink, plugin_of, self_committing_sink
 from workers.spark_writer import SparkUnavailable
 
 log = logging.getLogger(__name__)
@@ -558,7 +558,7 @@ def run_task(
     stop: StopFlag,
     *,
     task_epoch: int = 0,
-    heartbeat: Callable[[dict[str, Any]], str | None] | None = None,
+    heartbeat: TaskHeartbeat | None = None,
 ) -> None:
     """Run one worker task hosting the participants of ``partitions`` until ``stop()`` or
     ``heartbeat(partition status)`` says to stop (None)."""
@@ -669,9 +669,9 @@ def run_task_supervised(task: ConnectorTask, shutting_down: StopFlag) -> None:
     partitions = [(str(t), int(p)) for t, p in task.assigned_partitions]
     ended_by: str | None = None
 
-    def beat(status: dict[str, Any]) -> str | None:
+    def beat(partitions: dict[str, Any], warning: str = "") -> str | None:
         nonlocal ended_by
-        desired = runtime_state.task_alive(task.pk, task.epoch, partition_status=status)
+        desired = runtime_state.task_alive(task.pk, task.epoch, partition_status=partitions, warning=warning)
         if desired is None or desired == DesiredState.STOPPED:
             ended_by = desired or "superseded"
             return None

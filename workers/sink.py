@@ -41,6 +41,13 @@ if TYPE_CHECKING:
 StopFlag = Callable[[], bool]
 
 
+class TaskHeartbeat(Protocol):
+    """A running task's heartbeat: its live figures per partition, and what fails in it without failing it
+    ("" when nothing does). Returns the connector's desired state, or None when the task must stop."""
+
+    def __call__(self, partitions: dict[str, Any], warning: str = "") -> str | None: ...
+
+
 class CoordinatedSink(Protocol):
     def writer(self, config: SinkConfig) -> WritePort:
         """A task's writer."""
@@ -89,7 +96,7 @@ class SelfCommittingSink(Protocol):
         stop: StopFlag,
         *,
         task_epoch: int = 0,
-        heartbeat: Callable[[dict[str, Any]], str | None] | None = None,
+        heartbeat: TaskHeartbeat | None = None,
     ) -> None:
         """Run one task of the connector until ``stop()`` or ``heartbeat`` says to stop (None)."""
         ...

@@ -365,12 +365,14 @@ def claim_task(task_id: int, epoch: int, worker_id: str, worker_host: str) -> Co
         error_message="",
         error_trace="",
         unassigned_reason="",
+        warning="",
     )
     return ConnectorTask.objects.select_related("connector").get(pk=task_id) if claimed else None
 
 
-def task_alive(task_id: int, epoch: int, *, partition_status: dict[str, Any]) -> str | None:
+def task_alive(task_id: int, epoch: int, *, partition_status: dict[str, Any], warning: str = "") -> str | None:
     """Heartbeat of a running task: the connector's desired state, or None if this epoch was superseded.
+    ``warning``: what fails in the task without failing it, shown in its status ("" when nothing does).
 
     A STOPPED answer means the task must stop; the caller releases it.
     """
@@ -388,6 +390,7 @@ def task_alive(task_id: int, epoch: int, *, partition_status: dict[str, Any]) ->
             heartbeat_at=now,
             state=TaskState.PAUSED if desired == DesiredState.PAUSED else TaskState.RUNNING,
             partition_status=partition_status,
+            warning=redact(warning),
             # Why it was not started is past once it runs (see coordinator_alive).
             unassigned_reason="",
         )

@@ -155,7 +155,11 @@ def task_status(task: ConnectorTask, *, now: datetime | None = None) -> TaskStat
         return TaskStatus(State.FAILED, worker_id, _trace(task.error_message, task.error_trace), id=task.task_index)
     if task.state in (TaskState.RUNNING, TaskState.PAUSED) and not _alive(task.heartbeat_at, now):
         return TaskStatus(State.UNASSIGNED, worker_id, task.unassigned_reason, id=task.task_index)
-    reason = task.unassigned_reason if task.state in (TaskState.UNASSIGNED, TaskState.RESTARTING) else ""
+    if task.state in (TaskState.UNASSIGNED, TaskState.RESTARTING):
+        reason = task.unassigned_reason
+    else:
+        # (A running task's trace says what fails in it without failing it, as a running connector's does.)
+        reason = task.warning if task.state == TaskState.RUNNING else ""
     return TaskStatus(State(task.state), worker_id, reason, id=task.task_index)
 
 

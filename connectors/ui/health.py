@@ -94,6 +94,10 @@ def rollup(connector: Connector, status: ConnectorStatus, last_abort: str | None
         return HealthRollup(
             Health.DEGRADED, f"{len(idle)} of {len(tasks)} tasks not running (task {idle[0].id}: {why})"
         )
+    warned = [t for t in tasks if t.trace]
+    if warned:
+        # Running, and something in it fails without failing it (a mirror's checkpoints): a warning.
+        return HealthRollup(Health.WARNING, _task_reason(warned[0]))
     return HealthRollup(Health.HEALTHY, f"all {len(tasks)} tasks running")
 
 

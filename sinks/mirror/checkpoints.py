@@ -55,9 +55,32 @@ class Translated:
     downstream: int
 
 
-class CheckpointRunner:
-    """What runs beside a mirror's tasks, each at its interval: its checkpoints (and, if enabled, the target
-    groups' offsets) and its heartbeats."""
+class Heartbeats:
+    """MirrorMaker 2's MirrorHeartbeatConnector: a heartbeat to the source's ``heartbeats`` topic every
+    emit.heartbeats.interval.seconds; the mirror's tasks replicate it, which proves the path end to end."""
+
+    def __init__(self, settings: MirrorSettings) -> None:
+        self.settings = settings
+        self.admin = AdminClient(settings.clients("source"))
+        self.producer = Producer({**settings.clients("source"), "enable.idempotence": True})
+
+    def start(self) -> None:
+        ensure_internal_topic(self.admin, HEARTBEATS_TOPIC, self.settings.heartbeats_replication_factor)
+
+    def beat(self) -> None:
+        heartbeat = Heartbeat(self.settings.source_alias, self.settings.target_alias, int(time.time() * 1000))
+        self.producer.produce(HEARTBEATS_TOPIC, value=heartbeat.value(), key=heartbeat.key(), partition=0)
+        if self.producer.flush(30) > 0:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "a heartbeat not acknowledged in 30 s"))
+
+    def close(self) -> None:
+        self.producer.flush(10)
+
+
+class Checkpoints:
+    """MirrorMaker 2's MirrorCheckpointConnector: each selected source group's committed offsets, translated
+    through the offset syncs, to the target's checkpoints topic; and with sync.group.offsets.enabled, into
+    the same groups on the target."""
 
     def __init__(self, connector: str, settings: MirrorSettings) -> None:
         self.connector = connector
@@ -74,33 +97,19 @@ class CheckpointRunner:
             }
         )
         self.producer = Producer({**settings.clients("target"), "enable.idempotence": True, "linger.ms": 5})
-        self.heartbeats = Producer({**settings.clients("source"), "enable.idempotence": True})
         self.store = OffsetSyncStore()
         # The last checkpoint written per (group, replica topic, partition): only changes are written.
         self.emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
-        self.checkpoints: list[Checkpoint] = []
+        self.latest: list[Checkpoint] = []
         self._groups: list[str] = []
         self._groups_listed_at = float("-inf")
-        # Why the last round failed (None: it did not), for the task's status.
-        self.failure: str | None = None
 
     def start(self) -> None:
         s = self.settings
-        if s.emit_heartbeats:
-            ensure_internal_topic(self.source_admin, HEARTBEATS_TOPIC, s.heartbeats_replication_factor)
-        if not s.emit_checkpoints:
-            return
         ensure_internal_topic(self.target_admin, checkpoints_topic(s.source_alias), s.checkpoints_replication_factor)
         # (The tasks create the syncs topic too; whichever starts first.)
         ensure_internal_topic(self.target_admin, offset_syncs_topic(s.source_alias), s.offset_syncs_replication_factor)
         self.syncs.assign([TopicPartition(offset_syncs_topic(s.source_alias), 0, OFFSET_BEGINNING)])
-
-    def beat(self) -> None:
-        """One heartbeat to the source's heartbeats topic; the tasks replicate it to the target."""
-        heartbeat = Heartbeat(self.settings.source_alias, self.settings.target_alias, int(time.time() * 1000))
-        self.heartbeats.produce(HEARTBEATS_TOPIC, value=heartbeat.value(), key=heartbeat.key(), partition=0)
-        if self.heartbeats.flush(30) > 0:
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "a heartbeat not acknowledged in 30 s"))
 
     def read_syncs(self, timeout: float = 10.0) -> int:
         """Read the offset syncs committed since the last read, up to the topic's end; how many."""
@@ -155,12 +164,10 @@ class CheckpointRunner:
 
     def emit(self) -> int:
         """Write the checkpoints that changed; how many."""
-        self.checkpoints = self.translate()
+        self.latest = self.translate()
         topic = checkpoints_topic(self.settings.source_alias)
         changed = [
-            c
-            for c in self.checkpoints
-            if self.emitted.get((c.group, c.topic, c.partition)) != (c.upstream, c.downstream)
+            c for c in self.latest if self.emitted.get((c.group, c.topic, c.partition)) != (c.upstream, c.downstream)
         ]
         for checkpoint in changed:
             self.producer.produce(topic, value=checkpoint.value(), key=checkpoint.key(), partition=0)
@@ -177,7 +184,7 @@ class CheckpointRunner:
         """Commit the checkpoints to the same groups on the target: a group with no member there, a partition
         whose offset there is behind (a consumer that moved on at the target is never rewound). How many."""
         by_group: dict[str, list[Checkpoint]] = {}
-        for checkpoint in self.checkpoints:
+        for checkpoint in self.latest:
             by_group.setdefault(checkpoint.group, []).append(checkpoint)
         if not by_group:
             return 0
@@ -205,51 +212,89 @@ class CheckpointRunner:
                 synced += len(ahead)
         return synced
 
+    def close(self) -> None:
+        self.syncs.close()
+        self.producer.flush(10)
+
+
+class CheckpointRunner:
+    """What runs beside a mirror's tasks, each at its interval, as MirrorMaker 2 runs its checkpoint and
+    heartbeat connectors beside the source connector: the checkpoints (with emit.checkpoints.enabled) and the
+    heartbeats (with emit.heartbeats.enabled). Only the enabled ones have clients."""
+
+    def __init__(self, connector: str, settings: MirrorSettings) -> None:
+        self.connector = connector
+        self.settings = settings
+        self.checkpoints = Checkpoints(connector, settings) if settings.emit_checkpoints else None
+        self.heartbeats = Heartbeats(settings) if settings.emit_heartbeats else None
+        # Why each part's last round failed, while it does (for the task's status: the records are still
+        # mirrored, but a failover would resume from old checkpoints, or the heartbeats stopped).
+        self.failures: dict[str, str] = {}
+
+    @property
+    def failure(self) -> str:
+        """What fails, for the task's status ("" when nothing does)."""
+        return "; ".join(f"{part} failing: {why}" for part, why in sorted(self.failures.items()))
+
     def run(self, stop: Callable[[], bool]) -> None:
-        """Checkpoint every emit.checkpoints.interval.seconds (and sync every
-        sync.group.offsets.interval.seconds) until ``stop()``. A round that fails (a cluster out of reach) is
-        logged and tried again at the next interval: the mirror's copying goes on meanwhile."""
+        """Each part at its interval until ``stop()``. A round that fails (a cluster out of reach, a topic it
+        may not write) is shown in ``failure``, logged once per cause, and tried again at the next interval:
+        the mirror's copying goes on meanwhile."""
         s = self.settings
-        started = False
+        started: set[Callable[[], None]] = set()  # (the parts' start, once it worked)
         next_emit = next_sync = next_beat = time.monotonic()
         try:
             while not stop():
                 now = time.monotonic()
-                try:
-                    if not started:
-                        self.start()
-                        started = True
-                    if s.emit_heartbeats and now >= next_beat:
-                        next_beat = now + s.heartbeats_interval_s
-                        self.beat()
-                    if s.emit_checkpoints and now >= next_emit:
-                        next_emit = now + s.checkpoints_interval_s
-                        self.read_syncs()
-                        written = self.emit()
-                        if written:
-                            log.info("%s: %d checkpoint(s) written", self.connector, written)
-                    if s.emit_checkpoints and s.sync_group_offsets and now >= next_sync:
-                        next_sync = now + s.sync_group_offsets_interval_s
-                        synced = self.sync_group_offsets()
-                        if synced:
-                            log.info("%s: %d group offset(s) synced to the target", self.connector, synced)
-                except KafkaException as exc:
-                    failure = f"{type(exc).__name__}: {exc}"
-                    if failure != self.failure:  # (once per cause, not at every heartbeat's interval)
-                        log.warning("%s: checkpoints and heartbeats: %s; trying again", self.connector, exc)
-                    self.failure = failure
-                else:
-                    if self.failure is not None:
-                        log.info("%s: checkpoints and heartbeats work again", self.connector)
-                    self.failure = None
+                if self.heartbeats is not None and now >= next_beat:
+                    next_beat = now + s.heartbeats_interval_s
+                    self._round("heartbeats", started, self.heartbeats.start, self.heartbeats.beat)
+                if self.checkpoints is not None and now >= next_emit:
+                    next_emit = now + s.checkpoints_interval_s
+                    self._round("checkpoints", started, self.checkpoints.start, self._checkpoint)
+                if self.checkpoints is not None and s.sync_group_offsets and now >= next_sync:
+                    next_sync = now + s.sync_group_offsets_interval_s
+                    self._round("group offset sync", started, self.checkpoints.start, self._sync)
                 time.sleep(0.2)
         finally:
             self.close()
 
+    def _checkpoint(self) -> None:
+        assert self.checkpoints is not None
+        self.checkpoints.read_syncs()
+        written = self.checkpoints.emit()
+        if written:
+            log.info("%s: %d checkpoint(s) written", self.connector, written)
+
+    def _sync(self) -> None:
+        assert self.checkpoints is not None
+        synced = self.checkpoints.sync_group_offsets()
+        if synced:
+            log.info("%s: %d group offset(s) synced to the target", self.connector, synced)
+
+    def _round(
+        self, part: str, started: set[Callable[[], None]], start: Callable[[], None], work: Callable[[], None]
+    ) -> None:
+        """One round of ``part`` (its ``start`` first, until that has worked once), its failure noted."""
+        try:
+            if start not in started:
+                start()
+                started.add(start)
+            work()
+        except Exception as exc:
+            kafka = isinstance(exc, KafkaException)
+            failure = str(exc) if kafka else f"{type(exc).__name__}: {exc}"
+            if self.failures.get(part) != failure:  # (once per cause, not at every interval)
+                log.warning("%s: %s failing: %s; trying again", self.connector, part, failure, exc_info=not kafka)
+            self.failures[part] = failure
+        else:
+            if self.failures.pop(part, None) is not None:
+                log.info("%s: %s work again", self.connector, part)
+
     def close(self) -> None:
-        self.syncs.close()
-        self.producer.flush(10)
-        self.heartbeats.flush(10)
+        for part in (self.checkpoints, self.heartbeats):
+            if part is not None:
+                part.close()
 
 
 def _group_offsets(admin: AdminClient, group: str) -> list[TopicPartition]:

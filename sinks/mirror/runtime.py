@@ -21,6 +21,7 @@ from sinks.mirror.checkpoints import CheckpointRunner
 from sinks.mirror.engine import Fenced, MirrorTask, Transaction, transactional_id
 from sinks.mirror.settings import MirrorSettings
 from sinks.mirror.syncs import is_heartbeats_topic
+from workers.sink import TaskHeartbeat
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def run_task(
     stop: Callable[[], bool],
     *,
     task_epoch: int = 0,
-    heartbeat: Callable[[dict[str, Any]], str | None] | None = None,
+    heartbeat: TaskHeartbeat | None = None,
 ) -> None:
     """Mirror ``partitions`` until ``stop()``, or until ``heartbeat(status)`` says to stop (None)."""
     # (Django's apps are ready by the time a task runs.)
@@ -79,12 +80,18 @@ def run_task(
     )
     last_beat = 0.0
     desired: str | None = DesiredState.RUNNING
+    beside: CheckpointRunner | None = None
+    if task_index == 0 and (config.settings.emit_checkpoints or config.settings.emit_heartbeats):
+        # The mirror's checkpoints and heartbeats, beside its first task (one runner per mirror, as MM2 has
+        # one MirrorCheckpointConnector and one MirrorHeartbeatConnector per flow); stopped with it. What
+        # fails in it shows in task 0's status.
+        beside = CheckpointRunner(name, config.settings)
 
     def stopping() -> bool:
         nonlocal last_beat, desired
         if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
             last_beat = time.monotonic()
-            desired = heartbeat(partition_status(task))
+            desired = heartbeat(partition_status(task), beside.failure if beside is not None else "")
         return stop() or desired is None
 
     def started(task: MirrorTask) -> None:
@@ -95,12 +102,9 @@ def run_task(
 
     done = threading.Event()
     checkpointing = None
-    if task_index == 0 and (config.settings.emit_checkpoints or config.settings.emit_heartbeats):
-        # The mirror's checkpoints and heartbeats, beside its first task (one runner per mirror, as MM2 has
-        # one MirrorCheckpointConnector and one MirrorHeartbeatConnector per flow); stopped with it.
-        runner = CheckpointRunner(name, config.settings)
+    if beside is not None:
         checkpointing = threading.Thread(
-            target=runner.run, args=(lambda: done.is_set() or stop(),), name=f"{name}-checkpoints", daemon=True
+            target=beside.run, args=(lambda: done.is_set() or stop(),), name=f"{name}-checkpoints", daemon=True
         )
         checkpointing.start()
     try:

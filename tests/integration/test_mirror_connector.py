@@ -337,6 +337,46 @@ def test_heartbeats_emitted_on_the_source_are_replicated_and_shown_on_the_connec
             assert crashes == []
 
 
+def test_checkpoints_that_cannot_be_written_show_in_task_0s_status_while_the_records_are_mirrored(
+    kafka_bootstrap: str, target_kafka_bootstrap: str, operator_api: APIClient, signed_in: Client
+) -> None:
+    # An MM2 config written for a production cluster: its checkpoints topic wants three replicas, and the
+    # target has one broker. The records are mirrored; task 0 says what fails beside them, and how.
+    topic = f"invoices-{int(time.time() * 1000) % 10**8}"
+    create_topic(kafka_bootstrap, topic, PARTITIONS)
+    ends = source_records(kafka_bootstrap, topic, 400)
+    name = f"mirror-{topic}"
+    # (Its own source alias: the checkpoints topic of the other tests' "east" exists already.)
+    create_mirror(
+        operator_api,
+        name,
+        kafka_bootstrap,
+        target_kafka_bootstrap,
+        topic,
+        **{"source.cluster.alias": "west", "checkpoints.topic.replication.factor": "3"},
+    )
+    with runtime_in_threads() as crashes:
+        wait_until(lambda: caught_up(target_kafka_bootstrap, name, ends, "west"), 120, "the mirror")
+
+        def task_0() -> str:
+            return connector_status(Connector.objects.get(name=name)).tasks[0].trace
+
+        wait_until(lambda: "checkpoints failing" in task_0(), 60, "task 0 to show its checkpoints failing")
+        status = connector_status(Connector.objects.get(name=name))
+        assert [t.state for t in status.tasks] == [State.RUNNING, State.RUNNING]
+        assert "replication factor" in status.tasks[0].trace.lower(), status.tasks[0].trace
+        assert status.tasks[1].trace == ""
+        body = operator_api.get(f"{CONNECTORS}/{name}/status").json()
+        assert body["tasks"][0]["state"] == "RUNNING" and "checkpoints failing" in body["tasks"][0]["trace"]
+        summary = summarize(connectors_for_summary(Connector.objects.filter(name=name)), timezone.now())[0]
+        assert summary.health is Health.WARNING
+        assert summary.rollup.reason.startswith("task 0: checkpoints failing"), summary.rollup.reason
+        page = signed_in.get(reverse("connector-detail", args=[name])).content.decode()
+        assert "checkpoints failing" in page
+        assert crashes == []
+    assert_mirrored_exactly_once(kafka_bootstrap, target_kafka_bootstrap, [topic], alias="west")
+
+
 def heartbeats_on(target: str) -> list[Heartbeat]:
     """The heartbeats replicated to the target from source alias east so far, in order (read to the end:
     more keep coming)."""

@@ -84,11 +84,14 @@ def read_partitions(bootstrap: str, topics: list[str], seconds: float = 4.0) -> 
     return found
 
 
-def target_offsets(target: str, connector: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """The mirror's group's offsets on the target, by source partition (-1001: none committed)."""
+def target_offsets(
+    target: str, connector: str, partitions: list[tuple[str, int]], alias: str = "east"
+) -> dict[tuple[str, int], int]:
+    """The mirror's group's offsets on the target (kept under the replicas' names), by source partition (-1001:
+    none committed)."""
     group = Consumer({"bootstrap.servers": target, "group.id": group_id(connector), "enable.auto.commit": False})
     try:
-        found = group.committed([TopicPartition(f"east.{t}", p) for t, p in partitions], timeout=10)
+        found = group.committed([TopicPartition(f"{alias}.{t}", p) for t, p in partitions], timeout=10)
     finally:
         group.close()
     return {(t, p): c.offset for (t, p), c in zip(partitions, found, strict=True)}
@@ -106,12 +109,12 @@ GROUP_NOT_READY = frozenset(
 )
 
 
-def caught_up(target: str, connector: str, ends: dict[tuple[str, int], int]) -> bool:
+def caught_up(target: str, connector: str, ends: dict[tuple[str, int], int], alias: str = "east") -> bool:
     """The target group's offsets reached the source's ends. Not yet while the target cannot say: a broker
     back from a stall or a restart answers NOT_COORDINATOR (or is loading its groups) for a while, which a
     consumer retries."""
     try:
-        return target_offsets(target, connector, sorted(ends)) == ends
+        return target_offsets(target, connector, sorted(ends), alias) == ends
     except KafkaException as exc:
         if exc.args and (exc.args[0].retriable() or exc.args[0].code() in GROUP_NOT_READY):
             return False
@@ -122,13 +125,13 @@ def connector_of(topics: list[str]) -> str:
     return f"mirror-{topics[0]}"
 
 
-def assert_mirrored_exactly_once(source: str, target: str, topics: list[str]) -> None:
+def assert_mirrored_exactly_once(source: str, target: str, topics: list[str], alias: str = "east") -> None:
     origin = read_partitions(source, topics)
-    copies = read_partitions(target, [f"east.{t}" for t in topics])
-    assert {(t, p) for t, p in origin} == {(t.removeprefix("east."), p) for t, p in copies}
+    copies = read_partitions(target, [f"{alias}.{t}" for t in topics])
+    assert {(t, p) for t, p in origin} == {(t.removeprefix(f"{alias}."), p) for t, p in copies}
     for (topic, partition), records in origin.items():
         # Once each, in source order, key, value, headers and timestamp as they were.
-        assert copies[(f"east.{topic}", partition)] == records
+        assert copies[(f"{alias}.{topic}", partition)] == records
 
 
 @contextmanager

@@ -7,6 +7,7 @@ tasks are killed and started again mid-run, no checkpoint ever points past a rec
 
 from __future__ import annotations
 
+import bisect
 import random
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 
 from sinkadmin.services import ManagedProcess
 from sinks.mirror.checkpoints import CheckpointRunner, translated_offsets
@@ -182,60 +183,121 @@ def test_checkpoints_are_never_ahead_of_the_copied_records_while_the_mirror_is_k
     source, target = kafka_bootstrap, target_kafka_bootstrap
     topic, group = f"ledger-{uuid.uuid4().hex[:6]}", f"audit-{uuid.uuid4().hex[:6]}"
     create_topic(source, topic, PARTITIONS)
-    ends = source_records(source, topic, 4000)
     config = mirror_config(source, target, topic, **CHECKPOINTING)
     connector = f"mirror-{topic}"
-    stop_reading = threading.Event()
-
-    def slow_group() -> None:
-        # A consumer of the source that commits every few records, all through the run.
-        consumer = Consumer(
-            {
-                "bootstrap.servers": source,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-            }
-        )
-        consumer.subscribe([topic])
-        while not stop_reading.is_set():
-            if any(m.error() is None for m in consumer.consume(37, 0.5)):
-                consumer.commit(asynchronous=False)
-            time.sleep(0.05)
-        consumer.close()
-
-    reader = threading.Thread(target=slow_group, daemon=True)
-    reader.start()
+    # A consumer group of the source, which reads ahead of the mirror in each round and commits as it goes.
+    reader = Consumer(
+        {"bootstrap.servers": source, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )
+    reader.subscribe([topic])
     rng = random.Random(5)
-    with checkpointing(config, connector):
-        # The mirror's task, killed (SIGKILL, mostly mid-transaction) and started again, four times.
-        for _ in range(4):
+    read = 0
+
+    def group_checkpoints(runner: CheckpointRunner) -> set[tuple[str, int, int, int]]:
+        assert runner.checkpoints is not None
+        return {(t, p, up, down) for (g, t, p), (up, down) in dict(runner.checkpoints.emitted).items() if g == group}
+
+    ends: dict[tuple[str, int], int] = {}
+    with checkpointing(config, connector) as runner:
+        # Four rounds: new records on the source, the group reads most of them (ahead of the mirror), and the
+        # mirror's task starts, is let write a checkpoint or more, and is killed (SIGKILL, often mid-transaction).
+        for round_ in range(4):
+            ends = transactional_records(source, topic, 1000, start=round_ * 1000)
+            target_read = read + rng.randint(400, 900)
+            while read < target_read:
+                taken = [m for m in reader.consume(37, 1.0) if m.error() is None]
+                if taken:
+                    read += len(taken)
+                    reader.commit(asynchronous=False)
+            before = group_checkpoints(runner)
             doomed = task_process(config, connector)
-            time.sleep(rng.uniform(1.5, 3.0))
+            wait_until(
+                lambda before=before: group_checkpoints(runner) - before,
+                90,
+                f"a checkpoint of {group} in round {round_}",
+            )
+            time.sleep(rng.uniform(0.0, 0.6))
             doomed.send_signal(signal.SIGKILL)
             doomed.wait(30)
         last = task_process(config, connector)
         try:
             wait_until(lambda: caught_up(target, connector, ends), 120, "the last task to catch up")
-            time.sleep(3)  # (a checkpoint round or two after the end)
+            while read < 4000:  # (the group reads to the end too)
+                taken = [m for m in reader.consume(500, 1.0) if m.error() is None]
+                read += len(taken)
+            reader.commit(asynchronous=False)
+
+            def at_the_end() -> bool:  # (the group's offsets, past the last commit markers, translated)
+                reached = {p: up for _, p, up, _ in group_checkpoints(runner)}
+                return all(reached.get(p, -1) >= n for (_, p), n in ends.items())
+
+            wait_until(at_the_end, 60, "the group's last checkpoints")
         finally:
             last.terminate()
             last.wait(60)
-            stop_reading.set()
-            reader.join(30)
+            reader.close()
 
     # Where each source record's copy is on the target (exactly once: the k-th committed record of a replica
-    # partition copies source offset k).
-    copies: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    # partition copies the partition's k-th committed record on the source).
+    origin, copies = committed_offsets(source, topic), committed_offsets(target, f"east.{topic}")
+    assert (
+        {p: len(c) for p, c in copies.items()}
+        == {p: len(o) for p, o in origin.items()}
+        == {p: 1000 for p in range(PARTITIONS)}
+    )
+
+    # Every checkpoint the runner wrote for the group: resuming at it never skips the group's next record.
+    # (It may read some again: a checkpoint made while the mirror was behind the group points just past
+    # the last record copied then, as MirrorMaker 2's does.)
+    written = [c for c in checkpoints_read(target) if c.group == group]
+    # (At least one new in each round, and the last ones.)
+    assert len({(c.partition, c.upstream, c.downstream) for c in written}) >= 5, written
+    for checkpoint in written:
+        following = bisect.bisect_left(origin[checkpoint.partition], checkpoint.upstream)
+        if following < len(origin[checkpoint.partition]):
+            assert checkpoint.downstream <= copies[checkpoint.partition][following], f"{checkpoint} is ahead"
+
+
+def transactional_records(bootstrap: str, topic: str, count: int, start: int) -> dict[tuple[str, int], int]:
+    """``count`` records round-robin over the partitions in transactions of ten, as an exactly-once
+    application writes them (so the source's offsets have commit markers between records, which a translation
+    must not count as records); each partition's offset after its last record."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"app-{topic}", "linger.ms": 5})
+    producer.init_transactions(30)
+    ends: dict[tuple[str, int], int] = {}
+
+    def delivered(err: KafkaError | None, message: Message) -> None:
+        assert err is None, err
+        key = (message.topic(), message.partition())
+        ends[key] = max(ends.get(key, 0), message.offset() + 1)
+
+    for first in range(start, start + count, 10):
+        producer.begin_transaction()
+        for i in range(first, first + 10):
+            producer.produce(
+                topic,
+                value=f"{topic}-{i}".encode(),
+                key=f"key-{i}".encode(),
+                partition=i % PARTITIONS,
+                on_delivery=delivered,
+            )
+            producer.poll(0)
+        producer.commit_transaction(30)
+    return ends
+
+
+def committed_offsets(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    """The offsets of ``topic``'s committed records, per partition, in order."""
+    found: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
     consumer = Consumer(
         {
-            "bootstrap.servers": target,
-            "group.id": f"check-{group}",
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
         }
     )
-    consumer.assign([TopicPartition(f"east.{topic}", p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     at_end: set[int] = set()
     while len(at_end) < PARTITIONS:
         for message in consumer.consume(1000, 1.0):
@@ -243,19 +305,9 @@ def test_checkpoints_are_never_ahead_of_the_copied_records_while_the_mirror_is_k
             if error is not None and error.code() == KafkaError._PARTITION_EOF:
                 at_end.add(message.partition())
             elif error is None:
-                copies[message.partition()].append(message.offset())
+                found[message.partition()].append(message.offset())
     consumer.close()
-    assert {p: len(c) for p, c in copies.items()} == {p: ends[(topic, p)] for p in range(PARTITIONS)}
-
-    # Every checkpoint the runner wrote for the group: resuming at it never skips the group's next record.
-    # (It may read some again: a checkpoint made while the mirror was behind the group points just past
-    # the last record copied then, as MirrorMaker 2's does.)
-    written = [c for c in checkpoints_read(target) if c.group == group]
-    assert len(written) >= 8, f"only {len(written)} checkpoints of {group}"
-    for checkpoint in written:
-        partition_copies = copies[checkpoint.partition]
-        if checkpoint.upstream < len(partition_copies):
-            assert checkpoint.downstream <= partition_copies[checkpoint.upstream], f"{checkpoint} is ahead"
+    return found
 
 
 def checkpoints_read(target: str) -> list[Checkpoint]:

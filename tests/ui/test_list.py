@@ -219,6 +219,27 @@ def test_all_running_tasks_with_a_live_coordinator_are_healthy(
     assert summary_of("orders-sink").health is Health.HEALTHY
 
 
+def test_a_running_task_that_reports_something_failing_in_it_is_a_warning_until_a_heartbeat_clears_it(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit_ledger(connector)
+    beat_coordinator(connector)
+    task = runtime_task(connector, 0)
+    task.generation = connector.generation
+    task.save()
+    failing = "checkpoints failing: cannot reach https://mirror:hunter2@target.example:9093"
+    assert runtime_state.task_alive(task.pk, task.epoch, partition_status={}, warning=failing) == "RUNNING"
+    summary = summary_of("orders-sink")
+    assert summary.health is Health.WARNING
+    assert summary.tasks_running == 1
+    # (Shown as the other reasons are: a password in it hidden.)
+    assert summary.rollup.reason.startswith("task 0: checkpoints failing: cannot reach https://mirror:")
+    assert "hunter2" not in summary.rollup.reason
+    runtime_state.task_alive(task.pk, task.epoch, partition_status={})
+    assert summary_of("orders-sink").health is Health.HEALTHY
+
+
 def test_unhealthy_connectors_come_first(alice: Client, make_connector: Callable[..., Connector]) -> None:
     for name in ("a-paused", "b-failed", "c-stopped", "d-running"):
         make_connector(name)
