@@ -12,7 +12,11 @@ appended to), hudi-upsert (a copy-on-write Hudi table upserted by a key that
 half the records update; its run reports the fraction) and hudi-upsert-mor
 (the same upserts into a merge-on-read table), iceberg-upsert and
 iceberg-upsert-cow (the same upserts into an Iceberg table created
-merge-on-read, or copy-on-write); ``--writers``: spark and
+merge-on-read, or copy-on-write), and on a topic of Debezium change events
+instead (all sinks of the run must then be of these two): iceberg-cdc (the
+Iceberg sink's own CDC config: its DebeziumTransform, cdc-field, upsert mode,
+merge-on-read) against iceberg-cdc-append (the same events unwrapped by
+Debezium's ExtractNewRecordState and appended); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
 ``run_connector`` processes, and in the product as ``make run`` starts it,
 the two modes in turn in each round) until the ledger reaches the topic's end
@@ -40,7 +44,8 @@ the make-run mode the connector is created once the stack has settled
 (its processes nearly idle), as on a stack a user has had running.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
-        [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor,iceberg-upsert,iceberg-upsert-cow]
+        [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor,iceberg-upsert,iceberg-upsert-cow
+         | --sinks iceberg-cdc,iceberg-cdc-append]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...] [--repeat 1]
 
@@ -121,7 +126,9 @@ def ensure_services() -> list:
     return started
 
 
-def produce(topic: str, records: int, partitions: int) -> dict[tuple[str, int], int]:
+def produce(topic: str, records: int, partitions: int, debezium: bool = False) -> dict[tuple[str, int], int]:
+    """``records`` JSON records of ~1 KB (plain rows, or Debezium's change events of such rows: see
+    debezium_events) round-robin over the partitions; each partition's end offset."""
     admin = AdminClient({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS})
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
     producer = Producer(
@@ -139,23 +146,10 @@ def produce(topic: str, records: int, partitions: int) -> dict[tuple[str, int], 
             key = (msg.topic(), msg.partition())
             ends[key] = max(ends.get(key, 0), msg.offset() + 1)
 
-    padding = "x" * 900
-    # The Hudi upsert run's record key: the second half of the records update the first half's keys.
-    keys = max(1, records // 2)
-    for i in range(records):
-        value = json.dumps(
-            {
-                "id": i,
-                "key": i % keys,
-                "user": f"user-{i % 1000}",
-                "amount": i * 0.25,
-                "ok": i % 2 == 0,
-                "note": padding,
-            }
-        ).encode()
+    for i, (spread, key, value) in enumerate(debezium_events(records) if debezium else plain_records(records)):
         while True:
             try:
-                producer.produce(topic, value=value, partition=i % partitions, on_delivery=delivered)
+                producer.produce(topic, value=value, key=key, partition=spread % partitions, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -163,6 +157,59 @@ def produce(topic: str, records: int, partitions: int) -> dict[tuple[str, int], 
             producer.poll(0)
     producer.flush(120)
     return ends
+
+
+def row(i: int, keys: int) -> dict:
+    return {
+        "id": i,
+        "key": i % keys,
+        "user": f"user-{i % 1000}",
+        "amount": i * 0.25,
+        "ok": i % 2 == 0,
+        "note": "x" * 900,
+    }
+
+
+def plain_records(records: int):
+    """(what spreads it over the partitions, key, value) of each row, round-robin; the upsert runs' key: the
+    second half of the records update the first half's keys."""
+    keys = max(1, records // 2)
+    for i in range(records):
+        yield i, None, json.dumps(row(i, keys)).encode()
+
+
+# One in this many of the CDC topic's changes is a delete (with its tombstone).
+DELETE_EVERY = 50
+
+
+def debezium_events(records: int):
+    """Debezium's change events of a table of ``records // 2`` rows, as its JSON converter without schemas
+    writes them: the snapshot (op r) of every row, then one change of each: an update (op u, before and
+    after), or one in DELETE_EVERY a delete (op d) and its tombstone. Keyed by the row's key, whose events
+    all go to one partition, as Debezium's do."""
+    keys = max(1, records // 2)
+    source = {"version": "2.7.3.Final", "connector": "postgresql", "name": "bench", "db": "shop", "table": "events"}
+    emitted = 0
+    for i in range(records):
+        if emitted >= records:
+            return
+        key = i % keys
+        before = row(key, keys) if i >= keys else None
+        op = "r" if before is None else ("d" if key % DELETE_EVERY == 0 else "u")
+        after = None if op == "d" else row(i, keys)
+        event = {
+            "before": before,
+            "after": after,
+            "source": {**source, "ts_ms": 1_700_000_000_000 + i, "snapshot": str(op == "r").lower(), "lsn": i},
+            "op": op,
+            "ts_ms": 1_700_000_000_500 + i,
+        }
+        record_key = json.dumps({"key": key}).encode()
+        yield key, record_key, json.dumps(event).encode()
+        emitted += 1
+        if op == "d" and emitted < records:
+            yield key, record_key, None
+            emitted += 1
 
 
 def broker_process() -> psutil.Process | None:
@@ -601,6 +648,8 @@ class Product:
 
 
 HUDI_SINKS = ("hudi-insert", "hudi-upsert", "hudi-upsert-mor")
+# The sinks of a topic of Debezium change events (produce(debezium=True)), and the run each is compared with.
+CDC_SINKS = {"iceberg-cdc": "iceberg-cdc-append", "iceberg-cdc-append": None}
 # The sinks whose records half update an earlier record's key (produce(): key = id % (records // 2)).
 UPSERT_SINKS = ("hudi-upsert", "hudi-upsert-mor", "iceberg-upsert", "iceberg-upsert-cow")
 
@@ -650,6 +699,33 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             "sinkadmin.commit.timeout-ms": "120000",
             **dict(item.split("=", 1) for item in args.set),
         }
+    if sink in CDC_SINKS:
+        json_values = {
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+        }
+        if sink == "iceberg-cdc":
+            # The Iceberg sink's CDC config, as its users write it.
+            tables = {
+                **tables,
+                **json_values,
+                "transforms": "dbz",
+                "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+                "iceberg.tables.cdc-field": "_cdc.op",
+                "iceberg.tables.upsert-mode-enabled": "true",
+                "iceberg.tables.default-id-columns": "key",
+                "iceberg.tables.auto-create-props.write.merge.mode": "merge-on-read",
+            }
+        else:
+            # The same events, their rows appended (Debezium's defaults: deletes and tombstones dropped).
+            tables = {
+                **tables,
+                **json_values,
+                "transforms": "unwrap",
+                "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            }
     if sink in ("iceberg-upsert", "iceberg-upsert-cow"):
         tables = {
             **tables,
@@ -695,7 +771,7 @@ def run_sink(
             }
         else:
             measured = {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
-        if sink in UPSERT_SINKS:
+        if sink in UPSERT_SINKS or sink == "iceberg-cdc":
             # Records whose key an earlier record had (produce(): key = id % (records // 2)).
             measured["rows_updated_fraction"] = round(1 - max(1, args.records // 2) / args.records, 3)
         return measured
@@ -973,6 +1049,9 @@ def main() -> None:
     writers = [w.strip() for w in args.writers.split(",") if w.strip()]
     sinks = [s.strip() for s in args.sinks.split(",") if s.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    debezium = any(sink in CDC_SINKS for sink in sinks)
+    if debezium and not all(sink in CDC_SINKS for sink in sinks):
+        parser.error(f"{', '.join(CDC_SINKS)} read a topic of Debezium events: run them apart from the other sinks")
 
     call_command("migrate", verbosity=0)
     # A run that was killed leaves its connectors behind, RUNNING: make run's
@@ -983,8 +1062,9 @@ def main() -> None:
     services = ensure_services()
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     try:
-        print(f"producing {args.records} records over {args.partitions} partitions...", flush=True)
-        ends = produce(topic, args.records, args.partitions)
+        kind = "Debezium change events" if debezium else "records"
+        print(f"producing {args.records} {kind} over {args.partitions} partitions...", flush=True)
+        ends = produce(topic, args.records, args.partitions, debezium)
         target = sum(ends.values())
         broker = broker_process()
         broker_cpu, me = usage(broker).cpu_seconds, os.times()
@@ -998,7 +1078,7 @@ def main() -> None:
         parse_rate, _ = bare_consumer_rate(ends, args.tasks, parse=True)
         print(f"bare consumer + the tasks' JSON decoding: {parse_rate:,.0f} records/s", flush=True)
         alone, warm_up = None, None
-        if "spark" in writers:
+        if "spark" in writers and not debezium:
             # First the server's JVM is warmed (its per-job paths compiled), as
             # a `make run` that has been up for some minutes has it; then Spark
             # alone, whose first pass ("cold") is the first decoding jobs of
@@ -1062,6 +1142,7 @@ def main() -> None:
             "partitions": args.partitions,
             "tasks": args.tasks,
             "record_bytes": 1000,
+            "records_kind": "debezium" if debezium else "rows",
             "commit_interval_ms": args.interval_ms,
             "sinks": sinks,
             "commit_max_records": args.max_records,
@@ -1110,7 +1191,12 @@ def main() -> None:
                 ):
                     paired_by_round(product_run, separate, figure, f"make_run_to_run_connector_ratio{suffix}")
         for label, run in runs.items():
-            if run["sink"] != "iceberg" and (table := runs.get(label.replace(run["sink"], "iceberg", 1))):
+            if run["sink"] in CDC_SINKS:
+                # Change events upserted against the same events appended.
+                appended = CDC_SINKS[run["sink"]]
+                if appended is not None and (table := runs.get(label.replace(run["sink"], appended, 1))):
+                    run["to_append_ratio"] = round(run["sink_records_per_s"] / table["sink_records_per_s"], 3)
+            elif run["sink"] != "iceberg" and (table := runs.get(label.replace(run["sink"], "iceberg", 1))):
                 run["to_iceberg_ratio"] = round(run["sink_records_per_s"] / table["sink_records_per_s"], 3)
         printable = {
             **result,

@@ -212,6 +212,73 @@ def test_copy_on_write_rewrites_the_files_holding_the_keys(tmp_path: Path) -> No
     assert summary[ABSENT_KEY_DELETES] == "1"
 
 
+@pytest.mark.parametrize("ordering_field", [None, "lsn"])
+def test_copy_on_write_into_a_table_with_delete_files_keeps_the_deleted_rows_deleted(
+    tmp_path: Path, ordering_field: str | None
+) -> None:
+    # Merge-on-read commits first (delete files), then the table's mode changes to copy-on-write.
+    catalog = _sql_catalog(tmp_path, **{MERGE_MODE: MERGE_ON_READ})
+    _commit(catalog, tmp_path, 1, [{"id": i, "op": "c", "v": f"v{i}", "lsn": i} for i in range(6)], ordering_field)
+    _commit(
+        catalog,
+        tmp_path,
+        2,
+        [{"id": 1, "op": "u", "v": "v1'", "lsn": 11}, {"id": 2, "op": "d", "v": None, "lsn": 12}],
+        ordering_field,
+    )
+    table = catalog.load_table("db.t")
+    with table.transaction() as tx:
+        tx.set_properties({MERGE_MODE: COPY_ON_WRITE})
+    # Key 3 updated: commit 1's file, which holds deleted rows of keys 1 and 2, is rewritten; keys 1 and 2
+    # stay as commit 2 left them. (With the ordering field, key 4's older update there is stale and not applied.)
+    _commit(
+        catalog,
+        tmp_path,
+        3,
+        [{"id": 3, "op": "u", "v": "v3'", "lsn": 13}, {"id": 4, "op": "u", "v": "v4-old", "lsn": 1}]
+        if ordering_field
+        else [{"id": 3, "op": "u", "v": "v3'", "lsn": 13}],
+        ordering_field,
+    )
+    table = catalog.load_table("db.t")
+    expected = {0: "v0", 1: "v1'", 3: "v3'", 4: "v4", 5: "v5"}
+    assert {r["id"]: r["v"] for r in table.scan().to_arrow().to_pylist()} == expected
+    summary = table.current_snapshot().summary
+    assert summary["deleted-data-files"] == "1" and "added-position-delete-files" not in summary.additional_properties
+    # The rewritten file holds the live rows only: readable without the delete files, which no longer apply.
+    (rewritten,) = [t for t in table.scan().plan_files() if "/commit-1-upsert-" in t.file.file_path]
+    rows = pq.read_table(rewritten.file.file_path.removeprefix("file://")).to_pylist()
+    assert sorted(r["id"] for r in rows) == [0, 4, 5] and not rewritten.delete_files
+    if ordering_field:
+        assert summary[STALE_RECORDS] == "1"
+
+
+def test_delete_files_an_upsert_cannot_apply_are_refused_with_what_to_do(tmp_path: Path) -> None:
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    from sinks.iceberg.row_delta import commit_row_delta
+
+    catalog = _sql_catalog(tmp_path, **{MERGE_MODE: MERGE_ON_READ})
+    _commit(catalog, tmp_path, 1, [{"id": i, "op": "c", "v": f"v{i}"} for i in range(3)])
+    # An equality delete file, as Flink's upserts write them (deleting id 1).
+    table = catalog.load_table("db.t")
+    path = tmp_path / "eq-deletes.parquet"
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), path)
+    equality = DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path=f"file://{path}",
+        file_format=FileFormat.PARQUET,
+        partition=table.scan().plan_files()[0].file.partition,
+        record_count=1,
+        file_size_in_bytes=path.stat().st_size,
+        equality_ids=[1],
+    )
+    equality.spec_id = 0
+    commit_row_delta(table, {}, [], [], [equality])
+    with pytest.raises(ValueError, match="has equality delete files, which an upsert cannot apply: compact them"):
+        _commit(catalog, tmp_path, 2, [{"id": 2, "op": "u", "v": "v2'"}])
+
+
 def test_rows_without_a_key_or_with_an_unknown_operation_are_bad_records_with_the_reason() -> None:
     decoder = JsonDecoder(
         pa.schema([("id", pa.int64()), ("_cdc", pa.struct([("op", pa.string())]))]),

@@ -152,6 +152,12 @@ class Plugin:
     coordinated: bool = True
     # Its runtime maintains its tables beside the coordinator (workers.sink.MaintainedSink).
     maintained: bool = False
+    # Where it writes a record depends on the record's topic (the files sink's directories and file names):
+    # transforms that rename topics (RegexRouter, TimestampRouter) would move records, and are refused until
+    # the sink follows them. False for a sink whose replaced connector writes every record to its configured
+    # tables whatever its topic (Iceberg's and Hudi's Kafka Connect sinks): a renamed topic then matters only
+    # to the chain's later predicates (TopicNameMatches), as there.
+    writes_by_topic: bool = True
     # Its store records each commit, so a lost ledger can be rebuilt from it (workers.sink.RecoverableSink).
     recoverable: bool = False
     # Its committer tells what each commit left the tables at, and its writer keeps copies of them

@@ -38,8 +38,8 @@ from connectors.smt import TransformChain, parse_chain, transformation_classes
 WRITE_TARGET_MIN_MS = 1500
 SHARED_DEFAULTS = {key.name: key.default for key in SHARED_KEYS if key.default is not None}
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-# Transformations that rename a record's topic: the sinks here stage and write records by the topic they
-# were consumed from, so they are refused rather than ignored.
+# Transformations that rename a record's topic: refused for a sink that writes by topic (Plugin.writes_by_topic),
+# which stages and writes records by the topic they were consumed from, rather than ignored.
 ROUTING_TRANSFORMS = (
     "org.apache.kafka.connect.transforms.RegexRouter",
     "org.apache.kafka.connect.transforms.TimestampRouter",
@@ -250,11 +250,11 @@ def _check_transforms(result: ConfigValidation, plugin: Plugin, config: dict[str
         for message in messages:
             result.add(key, message)
     for alias, class_name in transformation_classes(config).items():
-        if class_name in ROUTING_TRANSFORMS:
+        if class_name in ROUTING_TRANSFORMS and plugin.writes_by_topic:
             result.add(
                 f"transforms.{alias}.type",
-                f"{class_name.rsplit('.', 1)[1]} renames records' topics, and the sinks here write records "
-                "by the topic they were consumed from: routing transforms are not supported yet",
+                f"{class_name.rsplit('.', 1)[1]} renames records' topics, and the {plugin.short_name} sink writes "
+                "records by the topic they were consumed from: routing transforms are not supported on it yet",
             )
 
 

@@ -297,6 +297,9 @@ HUDI = Plugin(
     parse="sinks.hudi.settings:HudiSettings.parse",
     maintained=True,
     recoverable=True,
+    # (Hudi's Kafka Connect sink writes every record to its one table: a routing transform renames
+    # the topic for the chain's later predicates only.)
+    writes_by_topic=False,
     probe="sinks.hudi.settings:probe",
     destinations="sinks.hudi.settings:destinations",
     maintenance="Compaction of merge-on-read log files and clustering of small files, by Hudi's Spark "

@@ -318,6 +318,9 @@ ICEBERG = Plugin(
     commit_timeout_key="iceberg.control.commit.timeout-ms",
     maintained=True,
     recoverable=True,
+    # (Apache Iceberg's sink routes by iceberg.tables (and a record field), never by the topic, whose
+    # original it keeps for offsets: a routing transform renames the topic for the chain's later predicates only.)
+    writes_by_topic=False,
     versioned_tables=True,
     check="sinks.iceberg.settings:check",
     parse="sinks.iceberg.settings:IcebergSettings.parse",

@@ -255,12 +255,13 @@ def later_in_table(current: pa.Array, incoming: pa.Array) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RewriteUnit:
-    """One file to rewrite: a live file of the table (rows of the commit's keys go) or one of the commit's own
-    files (the ``dropped`` rows go)."""
+    """One file to rewrite: a live file of the table (rows of the commit's keys go, and the rows its position
+    ``deletes`` files delete already) or one of the commit's own files (the ``dropped`` rows go)."""
 
     path: str
     own: bool
     dropped: tuple[int, ...] = ()
+    deletes: tuple[str, ...] = ()
 
 
 def _where(keys: pa.Array, wanted: pa.Array) -> np.ndarray:
@@ -334,7 +335,7 @@ class UpsertRewrite(UpsertJob):
     """Copy-on-write: Spark task n rewrites ``units[n]`` (RewriteUnits)."""
 
     def live_units(self, paths: Sequence[str], deletes: Mapping[str, tuple[str, ...]]) -> list[Any]:
-        return [RewriteUnit(path, own=False) for path in paths]
+        return [RewriteUnit(path, own=False, deletes=deletes[path]) for path in paths]
 
     def own_units(self, paths: Sequence[str], dropped: Sequence[tuple[int, ...]], sizes: Sequence[int]) -> list[Any]:
         # One per file, in order (a file without rows to leave out stays as it is).
@@ -356,13 +357,18 @@ class UpsertRewrite(UpsertJob):
             keep = np.ones(len(rows), dtype=bool)
             keep[list(unit.dropped)] = False
         else:
-            keys, hit, stale = self._hits(unit.path)
+            keys, hit, stale = self._hits(unit.path, unit.deletes)
             if not hit.size:
                 return {"path": None, "found": 0, "stale": stale}
             found = _deletes_found(keys, hit, self.deleted_keys)
             rows = pq.read_table(at, filesystem=fs)
             keep = np.ones(len(rows), dtype=bool)
             keep[hit] = False
+            # Rows deleted by position already (merge-on-read commits before the table's mode changed) stay
+            # deleted: the rewritten file leaves them out, and the delete files, which name the old file only,
+            # no longer apply to anything live (compaction drops them).
+            if unit.deletes:
+                keep[deleted_positions(unit.deletes, unit.path)] = False
         kept = rows.filter(pa.array(keep))
         if len(kept) == 0:
             return {"path": unit.path, "records": 0, "found": found, "stale": stale}
@@ -507,6 +513,36 @@ def _run_units(
     )
 
 
+# What to do about delete files an upsert cannot read.
+COMPACT_DELETES = "compact them into the data files first: rewrite_data_files with the option delete-file-threshold=1"
+
+
+def _live_tasks(table: Any, table_name: str, row_filter: Any) -> list[Any]:
+    """The scan tasks of the table's live data files the filter may match, each with its delete files. Delete
+    files an upsert cannot read (another writer's: Flink's equality deletes, a v3 table's deletion vectors)
+    are refused: the rows they delete would count as live."""
+    from pyiceberg.manifest import DataFileContent, FileFormat
+
+    try:
+        tasks = list(table.scan(row_filter=row_filter).plan_files())
+    except ValueError as exc:
+        if "equality deletes" not in str(exc):
+            raise
+        # (pyiceberg's own refusal: "PyIceberg does not yet support equality deletes".)
+        raise ValueError(
+            f"{table_name} has equality delete files, which an upsert cannot apply: {COMPACT_DELETES}"
+        ) from exc
+    for task in tasks:
+        for delete_file in task.delete_files:
+            if delete_file.content != DataFileContent.POSITION_DELETES or delete_file.file_format != FileFormat.PARQUET:
+                raise ValueError(
+                    f"{table_name} has delete files an upsert cannot apply ({delete_file.file_path}: "
+                    f"{delete_file.content.name.lower()} in {delete_file.file_format.name}; it reads position "
+                    f"deletes in Parquet): {COMPACT_DELETES}"
+                )
+    return tasks
+
+
 def merge_mode(properties: Mapping[str, str]) -> str:
     mode = properties.get(MERGE_MODE, COPY_ON_WRITE).strip().lower()
     if mode not in MERGE_MODES:
@@ -568,13 +604,7 @@ def commit_upserts(
         live: dict[str, Any] = {}
         live_deletes: dict[str, tuple[str, ...]] = {}
         if len(found.keys):
-            for task in table.scan(row_filter=row_filter).plan_files():
-                if task.delete_files and mode == COPY_ON_WRITE:
-                    raise ValueError(
-                        f"{table_name} has delete files: copy-on-write upserts rewrite data files and would bring "
-                        f"deleted rows back; compact the table's deletes first (rewrite_position_delete_files), or "
-                        f"set {MERGE_MODE}={MERGE_ON_READ}"
-                    )
+            for task in _live_tasks(table, table_name, row_filter):
                 if task.file.spec_id != table.metadata.default_spec_id and mode == COPY_ON_WRITE:
                     # A rewritten file is described under the current spec with its input's partition.
                     raise ValueError(

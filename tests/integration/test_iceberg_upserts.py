@@ -135,6 +135,18 @@ def test_upserts_leave_the_last_record_of_each_key(
     assert table_of(name, TABLE).schema().identifier_field_names() == {"id"}
     if mode == "merge-on-read":
         assert_upserts_merged_on_read(name, TABLE)
+        # An operator switches the table to copy-on-write: the next wave rewrites the data files holding its
+        # keys, without the rows the delete files deleted (which must not come back), and adds no delete file.
+        with table_of(name, TABLE).transaction() as tx:
+            tx.set_properties({"write.merge.mode": "copy-on-write"})
+        committed = len(sink_snapshots(name, TABLE))
+        with running_in_threads(name, tasks=2):
+            ends = produce(kafka_bootstrap, topic_name, changes(1500, 150, PARTITIONS, 13), PARTITIONS)
+            wait_until(caught_up(name, ends), 180, f"{name} to commit a copy-on-write wave")
+        assert_table_equals_model(name, kafka_bootstrap, ends)
+        rewrites = [s.summary.additional_properties for s in sink_snapshots(name, TABLE)[committed:]]
+        assert any("deleted-data-files" in summary for summary in rewrites), rewrites
+        assert not any("added-position-delete-files" in summary for summary in rewrites), rewrites
         # The maintenance's compaction folds the deletes back: the data files with delete files are
         # rewritten without their deleted rows, and the delete files left are compacted away.
         compact(name, delete_file_threshold=1)
