@@ -234,7 +234,8 @@ class CheckpointRunner:
     @property
     def failure(self) -> str:
         """What fails, for the task's status ("" when nothing does)."""
-        return "; ".join(f"{part} failing: {why}" for part, why in sorted(self.failures.items()))
+        # (Read from the task's thread while the runner's writes it: a copy, which the GIL makes whole.)
+        return "; ".join(f"{part} failing: {why}" for part, why in sorted(dict(self.failures).items()))
 
     def run(self, stop: Callable[[], bool]) -> None:
         """Each part at its interval until ``stop()``. A round that fails (a cluster out of reach, a topic it
