@@ -149,10 +149,11 @@ def duckdb_rows(name: str, table: str) -> list[dict[str, Any]]:
     return duckdb_iceberg_rows(table_of(name, table).metadata_location)
 
 
-def assert_upserts_merged_on_read(name: str, table: str) -> None:
-    """The connector's commits to ``table`` removed no data file, and those after the first that met keys
-    the table held added position delete files instead (merge-on-read, sinks.iceberg.row_delta)."""
-    snapshots = sink_snapshots(name, table)
+def assert_upserts_merged_on_read(name: str, table: str, commits: int | None = None) -> None:
+    """The connector's commits to ``table`` (its first ``commits``, if given) removed no data file, and those
+    after the first that met keys the table held added position delete files instead (merge-on-read,
+    sinks.iceberg.row_delta)."""
+    snapshots = sink_snapshots(name, table)[:commits]
     assert len(snapshots) >= 2, f"{name} made {len(snapshots)} commit(s) to {table}"
     for snapshot in snapshots:
         summary = snapshot.summary.additional_properties
