@@ -4,10 +4,12 @@ deleted by position (a SQL catalog on SQLite, read back by pyiceberg), and which
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,6 +25,7 @@ from sinks.iceberg.upserts import (
     UnappliableRows,
     UpsertRewrite,
     commit_upserts,
+    integer_where,
     key_column,
     winners,
 )
@@ -73,6 +76,24 @@ def test_an_ordering_field_decides_which_record_of_a_key_wins_across_partitions(
     assert winners([tied], ["id"], "_cdc.op", "_cdc.lsn").dropped == ((0,),)
     # Stream order alone: partition 1 wins every key (key 3 is then its update, after the delete).
     assert winners([partition0, partition1], ["id"], "_cdc.op").dropped == ((0, 1, 2, 3), ())
+
+
+def test_integer_keys_are_looked_up_as_numbers_in_a_table_or_by_hashing_and_text_keys_are_not() -> None:
+    keys = np.array([-5, 3, 7, 1 << 40], dtype=np.int64)
+    column = pa.chunked_array([pa.array([7, 8, -5], pa.int32()), pa.array([3, 1 << 20], pa.int32())])
+    # (The keys' span is beyond the table's: hashed.)
+    assert integer_where(column, keys).tolist() == [0, 2, 3]
+    assert integer_where(column, keys[:3]).tolist() == [0, 2, 3]  # (a span of 12: the table)
+    assert integer_where(pa.array([1, None, 3]), keys) is None
+    assert integer_where(pa.array(["3", "7"]), keys) is None
+    assert integer_where(pa.array([1, 2], pa.int64()), np.zeros(0, dtype=np.int64)).tolist() == []
+    # What a commit's files give: every file's identifier column of an integer type, else text keys only.
+    rows = [{"id": 9, "v": "a"}, {"id": 2, "v": "b"}, {"id": 9, "v": "c"}]
+    with tempfile.TemporaryDirectory() as directory:
+        first = write(Path(directory) / "a.parquet", rows)
+        assert winners([first], ["id"], None).integer_keys.tolist() == [2, 9]  # type: ignore[union-attr]
+        text = write(Path(directory) / "b.parquet", [{"id": "9", "v": "d"}])
+        assert winners([first, text], ["id"], None).integer_keys is None
 
 
 def test_composite_keys_join_their_columns() -> None:

@@ -145,6 +145,9 @@ class Winners:
     winner_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     winner_writes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     orders: pa.Array | None = None
+    # The same keys as integers, sorted, when the one identifier column is of an integer type: the live
+    # files' keys are then looked up as numbers (integer_where), not as text.
+    integer_keys: np.ndarray | None = None
 
     def dropping(self, stale: pa.Array) -> tuple[tuple[int, ...], ...]:
         """``dropped``, and the rows of the winners of the ``stale`` keys (those the table holds a later row
@@ -172,6 +175,7 @@ def winners(
     deletes: list[np.ndarray] = []
     orderings: list[pa.Array | None] = []
     typed: list[Any] = []
+    integers: list[pa.Array] = []  # (the identifier column of each file, while it is of an integer type)
     sizes = []
     for path in paths:
         fs, at = _filesystem(path)
@@ -184,7 +188,9 @@ def winners(
             found = _nested(rows, ordering_field)
             orderings.append(found.combine_chunks() if found is not None else None)
         if len(id_columns) == 1 and id_columns[0] in rows.column_names:
-            typed.extend(rows.column(id_columns[0]).to_pylist())
+            column = rows.column(id_columns[0]).combine_chunks()
+            typed.extend(column.to_pylist())
+            integers.append(column)
         sizes.append(len(rows))
     if not paths:
         return Winners((), pa.array([], pa.string()), ())
@@ -225,7 +231,40 @@ def winners(
         winner_at=winner,
         winner_writes=~removes[winner],
         orders=values.take(pa.array(winner)) if values is not None else None,
+        integer_keys=_integers(integers) if len(integers) == len(paths) else None,
     )
+
+
+def _integers(columns: Sequence[pa.Array]) -> np.ndarray | None:
+    """The distinct values of an identifier column, as sorted int64, when every file has it of a type int64
+    holds; None otherwise (text, or a null in it)."""
+    exact = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32())
+    if not columns or any(c.type not in exact or c.null_count for c in columns):
+        return None
+    return np.unique(np.concatenate([c.cast(pa.int64()).to_numpy() for c in columns]))
+
+
+# The largest span of integer keys (greatest less least) looked up in a table of one byte per value (16 MiB):
+# beyond it, by hashing (a table lookup is several times a hash's speed, and what a commit's lookup costs).
+TABLE_LOOKUP_SPAN = 1 << 24
+
+
+def integer_where(column: pa.ChunkedArray | pa.Array, keys: np.ndarray) -> np.ndarray | None:
+    """The positions of ``column``'s values that are in ``keys`` (sorted int64), or None when the column is
+    not of an integer type without nulls (then keys are compared as text)."""
+    if not pa.types.is_integer(column.type) or column.null_count or pa.types.is_uint64(column.type):
+        return None
+    values = column.to_numpy() if isinstance(column, pa.Array) else column.combine_chunks().to_numpy()
+    values = values.astype(np.int64, copy=False)
+    if not keys.size:
+        return np.zeros(0, dtype=np.int64)
+    low, high = int(keys[0]), int(keys[-1])
+    if high - low < TABLE_LOOKUP_SPAN:
+        table = np.zeros(high - low + 1, dtype=bool)
+        table[keys - low] = True
+        inside = np.nonzero((values >= low) & (values <= high))[0]
+        return inside[table[values[inside] - low]].astype(np.int64)
+    return np.nonzero(np.isin(values, keys))[0].astype(np.int64)
 
 
 def _ordered(orderings: Sequence[pa.Array | None], sizes: Sequence[int]) -> tuple[pa.Array, np.ndarray]:
@@ -270,11 +309,12 @@ def _where(keys: pa.Array, wanted: pa.Array) -> np.ndarray:
     return np.nonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))[0].astype(np.int64)
 
 
-def _deletes_found(keys: pa.Array, rows: np.ndarray, deleted_keys: pa.Array) -> int:
-    """How many of ``rows`` (positions) hold a key of ``deleted_keys``: deletes that found their key."""
-    if not len(deleted_keys) or not rows.size:
+def _deletes_found(hit_keys: pa.Array, deleted_keys: pa.Array) -> int:
+    """How many of the rows whose keys are ``hit_keys`` hold a key of ``deleted_keys``: deletes that found
+    their key."""
+    if not len(deleted_keys) or not len(hit_keys):
         return 0
-    return len(_where(keys.take(pa.array(rows)), deleted_keys))
+    return len(_where(hit_keys, deleted_keys))
 
 
 @dataclass(frozen=True)
@@ -290,6 +330,7 @@ class UpsertJob:
     # With an ordering field: the field, and the ordering value of each key's record (aligned with ``keys``).
     ordering_field: str | None = None
     orders: pa.Array | None = None
+    integer_keys: np.ndarray | None = None  # (Winners.integer_keys)
 
     @property
     def count(self) -> int:
@@ -303,22 +344,25 @@ class UpsertJob:
         """The units of the commit's own files at ``paths``, whose ``dropped`` rows are left out."""
         raise NotImplementedError
 
-    def _hits(self, path: str, deleted: Sequence[str] = ()) -> tuple[pa.Array, np.ndarray, list[str]]:
-        """For the live data file at ``path``: its rows' keys; the positions of the rows the commit replaces
-        or deletes (its identifier columns, and the ordering field, are read; rows the ``deleted`` delete
-        files delete are not live); and the keys whose row there is later than the commit's record by the
+    def _hits(self, path: str, deleted: Sequence[str] = ()) -> tuple[np.ndarray, pa.Array, list[str]]:
+        """For the live data file at ``path``: the positions of the rows the commit replaces or deletes (its
+        identifier columns, and the ordering field, are read; rows the ``deleted`` delete files delete are
+        not live) and their keys; and the keys whose row there is later than the commit's record by the
         ordering field, which stays (the record is then stale)."""
         fs, at = _filesystem(path)
         names = pq.read_schema(at, filesystem=fs).names
         wanted = [*self.id_columns, *([self.ordering_field.split(".")[0]] if self.ordering_field else [])]
         rows = pq.read_table(at, columns=[c for c in dict.fromkeys(wanted) if c in names], filesystem=fs)
-        keys = key_column(rows, self.id_columns)
-        positions = _where(keys, self.keys)
+        positions = None
+        if self.integer_keys is not None and self.id_columns[0] in rows.column_names:
+            positions = integer_where(rows.column(self.id_columns[0]), self.integer_keys)
+        if positions is None:
+            positions = _where(key_column(rows, self.id_columns), self.keys)
         if positions.size and deleted:
             positions = np.setdiff1d(positions, deleted_positions(deleted, path), assume_unique=True)
+        hit = key_column(rows.take(pa.array(positions)), self.id_columns)
         if self.orders is None or not positions.size:
-            return keys, positions, []
-        hit = keys.take(pa.array(positions))
+            return positions, hit, []
         incoming = self.orders.take(pc.index_in(hit, self.keys))
         column = _nested(rows, self.ordering_field) if self.ordering_field else None
         current = (
@@ -327,7 +371,7 @@ class UpsertJob:
             else pa.nulls(len(positions), incoming.type)
         )
         later = later_in_table(current, incoming)
-        return keys, positions[~later], hit.filter(pa.array(later)).to_pylist()
+        return positions[~later], hit.filter(pa.array(~later)), hit.filter(pa.array(later)).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -357,10 +401,10 @@ class UpsertRewrite(UpsertJob):
             keep = np.ones(len(rows), dtype=bool)
             keep[list(unit.dropped)] = False
         else:
-            keys, hit, stale = self._hits(unit.path, unit.deletes)
+            hit, hit_keys, stale = self._hits(unit.path, unit.deletes)
             if not hit.size:
                 return {"path": None, "found": 0, "stale": stale}
-            found = _deletes_found(keys, hit, self.deleted_keys)
+            found = _deletes_found(hit_keys, self.deleted_keys)
             rows = pq.read_table(at, filesystem=fs)
             keep = np.ones(len(rows), dtype=bool)
             keep[hit] = False
@@ -445,8 +489,8 @@ class PositionDeletes(UpsertJob):
         if unit.own:
             positions = np.asarray(unit.dropped, dtype=np.int64)
         else:
-            keys, positions, stale = self._hits(unit.path, unit.deletes)
-            found = _deletes_found(keys, positions, self.deleted_keys)
+            positions, hit_keys, stale = self._hits(unit.path, unit.deletes)
+            found = _deletes_found(hit_keys, self.deleted_keys)
         if not positions.size:
             return {"path": None, "found": found, "stale": stale}
         positions.sort()
@@ -625,6 +669,7 @@ def commit_upserts(
             found.deleted_keys,
             ordering_field if found.orders is not None else None,
             found.orders,
+            found.integer_keys,
         )
         ran = _run_units(run_units, template, template.live_units(sorted(live), live_deletes), ordered, found)
         if mode == MERGE_ON_READ:
