@@ -222,6 +222,29 @@ def test_a_record_older_than_the_tables_row_of_its_key_by_the_ordering_field_is_
     assert {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}[2] == "v2@25'"
 
 
+def test_more_keys_than_a_list_filters_prune_the_files_outside_their_span(tmp_path: Path) -> None:
+    catalog = _sql_catalog(tmp_path, **{MERGE_MODE: MERGE_ON_READ})
+    # Two commits' files: keys 0..1999, then 5000..6999 (an auto-increment id's inserts).
+    _commit(catalog, tmp_path, 1, [{"id": i, "op": "c", "v": "old"} for i in range(2000)])
+    _commit(catalog, tmp_path, 2, [{"id": i, "op": "c", "v": "old"} for i in range(5000, 7000)])
+    jobs: list[Any] = []
+
+    def run_units(job: Any) -> list[dict[str, Any]]:
+        jobs.append(job)
+        return [job.run_unit(n) for n in range(job.count)]
+
+    # 1,500 updates of keys 5200..6699: only the second file's bounds cross their span.
+    path = write(tmp_path / "commit-3.parquet", [{"id": i, "op": "u", "v": "new"} for i in range(5200, 6700)])
+    commit = TableCommit("mor", "commit-3", 1, (CommitFile(path),), {"t": {"0": [3, 4]}}, None)
+    commit_upserts(catalog, "db.t", commit, [CommitFile(path)], ["id"], "op", run_units)
+    (job,) = jobs
+    live = [unit.path for unit in job.units if not unit.own]
+    assert [path.rsplit("/", 1)[1] for path in live] == ["commit-2.parquet"]
+    rows = {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}
+    assert len(rows) == 4000
+    assert {k for k, v in rows.items() if v == "new"} == set(range(5200, 6700))
+
+
 def test_copy_on_write_rewrites_the_files_holding_the_keys(tmp_path: Path) -> None:
     catalog = _sql_catalog(tmp_path)
     _commit(catalog, tmp_path, 1, [{"id": i, "op": "c", "v": f"v{i}"} for i in range(4)])

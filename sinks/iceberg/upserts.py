@@ -609,7 +609,7 @@ def commit_upserts(
     in one snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends): merge-on-read or
     copy-on-write as the table's ``write.merge.mode`` says."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
-    from pyiceberg.expressions import AlwaysTrue, In
+    from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, LessThanOrEqual
 
     from sinks.iceberg.row_delta import commit_row_delta, position_delete_file
     from sinks.iceberg.tables import (
@@ -645,6 +645,14 @@ def commit_upserts(
         if len(id_columns) == 1 and 0 < len(found.typed_keys) <= MAX_FILTERED_KEYS:
             # (pyiceberg's In is a pydantic model: mypy reads its fields for its signature.)
             row_filter = In(id_columns[0], found.typed_keys)  # type: ignore[arg-type, call-arg]
+        elif found.integer_keys is not None and len(found.integer_keys):
+            # More keys, of an integer column: the files whose bounds cross the keys' span. Keys that arrive
+            # in order (a table's auto-increment ids, inserted then updated soon after) touch a few files of a
+            # large table; random keys span it all, and nothing is pruned.
+            low, high = int(found.integer_keys[0]), int(found.integer_keys[-1])
+            at_least = GreaterThanOrEqual(id_columns[0], low)  # type: ignore[arg-type, call-arg]
+            at_most = LessThanOrEqual(id_columns[0], high)  # type: ignore[arg-type, call-arg]
+            row_filter = And(at_least, at_most)
         live: dict[str, Any] = {}
         live_deletes: dict[str, tuple[str, ...]] = {}
         if len(found.keys):
