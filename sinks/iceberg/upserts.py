@@ -354,13 +354,16 @@ class UpsertJob:
         wanted = [*self.id_columns, *([self.ordering_field.split(".")[0]] if self.ordering_field else [])]
         rows = pq.read_table(at, columns=[c for c in dict.fromkeys(wanted) if c in names], filesystem=fs)
         positions = None
+        keys = None  # (every row's key as text: only when they were looked up as text)
         if self.integer_keys is not None and self.id_columns[0] in rows.column_names:
             positions = integer_where(rows.column(self.id_columns[0]), self.integer_keys)
         if positions is None:
-            positions = _where(key_column(rows, self.id_columns), self.keys)
+            keys = key_column(rows, self.id_columns)
+            positions = _where(keys, self.keys)
         if positions.size and deleted:
             positions = np.setdiff1d(positions, deleted_positions(deleted, path), assume_unique=True)
-        hit = key_column(rows.take(pa.array(positions)), self.id_columns)
+        taken = pa.array(positions)
+        hit = keys.take(taken) if keys is not None else key_column(rows.take(taken), self.id_columns)
         if self.orders is None or not positions.size:
             return positions, hit, []
         incoming = self.orders.take(pc.index_in(hit, self.keys))
