@@ -34,6 +34,7 @@ from workers.spark_writer import (
     read_staged_chunks,
     spark_failure,
     task_groups,
+    unit_groups,
 )
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition
 
@@ -131,6 +132,9 @@ def test_a_job_has_a_spark_task_per_core_each_with_about_equal_records() -> None
     # Any weights (Hudi's merge groups its file groups' writes by the rows they read).
     assert balanced_groups([3, 9, 1, 4, 0], 2) == ((1,), (0, 2, 3, 4))
     assert balanced_groups([], 4) == ()
+    # A UnitJob's units, dealt in turn to a task per core.
+    assert unit_groups(5, 2) == ((0, 2, 4), (1, 3))
+    assert unit_groups(1, 8) == ((0,),) and unit_groups(0, 2) == ()
 
 
 def test_executors_get_the_decoder_from_the_shipped_archive(tmp_path: Path) -> None:

@@ -432,7 +432,8 @@ class StagedJob(Protocol):
 
 
 class UnitJob(Protocol):
-    """Work split in units, as Spark runs it: Spark task n runs ``run_unit(n)`` (pickled with the job)."""
+    """Work split in units, as Spark runs it: each Spark task runs ``run_unit(n)`` for the units of its
+    group (``unit_groups``; the job is pickled with the function)."""
 
     @property
     def count(self) -> int: ...
@@ -493,13 +494,17 @@ def raised_briefly(
 
 
 @raised_briefly
-def run_job_units(job: UnitJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The function Spark's Python workers run for a UnitJob: one outcome row per unit."""
+def run_job_units(
+    job: UnitJob, groups: tuple[tuple[int, ...], ...], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The function Spark's Python workers run for a UnitJob (``mapInArrow`` over ``range(len(groups))``,
+    a Spark task per group of units): one outcome row per unit."""
     _freeze_imports()
     for batch in batches:
-        for n in batch.column("id").to_pylist():
-            outcome = json.dumps(job.run_unit(n))
-            yield pa.RecordBatch.from_pylist([{"unit": n, "outcome": outcome}], schema=UNIT_OUTCOME)
+        for group in batch.column("id").to_pylist():
+            for n in groups[group]:
+                outcome = json.dumps(job.run_unit(n))
+                yield pa.RecordBatch.from_pylist([{"unit": n, "outcome": outcome}], schema=UNIT_OUTCOME)
 
 
 # How many modules this Python worker had when it last froze its objects.
@@ -574,6 +579,14 @@ def balanced_groups(weights: Sequence[int], count: int) -> tuple[tuple[int, ...]
     return tuple(tuple(sorted(group)) for group in groups if group)
 
 
+def unit_groups(count: int, cores: int) -> tuple[tuple[int, ...], ...]:
+    """A UnitJob's ``count`` units in at most ``cores`` groups, a Spark task each, for the reason
+    ``task_groups`` gives: an upsert commit's units (a live file's keys looked up, a small delete file
+    written) take milliseconds, and a Spark task each cost more than the work. Units are dealt in turn,
+    so that neighbours (the files of one partition, of like size) go to different groups."""
+    return balanced_groups([1] * count, cores)
+
+
 def task_groups(staged: Sequence[StagedPartition], cores: int) -> tuple[tuple[int, ...], ...]:
     """The staged partitions (by index) in at most ``cores`` groups of about equal records, a Spark task each.
 
@@ -638,7 +651,8 @@ class SparkJobs:
         return {(r["topic"], r["partition"]): json.loads(r["outcome"]) for r in collected}
 
     def run_units(self, job: UnitJob) -> list[dict[str, Any]]:
-        """One Spark job over a job's units (a Spark task each); their outcomes, in unit order."""
+        """One Spark job over a job's units (a Spark task per group of them: ``unit_groups``); their
+        outcomes, in unit order."""
         collected = self._guarded(lambda: self._collect_units(job))
         return [json.loads(r["outcome"]) for r in sorted(collected, key=lambda r: r["unit"])]
 
@@ -670,5 +684,7 @@ class SparkJobs:
     def _collect_units(self, job: UnitJob) -> list[Any]:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        frame = self.spark.range(0, job.count, 1, job.count)
-        return list(frame.mapInArrow(functools.partial(run_job_units, job), from_arrow_schema(UNIT_OUTCOME)).collect())
+        groups = unit_groups(job.count, self.cores)
+        frame = self.spark.range(0, len(groups), 1, len(groups))
+        run = functools.partial(run_job_units, job, groups)
+        return list(frame.mapInArrow(run, from_arrow_schema(UNIT_OUTCOME)).collect())

@@ -27,7 +27,7 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
-from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles, _SnapshotProducer
 from pyiceberg.typedef import EMPTY_DICT
 from pyiceberg.types import LongType, StringType
 
@@ -77,8 +77,9 @@ class _DeleteManifestWriter(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
-class _RowDelta(_OverwriteFiles):
-    """pyiceberg's overwrite, with position delete files added in delete manifests of the same snapshot."""
+class _AddsDeleteFiles(_SnapshotProducer[Any]):
+    """A pyiceberg snapshot producer that adds position delete files too, in delete manifests of the same
+    snapshot."""
 
     def __init__(self, *args: Any, delete_files: Sequence[DataFile], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -117,7 +118,9 @@ class _RowDelta(_OverwriteFiles):
             )
         )
         collector = SnapshotSummaryCollector(partition_summary_limit=limit)
-        for added in self._added_data_files:  # (of the current spec: pyiceberg writes them in its manifest)
+        # (The data files of the snapshot: pyiceberg writes the added ones in its manifest, under the current
+        # spec; a removed one keeps its own.)
+        for added in self._added_data_files:
             collector.add_file(added, schema=schema, partition_spec=metadata.spec())
         for delete_file in self._added_delete_files:
             collector.add_file(delete_file, schema=schema, partition_spec=specs[delete_file.spec_id])
@@ -128,6 +131,16 @@ class _RowDelta(_OverwriteFiles):
             summary=Summary(operation=self._operation, **collector.build(), **snapshot_properties),
             previous_summary=parent.summary if parent is not None else None,
         )
+
+
+class _RowDelta(_AddsDeleteFiles, _OverwriteFiles):
+    """Data files removed (copy-on-write): pyiceberg's overwrite, which rewrites the manifests that list them."""
+
+
+class _RowDeltaAppend(_AddsDeleteFiles, _FastAppendFiles):
+    """No data file removed (merge-on-read): the parent's manifests are kept as they are, unread, as Iceberg's
+    own RowDelta keeps them. pyiceberg's overwrite reads every manifest of the table to find the files it
+    removes, even when there are none: at a commit a second, that grew with the table's history."""
 
 
 def commit_row_delta(
@@ -150,7 +163,8 @@ def commit_row_delta(
         if tx.table_metadata.name_mapping() is None:
             mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
             tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
-        delta = _RowDelta(
+        producer = _RowDelta if replaced else _RowDeltaAppend
+        delta = producer(
             operation=operation,
             transaction=tx,
             io=table.io,
