@@ -21,18 +21,24 @@ and its whole cycle (started -> committed), and per updated record. Compaction i
   maintenance's compaction folds the delete files back (rewrite_data_files with delete-file-threshold 1,
   then rewrite_position_delete_files): the read cost of the deletes.
 
+With ``--key-type uuid`` (Iceberg) the key column is text, a UUID made from each key's number (by MD5, so
+that the keys' order in the table is random, as UUIDs are): a live file's keys are then looked up as text,
+not as numbers.
+
 What it shows: the cost should follow the updates, not the table; the 10M table's commit writes 100x the
 updates of the 100k table's, and the figures per updated record are what to compare.
 
     .venv/bin/python bench/upsert_scale.py [--sink hudi|iceberg] [--merge-mode merge-on-read|copy-on-write]
-        [--sizes 100000,10000000] [--waves 3] [--buckets 16]
+        [--key-type integer|uuid] [--sizes 100000,10000000] [--waves 3] [--buckets 16]
 
-Prints and writes bench/results/<sink>_upsert_scale.json (Iceberg copy-on-write: ..._copy_on_write.json).
+Prints and writes bench/results/<sink>_upsert_scale.json (Iceberg copy-on-write: ..._copy_on_write.json;
+UUID keys: ..._uuid_keys.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import shutil
@@ -71,6 +77,13 @@ PARTITIONS = 8
 # a wave is one commit of 1% of the keys. At 2 s, a wave was cut into up to four commits, each of which looks
 # its keys up in the whole table: the wave's time then counted the lookup up to four times.
 INTERVAL_MS = 10_000
+
+
+def key_value(key: int, key_type: str) -> int | str:
+    """Key number ``key`` as the table holds it: the number, or (``uuid``) a UUID made from it by MD5."""
+    if key_type == "integer":
+        return key
+    return str(uuid.UUID(bytes=hashlib.md5(str(key).encode()).digest()))
 
 
 def iceberg_connector_config(topic: str, table: str, merge_mode: str, interval_ms: int) -> dict[str, str]:
@@ -132,7 +145,7 @@ def bulk_insert(config: dict[str, str], rows: int) -> float:
     return time.monotonic() - began
 
 
-def iceberg_load(config: dict[str, str], rows: int) -> float:
+def iceberg_load(config: dict[str, str], rows: int, key_type: str) -> float:
     """The table of ``rows`` keys in ten files, created as the sink creates it for ``config`` (its table
     properties), its columns as the sink decodes the topic's records (key, version, amount, note)."""
     import pyarrow as pa
@@ -143,7 +156,7 @@ def iceberg_load(config: dict[str, str], rows: int) -> float:
 
     parsed = SinkConfig.parse(config)
     schema = Schema(
-        NestedField(1, "key", LongType(), required=False),
+        NestedField(1, "key", LongType() if key_type == "integer" else StringType(), required=False),
         NestedField(2, "version", LongType(), required=False),
         NestedField(3, "amount", DoubleType(), required=False),
         NestedField(4, "note", StringType(), required=False),
@@ -154,10 +167,11 @@ def iceberg_load(config: dict[str, str], rows: int) -> float:
         step = max(1, rows // 10)
         for first in range(0, rows, step):
             keys = pa.array(range(first, min(rows, first + step)), pa.int64())
+            stored = keys if key_type == "integer" else pa.array([key_value(k, key_type) for k in keys.to_pylist()])
             table.append(
                 pa.table(
                     {
-                        "key": keys,
+                        "key": stored,
                         "version": pa.array([0] * len(keys), pa.int64()),
                         "amount": pa.compute.cast(pa.compute.divide(keys, 1000), pa.float64()),
                         "note": pa.compute.binary_join_element_wise("row ", keys.cast(pa.string()), ""),
@@ -227,11 +241,16 @@ def iceberg_compact(config: dict[str, str]) -> float:
     return time.monotonic() - began
 
 
-def produce_updates(topic: str, keys: int, count: int, version: int, seed: int) -> None:
+def produce_updates(topic: str, keys: int, count: int, version: int, seed: int, key_type: str) -> None:
     producer = Producer({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS, "linger.ms": 50})
     rng = random.Random(seed)
     for key in rng.sample(range(keys), count):
-        record = {"key": key, "version": version, "amount": float(key % 997), "note": f"update {version}"}
+        record = {
+            "key": key_value(key, key_type),
+            "version": version,
+            "amount": float(key % 997),
+            "note": f"update {version}",
+        }
         producer.produce(topic, json.dumps(record).encode(), key=str(key).encode(), partition=key % PARTITIONS)
         producer.poll(0)
     producer.flush(60)
@@ -253,7 +272,14 @@ def wait_for(name: str, records: int, timeout: float = 1800.0) -> list[Commit]:
 
 
 def measure_size(
-    product: Product, sink: str, merge_mode: str, rows: int, waves: int, buckets: int, interval_ms: int
+    product: Product,
+    sink: str,
+    merge_mode: str,
+    rows: int,
+    waves: int,
+    buckets: int,
+    interval_ms: int,
+    key_type: str = "integer",
 ) -> dict:
     run = uuid.uuid4().hex[:8]
     topic, name, table = f"bench-{sink}-scale-{run}", f"bench-{sink}-scale-{rows}-{run}", f"scale_{run}"
@@ -265,7 +291,7 @@ def measure_size(
     else:
         config = connector_config(topic, base, table, buckets, interval_ms)
     print(f"{rows:,} rows: bulk insert...", flush=True)
-    loaded_s = iceberg_load(config, rows) if sink == "iceberg" else bulk_insert(config, rows)
+    loaded_s = iceberg_load(config, rows, key_type) if sink == "iceberg" else bulk_insert(config, rows)
     print(f"{rows:,} rows: bulk insert took {loaded_s:.1f} s", flush=True)
     product.api("POST", "connectors", {"name": name, "config": config})
     per_wave = []
@@ -273,7 +299,7 @@ def measure_size(
     updates = max(1, rows // 100)
     for wave in range(1, waves + 1):
         before = {c.commit_id for c in Commit.objects.filter(connector_name=name)}
-        produce_updates(topic, rows, updates, wave, seed=wave)
+        produce_updates(topic, rows, updates, wave, wave, key_type)
         committed += updates
         commits = [c for c in wait_for(name, committed) if c.commit_id not in before]
         apply_s = sum(seconds_between(c.prepared_at, c.committed_at) for c in commits)
@@ -315,6 +341,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sink", choices=("hudi", "iceberg"), default="hudi")
     parser.add_argument("--merge-mode", choices=("merge-on-read", "copy-on-write"), default="merge-on-read")
+    parser.add_argument("--key-type", choices=("integer", "uuid"), default="integer")
     parser.add_argument("--sizes", default="100000,10000000")
     parser.add_argument("--waves", type=int, default=3)
     parser.add_argument("--interval-ms", type=int, default=INTERVAL_MS)
@@ -324,7 +351,10 @@ def main() -> None:
     parser.add_argument("--skip-warm-up", action="store_true")
     parser.add_argument("--output")
     args = parser.parse_args()
+    if args.key_type != "integer" and args.sink != "iceberg":
+        parser.error("--key-type is the Iceberg sink's: Hudi's bucket index hashes any key alike")
     suffix = "_copy_on_write" if args.sink == "iceberg" and args.merge_mode == "copy-on-write" else ""
+    suffix += "_uuid_keys" if args.key_type == "uuid" else ""
     output = args.output or str(ROOT / "bench" / "results" / f"{args.sink}_upsert_scale{suffix}.json")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     call_command("migrate", verbosity=0)
@@ -335,7 +365,16 @@ def main() -> None:
         product = Product()
         try:
             results = [
-                measure_size(product, args.sink, args.merge_mode, rows, args.waves, args.buckets, args.interval_ms)
+                measure_size(
+                    product,
+                    args.sink,
+                    args.merge_mode,
+                    rows,
+                    args.waves,
+                    args.buckets,
+                    args.interval_ms,
+                    args.key_type,
+                )
                 for rows in sizes
             ]
         finally:
@@ -349,6 +388,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "spark_warmed_up": not args.skip_warm_up,
         "sink": args.sink,
+        "key_type": args.key_type,
         **(
             {"write.merge.mode": args.merge_mode}
             if args.sink == "iceberg"

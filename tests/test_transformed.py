@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from connectors.config import SinkConfig
 from tests.conftest import sink_config
 from tests.test_staging import CollectingSink
 from workers.staging import RecordChunk, StagingBuffer
-from workers.transformed import RecordTransformer
+from workers.transformed import RecordTransformer, parse_json
 
 TOPIC = "dbserver1.public.orders"
 
@@ -108,3 +110,18 @@ def test_a_value_that_is_not_json_is_a_bad_record_staged_as_consumed() -> None:
     assert dropped == 1
     assert out.offsets == [10, 12]
     assert out.values[1] == b"{not json" and out.errors[1] is not None and "not JSON" in out.errors[1]
+
+
+def test_integers_beyond_64_bits_stay_whole_and_the_rest_reads_as_orjson_reads_it() -> None:
+    beyond = [-(1 << 63) - 1, (1 << 64), 10**30]
+    texts = [json.dumps({"id": n, "nested": {"list": [n]}}).encode() for n in beyond]
+    for text, n in zip(texts, beyond, strict=True):
+        assert parse_json(text) == {"id": n, "nested": {"list": [n]}}
+        assert type(parse_json(text)["id"]) is int
+    # Within 64 bits (signed or not), and 19 digits that are no integer: as orjson reads them.
+    for text in (
+        b'{"a": 18446744073709551615, "b": -9223372036854775808}',
+        b'{"f": 0.1234567890123456789, "s": "1234567890123456789012"}',
+        b'[1e300, 2.5, "x"]',
+    ):
+        assert parse_json(text) == orjson.loads(text)

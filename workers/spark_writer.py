@@ -8,8 +8,9 @@ consume; at END_COMMIT a task hands its staged files to Spark in **one job**
 the sink's (a ``StagedJob``: the Iceberg sink decodes into its tables' data
 files, the files sink into its layout, Hudi into its base files); the job
 returns only each partition's outcome (files written, bad records, skips).
-A coordinator's work in units (a Hudi merge, an Iceberg upsert's rewrite) is
-a ``UnitJob``. Both are Python functions over ``mapInArrow``: Spark's Python
+A coordinator's work in units (an Iceberg upsert's live files looked up, and
+rewritten or given delete files) is a ``UnitJob``, also run as a Spark task
+per core. Both are Python functions over ``mapInArrow``: Spark's Python
 workers read the staged files and write the data files themselves, the
 fastest of the ways measured (docs/spark.md, bench/spark_decoding.py).
 
@@ -442,7 +443,7 @@ class UnitJob(Protocol):
 
 
 class UnitRunner:
-    """Runs a coordinator's UnitJob (a Hudi merge, an Iceberg upsert's rewrite) where the connector's data
+    """Runs a coordinator's UnitJob (an Iceberg upsert's units) where the connector's data
     plane runs: as one Spark job, or (the arrow plane) in this process. Spark out of reach is an outage
     of the sink (SinkUnavailable): the prepared commit is rolled forward once it answers."""
 

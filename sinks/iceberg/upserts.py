@@ -319,7 +319,7 @@ def _deletes_found(hit_keys: pa.Array, deleted_keys: pa.Array) -> int:
 
 @dataclass(frozen=True)
 class UpsertJob:
-    """The Spark job of an upsert commit (pickled to Spark's Python workers): Spark task n runs ``units[n]``
+    """The Spark job of an upsert commit (pickled to Spark's Python workers): ``run_unit(n)`` runs ``units[n]``
     against the commit's ``keys`` (``deleted_keys``: those it deletes without writing them)."""
 
     units: tuple[Any, ...]
@@ -379,7 +379,7 @@ class UpsertJob:
 
 @dataclass(frozen=True)
 class UpsertRewrite(UpsertJob):
-    """Copy-on-write: Spark task n rewrites ``units[n]`` (RewriteUnits)."""
+    """Copy-on-write: ``run_unit(n)`` rewrites ``units[n]`` (RewriteUnits)."""
 
     def live_units(self, paths: Sequence[str], deletes: Mapping[str, tuple[str, ...]]) -> list[Any]:
         return [RewriteUnit(path, own=False, deletes=deletes[path]) for path in paths]
@@ -465,7 +465,7 @@ class DeleteUnit:
 
 @dataclass(frozen=True)
 class PositionDeletes(UpsertJob):
-    """Merge-on-read: Spark task n writes the position delete file of ``units[n]`` (DeleteUnits), beside its
+    """Merge-on-read: ``run_unit(n)`` writes the position delete file of ``units[n]`` (DeleteUnits), beside its
     data file. Only the identifier columns (and the ordering field) of a live file are read; no data file is
     rewritten."""
 

@@ -59,9 +59,9 @@ class Heartbeats:
     """MirrorMaker 2's MirrorHeartbeatConnector: a heartbeat to the source's ``heartbeats`` topic every
     emit.heartbeats.interval.seconds; the mirror's tasks replicate it, which proves the path end to end."""
 
-    def __init__(self, settings: MirrorSettings) -> None:
+    def __init__(self, settings: MirrorSettings, source_admin: AdminClient) -> None:
         self.settings = settings
-        self.admin = AdminClient(settings.clients("source"))
+        self.admin = source_admin
         self.producer = Producer({**settings.clients("source"), "enable.idempotence": True})
 
     def start(self) -> None:
@@ -82,10 +82,10 @@ class Checkpoints:
     through the offset syncs, to the target's checkpoints topic; and with sync.group.offsets.enabled, into
     the same groups on the target."""
 
-    def __init__(self, connector: str, settings: MirrorSettings) -> None:
+    def __init__(self, connector: str, settings: MirrorSettings, source_admin: AdminClient) -> None:
         self.connector = connector
         self.settings = settings
-        self.source_admin = AdminClient(settings.clients("source"))
+        self.source_admin = source_admin
         self.target_admin = AdminClient(settings.clients("target"))
         self.syncs = Consumer(
             {
@@ -225,8 +225,14 @@ class CheckpointRunner:
     def __init__(self, connector: str, settings: MirrorSettings) -> None:
         self.connector = connector
         self.settings = settings
-        self.checkpoints = Checkpoints(connector, settings) if settings.emit_checkpoints else None
-        self.heartbeats = Heartbeats(settings) if settings.emit_heartbeats else None
+        self.checkpoints: Checkpoints | None = None
+        self.heartbeats: Heartbeats | None = None
+        if settings.emit_checkpoints or settings.emit_heartbeats:
+            source = AdminClient(settings.clients("source"))  # (one client of the source's admin API for both)
+            if settings.emit_checkpoints:
+                self.checkpoints = Checkpoints(connector, settings, source)
+            if settings.emit_heartbeats:
+                self.heartbeats = Heartbeats(settings, source)
         # Why each part's last round failed, while it does (for the task's status: the records are still
         # mirrored, but a failover would resume from old checkpoints, or the heartbeats stopped).
         self.failures: dict[str, str] = {}
