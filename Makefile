@@ -79,8 +79,12 @@ bench: services
 		--output bench/results/sink_throughput-hudi-upserts.json
 	$(PY) bench/sink_throughput.py --sinks iceberg,iceberg-upsert,iceberg-upsert-cow --writers spark --modes make-run \
 		--repeat 3 --output bench/results/sink_throughput-iceberg-upserts.json
+	$(PY) bench/sink_throughput.py --sinks iceberg-cdc,iceberg-cdc-append --modes make-run --repeat 2 \
+		--output bench/results/sink_throughput-cdc-1M.json
+	$(PY) bench/transform_cost.py
 	$(PY) bench/upsert_scale.py
 	$(PY) bench/upsert_scale.py --sink iceberg
+	$(PY) bench/upsert_scale.py --sink iceberg --key-type uuid
 	$(PY) bench/upsert_scale.py --sink iceberg --merge-mode copy-on-write --waves 2
 	$(PY) bench/maintenance.py
 	$(PY) bench/mirror_throughput.py

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 
 from connectors.config import SinkConfig
 from tests.conftest import sink_config
@@ -125,3 +126,11 @@ def test_integers_beyond_64_bits_stay_whole_and_the_rest_reads_as_orjson_reads_i
         b'[1e300, 2.5, "x"]',
     ):
         assert parse_json(text) == orjson.loads(text)
+    # What orjson refuses is refused on either path.
+    for text in (
+        b'{"a": NaN}',
+        b'{"a": 12345678901234567890123, "b": Infinity}',
+        b'[12345678901234567890123, "\\ud800"]',
+    ):
+        with pytest.raises(ValueError):
+            parse_json(text)

@@ -106,16 +106,17 @@ class RecordTransformer:
 # digits or more; so has any text that holds one. Found by mapping every digit to 0 and every other byte
 # to a space, then looking for nineteen 0s: both at C speed (a regular expression for the run cost several
 # times the parse).
-_DIGITS_AS_ZEROS = bytes(ord("0") if chr(b).isdigit() and b < 128 else ord(" ") for b in range(256))
+_DIGITS_AS_ZEROS = bytes(b"0"[0] if b"0"[0] <= b <= b"9"[0] else b" "[0] for b in range(256))
 _LONG_DIGITS = b"0" * 19
 
 
 def parse_json(raw: bytes) -> Any:
     """JSON text as Python values: by orjson (several times the standard library's speed, which is most of
     what a transform costs: bench/transform_cost.py). orjson reads an integer beyond 64 bits as a float:
-    text with a run of 19 digits or more, which such an integer has, is read by the standard library, which
-    keeps integers whole (and reads everything else as orjson does)."""
-    return json.loads(raw) if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS) else orjson.loads(raw)
+    text with a run of 19 digits or more, which such an integer has, is read again by the standard library,
+    which keeps integers whole (what orjson refuses, such as NaN or a lone surrogate, stays refused)."""
+    value = orjson.loads(raw)
+    return json.loads(raw) if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS) else value
 
 
 def json_text(value: Any) -> bytes:
