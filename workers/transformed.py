@@ -103,10 +103,9 @@ class RecordTransformer:
 
 
 # An integer literal orjson reads as a float (beyond its 64 bits: below -2**63 or above 2**64 - 1) has 19
-# digits or more; so has any text that holds one. Found by mapping every digit to 0 and every other byte
-# to a space, then looking for nineteen 0s: both at C speed (a regular expression for the run cost several
-# times the parse).
-_DIGITS_AS_ZEROS = bytes(b"0"[0] if b"0"[0] <= b <= b"9"[0] else b" "[0] for b in range(256))
+# digits or more; so has any text that holds one. Found by mapping every digit to 0, then looking for
+# nineteen 0s: both at C speed (a regular expression for the run cost several times the parse).
+_DIGITS_AS_ZEROS = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGITS = b"0" * 19
 
 
