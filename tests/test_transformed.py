@@ -134,3 +134,46 @@ def test_integers_beyond_64_bits_stay_whole_and_the_rest_reads_as_orjson_reads_i
     ):
         with pytest.raises(ValueError):
             parse_json(text)
+
+
+def test_keys_stay_as_consumed_unless_a_step_reads_or_replaces_them() -> None:
+    events = [
+        {"before": None, "after": {"id": 1}, "source": {"db": "inventory", "table": "orders"}, "op": "c"},
+        {"before": None, "after": {"id": 2}, "source": {"db": "inventory", "table": "orders"}, "op": "c"},
+    ]
+    keys: list[bytes | None] = [b'{"id": 1}', b"not json"]
+    unwrap = config(
+        **{"transforms": "unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}
+    )
+    assert unwrap.transforms is not None and not unwrap.transforms.uses_keys
+    out, _ = RecordTransformer(unwrap, unwrap.transforms).apply(run(events, keys=list(keys)))
+    # Not parsed, nor written again: as the sink takes them without transforms.
+    assert out.keys == keys and out.errors == [None, None]
+
+    # A step that reads keys (the Iceberg sink's DebeziumTransform keeps a map key as _cdc.key) parses them:
+    # a key that is not JSON is then a bad record, staged as consumed.
+    dbz = config(
+        **{
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "transforms": "dbz",
+            "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+        }
+    )
+    assert dbz.transforms is not None and dbz.transforms.uses_keys
+    out, _ = RecordTransformer(dbz, dbz.transforms).apply(run(events, keys=list(keys)))
+    assert json.loads(out.values[0] or b"")["_cdc"]["key"] == {"id": 1}
+    assert out.keys[0] == b'{"id":1}'
+    assert out.keys[1] == b"not json" and out.errors[1] is not None and "the key is not JSON" in out.errors[1]
+
+    # A step that replaces them (ValueToKey, or any $Key variant) writes them as JSON.
+    for replacing in (
+        {"transforms.k.type": "org.apache.kafka.connect.transforms.ValueToKey", "transforms.k.fields": "id"},
+        {"transforms.k.type": "org.apache.kafka.connect.transforms.HoistField$Key", "transforms.k.field": "k"},
+    ):
+        keyed = config(
+            **{"key.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms": "k", **replacing}
+        )
+        assert keyed.transforms is not None and keyed.transforms.uses_keys
+        out, _ = RecordTransformer(keyed, keyed.transforms).apply(run([{"id": 5}], keys=[b'{"id": 5}']))
+        assert json.loads(out.keys[0] or b"") in ({"id": 5}, {"k": {"id": 5}})
+        assert out.keys[0] != b'{"id": 5}'

@@ -7,6 +7,8 @@ and both data planes take transformed records, and a replay (after a crash)
 transforms the same records the same way. After the chain, values that were
 JSON or Avro are plain JSON (``SinkConfig.sink_view``).
 
+- Keys stay as consumed when no step reads or replaces them (``TransformChain.uses_keys``), as they are
+  without transforms: not parsed, nor written again.
 - A record a transformation drops (Filter, a Debezium delete) is not staged;
   the partition's staged range still covers it, and it is counted as skipped.
 - A record a transformation cannot transform is staged as it came, with the
@@ -38,6 +40,7 @@ class RecordTransformer:
         # (Avro values reach the chain as the JSON the participant decoded them into.)
         self.json_values = config.value_converter in ("json", "avro")
         self.envelope = config.value_converter == "json" and config.schemas_enable
+        self.keys_used = chain.uses_keys
 
     def apply(self, chunk: RecordChunk) -> tuple[RecordChunk, int]:
         """The run's records transformed (dropped ones left out), and how many were dropped."""
@@ -54,7 +57,7 @@ class RecordTransformer:
                         partition=chunk.partition,
                         offset=offset,
                         timestamp=chunk.timestamps[i],
-                        key=self._key(raw_key),
+                        key=self._key(raw_key) if self.keys_used else None,
                         value=self._value(raw_value),
                         headers=list(headers or []),
                     )
@@ -67,9 +70,11 @@ class RecordTransformer:
                         continue
                     out.offsets.append(offset)
                     out.timestamps.append(transformed.timestamp)
-                    out.keys.append(_encoded(transformed.key, self.key_converter))
+                    out.keys.append(_encoded(transformed.key, self.key_converter) if self.keys_used else raw_key)
                     out.values.append(_encoded(transformed.value, self.value_converter))
-                    out.headers.append([(name, _header(value)) for name, value in transformed.headers] or None)
+                    out.headers.append(
+                        [(name, _header(value)) for name, value in transformed.headers] if transformed.headers else None
+                    )
                     out.errors.append(None)
                     continue
             # Staged as consumed, with why it could not be transformed (or decoded).

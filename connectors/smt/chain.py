@@ -47,6 +47,11 @@ class Step:
 class TransformChain:
     steps: tuple[Step, ...]
 
+    @property
+    def uses_keys(self) -> bool:
+        """Whether a step reads or replaces records' keys: if none does, the keys stay as consumed."""
+        return any(step.transformation.uses_key for step in self.steps)
+
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         """The record through each transformation in order (those whose predicate holds, or with
         ``negate`` does not); None when one drops it. Raises ``TransformFailed`` with the step's alias and

@@ -153,6 +153,7 @@ class DebeziumTransform(Transformation):
         "io.tabular.iceberg.connect.transforms.DebeziumTransform",
     )
     OPS = {"u": "U", "d": "D"}
+    USES_KEY = True  # (``_cdc.key``)
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)

@@ -492,6 +492,7 @@ class ValueToKey(Transformation):
     """Replaces the key with a map of the value's ``fields``."""
 
     CLASSES = (f"{PACKAGE}.ValueToKey",)
+    USES_KEY = True
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)

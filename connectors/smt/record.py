@@ -139,6 +139,8 @@ class Transformation:
 
     # The class names that configure it (``transforms.<alias>.type``), the first being the canonical one.
     CLASSES: ClassVar[tuple[str, ...]] = ()
+    # Whether it reads or replaces records' keys (a chain whose steps do not leaves keys as they were consumed).
+    USES_KEY: ClassVar[bool] = False
 
     def __init__(self, props: Props) -> None:
         self.props = props
@@ -146,11 +148,19 @@ class Transformation:
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         raise NotImplementedError
 
+    @property
+    def uses_key(self) -> bool:
+        return self.USES_KEY
+
 
 class KeyOrValue(Transformation):
     """A transformation with ``$Key`` and ``$Value`` variants: it works on the key or on the value."""
 
     ON_KEY: ClassVar[bool] = False
+
+    @property
+    def uses_key(self) -> bool:
+        return self.ON_KEY
 
     def operating(self, record: ConnectRecord) -> Any:
         return record.key if self.ON_KEY else record.value
