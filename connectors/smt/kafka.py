@@ -138,6 +138,8 @@ def _java_double(value: float) -> str:
 
 def to_text(value: Any) -> str:
     """A schemaless value as Kafka writes it as a string (``Object.toString``; bytes in base64)."""
+    if type(value) is str:  # (most values: a Debezium event's op, db and table)
+        return value
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
