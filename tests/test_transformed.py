@@ -177,3 +177,50 @@ def test_keys_stay_as_consumed_unless_a_step_reads_or_replaces_them() -> None:
         out, _ = RecordTransformer(keyed, keyed.transforms).apply(run([{"id": 5}], keys=[b'{"id": 5}']))
         assert json.loads(out.keys[0] or b"") in ({"id": 5}, {"k": {"id": 5}})
         assert out.keys[0] != b'{"id": 5}'
+
+
+def test_values_stay_as_consumed_when_no_step_or_predicate_reads_them() -> None:
+    routed = config(
+        **{
+            "transforms": "route,mark,drop",
+            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex": "dbserver1\\.(.*)",
+            "transforms.route.replacement": "$1",
+            "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
+            "transforms.mark.header": "via",
+            "transforms.mark.value.literal": "sinkadmin",
+            "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+            "transforms.drop.predicate": "other",
+            "predicates": "other",
+            "predicates.other.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+            "predicates.other.pattern": "other\\..*",
+        }
+    )
+    assert routed.transforms is not None and not routed.transforms.uses_values
+    chunk = run([{"id": 1}, None])
+    chunk.values[0] = b'{"id": 1,  "note": "as written"}'
+    chunk.values.append(b"{not json")
+    for column in (chunk.timestamps, chunk.keys, chunk.headers, chunk.errors):
+        column.append(None)
+    chunk.offsets.append(12)
+    out, dropped = RecordTransformer(routed, routed.transforms).apply(chunk)
+    # Not parsed, nor written again: the sink's decoder judges them, as without transforms.
+    assert (out.values, out.errors, dropped) == (chunk.values, [None, None, None], 0)
+    assert out.headers == [[("via", b"sinkadmin")]] * 3
+
+    # A predicate that reads values decodes them: the JSON null is a tombstone, as Kafka Connect's
+    # JsonConverter reads it, and the text that is not JSON is a bad record.
+    tombstones = config(
+        **{
+            "transforms": "drop",
+            "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+            "transforms.drop.predicate": "tombstone",
+            "predicates": "tombstone",
+            "predicates.tombstone.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+        }
+    )
+    assert tombstones.transforms is not None and tombstones.transforms.uses_values
+    chunk.values[1] = b"null"
+    out, dropped = RecordTransformer(tombstones, tombstones.transforms).apply(chunk)
+    assert dropped == 1 and out.offsets == [10, 12]
+    assert out.values[0] == b'{"id":1,"note":"as written"}' and out.errors[1] is not None

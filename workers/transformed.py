@@ -7,8 +7,9 @@ and both data planes take transformed records, and a replay (after a crash)
 transforms the same records the same way. After the chain, values that were
 JSON or Avro are plain JSON (``SinkConfig.sink_view``).
 
-- Keys stay as consumed when no step reads or replaces them (``TransformChain.uses_keys``), as they are
-  without transforms: not parsed, nor written again.
+- Keys, and values, stay as consumed when no step reads or replaces them (``TransformChain.uses_keys``,
+  ``uses_values``), as they are without transforms: not parsed, nor written again. A chain of routers,
+  header transforms and filters under a topic's or a header's predicate costs no JSON at all.
 - A record a transformation drops (Filter, a Debezium delete) is not staged;
   the partition's staged range still covers it, and it is counted as skipped.
 - A record a transformation cannot transform is staged as it came, with the
@@ -41,6 +42,8 @@ class RecordTransformer:
         self.json_values = config.value_converter in ("json", "avro")
         self.envelope = config.value_converter == "json" and config.schemas_enable
         self.keys_used = chain.uses_keys
+        # (A value in Kafka Connect's schema envelope is its payload to the sink, so it is always decoded.)
+        self.values_used = chain.uses_values or self.envelope
 
     def apply(self, chunk: RecordChunk) -> tuple[RecordChunk, int]:
         """The run's records transformed (dropped ones left out), and how many were dropped."""
@@ -58,7 +61,7 @@ class RecordTransformer:
                         offset=offset,
                         timestamp=chunk.timestamps[i],
                         key=self._key(raw_key) if self.keys_used else None,
-                        value=self._value(raw_value),
+                        value=self._value(raw_value) if self.values_used else raw_value,
                         headers=list(headers or []),
                     )
                     transformed = self.chain.apply(record)
@@ -71,7 +74,9 @@ class RecordTransformer:
                     out.offsets.append(offset)
                     out.timestamps.append(transformed.timestamp)
                     out.keys.append(_encoded(transformed.key, self.key_converter) if self.keys_used else raw_key)
-                    out.values.append(_encoded(transformed.value, self.value_converter))
+                    out.values.append(
+                        _encoded(transformed.value, self.value_converter) if self.values_used else raw_value
+                    )
                     out.headers.append(
                         [(name, _header(value)) for name, value in transformed.headers] if transformed.headers else None
                     )

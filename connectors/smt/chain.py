@@ -52,6 +52,15 @@ class TransformChain:
         """Whether a step reads or replaces records' keys: if none does, the keys stay as consumed."""
         return any(step.transformation.uses_key for step in self.steps)
 
+    @property
+    def uses_values(self) -> bool:
+        """Whether a step or its predicate reads or replaces records' values: if none does (routers, header
+        transforms, Filter under a topic's or header's predicate), the values stay as consumed."""
+        return any(
+            step.transformation.uses_value or (step.predicate is not None and step.predicate.USES_VALUE)
+            for step in self.steps
+        )
+
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         """The record through each transformation in order (those whose predicate holds, or with
         ``negate`` does not); None when one drops it. Raises ``TransformFailed`` with the step's alias and

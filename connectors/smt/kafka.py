@@ -674,6 +674,7 @@ class RegexRouter(Transformation):
     ``replaceFirst``): the first match in the topic replaced by ``replacement`` (``$1`` its groups)."""
 
     CLASSES = (f"{PACKAGE}.RegexRouter",)
+    USES_VALUE = False
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)
@@ -703,6 +704,7 @@ class TimestampRouter(Transformation):
     ``timestamp.format``)."""
 
     CLASSES = (f"{PACKAGE}.TimestampRouter",)
+    USES_VALUE = False
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)
@@ -728,6 +730,7 @@ class Filter(Transformation):
     """Drops every record (with a predicate: those it matches)."""
 
     CLASSES = (f"{PACKAGE}.Filter",)
+    USES_VALUE = False
 
     def apply(self, record: ConnectRecord) -> None:
         return None
@@ -764,6 +767,7 @@ class InsertHeader(Transformation):
     boolean); here it stays the text, which is what a header converter writes for those values."""
 
     CLASSES = (f"{PACKAGE}.InsertHeader",)
+    USES_VALUE = False
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)
@@ -779,6 +783,7 @@ class DropHeaders(Transformation):
     """Removes every header named in ``headers``."""
 
     CLASSES = (f"{PACKAGE}.DropHeaders",)
+    USES_VALUE = False
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)
@@ -853,6 +858,7 @@ class RecordIsTombstone(Predicate):
     """True for tombstones (a null value)."""
 
     CLASSES = (f"{PACKAGE}.predicates.RecordIsTombstone",)
+    USES_VALUE = True  # (a JSON null is a null value too)
 
     def test(self, record: ConnectRecord) -> bool:
         return record.value is None

@@ -139,8 +139,10 @@ class Transformation:
 
     # The class names that configure it (``transforms.<alias>.type``), the first being the canonical one.
     CLASSES: ClassVar[tuple[str, ...]] = ()
-    # Whether it reads or replaces records' keys (a chain whose steps do not leaves keys as they were consumed).
+    # Whether it reads or replaces records' keys, and their values: what no step of a chain reads or replaces
+    # stays as it was consumed (not decoded, nor encoded again: workers.transformed).
     USES_KEY: ClassVar[bool] = False
+    USES_VALUE: ClassVar[bool] = True
 
     def __init__(self, props: Props) -> None:
         self.props = props
@@ -152,6 +154,10 @@ class Transformation:
     def uses_key(self) -> bool:
         return self.USES_KEY
 
+    @property
+    def uses_value(self) -> bool:
+        return self.USES_VALUE
+
 
 class KeyOrValue(Transformation):
     """A transformation with ``$Key`` and ``$Value`` variants: it works on the key or on the value."""
@@ -161,6 +167,10 @@ class KeyOrValue(Transformation):
     @property
     def uses_key(self) -> bool:
         return self.ON_KEY
+
+    @property
+    def uses_value(self) -> bool:
+        return not self.ON_KEY
 
     def operating(self, record: ConnectRecord) -> Any:
         return record.key if self.ON_KEY else record.value
@@ -177,6 +187,8 @@ class Predicate:
     """One configured predicate (``predicates.<alias>.*``)."""
 
     CLASSES: ClassVar[tuple[str, ...]] = ()
+    # Whether it reads records' values (see Transformation.USES_VALUE).
+    USES_VALUE: ClassVar[bool] = False
 
     def __init__(self, props: Props) -> None:
         self.props = props
