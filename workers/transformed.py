@@ -125,6 +125,8 @@ def parse_json(raw: bytes) -> Any:
     text with a run of 19 digits or more, which such an integer has, is read again by the standard library,
     which keeps integers whole (what orjson refuses, such as NaN or a lone surrogate, stays refused)."""
     value = orjson.loads(raw)
+    if len(raw) < len(_LONG_DIGITS):  # (a key, often)
+        return value
     return json.loads(raw) if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS) else value
 
 
