@@ -32,8 +32,11 @@ import argparse
 import functools
 import json
 import os
+import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,19 @@ def unwrapped_in_the_reader(chunk: RecordChunk) -> pa.Table:
     events = pa.table(arro3.io.read_json(b"\n".join(values), schema, batch_size=len(values)).read_all())
     kept = events.filter(pc.not_equal(events.column("op"), "d"))
     return pa.Table.from_struct_array(kept.column("after").combine_chunks())
+
+
+def in_turn(works: list[Callable[[], object]], records: int, rounds: int) -> list[float]:
+    """Median CPU microseconds per record of each work, run in turn in every round (two more warm up first):
+    so that the machine's drift during the run weighs on each alike."""
+    spent: list[list[float]] = [[] for _ in works]
+    for round_ in range(rounds + 2):
+        for i, work in enumerate(works):
+            began = time.process_time()
+            work()
+            if round_ >= 2:
+                spent[i].append(time.process_time() - began)
+    return [round(statistics.median(s) * 1e6 / records, 3) for s in spent]
 
 
 def chunk_of(values: list[bytes | None]) -> RecordChunk:
@@ -221,7 +237,7 @@ def main() -> None:
     )
     vectorised = functools.partial(unwrapped_in_the_reader, runs[True])
     assert product().equals(vectorised()), "the two ways must give the same rows"
-    staged_us, reader_us = per_record_us(product, n, rounds), per_record_us(vectorised, n, rounds)
+    staged_us, reader_us = in_turn([product, vectorised], n, rounds)
     decoding = {
         "chain": UNWRAP,
         "stage_then_decode_us_per_record": staged_us,
