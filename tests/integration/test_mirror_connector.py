@@ -252,18 +252,20 @@ def test_a_target_cluster_that_stalls_and_restarts_mid_run_loses_and_duplicates_
     # the stall superseded may still be blocked in librdkafka's send_offsets_to_transaction past its timeout
     # (seen with Apache Kafka 4.4 and librdkafka 2.16; docs/mirror.md): fenced, they commit nothing, which
     # the read-back below proves.
+    # The target is one node that is its own controller: frozen past broker.session.timeout.ms (9 s by
+    # default), it would fence itself when it resumes, as its controller finds its session expired, and
+    # reload every coordinator; a stall of 8 s is then not what is tested. That broker session is given 60 s
+    # (the restart below is the harder case: the node's coordinators start again from its log).
+    stall_only = {"broker.session.timeout.ms": 60_000}
     with contextlib.ExitStack() as clusters, runtime_in_threads(superseded_may_linger=True):
-        first = clusters.enter_context(kafka_cluster("kafka-stalled", data, port, controller_port))
+        first = clusters.enter_context(kafka_cluster("kafka-stalled", data, port, controller_port, stall_only))
         wait_until(lambda: any(v > 0 for v in target_offsets(target, name, sorted(ends)).values()), 120, "a start")
         os.killpg(first.process.pid, signal.SIGSTOP)
         for topic in topics:
             ends.update(source_records(kafka_bootstrap, topic, 300, start=1000))
         time.sleep(8)
         os.killpg(first.process.pid, signal.SIGCONT)
-        # (Up to 300 s: a runner whose transaction failed with the stall and could not be aborted is followed
-        # by runners that wait for the target group's offsets to be stable, 30 s a try, until the broker has
-        # settled that transaction: seen to take over 90 s on CI's loaded cores.)
-        wait_until(lambda: caught_up(target, name, ends), 300, "the mirror after the stall")
+        wait_until(lambda: caught_up(target, name, ends), 120, "the mirror after the stall")
 
         os.killpg(first.process.pid, signal.SIGKILL)
         first.process.wait(30)
