@@ -12,6 +12,7 @@ import pytest
 from connectors.config import SinkConfig
 from tests.conftest import sink_config
 from tests.test_staging import CollectingSink
+from workers.json_decoder import NO_PAYLOAD
 from workers.staging import RecordChunk, StagingBuffer
 from workers.transformed import RecordTransformer, parse_json
 
@@ -97,6 +98,10 @@ def test_after_the_transforms_the_sink_sees_plain_json() -> None:
     out, dropped = RecordTransformer(enveloped, enveloped.transforms).apply(chunk)
     assert dropped == 0
     assert [json.loads(v) if v else v for v in out.values] == [{"row": {"id": 3}}, {"row": None}]
+
+    # Plain JSON where an envelope is expected: refused, as Kafka Connect's JsonConverter refuses it.
+    out, _ = RecordTransformer(enveloped, enveloped.transforms).apply(run([{"id": 4}]))
+    assert out.values == [b'{"id": 4}'] and out.errors == [NO_PAYLOAD]
     assert config().sink_view is not None and config().transforms is None
 
 

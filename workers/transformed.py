@@ -28,6 +28,7 @@ import orjson
 
 from connectors.config import SinkConfig
 from connectors.smt import ConnectRecord, TransformChain, TransformFailed
+from workers.json_decoder import NO_PAYLOAD
 from workers.staging import RecordChunk
 
 
@@ -96,7 +97,7 @@ class RecordTransformer:
             return raw
         if self.key_converter == "json":
             try:
-                return _payload(parse_json(raw), True)
+                return _payload(parse_json(raw))
             except ValueError:
                 raise ValueError(f"the key is not JSON: {raw[:80]!r}") from None
         return raw.decode("utf-8", errors="replace")
@@ -107,9 +108,15 @@ class RecordTransformer:
         if not self.json_values:
             return raw.decode("utf-8", errors="replace")
         try:
-            return _payload(parse_json(raw), self.envelope)
+            decoded = parse_json(raw)
         except ValueError:
             raise ValueError(f"the value is not JSON: {raw[:80]!r}") from None
+        if not self.envelope:
+            return decoded
+        if not (isinstance(decoded, dict) and "schema" in decoded and "payload" in decoded):
+            # (As Kafka Connect's JsonConverter refuses it, and the sinks' decoder when there are no transforms.)
+            raise ValueError(NO_PAYLOAD)
+        return decoded["payload"]
 
 
 # An integer literal orjson reads as a float (beyond its 64 bits: below -2**63 or above 2**64 - 1) has 19
@@ -138,9 +145,10 @@ def json_text(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
 
 
-def _payload(decoded: Any, envelope: bool) -> Any:
-    """A JsonConverter value with ``schemas.enable``: its ``payload`` (the chain runs schemaless)."""
-    if envelope and isinstance(decoded, dict) and "payload" in decoded and "schema" in decoded:
+def _payload(decoded: Any) -> Any:
+    """A JSON key in Kafka Connect's schema envelope as its ``payload`` (the chain runs schemaless); any other
+    JSON key as it is."""
+    if isinstance(decoded, dict) and "payload" in decoded and "schema" in decoded:
         return decoded["payload"]
     return decoded
 
