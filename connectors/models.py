@@ -266,8 +266,9 @@ class Commit(models.Model):
     bytes = models.BigIntegerField(default=0)
     files_count = models.IntegerField(default=0)
     dead_lettered = models.BigIntegerField(default=0)
-    # Offsets passed over without being read: retention deleted their
-    # records before they were committed (CommitEnd.SKIPPED).
+    # Offsets passed over without a record written: tombstones and records
+    # the transforms dropped, or offsets whose records retention deleted
+    # before they were committed (CommitEnd.SKIPPED: none were read).
     skipped = models.BigIntegerField(default=0)
     # [{"table", "path", "topic", "partition", "records", "bytes"}, ...]
     files = models.JSONField(default=list, blank=True)

@@ -15,13 +15,13 @@ pytestmark = pytest.mark.django_db
 CONFIG = {"connector.class": "iceberg", "topics": "orders", "iceberg.tables": "db.orders"}
 
 
-def _prepare(connector_id: int, epoch: int, start: int, end: int, partition: int = 0) -> Commit:
+def _prepare(connector_id: int, epoch: int, start: int, end: int, partition: int = 0, skipped: int = 0) -> Commit:
     return actions.prepare_commit(
         connector_id,
         epoch=epoch,
         commit_id=uuid.uuid4(),
         started_at=timezone.now(),
-        ranges=[PartitionRange("orders", partition, start, end, records=end - start)],
+        ranges=[PartitionRange("orders", partition, start, end, records=end - start - skipped, skipped=skipped)],
         files=[
             {"table": "db.orders", "path": f"/w/orders+{partition}+{start}+{end}", "records": end - start, "bytes": 10}
         ],
@@ -44,6 +44,16 @@ def test_a_commit_advances_the_partition_offset_readers_are_told_once_it_is_comm
     assert commit.state == CommitState.COMMITTED and commit.snapshot_ids == {"db.orders": 42}
     assert actions.committed_offsets(connector.pk) == {("orders", 0): 10}
     assert not actions.mark_committed(commit.commit_id, {})
+
+
+def test_records_read_and_written_nowhere_are_counted_as_skipped() -> None:
+    # Tombstones, and records the transforms dropped: inside the commit's range, in no file.
+    connector = actions.create_connector("c-skips", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0})
+    commit = _prepare(connector.pk, epoch, 0, 10, skipped=3)
+    assert (commit.records, commit.skipped, commit.ended_by) == (7, 3, CommitEnd.INTERVAL)
+    assert [(p.records, p.skipped) for p in commit.partitions.all()] == [(7, 3)]
 
 
 def test_a_zombie_coordinator_cannot_prepare() -> None:

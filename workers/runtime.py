@@ -81,7 +81,9 @@ def offsets_by_topic(ranges: Sequence[tuple[str, int, int, int]]) -> dict[str, d
 
 
 def _ranges(statuses: Sequence[PartitionStatus]) -> list[PartitionRange]:
-    return [PartitionRange(s.topic, s.partition, s.start, s.end, s.records, s.dead_lettered) for s in statuses]
+    return [
+        PartitionRange(s.topic, s.partition, s.start, s.end, s.records, s.dead_lettered, s.skipped) for s in statuses
+    ]
 
 
 class DjangoLedger:

@@ -44,6 +44,8 @@ class PartitionRange:
     end: int
     records: int
     dead_lettered: int = 0
+    # Records read and written nowhere: tombstones, and records the transforms dropped.
+    skipped: int = 0
 
     @property
     def key(self) -> TopicPartition:
@@ -83,6 +85,7 @@ def _add_partitions(commit: Commit, ranges: Iterable[PartitionRange]) -> None:
                 end_offset=r.end,
                 records=r.records,
                 dead_lettered=r.dead_lettered,
+                skipped=r.skipped,
             )
             for r in ranges
         ]
@@ -244,6 +247,7 @@ def prepare_commit(
             bytes=sum(int(f.get("bytes", 0)) for f in files),
             files_count=len(files),
             dead_lettered=sum(r.dead_lettered for r in ranges),
+            skipped=sum(r.skipped for r in ranges),
             files=files,
             watermark=watermark,
             complete=complete,

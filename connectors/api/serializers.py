@@ -248,8 +248,9 @@ class ConfigInfosSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 _SKIPPED = (
-    "Offsets passed over without being read: retention deleted their records before they were committed "
-    "(sinkadmin.offsets.out-of-range=skip; the entry's ended_by is 'skipped')."
+    "Offsets passed over without a record written: tombstones and records the transforms dropped, or, in an "
+    "entry whose ended_by is 'skipped', offsets whose records retention deleted before they were committed "
+    "(sinkadmin.offsets.out-of-range=skip)."
 )
 
 
