@@ -468,6 +468,25 @@ def test_without_id_columns_upserts_key_a_table_by_its_identifier_fields_and_ref
 
 
 @pytest.mark.django_db
+def test_a_table_upserts_could_not_key_is_refused_before_it_is_created(tmp_path: Path) -> None:
+    # Debezium's envelopes, not unwrapped: the table they would create has no id column.
+    envelope = {"before": None, "after": {"id": 1, "v": "a"}, "op": "c", "source": {"table": "t"}}
+    writer = _table_writer(tmp_path, **{"iceberg.tables.default-id-columns": "id"})
+    with pytest.raises(
+        WriteRefused,
+        match=r"the records for table db\.t \(not created\) have no column id .* Debezium change events .*"
+        r"DebeziumTransform .* Name columns the records have",
+    ):
+        writer.plan(uuid.uuid4(), [json.dumps(envelope).encode()])
+    # No id columns at all: the table created would have no identifier fields.
+    unkeyed = _table_writer(tmp_path)
+    with pytest.raises(WriteRefused, match=r"no id columns are configured.*db\.t, which the records would create"):
+        unkeyed.plan(uuid.uuid4(), [json.dumps({"id": 1}).encode()])
+    # Neither left a table behind, which would stay when the config is mended.
+    assert not writer.catalog.table_exists("db.t")
+
+
+@pytest.mark.django_db
 def test_an_ordering_field_the_table_lacks_or_cannot_compare_is_refused_with_the_reason(tmp_path: Path) -> None:
     sample = [json.dumps({"id": 1, "v": "a", "_cdc": {"op": "U", "lsn": 7}}).encode()]
     keys = {"iceberg.tables.default-id-columns": "id"}

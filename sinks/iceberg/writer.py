@@ -256,6 +256,9 @@ class TableWriter:
             if not self.settings.auto_create:
                 raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
+            if self.settings.upsert_mode:
+                # (Refused before the table is created: a table made of the wrong records would stay.)
+                self._check_key_columns(target, target.id_columns, {f.name for f in schema.fields}, created=False)
             if self.settings.upsert_mode and target.id_columns:
                 # (Records decoded in the JVM are not refused yet when their key is null: such a row in a
                 # required column would make the table unreadable, so those tables get no identifier fields.)
@@ -311,15 +314,34 @@ class TableWriter:
                     "order the records of a key: name a column of a plain type (a number, timestamp or text), "
                     "nested with dots, then restart the connector"
                 )
-        columns = {f.name for f in schema.fields}
-        missing = [c for c in key if c not in columns]
-        if missing:
+        self._check_key_columns(target, key, {f.name for f in schema.fields}, created=True)
+
+    @staticmethod
+    def _check_key_columns(target: Any, key: Sequence[str], columns: set[str], created: bool) -> None:
+        """The upsert key's columns must be columns of the table (``created``), or of the one the records would
+        create: refused, with the likely cause when the records are Debezium change events not unwrapped."""
+        keys = f"iceberg.table.{target.name}.id-columns or iceberg.tables.default-id-columns"
+        if not key and not created:
             raise WriteRefused(
-                f"table {target.name} has no column {', '.join(missing)} of its identifier columns "
-                f"(iceberg.table.{target.name}.id-columns or iceberg.tables.default-id-columns), so upserts "
-                f"cannot key its rows; its columns are {', '.join(sorted(columns))}. Add the column to the "
-                "table or name columns it has, then restart the connector"
+                f"no id columns are configured, so upserts could not key the rows of table {target.name}, which the "
+                f"records would create (not created): set {keys}, then restart the connector"
             )
+        missing = [c for c in key if c not in columns]
+        if not missing:
+            return
+        found = f"table {target.name} has" if created else f"the records for table {target.name} (not created) have"
+        hint = ""
+        if {"before", "after", "op"} <= columns:
+            hint = (
+                " The records are Debezium change events (before, after, op): their rows are keyed once a transform "
+                "unwraps them, e.g. transforms=dbz, transforms.dbz.type=org.apache.iceberg.connect.transforms."
+                "DebeziumTransform and iceberg.tables.cdc-field=_cdc.op (docs/transforms.md)."
+            )
+        fix = "Add the column to the table or name columns it has" if created else "Name columns the records have"
+        raise WriteRefused(
+            f"{found} no column {', '.join(missing)} of its identifier columns ({keys}), so upserts cannot key its "
+            f"rows; its columns are {', '.join(sorted(columns))}.{hint} {fix}, then restart the connector"
+        )
 
     def _value_schemas(self) -> list[Schema]:
         """The schemas the tables follow, as Iceberg schemas: the config's Avro schema, or with a

@@ -214,9 +214,10 @@ def test_a_zombie_coordinator_cannot_upsert_a_commit_twice(
 def test_an_upsert_table_without_its_identifier_column_fails_the_connector_before_anything_is_prepared(
     lake: dict[str, str], operator_api: Any, kafka_bootstrap: str, topic_name: str
 ) -> None:
-    # Debezium envelopes into an upsert connector that does not unwrap them: the table auto-created from
-    # the records has before/after/op columns and no id. No commit could ever key its rows, so none is
-    # prepared (a prepared commit must always be appliable), and the connector fails saying why.
+    # Debezium envelopes into an upsert connector that does not unwrap them: a table auto-created from the
+    # records would have before/after/op columns and no id. No commit could ever key its rows, so none is
+    # prepared (a prepared commit must always be appliable), the table is not created (it would stay when the
+    # config is mended), and the connector fails saying why, and what the records look like.
     name = "upsert-no-id"
     create_topic(kafka_bootstrap, topic_name, 1)
     envelopes = [json.dumps({"before": None, "after": {"id": i, "v": f"v{i}"}, "op": "c"}).encode() for i in range(20)]
@@ -229,5 +230,11 @@ def test_an_upsert_table_without_its_identifier_column_fails_the_connector_befor
             "the connector to fail",
         )
     connector = operator_api.get(f"/api/connect/connectors/{name}/status").json()["connector"]
-    assert "table db.orders has no column id of its identifier columns" in connector["trace"]
+    assert (
+        "the records for table db.orders (not created) have no column id of its identifier columns"
+        in (connector["trace"])
+    )
+    assert "The records are Debezium change events (before, after, op)" in connector["trace"]
     assert not Commit.objects.filter(connector_name=name, state__in=[CommitState.PREPARED, CommitState.COMMITTED])
+    with catalog_for(SinkConfig.parse(Connector.objects.get(name=name).config)) as catalog:
+        assert not catalog.table_exists(TABLE)
