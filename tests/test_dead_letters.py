@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import datetime
+import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField
+from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
+from connectors.config import SinkConfig
+from sinks.files.writer import PartitionFiles
+from sinks.hudi.writer import PartitionRows
+from sinks.iceberg.arrow_writer import ArrowPartitionWriter
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, table_columns
-from sinks.iceberg.writes import arrow_schema
-from workers.dead_letters import DEAD_LETTER_SCHEMA, dead_letter_rows
-from workers.staging import STAGING_SCHEMA
-from workers.writes import BadRecord, WriteRefused
+from sinks.iceberg.settings import TableTarget
+from sinks.iceberg.writes import TargetTable, WritePlan, arrow_schema
+from tests.conftest import sink_config
+from workers.dead_letters import DEAD_LETTER_SCHEMA, SINK_TASK, DeadLetterSink, dead_letter_rows, error_context
+from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition
+from workers.transformed import RecordTransformer
+from workers.writes import BadRecord, WriteRefused, bad_of_outcome, bad_outcome
 
 AVRO = "io.confluent.connect.avro.AvroConverter"
 
@@ -65,7 +75,7 @@ def test_dead_letters_are_read_back_per_partition_in_offset_order_with_kafka_con
     # A record refused by the sink (not its converter) names the connector's class.
     assert [(r["offset"], r["error_stage"], r["error_class_name"]) for r in second] == [
         (3, "VALUE_CONVERTER", AVRO),
-        (4, "TASK_PUT", "hudi"),
+        (4, "TASK_PUT", SINK_TASK),
     ]
     assert second[1]["error_exception_class_name"] == "x.Refused"
 
@@ -99,3 +109,230 @@ def test_an_existing_dead_letter_table_without_the_columns_is_refused_before_any
     check_dead_letter_table("db.dlq", _Table(DEAD_LETTER_TABLE_SCHEMA))
     with pytest.raises(WriteRefused, match=r"db\.dlq .* has no column topic, partition"):
         check_dead_letter_table("db.dlq", _Table(Schema(NestedField(1, "offset", LongType(), required=False))))
+
+
+# The error context of each kind of bad record: which stage failed and the class of what failed in it, as
+# Kafka Connect's ``__connect.errors.*`` headers and the dead-letter table's columns name them.
+
+CAST = "org.apache.kafka.connect.transforms.Cast$Value"
+JSON = "org.apache.kafka.connect.json.JsonConverter"
+STRING = "org.apache.kafka.connect.storage.StringConverter"
+DATA_EXCEPTION = "org.apache.kafka.connect.errors.DataException"
+
+
+def upsert_config(**overrides: str) -> SinkConfig:
+    """An upsert connector whose transforms cast ``amount`` (the type named by its short alias, as Kafka
+    Connect takes it) and key each record by its ``id`` (a step that reads the keys, as their converter
+    gives them)."""
+    return SinkConfig.parse(
+        sink_config(
+            "orders",
+            "db.t",
+            **{
+                "key.converter": STRING,
+                "value.converter": JSON,
+                "value.converter.schemas.enable": "false",
+                "transforms": "cast,tokey",
+                "transforms.cast.type": "Cast$Value",
+                "transforms.cast.spec": "amount:int32",
+                "transforms.tokey.type": "org.apache.kafka.connect.transforms.ValueToKey",
+                "transforms.tokey.fields": "id",
+                "iceberg.tables.upsert-mode-enabled": "true",
+                "iceberg.tables.default-id-columns": "id",
+                "iceberg.tables.cdc-field": "op",
+                **overrides,
+            },
+        )
+    )
+
+
+# Offset: (key, value). What each record is, and so which stage fails on it.
+RECORDS: dict[int, tuple[bytes, bytes]] = {
+    10: (b"1", b'{"id": 1, "amount": "7", "op": "I"}'),  # written
+    11: (b"2", b'{"id": 2, "amount": "abc", "op": "I"}'),  # the cast fails: TRANSFORMATION
+    12: (b"3", b"{not json"),  # the value converter fails: VALUE_CONVERTER
+    13: (b"4", b'{"id": "four", "amount": 1, "op": "I"}'),  # a field that does not fit its column: VALUE_CONVERTER
+    14: (b"5", b'{"amount": 1, "op": "I"}'),  # no key for the upsert: TASK_PUT
+    15: (b"6", b'{"id": 6, "amount": 1, "op": "x"}'),  # an operation no upsert knows: TASK_PUT
+    16: (b"{oops", b'{"id": 16, "amount": 1, "op": "I"}'),  # not JSON: KEY_CONVERTER with the JSON key converter
+}
+
+
+def through_the_iceberg_sink(tmp_path: Path, config: SinkConfig) -> tuple[list[BadRecord], Path]:
+    """RECORDS through the tasks' transform stage and the Iceberg sink's Arrow writer: its bad records, and
+    the file it keeps them in as consumed (for the dead-letter topic)."""
+    assert config.transforms is not None
+    n = len(RECORDS)
+    chunk = RecordChunk(
+        "orders",
+        0,
+        list(RECORDS),
+        [1_700_000_000_000] * n,
+        [k for k, _ in RECORDS.values()],
+        [v for _, v in RECORDS.values()],
+        [[("trace", b"t")]] * n,
+        [None] * n,
+    )
+    transformed, dropped = RecordTransformer(config, config.transforms).apply(chunk)
+    assert dropped == 0
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "amount", IntegerType(), required=False),
+        NestedField(3, "op", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+    table = TargetTable(TableTarget("db.t", (), None, ("id",)), schema, str(tmp_path / "lake" / "t"))
+    writer = ArrowPartitionWriter(
+        config.sink_view,
+        lambda _: WritePlan((table,), "arrow"),
+        lambda _: (table,),
+        uuid.uuid4(),
+        "orders",
+        0,
+        10,
+        tmp_path,
+    )
+    writer.write(transformed)
+    staged = writer.finish(StagedPartition("orders", 0, 10, 10 + n, n, None, None))
+    assert staged.path is not None
+    return staged.bad, staged.path
+
+
+def contexts(bad: list[BadRecord], rejects: Path, config: Mapping[str, str]) -> dict[int, dict[str, Any]]:
+    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config)
+    return {r["offset"]: r for r in rows.to_pylist()}
+
+
+def test_each_bad_record_names_the_stage_that_failed_and_the_class_of_what_failed(tmp_path: Path) -> None:
+    config = upsert_config()
+    bad, rejects = through_the_iceberg_sink(tmp_path, config)
+    found = contexts(bad, rejects, config.raw)
+    assert {o: (r["error_stage"], r["error_class_name"]) for o, r in found.items()} == {
+        # The transformation's configured class, by its full name (its type named it by its short alias).
+        11: ("TRANSFORMATION", CAST),
+        12: ("VALUE_CONVERTER", JSON),
+        13: ("VALUE_CONVERTER", JSON),
+        # The sink's own refusals of records it decoded: its put, the connector's class.
+        14: ("TASK_PUT", SINK_TASK),
+        15: ("TASK_PUT", SINK_TASK),
+    }
+    assert {r["error_exception_class_name"] for r in found.values()} == {DATA_EXCEPTION}
+    assert found[11]["error_exception_message"].startswith("transforms.cast (Cast$Value): field amount")
+    assert "no operation an upsert knows" in found[15]["error_exception_message"]
+    assert "an identifier column of upsert mode" in found[14]["error_exception_message"]
+    # As consumed: the key and value before the transforms, and the headers.
+    assert (found[11]["key"], found[11]["value"]) == RECORDS[11]
+    assert found[11]["headers"] == [{"key": "trace", "value": b"t"}]
+    # The dead-letter table's columns say the same.
+    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config.raw)
+    assert table_columns(rows).column("error_stage").to_pylist() == [found[o]["error_stage"] for o in sorted(found)]
+
+
+def test_a_key_its_converter_cannot_read_names_the_key_converter(tmp_path: Path) -> None:
+    config = upsert_config(**{"key.converter": JSON})
+    bad, rejects = through_the_iceberg_sink(tmp_path, config)
+    found = contexts(bad, rejects, config.raw)
+    assert (found[16]["error_stage"], found[16]["error_class_name"]) == ("KEY_CONVERTER", JSON)
+    assert found[16]["error_exception_class_name"] == DATA_EXCEPTION
+    assert found[16]["error_exception_message"].startswith("the key is not JSON")
+    assert (found[11]["error_stage"], found[14]["error_stage"]) == ("TRANSFORMATION", "TASK_PUT")
+    # Without a converter in the config, Kafka Connect's default: the JSON converter.
+    [key_failure] = [b for b in bad if b.offset == 16]
+    assert error_context({}, key_failure) == ("KEY_CONVERTER", JSON, DATA_EXCEPTION)
+    assert error_context({}, BadRecord("orders", 0, 1, "value is not valid JSON")).class_name == JSON
+
+
+def test_a_transformations_failure_is_told_by_its_configured_alias_and_class() -> None:
+    config = upsert_config().raw
+    failed = BadRecord("orders", 0, 1, "transforms.cast (Cast$Value): field amount: cannot cast 'abc' to int32")
+    assert error_context(config, failed) == ("TRANSFORMATION", CAST, DATA_EXCEPTION)
+    # A reason of that form whose alias or class the config does not have is no transformation's failure.
+    for reason in ("transforms.other (Cast$Value): x", "transforms.cast (ValueToKey): x"):
+        assert error_context(config, BadRecord("orders", 0, 1, reason)).stage == "VALUE_CONVERTER"
+
+
+class _Producer:
+    def __init__(self) -> None:
+        self.produced: list[dict[str, Any]] = []
+
+    def produce(self, topic: str, **record: Any) -> None:
+        self.produced.append(record)
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def test_the_dead_letter_topics_headers_name_the_stage_and_class(tmp_path: Path) -> None:
+    config = upsert_config(**{"key.converter": JSON})
+    bad, rejects = through_the_iceberg_sink(tmp_path, config)
+    sink = DeadLetterSink.__new__(DeadLetterSink)  # (no broker: its producer is a fake)
+    sink.topic, sink.connector, sink.task_index, sink.context_headers = "dlq", "orders-sink", 0, True
+    sink.config = config.raw
+    sink._producer = producer = _Producer()  # type: ignore[assignment]
+    assert sink.send(bad, {("orders", 0): rejects}) == len(bad)
+    headers = {int(h["__connect.errors.offset"]): h for h in (dict(r["headers"]) for r in producer.produced)}
+    stages = {
+        offset: tuple(
+            h[f"__connect.errors.{name}"].decode() for name in ("stage", "class.name", "exception.class.name")
+        )
+        for offset, h in headers.items()
+    }
+    assert stages == {
+        11: ("TRANSFORMATION", CAST, DATA_EXCEPTION),
+        12: ("VALUE_CONVERTER", JSON, DATA_EXCEPTION),
+        13: ("VALUE_CONVERTER", JSON, DATA_EXCEPTION),
+        14: ("TASK_PUT", SINK_TASK, DATA_EXCEPTION),
+        15: ("TASK_PUT", SINK_TASK, DATA_EXCEPTION),
+        16: ("KEY_CONVERTER", JSON, DATA_EXCEPTION),
+    }
+    assert headers[11]["trace"] == b"t"
+
+
+def test_hudi_and_files_refusals_are_the_sinks_put_and_travel_with_the_outcome(tmp_path: Path) -> None:
+    hudi = SinkConfig.parse(
+        {
+            "connector.class": "hudi",
+            "topics": "orders",
+            "target.base.path": str(tmp_path / "hudi"),
+            "target.table.name": "orders",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts",
+            "sinkadmin.writer": "arrow",
+            "transforms": "cast",
+            "transforms.cast.type": CAST,
+            "transforms.cast.spec": "ts:int64",
+        }
+    )
+    rows = PartitionRows(hudi, hudi.settings, "orders", 0, ())
+    values = [b'{"id": 1, "ts": 1}', b'{"ts": 2}', b"{not json", b'{"id": 4, "ts": 4}', None]
+    errors: list[str | None] = [None, None, None, "transforms.cast (Cast$Value): no", None]
+    rows.write([0, 1, 2, 3, 4], [b"1", b"2", b"3", b"4", None], values, errors)
+    bad = sorted(rows.bad, key=lambda b: b.offset)
+    assert [(b.offset, b.stage) for b in bad] == [(1, "TASK_PUT"), (2, None), (3, None), (4, "TASK_PUT")]
+    # Through a decode's outcome (from Spark's Python workers) as they were.
+    assert bad_of_outcome("orders", 0, bad_outcome(rows.bad)) == rows.bad
+    assert [error_context(hudi.raw, b)[:2] for b in bad] == [
+        ("TASK_PUT", SINK_TASK),  # no record key
+        ("VALUE_CONVERTER", JSON),  # not JSON
+        ("TRANSFORMATION", CAST),  # staged with its transformation's failure
+        ("TASK_PUT", SINK_TASK),  # a tombstone without a key
+    ]
+
+    files = SinkConfig.parse(
+        {
+            "connector.class": "files",
+            "topics": "events",
+            "store.url": str(tmp_path / "files"),
+            "format.class": "parquet",
+            "partitioner.class": "field",
+            "partition.field.name": "region",
+            "flush.size": "10",
+        }
+    )
+    placed = PartitionFiles(files, files.settings, uuid.uuid4(), "events", 0)
+    placed.write([0, 1, 2], [0, 0, 0], [b'{"region": "eu"}', b'{"region": null}', b"[1"], [None] * 3)
+    placed.close_all()
+    assert [(b.offset, b.stage) for b in placed.bad] == [(1, "TASK_PUT"), (2, None)]

@@ -87,8 +87,10 @@ def test_what_a_python_worker_runs_writes_final_files_and_reports_bad_records(tm
     assert written["path"].endswith(".parquet") and "/data/orders+3+100+179-" in written["path"]
     rows = pq.read_table(written["path"].removeprefix("file://")).to_pylist()
     assert len(rows) == written["records"] == 77
-    assert [offset for offset, _ in outcome["bad"]] == [107, 161] and outcome["skipped"] == 1
+    assert [offset for offset, _, _ in outcome["bad"]] == [107, 161] and outcome["skipped"] == 1
     assert "does not fit its column type" in outcome["bad"][0][1]
+    # (Its stage, told by its reason: not a refusal of the sink's own, which would say TASK_PUT.)
+    assert outcome["bad"][0][2] is None
     assert not list((tmp_path / "warehouse" / "orders" / "data" / "_tmp").rglob("*.parquet"))
 
 

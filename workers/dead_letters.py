@@ -13,18 +13,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 from confluent_kafka import Producer
 
 from connectors.config.kafka_clients import admin_client, producer_config
+from connectors.smt.chain import failed_transformation
 from workers.kafka import ensure_topic
 from workers.staging import STAGING_SCHEMA
+from workers.transformed import KEY_NOT_JSON
 from workers.writes import BadRecord
 
-# Kafka Connect's default value converter (the class named in the error context when the config names none).
+# Kafka Connect's default converter (the class named in the error context when the config names none).
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+
+# The class Kafka Connect names for a record the sink task refused (``WorkerErrantRecordReporter``).
+SINK_TASK = "org.apache.kafka.connect.sink.SinkTask"
 
 # The record as consumed (the staging columns but the staging's own error),
 # then the error context: its stage, the class of the component that
@@ -40,11 +46,33 @@ DEAD_LETTER_SCHEMA = pa.schema(
 )
 
 
-def failing_class(config: Mapping[str, str], record: BadRecord) -> str:
-    """The class of the component that failed on ``record`` (``__connect.errors.class.name``)."""
-    if record.stage == "VALUE_CONVERTER":
-        return config.get("value.converter") or JSON_CONVERTER
-    return config.get("connector.class", "")
+class ErrorContext(NamedTuple):
+    """What Kafka Connect's error context says of a bad record: the stage that failed
+    (``__connect.errors.stage``), the class of the component that failed (``__connect.errors.class.name``)
+    and the exception's class (``__connect.errors.exception.class.name``)."""
+
+    stage: str
+    class_name: str
+    exception_class: str
+
+
+def error_context(config: Mapping[str, str], record: BadRecord) -> ErrorContext:
+    """The error context of ``record``, for the dead-letter topic's headers and the dead-letter table alike.
+
+    A sink's refusal of a record it decoded names its stage (TASK_PUT: ``SinkTask``, as Kafka Connect's
+    errant record reporter names it). The reason of
+    any other bad record tells what failed: a transformation's starts with its step's alias and class
+    (``connectors.smt.chain.failure_prefix``: TRANSFORMATION, the transformation's configured class); the
+    key converter's with ``KEY_NOT_JSON`` (KEY_CONVERTER, the key converter's class); the rest are the value
+    converter's (VALUE_CONVERTER, its class: not JSON, a field that does not fit its column, an envelope
+    without its payload, Avro that does not decode).
+    """
+    if record.stage is None and (transformation := failed_transformation(config, record.reason)) is not None:
+        return ErrorContext("TRANSFORMATION", transformation, record.exception_class)
+    stage = record.stage or ("KEY_CONVERTER" if record.reason.startswith(KEY_NOT_JSON) else "VALUE_CONVERTER")
+    converter = {"KEY_CONVERTER": "key.converter", "VALUE_CONVERTER": "value.converter"}.get(stage)
+    class_name = (config.get(converter) or JSON_CONVERTER) if converter else SINK_TASK
+    return ErrorContext(stage, class_name, record.exception_class)
 
 
 def dead_letter_rows(
@@ -60,10 +88,11 @@ def dead_letter_rows(
         dataset = ds.dataset(str(staged_files[source]), format="parquet")
         rows = dataset.to_table(filter=ds.field("offset").isin(list(by_offset))).sort_by("offset")
         records = [by_offset[offset] for offset in rows.column("offset").to_pylist()]
+        contexts = [error_context(config, r) for r in records]
         context = {
-            "error_stage": [r.stage for r in records],
-            "error_class_name": [failing_class(config, r) for r in records],
-            "error_exception_class_name": [r.exception_class for r in records],
+            "error_stage": [c.stage for c in contexts],
+            "error_class_name": [c.class_name for c in contexts],
+            "error_exception_class_name": [c.exception_class for c in contexts],
             "error_exception_message": [r.reason for r in records],
         }
         columns = [

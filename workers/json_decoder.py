@@ -28,12 +28,11 @@ poison record costs O(log chunk) parses, not one per record.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import arro3.core
 import arro3.io
-import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
@@ -88,12 +87,9 @@ class JsonDecoder:
         data_schema: pa.Schema,
         evolve: bool = False,
         envelope: bool = False,
-        reject: Callable[[pa.Table], list[tuple[int, str]]] | None = None,
     ) -> None:
         self.data_schema = data_schema
         self.envelope = envelope
-        # The sink's own refusals of decoded rows (row index, reason): e.g. an upsert's row without its key.
-        self.reject = reject
         columns = pa.schema([f.with_type(narrow_type(f.type, dates_as_text=True)) for f in data_schema])
         # An envelope's payload is read as a struct of the columns; its
         # `schema` is an unknown field, skipped by both readers.
@@ -154,14 +150,6 @@ class JsonDecoder:
                 bad += [(p, NO_PAYLOAD) for p, k in zip(good, kept, strict=True) if not k]
                 good = [p for p, k in zip(good, kept, strict=True) if k]
                 columns = columns.filter(present)
-        if self.reject is not None and good:
-            refused = self.reject(columns)
-            if refused:
-                bad += [(good[row], reason) for row, reason in refused]
-                keep = np.ones(len(good), dtype=bool)
-                keep[[row for row, _ in refused]] = False
-                good = [p for p, k in zip(good, keep, strict=True) if k]
-                columns = columns.filter(pa.array(keep))
         bad.sort()
         return Decoded(columns, good, bad, skipped, self._records_schema)
 

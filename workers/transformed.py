@@ -31,6 +31,9 @@ from connectors.smt import ConnectRecord, TransformChain, TransformFailed
 from workers.json_decoder import NO_PAYLOAD
 from workers.staging import RecordChunk
 
+# How the reason for a key the key converter cannot read starts (the dead letters name its stage by it).
+KEY_NOT_JSON = "the key is not JSON: "
+
 
 class RecordTransformer:
     """The connector's chain over runs of one partition's records."""
@@ -99,7 +102,7 @@ class RecordTransformer:
             try:
                 return _payload(parse_json(raw))
             except ValueError:
-                raise ValueError(f"the key is not JSON: {raw[:80]!r}") from None
+                raise ValueError(f"{KEY_NOT_JSON}{raw[:80]!r}") from None
         return raw.decode("utf-8", errors="replace")
 
     def _value(self, raw: bytes | None) -> Any:

@@ -5,7 +5,7 @@ staged records at the commit's end (``RawStagedWriter``)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,8 +49,12 @@ class WriteRefused(ValueError):
     reason, and nothing of the commit is prepared: a prepared commit must always be appliable (I9)."""
 
 
-# What Kafka Connect's converters raise for a value they cannot convert.
+# What Kafka Connect's converters and transformations raise for a record they cannot convert or transform.
 DATA_EXCEPTION = "org.apache.kafka.connect.errors.DataException"
+
+# Kafka Connect's stage of a sink task's own failure on a record (its ``put``): the sinks' refusals of records
+# they decoded (an upsert's row without its key, a CDC operation they do not know, a field they cannot place).
+TASK_PUT = "TASK_PUT"
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,21 @@ class BadRecord:
     partition: int
     offset: int
     reason: str
-    # The stage that failed (Kafka Connect's ``__connect.errors.stage``) and the exception's class.
-    stage: str = "VALUE_CONVERTER"
+    # The stage that failed (Kafka Connect's ``__connect.errors.stage``): TASK_PUT where the sink refused the
+    # record; None for a record that could not be converted or transformed, whose reason tells which
+    # (``workers.dead_letters.error_context``: the reasons come from the tasks' staging, as text).
+    stage: str | None = None
     exception_class: str = DATA_EXCEPTION
+
+
+def bad_outcome(bad: Iterable[BadRecord]) -> list[list[Any]]:
+    """Bad records as a decode's outcome carries them (from Spark's Python workers): offset, reason, stage."""
+    return [[b.offset, b.reason, b.stage] for b in bad]
+
+
+def bad_of_outcome(topic: str, partition: int, outcome: Iterable[Sequence[Any]]) -> list[BadRecord]:
+    """The bad records of a staged partition's outcome (``bad_outcome``)."""
+    return [BadRecord(topic, partition, offset, reason, stage) for offset, reason, stage in outcome]
 
 
 @dataclass
@@ -158,7 +174,7 @@ def collect_outcomes(staged: Sequence[StagedPartition], outcomes: dict[tuple[str
     for s in staged:
         outcome = outcomes[(s.topic, s.partition)]
         result.files.extend(DataFile(**f) for f in outcome["files"])
-        result.bad.extend(BadRecord(s.topic, s.partition, offset, reason) for offset, reason in outcome["bad"])
+        result.bad.extend(bad_of_outcome(s.topic, s.partition, outcome["bad"]))
         if outcome["skipped"]:
             result.skipped[(s.topic, s.partition)] = outcome["skipped"]
     result.bad.sort(key=lambda b: (b.topic, b.partition, b.offset))

@@ -71,11 +71,26 @@ class TransformChain:
             try:
                 transformed = step.transformation.apply(record)
             except DataException as exc:
-                raise TransformFailed(f"transforms.{step.alias} ({_short(step.class_name)}): {exc}") from None
+                raise TransformFailed(f"{failure_prefix(step.alias, step.class_name)}{exc}") from None
             if transformed is None:
                 return None
             record = transformed
         return record
+
+
+def failure_prefix(alias: str, class_name: str) -> str:
+    """How the reason of a record a step could not transform starts: its alias and its class's simple name.
+    (The dead letters tell a transformation's failure by it, and name the step's class: workers.dead_letters.)"""
+    return f"transforms.{alias} ({_short(class_name)}): "
+
+
+def failed_transformation(config: Mapping[str, str], reason: str) -> str | None:
+    """The full class name of the configured transformation whose failure ``reason`` is (it starts with the
+    step's ``failure_prefix``), or None when it is not a transformation's failure."""
+    for alias, class_name in transformation_classes(config).items():
+        if reason.startswith(failure_prefix(alias, class_name)):
+            return class_name
+    return None
 
 
 def _short(class_name: str) -> str:

@@ -36,7 +36,7 @@ from workers.json_decoder import Decoded
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
-from workers.writes import BadRecord, RawStagedWriter, avro_schema
+from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, avro_schema, bad_outcome
 
 CHUNK_BYTES = 1 << 20
 TMP_DIR = "+tmp"
@@ -130,10 +130,12 @@ class PartitionFiles(RecordRuns):
         errors: Sequence[str | None],
         decoded: Decoded,
     ) -> None:
-        bad = list(decoded.bad)
+        # What could not be converted (its stage told by its reason), then the sink's own refusals (TASK_PUT):
+        # a null value it must fail on, a record it cannot place.
+        bad: list[tuple[int, str, str | None]] = [(i, reason, None) for i, reason in decoded.bad]
         if self.settings.null_values == "fail" and self.decoder is not None:
             bad += [
-                (i, "null value (a tombstone) with behavior.on.null.values=fail")
+                (i, "null value (a tombstone) with behavior.on.null.values=fail", TASK_PUT)
                 for i, v in enumerate(values)
                 if v is None and errors[i] is None
             ]
@@ -142,13 +144,14 @@ class PartitionFiles(RecordRuns):
         rows, positions = decoded.columns, decoded.positions
         directories, times, refused = self._place(rows, positions, timestamps)
         if refused:
-            bad += refused
+            bad += [(i, reason, TASK_PUT) for i, reason in refused]
             keep = [n for n in range(len(positions)) if directories[n] is not None]
             rows = rows.take(pa.array(keep, pa.int64()))
             positions = [positions[n] for n in keep]
             times = [times[n] for n in keep] if times is not None else None
             directories = [directories[n] for n in keep]
-        self.bad.extend(BadRecord(self.topic, self.partition, offsets[i], reason) for i, reason in sorted(bad))
+        bad.sort(key=lambda b: b[0])
+        self.bad.extend(BadRecord(self.topic, self.partition, offsets[i], reason, stage) for i, reason, stage in bad)
         if not positions:
             return
         by_directory: dict[str, list[int]] = {}
@@ -455,7 +458,7 @@ class FilesJob:
             raise
         return {
             "files": [f.as_dict() for f in files.closed],
-            "bad": [[b.offset, b.reason] for b in files.bad],
+            "bad": bad_outcome(files.bad),
             "skipped": files.skipped,
         }
 

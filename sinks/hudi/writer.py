@@ -38,7 +38,7 @@ from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
 from workers.storage import StoragePath
-from workers.writes import BadRecord, RawStagedWriter
+from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, bad_outcome
 
 CHUNK_BYTES = 1 << 20
 # Hudi's own delete flag: a record with it set to true deletes its key.
@@ -89,11 +89,15 @@ class PartitionRows(RecordRuns):
         while done < len(values):
             decoded, count = self.decode(values[done:], errors[done:])
             run = offsets[done : done + count]
-            bad = list(decoded.bad)
             if not self.settings.upsert:
                 self.skipped += decoded.skipped
-            rows = self._keyed(decoded.columns, [run[p] for p in decoded.positions], bad, decoded.positions)
-            self.bad.extend(BadRecord(self.topic, self.partition, run[i], why) for i, why in sorted(bad))
+            refused: list[tuple[int, str]] = []
+            rows = self._keyed(decoded.columns, [run[p] for p in decoded.positions], refused, decoded.positions)
+            # What could not be converted (its stage told by its reason), and what the sink refused (TASK_PUT).
+            bad: list[tuple[int, str, str | None]] = [(i, why, None) for i, why in decoded.bad]
+            bad += [(i, why, TASK_PUT) for i, why in refused]
+            bad.sort(key=lambda b: b[0])
+            self.bad.extend(BadRecord(self.topic, self.partition, run[i], why, stage) for i, why, stage in bad)
             if rows is not None and len(rows):
                 self.pieces.append(rows)
             done += count
@@ -102,7 +106,7 @@ class PartitionRows(RecordRuns):
         self, rows: pa.Table, offsets: list[int], bad: list[tuple[int, str]], positions: list[int]
     ) -> pa.Table | None:
         """The decoded records with their delete flag and place in the stream; records that cannot be
-        keyed go to ``bad``."""
+        keyed go to ``bad`` (the sink's refusals)."""
         s = self.settings
         n = len(rows)
         if n == 0:
@@ -151,7 +155,7 @@ class PartitionRows(RecordRuns):
                     if raw is None
                     else (f"a tombstone's key must hold the record key field(s) {', '.join(s.record_key_fields)}")
                 )
-                self.bad.append(BadRecord(self.topic, self.partition, offset, why))
+                self.bad.append(BadRecord(self.topic, self.partition, offset, why, TASK_PUT))
             elif s.partition_fields:
                 self.bad.append(
                     BadRecord(
@@ -160,6 +164,7 @@ class PartitionRows(RecordRuns):
                         offset,
                         "a tombstone carries no partition field values, so it cannot find its row in a partitioned "
                         "table: delete with hoodie.payload.delete.field or _hoodie_is_deleted instead",
+                        TASK_PUT,
                     )
                 )
             elif s.event_time_ordering:
@@ -171,6 +176,7 @@ class PartitionRows(RecordRuns):
                         "a tombstone has no precombine value, and Hudi's writer and readers cannot merge a delete "
                         "without one in event-time ordering: delete with hoodie.payload.delete.field or "
                         "_hoodie_is_deleted, or set hoodie.record.merge.mode=COMMIT_TIME_ORDERING",
+                        TASK_PUT,
                     )
                 )
             else:
@@ -254,7 +260,7 @@ class HudiJob:
         written = rows.finish(incoming_root(settings, self.commit_id), name)
         return {
             "files": [written.as_dict()] if written is not None else [],
-            "bad": [[b.offset, b.reason] for b in rows.bad],
+            "bad": bad_outcome(rows.bad),
             "skipped": rows.skipped,
         }
 

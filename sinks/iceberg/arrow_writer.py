@@ -49,7 +49,7 @@ from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.writes import BadRecord, publish, uri
+from workers.writes import TASK_PUT, BadRecord, publish, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -242,6 +242,8 @@ class ArrowPartitionWriter:
         self.closed: list[StagedFile] = []
         self.schemas = 0
         self.decoder: JsonDecoder | None = None
+        # In upsert mode, the decoded rows the tables cannot apply (``_refuse``).
+        self.unappliable: UnappliableRows | None = None
         self.value_column = "value"  # string and bytes values: the table's one data column
         self.bad: list[BadRecord] = []
         self.skipped = 0
@@ -260,9 +262,14 @@ class ArrowPartitionWriter:
             # first keeps its type; records that do not fit it are bad.)
             self._open(self.evolve_for(additions))
             decoded = self._decode(chunk)
-        if decoded.bad:
+        refused = self._refuse(decoded)
+        if decoded.bad or refused:
+            # What could not be converted (its stage told by its reason), and what the sink refused (TASK_PUT).
+            bad: list[tuple[int, str, str | None]] = [(i, reason, None) for i, reason in decoded.bad]
+            bad += [(i, reason, TASK_PUT) for i, reason in refused]
+            bad.sort(key=lambda b: b[0])
             self.bad.extend(
-                BadRecord(self.topic, self.partition, chunk.offsets[i], reason) for i, reason in decoded.bad
+                BadRecord(self.topic, self.partition, chunk.offsets[i], reason, stage) for i, reason, stage in bad
             )
             if self.rejects is None and self.keep_rejects:
                 self.rejects = RawStagingFile(
@@ -272,7 +279,7 @@ class ArrowPartitionWriter:
                     self.chunk_bytes,
                 )
             if self.rejects is not None:
-                self.rejects.write(chunk.take([i for i, _ in decoded.bad]))
+                self.rejects.write(chunk.take([i for i, _, _ in bad]))
         self.skipped += decoded.skipped
         if not decoded.positions:
             return
@@ -312,7 +319,7 @@ class ArrowPartitionWriter:
             # (Avro values reach the sinks as JSON: the participant decodes them while staging.)
             envelope = self.config.value_converter == "json" and self.config.schemas_enable
             evolve = self.config.settings.evolve_schema and self.config.value_converter == "json" and not envelope
-            unappliable = self._unappliable(tables)
+            unappliable = self.unappliable = self._unappliable(tables)
             # An upsert's key columns are required (identifier fields) but read as nullable: a row without its
             # key is then refused with that reason (UnappliableRows), not as a value that does not fit.
             keys = set(unappliable.id_columns) if unappliable is not None else set()
@@ -322,8 +329,11 @@ class ArrowPartitionWriter:
                     for field in (tables[0].arrow_schema.field(f.name) for f in data_fields)
                 ]
             )
-            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope, reject=unappliable)
+            # (The refusals are the writer's own, not the decoder's ``reject``: the sink's, not its converter's,
+            # in the dead letters' error context.)
+            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
         else:
+            self.unappliable = None
             self.value_column = data_fields[0].name if data_fields else "value"
         for output in self.outputs:
             self.closed.extend(output.close())
@@ -345,6 +355,22 @@ class ArrowPartitionWriter:
         if bad_positions:
             column = column.take(positions)
         return Decoded(pa.table({self.value_column: column}), positions, sorted(bad))
+
+    def _refuse(self, decoded: Decoded) -> list[tuple[int, str]]:
+        """The decoded rows an upsert cannot apply (``UnappliableRows``), taken out of ``decoded``: their
+        positions in the chunk, and why. A sink's refusal, after its converter's decoding: Kafka Connect's
+        TASK_PUT in the dead letters' error context."""
+        if self.unappliable is None or not decoded.positions:
+            return []
+        refused = self.unappliable(decoded.columns)
+        if not refused:
+            return []
+        rows = {row for row, _ in refused}
+        keep = [row not in rows for row in range(len(decoded.positions))]
+        found = [(decoded.positions[row], reason) for row, reason in refused]
+        decoded.columns = decoded.columns.filter(pa.array(keep))
+        decoded.positions = [p for p, k in zip(decoded.positions, keep, strict=True) if k]
+        return found
 
     def _with_metadata(self, decoded: Decoded, chunk: RecordChunk) -> pa.Table:
         columns = decoded.columns

@@ -33,7 +33,7 @@ from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.spark_writer import STAGING_DDL, SparkJobs, apply_session_conf, is_connect, read_staged_chunks
 from workers.staging import StagedPartition
-from workers.writes import BadRecord, WriteResult, publish, uri
+from workers.writes import BadRecord, WriteResult, bad_of_outcome, bad_outcome, publish, uri
 
 
 class SchemaChanged(Exception):
@@ -87,7 +87,7 @@ class StagedDecode:
             raise
         return {
             "files": [f.as_dict() for f in publish_decoded(self.commit_id, finished)],
-            "bad": [[b.offset, b.reason] for b in finished.bad],
+            "bad": bad_outcome(finished.bad),
             "skipped": finished.skipped,
         }
 
@@ -166,7 +166,7 @@ class SparkWriter(SparkJobs):
                     changed.append(s)
                     continue
                 result.files.extend(DataFile(**f) for f in outcome["files"])
-                result.bad.extend(BadRecord(s.topic, s.partition, offset, reason) for offset, reason in outcome["bad"])
+                result.bad.extend(bad_of_outcome(s.topic, s.partition, outcome["bad"]))
                 if outcome["skipped"]:
                     result.skipped[(s.topic, s.partition)] = outcome["skipped"]
             if not changed:

@@ -77,9 +77,10 @@ KNOWN_OPERATIONS = ("I", "U", "D", "C", "R")
 
 @dataclass(frozen=True)
 class UnappliableRows:
-    """The decoded rows an upsert cannot apply, with why (``workers.json_decoder.JsonDecoder``'s ``reject``):
-    a row without a value for an identifier column, and, with a CDC field, a row whose operation is none of
-    ``KNOWN_OPERATIONS``. Each is a bad record (``errors.tolerance``), never written."""
+    """The decoded rows an upsert cannot apply, with why (``sinks.iceberg.arrow_writer.ArrowPartitionWriter``
+    applies it to what its decoder decoded): a row without a value for an identifier column, and, with a CDC
+    field, a row whose operation is none of ``KNOWN_OPERATIONS``. Each is a bad record (``errors.tolerance``),
+    never written: the sink's refusal (Kafka Connect's TASK_PUT stage), not its converter's."""
 
     id_columns: tuple[str, ...]
     cdc_field: str | None
