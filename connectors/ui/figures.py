@@ -22,7 +22,11 @@
   ``rate()`` over a range chosen the same way.
 - freshness: age of the newest committed watermark (every record older than
   it is in the tables); when records carry no timestamps, age of the last
-  commit instead. Both say how far behind "now" the tables are.
+  commit instead. Both say how far behind "now" the tables are, while there
+  are records to write. A connector caught up (``caught_up``: every
+  partition's committed offset is its log end, nothing staged, its tasks
+  running to see the ends) is current, 0 behind, however old its last
+  record: an idle topic leaves nothing out of the tables.
 - lag: per partition, the end offset a task last saw minus the ledger's next
   offset (``PartitionOffset``): records in Kafka not yet in a table,
   including those staged for the commit in flight.
@@ -131,7 +135,9 @@ def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorS
         figures = ledger.get(connector.pk, {})
         watermark = figures.get("watermark")
         last_commit_at = figures.get("last_commit_at")
-        if watermark is not None:
+        if caught_up(status, partitions):
+            freshness, basis = timedelta(0), CAUGHT_UP
+        elif watermark is not None:
             freshness, basis = now - watermark, "watermark"
         elif last_commit_at is not None:
             freshness, basis = now - last_commit_at, "last commit"
@@ -157,6 +163,21 @@ def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorS
             )
         )
     return summaries
+
+
+# The basis of a freshness of 0: nothing is left to write.
+CAUGHT_UP = "caught up"
+
+
+def caught_up(status: ConnectorStatus, partitions: Sequence[PartitionRow]) -> bool:
+    """Whether the tables hold every record the source has: each partition's committed offset is the
+    log end its task last saw, nothing is staged for a commit, and every task runs (or is paused), so
+    the ends it reports are current, not the last a stopped or failed task saw."""
+    if status.connector.state not in (State.RUNNING, State.PAUSED) or not status.tasks or not partitions:
+        return False
+    if any(task.state not in (State.RUNNING, State.PAUSED) for task in status.tasks):
+        return False
+    return all(p.lag == 0 and not p.staged for p in partitions)
 
 
 def ordered_for_list(summaries: Sequence[ConnectorSummary]) -> list[ConnectorSummary]:

@@ -16,7 +16,7 @@ from connectors.actions import runtime as runtime_state
 from connectors.models import Connector, StackProcess, TaskState
 from connectors.ui.figures import connectors_for_summary, rate_window, summarize
 from connectors.ui.health import Health
-from tests.ui.conftest import CONFIG, LedgerFor, beat_coordinator, runtime_task
+from tests.ui.conftest import CONFIG, LedgerFor, beat_coordinator, heartbeating_tasks, runtime_task
 
 pytestmark = pytest.mark.django_db
 
@@ -354,3 +354,49 @@ def test_the_workers_section_shows_make_runs_processes_their_deaths_and_restarts
 
     StackProcess.objects.update(seen_at=timezone.now() - timedelta(minutes=5))
     assert "Not heard from for 5\xa0minutes" in alice.get(reverse("connector-list")).content.decode()
+
+
+def test_a_connector_caught_up_is_current_however_old_its_watermark(
+    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector, {("orders", 0): 0})
+    now = timezone.now()
+    commit({("orders", 0): 10}, watermark=now - timedelta(minutes=9, seconds=35))
+    beat_coordinator(connector)
+    # Every record the partition has is committed, and its task runs: nothing is left to write.
+    heartbeating_tasks(connector, {("orders", 0): {"end_offset": 10, "staged": 0}})
+    summary = summary_of("orders-sink", now)
+    assert summary.lag == 0
+    assert (summary.freshness, summary.freshness_basis) == (timedelta(0), "caught up")
+    assert cells(row_of(alice.get(reverse("connector-list")).content.decode(), "orders-sink"))[5] == "current"
+    live = alice.get(reverse("connector-live", args=["orders-sink"])).content.decode()
+    assert re.search(r"<dt>Freshness</dt><dd>Current <span", live)
+    assert "behind" not in re.search(r"<dt>Freshness</dt><dd>(.*?)</dd>", live, re.S).group(1)  # type: ignore[union-attr]
+
+
+def test_a_connector_with_records_to_write_is_as_old_as_its_watermark(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector, {("orders", 0): 0})
+    now = timezone.now()
+    commit({("orders", 0): 10}, watermark=now - timedelta(minutes=9))
+    beat_coordinator(connector)
+    heartbeating_tasks(connector, {("orders", 0): {"end_offset": 12, "staged": 0}})
+    summary = summary_of("orders-sink", now)
+    assert (summary.freshness, summary.freshness_basis) == (timedelta(minutes=9), "watermark")
+
+
+def test_a_caught_up_connector_whose_tasks_do_not_run_is_not_called_current(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    # The end offsets a stopped or failed task last saw may be old: they do not prove the tables current.
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector, {("orders", 0): 0})
+    now = timezone.now()
+    commit({("orders", 0): 10}, watermark=now - timedelta(minutes=9))
+    beat_coordinator(connector)
+    heartbeating_tasks(connector, {("orders", 0): {"end_offset": 10, "staged": 0}})
+    actions.fail_connector(connector.pk, "boom")
+    assert summary_of("orders-sink", now).freshness_basis == "watermark"
