@@ -179,6 +179,13 @@ def _apply_edit(request: HttpRequest, connector: Connector, editor: ConfigEditor
         return _render_form(request, editor.switched("form"), None, connector)
     if updated.generation == connector.generation:
         messages.info(request, "Nothing changed: the config is the one running.")
+    elif connector.failed_at is not None:
+        # (update_config restarts a failed connector on its new config, as Kafka Connect does.)
+        messages.success(
+            request,
+            f"Config of {updated.name} updated; its failure is cleared and it restarts with generation "
+            f"{updated.generation}.",
+        )
     else:
         messages.success(
             request, f"Config of {updated.name} updated; its tasks restart with generation {updated.generation}."

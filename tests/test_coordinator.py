@@ -68,6 +68,7 @@ class Ledger:
         self.committed_ids: list[uuid.UUID] = []
         self.aborted_errors: list[str] = []
         self.failure: str | None = None
+        self.failed_task: int | None = None
         self.pending_commit: PreparedCommit | None = None
         self.current_epoch = epoch
         self.ended_by: list[str] = []
@@ -118,8 +119,9 @@ class Ledger:
     def aborted(self, commit_id: uuid.UUID, started_at: datetime, statuses: list[PartitionStatus], error: str) -> None:
         self.aborted_errors.append(error)
 
-    def failed(self, message: str) -> None:
+    def failed(self, message: str, task_index: int | None = None) -> None:
         self.failure = message
+        self.failed_task = task_index
 
     def phase(self, *args: Any) -> None:
         self.warning = args[6] if len(args) > 6 else ""
@@ -606,6 +608,19 @@ def test_a_conversion_error_fails_the_connector_without_committing(world: Any) -
     with pytest.raises(ConnectorFailed):
         coordinator.step(0)
     assert ledger.failure == "record orders/0@3 ..." and not committer.commits
+
+
+def test_a_conversion_error_fails_the_task_that_reported_it(world: Any) -> None:
+    # As in Kafka Connect, the task that met the record is the one that fails: the ledger is told which.
+    coordinator, clock, channel, ledger, _ = world
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [
+        status(start, TP0, 0, 10),
+        ControlEvent(EventType.WRITE_STATUS, "c", start.commit_id, 1, task_index=1, error="record orders/1@3 ..."),
+    ]
+    with pytest.raises(ConnectorFailed):
+        coordinator.step(0)
+    assert (ledger.failure, ledger.failed_task) == ("record orders/1@3 ...", 1)
 
 
 def test_a_passing_write_error_aborts_the_commit_and_starts_over(world: Any) -> None:

@@ -187,7 +187,9 @@ class LedgerPort(Protocol):
         self, commit_id: uuid.UUID, started_at: datetime, statuses: list[PartitionStatus], error: str
     ) -> None: ...
 
-    def failed(self, message: str) -> None: ...
+    def failed(self, message: str, task_index: int | None = None) -> None:
+        """The connector fails with ``message``; ``task_index``: the task whose write failed it, if one did."""
+        ...
 
     def phase(
         self,
@@ -265,6 +267,8 @@ class _OpenCommit:
     statuses: dict[TopicPartition, PartitionStatus] = field(default_factory=dict)
     files: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    # The task that reported ``error`` (its WRITE_STATUS): a failure it causes is that task's.
+    error_task: int | None = None
     retriable: bool = False
     # The error is an outage of a service the sink writes to (SinkUnavailable).
     unavailable: bool = False
@@ -513,6 +517,7 @@ class Coordinator:
                 continue
             if event.error:
                 current.error = event.error
+                current.error_task = event.task_index
                 current.retriable = event.retriable
                 current.unavailable = event.unavailable
                 changed = True
@@ -658,7 +663,7 @@ class Coordinator:
             if not current.retriable or self.retriable_failures >= self.MAX_RETRIABLE_FAILURES:
                 # A record cannot be converted (errors.tolerance=none), or a
                 # write error keeps coming back: stop, with the reason.
-                self.ledger.failed(current.error)
+                self.ledger.failed(current.error, current.error_task)
                 raise ConnectorFailed(current.error)
         # The offsets did not move: the tasks read the interval again, and
         # the retry gets a whole interval for it.

@@ -256,8 +256,9 @@ class DjangoLedger:
             error=error,
         )
 
-    def failed(self, message: str) -> None:
-        actions.fail_connector(self.connector.pk, message)
+    def failed(self, message: str, task_index: int | None = None) -> None:
+        # (The task whose write failed the connector goes FAILED with the reason, as in Kafka Connect.)
+        actions.fail_connector(self.connector.pk, message, task_index=task_index)
 
     def phase(
         self,

@@ -32,6 +32,7 @@ from connectors.actions.ledger import (
     take_coordinator_lease,
 )
 from connectors.actions.lifecycle import (
+    Restarted,
     abandon_commit,
     alter_offsets,
     create_connector,
@@ -41,6 +42,7 @@ from connectors.actions.lifecycle import (
     patch_config,
     pause_connector,
     reset_offsets,
+    restart,
     restart_connector,
     restart_task,
     resume_connector,
@@ -62,6 +64,7 @@ __all__ = [
     "NotStopped",
     "NotTranslatable",
     "PartitionRange",
+    "Restarted",
     "StaleEpoch",
     "abandon_commit",
     "abort_commit",
@@ -79,6 +82,7 @@ __all__ = [
     "prepare_commit",
     "publish_coordinator_phase",
     "reset_offsets",
+    "restart",
     "restart_connector",
     "restart_task",
     "restore_commits",

@@ -7,12 +7,13 @@ import importlib
 import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Value
+from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -41,6 +42,9 @@ from connectors.models import (
     TaskState,
 )
 from sinkadmin.celery import supervise_soon
+
+# Why the other tasks of a failed connector do not run: shown as their UNASSIGNED status's trace.
+NOT_RUNNING_FAILED = "not running: the connector failed; a restart, or a new config, starts it again"
 
 
 def get_connector(name: str) -> Connector:
@@ -99,6 +103,11 @@ def update_config(name: str, config: Mapping[str, Any]) -> tuple[Connector, bool
             connector.generation = F("generation") + 1
             connector.coordinator_epoch = F("coordinator_epoch") + 1
             connector.save(update_fields=["config", "generation", "coordinator_epoch", "updated_at"])
+            if connector.failed_at is not None:
+                # As Kafka Connect restarts a connector and its tasks on a new
+                # config: a failure is the old config's, and the new one runs
+                # (its target state, paused or stopped, is kept).
+                _clear_failure(connector, ConnectorTask.objects.filter(connector=connector), new_epoch=False)
             connector.refresh_from_db()
             transaction.on_commit(supervise_soon)
     return connector, False
@@ -148,33 +157,71 @@ def stop_connector(name: str) -> Connector:
     return _set_desired(name, DesiredState.STOPPED, fence=True)
 
 
-def restart_connector(name: str, *, include_tasks: bool = False, only_failed: bool = False) -> Connector:
+@dataclass(frozen=True)
+class Restarted:
+    """What a restart restarted: the connector (its coordinator) or not, and which tasks."""
+
+    connector: Connector
+    restarted_connector: bool
+    restarted_tasks: frozenset[int]
+
+
+def _clear_failure(connector: Connector, tasks: QuerySet[ConnectorTask], *, new_epoch: bool = True) -> list[int]:
+    """Forget the connector's failure and restart it and ``tasks`` (a new coordinator epoch, unless the
+    caller gave it one; the tasks RESTARTING at a new epoch, their errors cleared); the indexes of the
+    tasks restarted. Called inside the caller's transaction, with the connector's row locked."""
+    Connector.objects.filter(pk=connector.pk).update(
+        failure_message="",
+        failure_trace="",
+        failed_at=None,
+        updated_at=timezone.now(),
+        **({"coordinator_epoch": F("coordinator_epoch") + 1} if new_epoch else {}),
+    )
+    # A restart starts the count of crashes afresh (a connector failed by them would fail again at once).
+    CoordinatorStatus.objects.filter(connector=connector).update(crashes=0, crashes_since=None, failed_at=None)
+    ConnectorTask.objects.filter(connector=connector).update(crashes=0, crashes_since=None)
+    # The tasks the failure stopped (``fail_connector``) are started again by the supervisor: its reason is past.
+    ConnectorTask.objects.filter(connector=connector, unassigned_reason=NOT_RUNNING_FAILED).update(unassigned_reason="")
+    indexes = sorted(tasks.values_list("task_index", flat=True))
+    tasks.update(
+        state=TaskState.RESTARTING,
+        epoch=F("epoch") + 1,
+        error_message="",
+        error_trace="",
+        failed_at=None,
+        unassigned_reason="",
+    )
+    return indexes
+
+
+def restart(name: str, *, include_tasks: bool = False, only_failed: bool = False) -> Restarted:
+    """Kafka Connect's restart: the connector (with ``only_failed``, only if it FAILED), and with
+    ``include_tasks`` its tasks (with ``only_failed``, the FAILED ones)."""
     with transaction.atomic():
         connector = Connector.objects.select_for_update().filter(name=name).first()
         if connector is None:
             raise ConnectorNotFound(name)
-        connector_failed = bool(connector.failed_at)
-        if not only_failed or connector_failed:
-            connector.failure_message = ""
-            connector.failure_trace = ""
-            connector.failed_at = None
-            connector.coordinator_epoch = F("coordinator_epoch") + 1
-            connector.save(
-                update_fields=["failure_message", "failure_trace", "failed_at", "coordinator_epoch", "updated_at"]
-            )
-            # A restart starts the count of crashes afresh (a connector failed by them would fail again at once).
-            CoordinatorStatus.objects.filter(connector=connector).update(crashes=0, crashes_since=None, failed_at=None)
-            connector.tasks.update(crashes=0, crashes_since=None)
+        restarted_connector = not only_failed or connector.failed_at is not None
+        tasks = ConnectorTask.objects.none()
         if include_tasks:
-            tasks = connector.tasks.all()
+            tasks = ConnectorTask.objects.filter(connector=connector)
             if only_failed:
                 tasks = tasks.filter(state=TaskState.FAILED)
+        restarted_tasks: list[int] = []
+        if restarted_connector:
+            restarted_tasks = _clear_failure(connector, tasks)
+        elif include_tasks:
+            restarted_tasks = sorted(tasks.values_list("task_index", flat=True))
             tasks.update(
                 state=TaskState.RESTARTING, epoch=F("epoch") + 1, error_message="", error_trace="", failed_at=None
             )
         connector.refresh_from_db()
         transaction.on_commit(supervise_soon)
-    return connector
+    return Restarted(connector, restarted_connector, frozenset(restarted_tasks))
+
+
+def restart_connector(name: str, *, include_tasks: bool = False, only_failed: bool = False) -> Connector:
+    return restart(name, include_tasks=include_tasks, only_failed=only_failed).connector
 
 
 def restart_task(name: str, task_index: int) -> ConnectorTask:
@@ -209,16 +256,42 @@ def delete_connector(name: str, *, delete_ledger: bool = False) -> None:
         transaction.on_commit(supervise_soon)
 
 
-def fail_connector(connector_id: int, message: str, trace: str = "") -> None:
-    """Mark the connector FAILED with a readable reason; it stays failed until restarted."""
+def fail_connector(connector_id: int, message: str, trace: str = "", *, task_index: int | None = None) -> None:
+    """Mark the connector FAILED with a readable reason; it stays failed until restarted (or given a new
+    config). Nothing of it runs meanwhile: its coordinator stops at its next heartbeat, and so do its
+    tasks, whose epochs move on. ``task_index``: the task whose write failed it (a record it cannot
+    convert, with errors.tolerance=none), which goes FAILED with the reason, as in Kafka Connect; the
+    others are UNASSIGNED, saying why. A task that had already FAILED keeps its own trace."""
     now = timezone.now()
-    Connector.objects.filter(pk=connector_id).update(
-        failure_message=redact(message)[:10000],
-        failure_trace=redact(trace),
-        failed_at=now,
-        first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
-        failure_count=F("failure_count") + 1,
-    )
+    message, trace = redact(message)[:10000], redact(trace)
+    shown = message
+    if task_index is not None and not message.startswith(f"task {task_index}"):
+        shown = f"task {task_index}: {message}"
+    with transaction.atomic():
+        Connector.objects.filter(pk=connector_id).update(
+            failure_message=shown[:10000],
+            failure_trace=trace,
+            failed_at=now,
+            first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
+            failure_count=F("failure_count") + 1,
+        )
+        tasks = ConnectorTask.objects.filter(connector_id=connector_id).exclude(
+            state__in=[TaskState.FAILED, TaskState.STOPPED]
+        )
+        if task_index is not None:
+            tasks.filter(task_index=task_index).update(
+                state=TaskState.FAILED,
+                error_message=message,
+                error_trace=trace,
+                failed_at=now,
+                first_failed_at=Coalesce(F("first_failed_at"), Value(now)),
+                failure_count=F("failure_count") + 1,
+                epoch=F("epoch") + 1,
+                requested_at=None,
+            )
+        tasks.exclude(task_index=task_index if task_index is not None else -1).update(
+            state=TaskState.UNASSIGNED, unassigned_reason=NOT_RUNNING_FAILED, epoch=F("epoch") + 1, requested_at=None
+        )
 
 
 def _require_stopped(connector: Connector) -> None:

@@ -379,10 +379,14 @@ def task_alive(task_id: int, epoch: int, *, partition_status: dict[str, Any], wa
     now = timezone.now()
     task = (
         ConnectorTask.objects.filter(pk=task_id, epoch=epoch)
-        .values("connector__desired_state", "connector__generation", "generation")
+        .values("connector__desired_state", "connector__generation", "connector__failed_at", "generation")
         .first()
     )
     if task is None or task["connector__generation"] != task["generation"]:
+        return None
+    if task["connector__failed_at"] is not None:
+        # Nothing of a failed connector runs (``fail_connector`` moved its tasks' epochs on; this is for a
+        # beat that raced it): the runner leaves, and its row says why.
         return None
     desired = str(task["connector__desired_state"])
     if desired != DesiredState.STOPPED:
@@ -402,11 +406,14 @@ def task_vacated(task_id: int, worker_id: str) -> None:
 
     Only while the row still waits for its new runner (RESTARTING, last
     heartbeat ours) is the heartbeat cleared, so a runner that already took
-    over is never disturbed.
+    over is never disturbed. So is a row its connector's failure left
+    FAILED or UNASSIGNED (``fail_connector``): a restart starts it at once.
     """
-    ConnectorTask.objects.filter(pk=task_id, worker_id=worker_id, state=TaskState.RESTARTING).update(
-        heartbeat_at=None, requested_at=None
-    )
+    ConnectorTask.objects.filter(
+        pk=task_id,
+        worker_id=worker_id,
+        state__in=[TaskState.RESTARTING, TaskState.FAILED, TaskState.UNASSIGNED],
+    ).update(heartbeat_at=None, requested_at=None)
 
 
 def report_source_warnings(connector_id: int, warnings: list[str]) -> None:

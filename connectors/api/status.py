@@ -8,7 +8,8 @@ disagree about what "RUNNING" means.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from connectors.actions.lifecycle import NOT_RUNNING_FAILED
 from connectors.config.plugins import coordinated
 from connectors.models import Connector, ConnectorTask, CoordinatorStatus, DesiredState, TaskState
 
@@ -111,12 +113,18 @@ def connector_component_status(connector: Connector, *, now: datetime | None = N
         # No coordinator (the mirror): the connector runs where its tasks do, and they carry the state.
         worker_id = next((t.worker_id for t in visible_tasks(connector) if t.worker_id), None)
         return ComponentStatus(State.RUNNING, worker_id, "\n".join(connector.source_warnings))
-    if coordinator is None or not _alive(coordinator.heartbeat_at, now):
-        return ComponentStatus(State.UNASSIGNED, worker_id, _why_not_running(coordinator))
+    if coordinator is None:
+        return ComponentStatus(State.UNASSIGNED, worker_id)
     # A restart, a config change or a stop/resume bumps the connector's epoch;
-    # until a coordinator takes over at the new epoch the old one is fenced.
-    if coordinator.epoch < connector.coordinator_epoch:
+    # until a coordinator takes over at the new epoch the old one is fenced,
+    # or (one that had stopped: a failed connector's) none runs yet. Unless
+    # something keeps the new one from starting (a crash's back-off, no free
+    # slot): then it is UNASSIGNED, saying why.
+    why_not = "" if _alive(coordinator.heartbeat_at, now) else _why_not_running(coordinator)
+    if coordinator.epoch < connector.coordinator_epoch and not why_not:
         return ComponentStatus(State.RESTARTING, worker_id)
+    if not _alive(coordinator.heartbeat_at, now):
+        return ComponentStatus(State.UNASSIGNED, worker_id, why_not)
     # Connect reports a trace for failures only; a running connector whose
     # source has a problem (a missing topic), or whose commits wait for a
     # catalog that cannot be reached, says so the same way.
@@ -163,6 +171,14 @@ def task_status(task: ConnectorTask, *, now: datetime | None = None) -> TaskStat
     return TaskStatus(State(task.state), worker_id, reason, id=task.task_index)
 
 
+def _of_failed_connector(task: TaskStatus) -> TaskStatus:
+    """Nothing of a FAILED connector runs (``fail_connector`` stops its tasks): a task that still reads as
+    running (a runner that has not yet seen the failure at its heartbeat) is UNASSIGNED, never healthy."""
+    if task.state in (State.RUNNING, State.PAUSED, State.RESTARTING):
+        return replace(task, state=State.UNASSIGNED, trace=NOT_RUNNING_FAILED)
+    return task
+
+
 def connector_status(connector: Connector, *, now: datetime | None = None) -> ConnectorStatus:
     """Status of the connector and its tasks.
 
@@ -170,8 +186,21 @@ def connector_status(connector: Connector, *, now: datetime | None = None) -> Co
     prefetch them when building many statuses.
     """
     now = now or timezone.now()
-    return ConnectorStatus(
-        name=connector.name,
-        connector=connector_component_status(connector, now=now),
-        tasks=tuple(task_status(task, now=now) for task in visible_tasks(connector)),
+    component = connector_component_status(connector, now=now)
+    tasks = tuple(task_status(task, now=now) for task in visible_tasks(connector))
+    if component.state is State.FAILED:
+        tasks = tuple(_of_failed_connector(task) for task in tasks)
+    return ConnectorStatus(name=connector.name, connector=component, tasks=tasks)
+
+
+def restarting(status: ConnectorStatus, *, connector: bool, tasks: Iterable[int]) -> ConnectorStatus:
+    """``status`` as Kafka Connect answers a restart: what is being restarted shows RESTARTING (the
+    connector if ``connector``, and the tasks of these indexes), the rest as it is."""
+    indexes = set(tasks)
+    return replace(
+        status,
+        connector=replace(status.connector, state=State.RESTARTING, trace="") if connector else status.connector,
+        tasks=tuple(
+            replace(task, state=State.RESTARTING, trace="") if task.id in indexes else task for task in status.tasks
+        ),
     )

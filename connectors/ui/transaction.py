@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from connectors.config import resolve_plugin
-from connectors.models import Commit, CommitState, Connector, CoordinatorPhase, CoordinatorStatus
+from connectors.models import Commit, CommitState, Connector, CoordinatorPhase, CoordinatorStatus, DesiredState
 
 DONE, ACTIVE, PENDING, FAILED = "done", "active", "pending", "failed"
 
@@ -111,7 +111,10 @@ def current_commit(connector: Connector, coordinator: CoordinatorStatus | None, 
     if coordinator is None:
         return CommitProgress(phase="none")
     silence = timedelta(seconds=settings.HEARTBEAT_TIMEOUT_SECONDS)
-    stale = coordinator.heartbeat_at is None or now - coordinator.heartbeat_at > silence
+    # Silence is news only where a coordinator should be running: a failed
+    # connector's (it says why it failed) and a stopped one's stop on purpose.
+    should_run = connector.failed_at is None and connector.desired_state != DesiredState.STOPPED
+    stale = should_run and (coordinator.heartbeat_at is None or now - coordinator.heartbeat_at > silence)
     if coordinator.phase == CoordinatorPhase.IDLE or coordinator.commit_id is None:
         return _idle(connector, stale, coordinator.worker_id)
 

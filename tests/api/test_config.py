@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from connectors.models import Connector
-from tests.api.conftest import BASE, CONFIG, SECRET_VALUES
+from connectors import actions
+from connectors.actions import runtime as runtime_state
+from connectors.models import Connector, ConnectorTask
+from tests.api.conftest import BASE, CONFIG, SECRET_VALUES, add_task, run_coordinator
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +140,45 @@ def test_no_response_ever_contains_a_stored_secret(api: APIClient, connector: Co
     put = api.put(URL, CONFIG, format="json").content.decode()
     patch = api.patch(URL, {"topics": "x"}, format="json").content.decode()
     assert not any(secret in put + patch for secret in SECRET_VALUES)
+
+
+def failed(connector: Connector) -> int:
+    """The connector failed by a record task 1 cannot convert, its coordinator stopped; returns its epoch."""
+    epoch = run_coordinator(connector, "host-1:8083")
+    add_task(connector, 0)
+    add_task(connector, 1)
+    actions.fail_connector(connector.pk, "record orders/0@3 cannot be converted", task_index=1)
+    runtime_state.coordinator_stopped(connector.pk, epoch)
+    return epoch
+
+
+def test_put_of_a_new_config_restarts_a_failed_connector_with_it(api: APIClient, connector: Connector) -> None:
+    epoch = failed(connector)
+    response = api.put(URL, {**CONFIG, "errors.tolerance": "all"}, format="json")
+    assert response.status_code == 200
+    restarted = Connector.objects.get(pk=connector.pk)
+    # As Kafka Connect restarts a connector and its tasks on a new config: the old failure is gone.
+    assert (restarted.failed_at, restarted.failure_message) == (None, "")
+    assert restarted.generation == connector.generation + 1 and restarted.coordinator_epoch == epoch + 1
+    status = api.get(f"{URL.removesuffix('/config')}/status").json()
+    assert status["connector"] == {"state": "RESTARTING", "worker_id": "host-1:8083"}
+    assert [(t["id"], t["state"]) for t in status["tasks"]] == [(0, "RESTARTING"), (1, "RESTARTING")]
+    assert not ConnectorTask.objects.filter(connector=connector).exclude(error_message="").exists()
+
+
+@pytest.mark.parametrize(("verb", "state"), [("pause", "PAUSED"), ("stop", "STOPPED")])
+def test_put_of_a_new_config_keeps_a_failed_connector_s_target_state(
+    api: APIClient, connector: Connector, verb: str, state: str
+) -> None:
+    failed(connector)
+    api.put(f"{URL.removesuffix('/config')}/{verb}")
+    assert api.put(URL, {**CONFIG, "errors.tolerance": "all"}, format="json").status_code == 200
+    restarted = Connector.objects.get(pk=connector.pk)
+    assert restarted.failed_at is None and restarted.desired_state == state
+    assert api.get(f"{URL.removesuffix('/config')}/status").json()["connector"]["state"] == state
+
+
+def test_put_of_the_same_config_leaves_a_failed_connector_failed(api: APIClient, connector: Connector) -> None:
+    failed(connector)
+    assert api.put(URL, CONFIG, format="json").status_code == 200
+    assert Connector.objects.get(pk=connector.pk).failed_at is not None

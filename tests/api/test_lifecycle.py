@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from connectors import actions
+from connectors.actions import runtime as runtime_state
 from connectors.models import Connector, ConnectorTask, DesiredState, TaskState
 from tests.api.conftest import BASE, add_task, run_coordinator
 
@@ -102,3 +103,44 @@ def test_restart_flags_other_than_true_are_false_as_in_java(api: APIClient, conn
 
 def test_restart_of_an_unknown_connector_is_a_404(api: APIClient) -> None:
     assert api.post(f"{BASE}/connectors/nope/restart?includeTasks=true").status_code == 404
+
+
+def test_restart_of_a_failed_connector_answers_restarting_for_it_and_its_tasks(
+    api: APIClient, connector: Connector
+) -> None:
+    epoch = run_coordinator(connector, "host-1:8083")
+    add_task(connector, 0)
+    add_task(connector, 1)
+    actions.fail_connector(connector.pk, "record orders/0@3 cannot be converted", task_index=1)
+    # The failed connector's coordinator has stopped (workers.runtime.run_coordinator_supervised).
+    runtime_state.coordinator_stopped(connector.pk, epoch)
+    response = api.post(f"{URL}/restart?includeTasks=true")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["connector"] == {"state": "RESTARTING", "worker_id": "host-1:8083"}
+    assert [(t["id"], t["state"]) for t in body["tasks"]] == [(0, "RESTARTING"), (1, "RESTARTING")]
+    # And the status says so until a coordinator takes over at the new epoch.
+    assert api.get(f"{URL}/status").json()["connector"]["state"] == "RESTARTING"
+
+
+def test_restart_of_only_failed_answers_restarting_for_what_it_restarts(api: APIClient, connector: Connector) -> None:
+    epoch = run_coordinator(connector, "host-1:8083")
+    add_task(connector, 0)
+    add_task(connector, 1)
+    actions.fail_connector(connector.pk, "record orders/0@3 cannot be converted", task_index=1)
+    runtime_state.coordinator_stopped(connector.pk, epoch)
+    response = api.post(f"{URL}/restart?includeTasks=true&onlyFailed=true")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["connector"]["state"] == "RESTARTING"
+    # Task 0, which the failure stopped, is not restarted by this call (the supervisor starts it with the
+    # connector), and no longer says the connector failed.
+    assert body["tasks"] == [
+        {"id": 0, "state": "UNASSIGNED", "worker_id": "worker-0:8083"},
+        {"id": 1, "state": "RESTARTING", "worker_id": "worker-1:8083"},
+    ]
+
+
+def test_restart_of_a_connector_no_coordinator_ran_for_answers_restarting(api: APIClient, connector: Connector) -> None:
+    body = api.post(f"{URL}/restart?includeTasks=true").json()
+    assert body["connector"] == {"state": "RESTARTING", "worker_id": None}

@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from connectors import actions
 from connectors.actions import PartitionRange
-from connectors.models import Connector, CoordinatorPhase, TaskState
-from tests.ui.conftest import LedgerFor, beat_coordinator, runtime_task
+from connectors.actions import runtime as runtime_state
+from connectors.models import Connector, CoordinatorPhase, CoordinatorStatus, TaskState
+from tests.ui.conftest import LedgerFor, beat_coordinator, heartbeating_tasks, runtime_task
 
 pytestmark = pytest.mark.django_db
 
@@ -306,3 +307,37 @@ def test_the_config_shows_why_a_key_is_ignored_beside_it(
     # A key the sink takes as its own carries no note.
     topics = re.search(r"<tr><td[^>]*>topics</td>(.*?)</tr>", page, re.S)
     assert topics is not None and "ignored" not in topics.group(1)
+
+
+NOT_JSON = "record orders/1@10 cannot be converted: the value is not JSON: b'x' (errors.tolerance=none)"
+
+
+def test_a_failed_connector_shows_nothing_running_and_no_dead_coordinator(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    connector = make_connector("orders-sink", **{"tasks.max": "2"})
+    epoch = actions.take_coordinator_lease(connector.pk, "connectors@vm:11510")
+    heartbeating_tasks(connector, {("orders", 0): {"end_offset": 10, "staged": 0}, ("orders", 1): {"end_offset": 12}})
+    # Task 1's write met a record it cannot convert: the coordinator fails the connector and stops.
+    actions.fail_connector(connector.pk, NOT_JSON, task_index=1)
+    runtime_state.coordinator_stopped(connector.pk, epoch)
+    html = live(alice)
+    assert re.search(r"<dt>Tasks running</dt><dd>0 <span", html)
+    assert "has not reported recently" not in html
+    tasks = dict(re.findall(r'<th scope="row">(\d+)</th>\s*<td><span class="badge state-(\w+)"', html))
+    assert tasks == {"0": "UNASSIGNED", "1": "FAILED"}
+    # The failure is said where it belongs: the connector's, and task 1's with its restart button.
+    assert re.search(r'<p class="cause">task 1: record orders/1@10 cannot be converted', html)
+    assert re.search(r"<p class=\"cause\">record orders/1@10 cannot be converted", html)
+    assert 'aria-label="Restart task 1"' in html
+
+
+def test_a_silent_coordinator_of_a_running_connector_is_said(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    connector = make_connector("orders-sink")
+    actions.take_coordinator_lease(connector.pk, "connectors@vm:11510")
+    CoordinatorStatus.objects.filter(connector=connector).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert "The coordinator (connectors@vm:11510) has not reported recently" in live(alice)
+    actions.stop_connector("orders-sink")
+    assert "has not reported recently" not in live(alice)

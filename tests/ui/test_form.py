@@ -411,3 +411,25 @@ def test_a_new_form_does_not_say_no_problems_before_anything_is_checked(alice: C
     summary = re.search(r'<div class="panel-body" id="validation-summary"[^>]*>(.*?)</div>', html, re.S)
     assert summary is not None
     assert "No problems found" not in summary.group(1)
+
+
+def test_an_edit_of_a_failed_connector_restarts_it_with_the_new_config(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    connector = make_connector("orders-sink")
+    actions.fail_connector(connector.pk, "record orders/0@3 cannot be converted (errors.tolerance=none)")
+    review = alice.post(
+        reverse("connector-edit", args=["orders-sink"]), {**VALID, "cfg:errors.tolerance": "all", "step": "review"}
+    ).content.decode()
+    proposed = re.search(r'name="raw" value="([^"]*)"', review).group(1).replace("&quot;", '"')  # type: ignore[union-attr]
+    fingerprint = re.search(r'name="fingerprint" value="(\w+)"', review).group(1)  # type: ignore[union-attr]
+    applied = alice.post(
+        reverse("connector-edit", args=["orders-sink"]),
+        {"mode": "raw", "raw": proposed, "fingerprint": fingerprint, "step": "apply"},
+    )
+    assert applied.status_code == 302
+    restarted = Connector.objects.get(pk=connector.pk)
+    # The same write path as the API's PUT: the new config runs, the old config's failure is gone.
+    assert restarted.config["errors.tolerance"] == "all"
+    assert (restarted.failed_at, restarted.failure_message) == (None, "")
+    assert restarted.desired_state == DesiredState.RUNNING

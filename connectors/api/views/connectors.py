@@ -24,7 +24,7 @@ from connectors.api.serializers import (
     ConnectorStateInfoSerializer,
     CreateConnectorRequestSerializer,
 )
-from connectors.api.status import connector_status
+from connectors.api.status import connector_status, restarting
 from connectors.api.views.base import ConnectView, json_object, query_flag
 from connectors.api.views.schema import CONFIG_BODY, CONFIG_MAP, CONFIG_PATCH_BODY, NAME, errors
 from connectors.config import validate_config
@@ -318,7 +318,13 @@ class ConnectorRestartView(ConnectView):
     def post(self, request: Request, name: str) -> Response:
         include_tasks = query_flag(request, "includeTasks")
         only_failed = query_flag(request, "onlyFailed")
-        actions.restart_connector(name, include_tasks=include_tasks, only_failed=only_failed)
+        restarted = actions.restart(name, include_tasks=include_tasks, only_failed=only_failed)
         if not include_tasks and not only_failed:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(connector_status(_with_status_rows(name)).to_connect(), status=status.HTTP_202_ACCEPTED)
+        # As Kafka Connect answers: what is being restarted is RESTARTING, the rest as it is.
+        answer = restarting(
+            connector_status(_with_status_rows(name)),
+            connector=restarted.restarted_connector,
+            tasks=restarted.restarted_tasks,
+        )
+        return Response(answer.to_connect(), status=status.HTTP_202_ACCEPTED)
