@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -356,16 +356,25 @@ def test_the_workers_section_shows_make_runs_processes_their_deaths_and_restarts
     assert "Not heard from for 5\xa0minutes" in alice.get(reverse("connector-list")).content.decode()
 
 
-def test_a_connector_caught_up_is_current_however_old_its_watermark(
-    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
-) -> None:
+def committed_minutes_ago(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor, end_offset: int
+) -> tuple[Connector, datetime]:
+    """A running connector whose one commit took orders/0 to 10, with a watermark 9 min 35 s old, and whose
+    task sees the partition end at ``end_offset``; and the time now."""
     connector = make_connector("orders-sink")
     commit = commit_ledger(connector, {("orders", 0): 0})
     now = timezone.now()
     commit({("orders", 0): 10}, watermark=now - timedelta(minutes=9, seconds=35))
     beat_coordinator(connector)
+    heartbeating_tasks(connector, {("orders", 0): {"end_offset": end_offset, "staged": 0}})
+    return connector, now
+
+
+def test_a_connector_caught_up_is_current_however_old_its_watermark(
+    alice: Client, make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
     # Every record the partition has is committed, and its task runs: nothing is left to write.
-    heartbeating_tasks(connector, {("orders", 0): {"end_offset": 10, "staged": 0}})
+    _, now = committed_minutes_ago(make_connector, commit_ledger, end_offset=10)
     summary = summary_of("orders-sink", now)
     assert summary.lag == 0
     assert (summary.freshness, summary.freshness_basis) == (timedelta(0), "caught up")
@@ -378,25 +387,15 @@ def test_a_connector_caught_up_is_current_however_old_its_watermark(
 def test_a_connector_with_records_to_write_is_as_old_as_its_watermark(
     make_connector: Callable[..., Connector], commit_ledger: LedgerFor
 ) -> None:
-    connector = make_connector("orders-sink")
-    commit = commit_ledger(connector, {("orders", 0): 0})
-    now = timezone.now()
-    commit({("orders", 0): 10}, watermark=now - timedelta(minutes=9))
-    beat_coordinator(connector)
-    heartbeating_tasks(connector, {("orders", 0): {"end_offset": 12, "staged": 0}})
+    _, now = committed_minutes_ago(make_connector, commit_ledger, end_offset=12)
     summary = summary_of("orders-sink", now)
-    assert (summary.freshness, summary.freshness_basis) == (timedelta(minutes=9), "watermark")
+    assert (summary.freshness, summary.freshness_basis) == (timedelta(minutes=9, seconds=35), "watermark")
 
 
 def test_a_caught_up_connector_whose_tasks_do_not_run_is_not_called_current(
     make_connector: Callable[..., Connector], commit_ledger: LedgerFor
 ) -> None:
     # The end offsets a stopped or failed task last saw may be old: they do not prove the tables current.
-    connector = make_connector("orders-sink")
-    commit = commit_ledger(connector, {("orders", 0): 0})
-    now = timezone.now()
-    commit({("orders", 0): 10}, watermark=now - timedelta(minutes=9))
-    beat_coordinator(connector)
-    heartbeating_tasks(connector, {("orders", 0): {"end_offset": 10, "staged": 0}})
+    connector, now = committed_minutes_ago(make_connector, commit_ledger, end_offset=10)
     actions.fail_connector(connector.pk, "boom")
     assert summary_of("orders-sink", now).freshness_basis == "watermark"
