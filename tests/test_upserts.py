@@ -480,6 +480,17 @@ def test_a_table_upserts_could_not_key_is_refused_before_it_is_created(tmp_path:
         unkeyed.plan(uuid.uuid4(), [json.dumps({"id": 1}).encode()])
     # Neither left a table behind, which would stay when the config is mended.
     assert not writer.catalog.table_exists("db.t")
+    # Plain JSON where the config says Kafka Connect's envelope: no schema to create the table from.
+    enveloped = _table_writer(
+        tmp_path,
+        **{
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "true",
+            "iceberg.tables.default-id-columns": "id",
+        },
+    )
+    with pytest.raises(ValueError, match=r"no record carries a Kafka Connect schema envelope .*set it to false"):
+        enveloped.plan(uuid.uuid4(), [json.dumps({"id": 1}).encode()])
 
 
 @pytest.mark.django_db

@@ -384,6 +384,9 @@ class TableWriter:
         samples = sample_json_objects(values, envelope=cfg.schemas_enable)
         if cfg.schemas_enable:
             if not samples:
-                raise ValueError("cannot create the table: no record carries a Kafka Connect schema envelope")
+                raise ValueError(
+                    "cannot create the table: no record carries a Kafka Connect schema envelope (value.converter."
+                    'schemas.enable=true needs "schema" and "payload"; for plain JSON, set it to false)'
+                )
             return schema_from_connect(samples[0]["schema"])
         return infer_schema_from_json(samples)
