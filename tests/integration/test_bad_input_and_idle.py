@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from connectors import actions
+from connectors.api.status import State, connector_status
 from connectors.models import Commit, CommitState, Connector
 from sinks.iceberg.tables import PROP_COMMIT_ID
 from tests.integration.conftest import sink_config
@@ -58,6 +59,16 @@ def test_with_tolerance_none_a_poison_record_stops_the_connector_and_loses_nothi
     assert ledger_offsets("strict") == {(topic_name, 0): 10}
     assert sorted(r["id"] for r in table_rows("strict", "db.events")) == list(range(10))
     assert Commit.objects.filter(connector_name="strict", state=CommitState.ABORTED).exists()
+    assert connector_status(connector).connector.state is State.FAILED
+
+    # A new config restarts it, as Kafka Connect restarts a connector given one: the poison record is
+    # passed over now, and the rest committed once.
+    actions.patch_config("strict", {"errors.tolerance": "all"})
+    assert Connector.objects.get(name="strict").failed_at is None
+    with running_in_threads("strict"):
+        wait_until(caught_up("strict", {(topic_name, 0): 210}), 120, "the records after the poison record")
+    expected = [*range(10), *(i for i in range(200) if i != POISON_AT)]
+    assert sorted(r["id"] for r in table_rows("strict", "db.events")) == sorted(expected)
 
 
 @pytest.mark.parametrize("writer", ["arrow", "spark"])
