@@ -72,6 +72,22 @@ class BadRecord:
     exception_class: str = DATA_EXCEPTION
 
 
+def bad_records(
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    unconverted: Iterable[tuple[int, str]],
+    refused: Iterable[tuple[int, str]] = (),
+) -> list[BadRecord]:
+    """A run's bad records, in offset order: those that could not be converted or transformed (record index,
+    reason: their stage is told by their reason) and those the sink refused (TASK_PUT); ``offsets[i]`` is
+    record ``i``'s offset."""
+    found: list[tuple[int, str, str | None]] = [(i, reason, None) for i, reason in unconverted]
+    found += [(i, reason, TASK_PUT) for i, reason in refused]
+    found.sort(key=lambda b: b[0])
+    return [BadRecord(topic, partition, offsets[i], reason, stage) for i, reason, stage in found]
+
+
 def bad_outcome(bad: Iterable[BadRecord]) -> list[list[Any]]:
     """Bad records as a decode's outcome carries them (from Spark's Python workers): offset, reason, stage."""
     return [[b.offset, b.reason, b.stage] for b in bad]

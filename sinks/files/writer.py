@@ -36,7 +36,7 @@ from workers.json_decoder import Decoded
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
-from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, avro_schema, bad_outcome
+from workers.writes import BadRecord, RawStagedWriter, avro_schema, bad_outcome, bad_records
 
 CHUNK_BYTES = 1 << 20
 TMP_DIR = "+tmp"
@@ -130,12 +130,11 @@ class PartitionFiles(RecordRuns):
         errors: Sequence[str | None],
         decoded: Decoded,
     ) -> None:
-        # What could not be converted (its stage told by its reason), then the sink's own refusals (TASK_PUT):
-        # a null value it must fail on, a record it cannot place.
-        bad: list[tuple[int, str, str | None]] = [(i, reason, None) for i, reason in decoded.bad]
+        # The sink's own refusals: a null value it must fail on, a record it cannot place.
+        refusals: list[tuple[int, str]] = []
         if self.settings.null_values == "fail" and self.decoder is not None:
-            bad += [
-                (i, "null value (a tombstone) with behavior.on.null.values=fail", TASK_PUT)
+            refusals += [
+                (i, "null value (a tombstone) with behavior.on.null.values=fail")
                 for i, v in enumerate(values)
                 if v is None and errors[i] is None
             ]
@@ -144,14 +143,13 @@ class PartitionFiles(RecordRuns):
         rows, positions = decoded.columns, decoded.positions
         directories, times, refused = self._place(rows, positions, timestamps)
         if refused:
-            bad += [(i, reason, TASK_PUT) for i, reason in refused]
+            refusals += refused
             keep = [n for n in range(len(positions)) if directories[n] is not None]
             rows = rows.take(pa.array(keep, pa.int64()))
             positions = [positions[n] for n in keep]
             times = [times[n] for n in keep] if times is not None else None
             directories = [directories[n] for n in keep]
-        bad.sort(key=lambda b: b[0])
-        self.bad.extend(BadRecord(self.topic, self.partition, offsets[i], reason, stage) for i, reason, stage in bad)
+        self.bad.extend(bad_records(self.topic, self.partition, offsets, decoded.bad, refusals))
         if not positions:
             return
         by_directory: dict[str, list[int]] = {}

@@ -38,7 +38,7 @@ from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
 from workers.storage import StoragePath
-from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, bad_outcome
+from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, bad_outcome, bad_records
 
 CHUNK_BYTES = 1 << 20
 # Hudi's own delete flag: a record with it set to true deletes its key.
@@ -93,11 +93,7 @@ class PartitionRows(RecordRuns):
                 self.skipped += decoded.skipped
             refused: list[tuple[int, str]] = []
             rows = self._keyed(decoded.columns, [run[p] for p in decoded.positions], refused, decoded.positions)
-            # What could not be converted (its stage told by its reason), and what the sink refused (TASK_PUT).
-            bad: list[tuple[int, str, str | None]] = [(i, why, None) for i, why in decoded.bad]
-            bad += [(i, why, TASK_PUT) for i, why in refused]
-            bad.sort(key=lambda b: b[0])
-            self.bad.extend(BadRecord(self.topic, self.partition, run[i], why, stage) for i, why, stage in bad)
+            self.bad.extend(bad_records(self.topic, self.partition, run, decoded.bad, refused))
             if rows is not None and len(rows):
                 self.pieces.append(rows)
             done += count

@@ -49,7 +49,7 @@ from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.writes import TASK_PUT, BadRecord, publish, uri
+from workers.writes import BadRecord, bad_records, publish, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -264,13 +264,7 @@ class ArrowPartitionWriter:
             decoded = self._decode(chunk)
         refused = self._refuse(decoded)
         if decoded.bad or refused:
-            # What could not be converted (its stage told by its reason), and what the sink refused (TASK_PUT).
-            bad: list[tuple[int, str, str | None]] = [(i, reason, None) for i, reason in decoded.bad]
-            bad += [(i, reason, TASK_PUT) for i, reason in refused]
-            bad.sort(key=lambda b: b[0])
-            self.bad.extend(
-                BadRecord(self.topic, self.partition, chunk.offsets[i], reason, stage) for i, reason, stage in bad
-            )
+            self.bad.extend(bad_records(self.topic, self.partition, chunk.offsets, decoded.bad, refused))
             if self.rejects is None and self.keep_rejects:
                 self.rejects = RawStagingFile(
                     raw_staging_path(
@@ -279,7 +273,7 @@ class ArrowPartitionWriter:
                     self.chunk_bytes,
                 )
             if self.rejects is not None:
-                self.rejects.write(chunk.take([i for i, _, _ in bad]))
+                self.rejects.write(chunk.take(sorted(i for i, _ in (*decoded.bad, *refused))))
         self.skipped += decoded.skipped
         if not decoded.positions:
             return
