@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,36 @@ from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_lett
 from sinks.iceberg.settings import TableTarget
 from sinks.iceberg.writes import TargetTable, WritePlan, arrow_schema
 from tests.conftest import sink_config
-from workers.dead_letters import DEAD_LETTER_SCHEMA, SINK_TASK, DeadLetterSink, dead_letter_rows, error_context
+from workers.dead_letters import (
+    DEAD_LETTER_SCHEMA,
+    SINK_TASK,
+    ConsumedRecord,
+    DeadLetterSink,
+    StagedForm,
+    dead_letter_rows,
+    error_context,
+)
 from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition
-from workers.transformed import RecordTransformer
-from workers.writes import BadRecord, WriteRefused, bad_of_outcome, bad_outcome
+from workers.transformed import KEY_NOT_JSON, RecordTransformer
+from workers.writes import TASK_PUT, BadRecord, WriteRefused, bad_of_outcome, bad_outcome
 
 AVRO = "io.confluent.connect.avro.AvroConverter"
+
+TP = tuple[str, int]
+
+
+class Topic:
+    """The source topic that dead letters staged in a changed form are read again from: its records as consumed,
+    by partition and offset, and what each fetch asked of it."""
+
+    def __init__(self, records: Mapping[TP, Mapping[int, ConsumedRecord]] | None = None) -> None:
+        self.records = records or {}
+        self.asked: list[dict[TP, list[int]]] = []
+
+    def fetch(self, wanted: Mapping[TP, Collection[int]]) -> dict[TP, dict[int, ConsumedRecord]]:
+        self.asked.append({tp: sorted(offsets) for tp, offsets in wanted.items()})
+        held = {tp: self.records.get(tp, {}) for tp in wanted}
+        return {tp: {o: held[tp][o] for o in offsets if o in held[tp]} for tp, offsets in wanted.items()}
 
 
 def staged(path: Path, topic: str, partition: int, offsets: range) -> Path:
@@ -61,7 +86,10 @@ def test_dead_letters_are_read_back_per_partition_in_offset_order_with_kafka_con
         BadRecord("orders", 0, 101, "not valid JSON"),
         BadRecord("orders", 1, 4, "a tombstone without a key", stage="TASK_PUT", exception_class="x.Refused"),
     ]
-    found = dead_letter_rows(bad, files, {"value.converter": AVRO, "connector.class": "hudi"})
+    # (Avro values are staged decoded, so the records are asked of their topic; it no longer has them.)
+    topic = Topic()
+    found = dead_letter_rows(bad, files, {"value.converter": AVRO, "connector.class": "hudi"}, topic)
+    assert topic.asked == [{("orders", 0): [101, 107], ("orders", 1): [3, 4]}]
 
     assert [source for source, _ in found] == [("orders", 0), ("orders", 1)]
     assert all(rows.schema == DEAD_LETTER_SCHEMA for _, rows in found)
@@ -83,7 +111,7 @@ def test_dead_letters_are_read_back_per_partition_in_offset_order_with_kafka_con
 def test_the_dead_letter_tables_columns_take_kafka_timestamps_and_none_for_missing_ones(tmp_path: Path) -> None:
     files = {("orders", 0): staged(tmp_path / "0.parquet", "orders", 0, range(0, 4))}
     bad = [BadRecord("orders", 0, o, "bad") for o in (1, 2)]
-    [(_, rows)] = dead_letter_rows(bad, files, {})
+    [(_, rows)] = dead_letter_rows(bad, files, {}, Topic())
     columns = table_columns(rows)
     stamps = columns.column("timestamp").to_pylist()
     assert stamps == [datetime.datetime(2023, 11, 14, 22, 13, 20, 1000, tzinfo=datetime.UTC), None]
@@ -198,8 +226,20 @@ def through_the_iceberg_sink(tmp_path: Path, config: SinkConfig) -> tuple[list[B
     return staged.bad, staged.path
 
 
+def consumed(offsets: Collection[int] = RECORDS) -> Topic:
+    """The topic RECORDS were consumed from (those at ``offsets``), each as through_the_iceberg_sink stages it
+    before its transforms."""
+    return Topic(
+        {
+            ("orders", 0): {
+                o: ConsumedRecord(1_700_000_000_000, *RECORDS[o], [{"key": "trace", "value": b"t"}]) for o in offsets
+            }
+        }
+    )
+
+
 def contexts(bad: list[BadRecord], rejects: Path, config: Mapping[str, str]) -> dict[int, dict[str, Any]]:
-    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config)
+    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config, consumed())
     return {r["offset"]: r for r in rows.to_pylist()}
 
 
@@ -224,7 +264,7 @@ def test_each_bad_record_names_the_stage_that_failed_and_the_class_of_what_faile
     assert (found[11]["key"], found[11]["value"]) == RECORDS[11]
     assert found[11]["headers"] == [{"key": "trace", "value": b"t"}]
     # The dead-letter table's columns say the same.
-    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config.raw)
+    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config.raw, consumed())
     assert table_columns(rows).column("error_stage").to_pylist() == [found[o]["error_stage"] for o in sorted(found)]
 
 
@@ -251,6 +291,94 @@ def test_a_transformations_failure_is_told_by_its_configured_alias_and_class() -
         assert error_context(config, BadRecord("orders", 0, 1, reason)).stage == "VALUE_CONVERTER"
 
 
+# Which dead letters are read again from their topic: those the tasks staged in another form than they consumed.
+
+REFUSED = BadRecord("orders", 0, 1, "no value for id, an identifier column: the row has no key", TASK_PUT)
+NOT_AVRO = "not a valid Avro record for the configured schema: bad"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "as_consumed"),
+    [
+        ({}, True),
+        ({"value.converter": STRING}, True),
+        ({"value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", "transforms": ""}, True),
+        ({"value.converter": JSON, "value.converter.schemas.enable": "true"}, True),
+        ({"value.converter": AVRO}, False),
+        ({"value.converter": "avro"}, False),
+        (
+            {
+                "value.converter": "io.confluent.connect.json.JsonSchemaConverter",
+                "value.converter.schema.registry.url": "http://registry:8081",
+            },
+            False,
+        ),
+        ({"transforms": "cast", "transforms.cast.type": CAST, "transforms.cast.spec": "amount:int32"}, False),
+    ],
+)
+def test_only_a_converter_that_decodes_or_transforms_make_the_staged_records_differ_from_the_consumed_ones(
+    overrides: dict[str, str], as_consumed: bool
+) -> None:
+    form = StagedForm.of(sink_config("orders", "db.t", **overrides))
+    assert form.as_consumed is as_consumed
+    # A record the sink refused came through the converter and the transforms.
+    assert form.is_original(REFUSED, None) is as_consumed
+
+
+def test_a_record_staged_with_its_error_is_as_it_came_to_the_step_that_failed() -> None:
+    cast = {"transforms": "cast", "transforms.cast.type": CAST, "transforms.cast.spec": "amount:int32"}
+    cast_failed = BadRecord("orders", 0, 1, "transforms.cast (Cast$Value): field amount: cannot cast 'abc' to int32")
+    key_failed = BadRecord("orders", 0, 1, f"{KEY_NOT_JSON}bad")
+    transformed = StagedForm.of(sink_config("orders", "db.t", **cast))
+    assert transformed.is_original(cast_failed, cast_failed.reason)
+    assert transformed.is_original(key_failed, key_failed.reason)
+    assert not transformed.is_original(REFUSED, None)
+    # An Avro value the converter could not decode is staged as consumed; one it decoded, whose transformation
+    # then failed, is staged as the JSON it became.
+    decoded = StagedForm.of(sink_config("orders", "db.t", **{"value.converter": AVRO, **cast}))
+    assert decoded.is_original(BadRecord("orders", 0, 1, NOT_AVRO), NOT_AVRO)
+    assert not decoded.is_original(cast_failed, cast_failed.reason)
+    assert not decoded.is_original(key_failed, key_failed.reason)
+
+
+def test_dead_letters_staged_transformed_are_read_again_from_their_topic_as_consumed(tmp_path: Path) -> None:
+    config = upsert_config()
+    bad, rejects = through_the_iceberg_sink(tmp_path, config)
+    topic = consumed()
+    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config.raw, topic)
+    # One fetch, of the records that came through the transforms only: the others were staged as consumed.
+    assert topic.asked == [{("orders", 0): [13, 14, 15]}]
+    found = {r["offset"]: r for r in rows.to_pylist()}
+    assert {o: (r["key"], r["value"]) for o, r in found.items()} == {o: RECORDS[o] for o in found}
+    assert {o: (r["timestamp"], r["headers"]) for o, r in found.items()} == {
+        o: (1_700_000_000_000, [{"key": "trace", "value": b"t"}]) for o in found
+    }
+
+
+def test_a_dead_letter_its_topic_no_longer_has_goes_as_staged_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = upsert_config()
+    bad, rejects = through_the_iceberg_sink(tmp_path, config)
+    [(_, rows)] = dead_letter_rows(bad, {("orders", 0): rejects}, config.raw, consumed(set(RECORDS) - {14}))
+    found = {r["offset"]: r for r in rows.to_pylist()}
+    assert set(found) == {11, 12, 13, 14, 15}
+    # As the transforms left it (keyed by its id, which it lacks), not lost.
+    assert (json.loads(found[14]["key"]), json.loads(found[14]["value"])) == ({"id": None}, {"amount": 1, "op": "I"})
+    assert found[14]["error_stage"] == "TASK_PUT"
+    assert (found[15]["key"], found[15]["value"]) == RECORDS[15]
+    assert "orders/0 at offsets 14 could not be read again" in caplog.text
+
+
+def test_a_connector_that_stages_records_as_consumed_reads_no_dead_letter_again(tmp_path: Path) -> None:
+    files = {("orders", 0): staged(tmp_path / "0.parquet", "orders", 0, range(0, 4))}
+    refused = [BadRecord("orders", 0, o, "no key", TASK_PUT) for o in (1, 2)]
+    topic = Topic()
+    [(_, rows)] = dead_letter_rows(refused, files, {"value.converter": STRING}, topic)
+    assert topic.asked == []
+    assert rows.column("value").to_pylist() == [b"v1", b"v2"]
+
+
 class _Producer:
     def __init__(self) -> None:
         self.produced: list[dict[str, Any]] = []
@@ -270,7 +398,7 @@ def test_the_dead_letter_topics_headers_name_the_stage_and_class(tmp_path: Path)
     bad, rejects = through_the_iceberg_sink(tmp_path, config)
     sink = DeadLetterSink.__new__(DeadLetterSink)  # (no broker: its producer is a fake)
     sink.topic, sink.connector, sink.task_index, sink.context_headers = "dlq", "orders-sink", 0, True
-    sink.config = config.raw
+    sink.config, sink.originals = config.raw, consumed()
     sink._producer = producer = _Producer()  # type: ignore[assignment]
     assert sink.send(bad, {("orders", 0): rejects}) == len(bad)
     headers = {int(h["__connect.errors.offset"]): h for h in (dict(r["headers"]) for r in producer.produced)}
@@ -289,6 +417,9 @@ def test_the_dead_letter_topics_headers_name_the_stage_and_class(tmp_path: Path)
         16: ("KEY_CONVERTER", JSON, DATA_EXCEPTION),
     }
     assert headers[11]["trace"] == b"t"
+    # Every one as consumed, the sink's refusals too: their keys before the transforms keyed them by their id.
+    keys = {int(dict(r["headers"])["__connect.errors.offset"]): r["key"] for r in producer.produced}
+    assert keys == {o: RECORDS[o][0] for o in keys}
 
 
 def test_hudi_and_files_refusals_are_the_sinks_put_and_travel_with_the_outcome(tmp_path: Path) -> None:

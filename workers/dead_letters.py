@@ -6,25 +6,41 @@ name it. Two destinations take them: the dead-letter topic
 (``errors.deadletterqueue.topic.name``, ``DeadLetterSink`` below), and a
 sink's own dead-letter table where it has one (the Iceberg sink's
 ``errors.deadletterqueue.table.name``), written in the same commit as the
-good records.
+good records. Both run in the task's process, the one that staged them.
+
+A dead letter is the record as consumed, as Kafka Connect sends the original
+``ConsumerRecord``: users replay it into its topic. The tasks stage records
+after the value converter decoded them (Avro, a Schema Registry's wire
+format: JSON) and the transforms ran; a record the sink then refuses is
+staged in that changed form, so its original is read again from the source
+topic by offset (``StagedForm`` decides which, ``KafkaOriginals`` reads them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+import time
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from connectors.config.kafka_clients import admin_client, producer_config
-from connectors.smt.chain import failed_transformation
-from workers.kafka import ensure_topic
+from connectors.config.definitions import CONVERTERS
+from connectors.config.kafka_clients import admin_client, producer_config, source_consumer_config
+from connectors.config.validation import SchemaRegistryConfig
+from connectors.smt.chain import failed_transformation, parse_chain
+from workers.kafka import OUT_OF_RANGE_ERRORS, ensure_topic
 from workers.staging import STAGING_SCHEMA
 from workers.transformed import KEY_NOT_JSON
 from workers.writes import BadRecord
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
 
 # Kafka Connect's default converter (the class named in the error context when the config names none).
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -76,31 +92,217 @@ def error_context(config: Mapping[str, str], record: BadRecord) -> ErrorContext:
 
 
 def dead_letter_rows(
-    bad: Iterable[BadRecord], staged_files: Mapping[tuple[str, int], Path], config: Mapping[str, str]
-) -> list[tuple[tuple[str, int], pa.Table]]:
-    """Per source partition, its bad records read back from its staging file (in DEAD_LETTER_SCHEMA,
-    in offset order): key, value, headers and timestamp as consumed, and the error context."""
-    wanted: dict[tuple[str, int], dict[int, BadRecord]] = {}
+    bad: Iterable[BadRecord],
+    staged_files: Mapping[TP, Path],
+    config: Mapping[str, str],
+    originals: OriginalRecords,
+) -> list[tuple[TP, pa.Table]]:
+    """Per source partition, its bad records as consumed (in DEAD_LETTER_SCHEMA, in offset order): key, value,
+    headers and timestamp, and the error context. Each is read back from its partition's staging file, or, if it
+    was staged in a changed form (``StagedForm``), read again from its topic with ``originals``; one that cannot
+    be read again goes as staged, not lost, with a warning naming it."""
+    wanted: dict[TP, dict[int, BadRecord]] = {}
     for record in bad:
         wanted.setdefault((record.topic, record.partition), {})[record.offset] = record
-    tables = []
+    form = StagedForm.of(config)
+    staged: dict[TP, list[dict[str, Any]]] = {}
+    refetch: dict[TP, list[int]] = {}
     for source, by_offset in sorted(wanted.items()):
         dataset = ds.dataset(str(staged_files[source]), format="parquet")
-        rows = dataset.to_table(filter=ds.field("offset").isin(list(by_offset))).sort_by("offset")
-        records = [by_offset[offset] for offset in rows.column("offset").to_pylist()]
-        contexts = [error_context(config, r) for r in records]
-        context = {
-            "error_stage": [c.stage for c in contexts],
-            "error_class_name": [c.class_name for c in contexts],
-            "error_exception_class_name": [c.exception_class for c in contexts],
-            "error_exception_message": [r.reason for r in records],
-        }
-        columns = [
-            rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.array(context[f.name], f.type)
-            for f in DEAD_LETTER_SCHEMA
-        ]
-        tables.append((source, pa.Table.from_arrays(columns, schema=DEAD_LETTER_SCHEMA)))
+        rows = dataset.to_table(filter=ds.field("offset").isin(list(by_offset))).sort_by("offset").to_pylist()
+        staged[source] = rows
+        changed = [r["offset"] for r in rows if not form.is_original(by_offset[r["offset"]], r["error"])]
+        if changed:
+            refetch[source] = changed
+    fetched = originals.fetch(refetch) if refetch else {}
+    tables = []
+    for source, rows in staged.items():
+        found = fetched.get(source, {})
+        missing = [o for o in refetch.get(source, []) if o not in found]
+        if missing:
+            log.warning(
+                "dead letters of %s/%d at offsets %s could not be read again from their topic: they go as the "
+                "tasks staged them (after the converter and the transforms), not as consumed",
+                source[0],
+                source[1],
+                ", ".join(map(str, missing)),
+            )
+        letters = []
+        for row in rows:
+            record = wanted[source][row["offset"]]
+            original = found.get(row["offset"])
+            context = error_context(config, record)
+            letters.append(
+                {
+                    **row,
+                    **(original._asdict() if original is not None else {}),
+                    "error_stage": context.stage,
+                    "error_class_name": context.class_name,
+                    "error_exception_class_name": context.exception_class,
+                    "error_exception_message": record.reason,
+                }
+            )
+        tables.append((source, pa.Table.from_pylist(letters, schema=DEAD_LETTER_SCHEMA)))
     return tables
+
+
+def decodes_values(config: Mapping[str, str]) -> bool:
+    """Whether the tasks decode the connector's values as they stage them (``workers.converters.value_decoder``:
+    Avro, or a Schema Registry's wire format, become JSON), read from the raw config as the tasks were given it
+    (a sink's ``SinkConfig.sink_view`` says JSON of values the tasks decoded)."""
+    return CONVERTERS.get(config.get("value.converter") or "json") == "avro" or (
+        SchemaRegistryConfig.parse(config) is not None
+    )
+
+
+@dataclass(frozen=True)
+class StagedForm:
+    """What the tasks' staging changes of a connector's records: the one place that decides which dead letters
+    are read from staging and which are read again from the source topic, as consumed.
+
+    A task converts each value (Avro to JSON), then runs the transforms, then stages what comes out
+    (``workers.participant.TaskRunner._chunk_of``, ``workers.transformed``). A record that a step could not
+    handle is staged as it came to that step, with its error; one that came through is staged changed.
+    """
+
+    config: Mapping[str, str]
+    decoded: bool
+    transformed: bool
+
+    @classmethod
+    def of(cls, config: Mapping[str, str]) -> StagedForm:
+        return cls(config, decodes_values(config), parse_chain(config)[0] is not None)
+
+    @property
+    def as_consumed(self) -> bool:
+        """Every record is staged as consumed (no transforms; a JSON, string or bytes value converter, which
+        does not decode while staging): no dead letter is read again."""
+        return not (self.decoded or self.transformed)
+
+    def is_original(self, record: BadRecord, staged_error: str | None) -> bool:
+        """Whether the staged row of ``record`` (``staged_error``: its staging's error column) is the record as
+        consumed.
+
+        A row staged without an error came through the converter and the transforms: the sink refused it
+        (TASK_PUT) or its decoder did (a field that does not fit its column). A row staged with its error is as
+        it came to the step that failed: as consumed, unless that step was a transformation (or the key's
+        conversion for one) of a value the converter had decoded before it.
+        """
+        if self.as_consumed:
+            return True
+        if staged_error is None:
+            return False
+        return not self.decoded or error_context(self.config, record).stage == "VALUE_CONVERTER"
+
+
+class ConsumedRecord(NamedTuple):
+    """A record as its topic holds it, in the staging's types: what a dead letter carries."""
+
+    timestamp: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: list[dict[str, Any]] | None
+
+
+class OriginalRecords(Protocol):
+    def fetch(self, wanted: Mapping[TP, Collection[int]]) -> dict[TP, dict[int, ConsumedRecord]]:
+        """The records at ``wanted`` offsets of each partition that could be read, by partition and offset."""
+        ...
+
+
+class KafkaOriginals:
+    """Records read again from the source topics by offset, as the tasks consume them: the connector's client
+    and security settings and its consumers' isolation level (``source_consumer_config``). A consumer of its
+    own, in no group: its partitions are assigned at their smallest wanted offset, and nothing is committed.
+
+    The records were consumed moments ago, in the same commit, so they are read at once; one that cannot be
+    (the topic's retention deleted it, the broker does not answer within ``timeout_s``) is left out, and its
+    dead letter goes as staged (``dead_letter_rows``). A partition is read up to its largest wanted offset or
+    its end, whichever comes first, so a wanted offset the log no longer holds costs no wait.
+    """
+
+    # The consumer's group id: only a label (librdkafka requires one); it never joins nor commits.
+    LABEL = "sinkadmin-dead-letters"
+    # How many records one consume call returns at most.
+    BATCH = 500
+
+    def __init__(self, bootstrap: str, config: Mapping[str, str], timeout_s: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.config = dict(config)
+        self.timeout_s = timeout_s
+
+    def fetch(self, wanted: Mapping[TP, Collection[int]]) -> dict[TP, dict[int, ConsumedRecord]]:
+        found: dict[TP, dict[int, ConsumedRecord]] = {tp: {} for tp in wanted}
+        pending = {tp: set(offsets) for tp, offsets in wanted.items() if offsets}
+        if not pending:
+            return found
+        last = {tp: max(offsets) for tp, offsets in pending.items()}
+        try:
+            consumer = Consumer(
+                {
+                    **source_consumer_config(self.bootstrap, self.config, self.LABEL),
+                    # A partition's smallest wanted offset that retention has deleted since: the rest from its start.
+                    "auto.offset.reset": "earliest",
+                    "enable.partition.eof": True,
+                }
+            )
+        except KafkaException as exc:
+            log.warning("dead letters: no consumer to read their originals again: %s", exc)
+            return found
+        try:
+            consumer.assign([TopicPartition(t, p, min(offsets)) for (t, p), offsets in pending.items()])
+            deadline = time.monotonic() + self.timeout_s
+            while pending and (left := deadline - time.monotonic()) > 0:
+                for message in consumer.consume(self.BATCH, timeout=min(left, 1.0)):
+                    tp = (message.topic(), message.partition())
+                    if tp not in pending:
+                        continue  # (fetched before the partition was paused)
+                    error = message.error()
+                    if error is None:
+                        offset = message.offset() or 0  # (a consumed record has one)
+                        if offset in pending[tp]:
+                            found[tp][offset] = _consumed(message)
+                            pending[tp].discard(offset)
+                        finished = offset >= last[tp] or not pending[tp]
+                    elif error.code() == KafkaError._PARTITION_EOF or error.code() in OUT_OF_RANGE_ERRORS:
+                        finished = True
+                    else:
+                        log.warning("dead letters: reading %s/%d again: %s", tp[0], tp[1], error.str())
+                        finished = False
+                    if finished:
+                        del pending[tp]
+                        consumer.pause([TopicPartition(*tp)])
+            if pending:
+                log.warning(
+                    "dead letters: the source topic did not return %s within %.0f s",
+                    ", ".join(f"{t}/{p}" for t, p in pending),
+                    self.timeout_s,
+                )
+        except KafkaException as exc:
+            log.warning("dead letters: reading their originals again failed: %s", exc)
+        finally:
+            consumer.close()
+        return found
+
+
+def source_cluster_originals(config: Mapping[str, str]) -> KafkaOriginals:
+    """The originals of a connector's records, on the cluster its topics are read from (``KAFKA_BOOTSTRAP_SERVERS``)."""
+    from django.conf import settings
+
+    return KafkaOriginals(settings.KAFKA_BOOTSTRAP_SERVERS, config)
+
+
+def _consumed(message: Message) -> ConsumedRecord:
+    """A fetched record in the staging's types (as ``TaskRunner._chunk_of`` stages it)."""
+    stamp = message.timestamp()[1]
+    headers = message.headers() or []
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return ConsumedRecord(
+        stamp if stamp >= 0 else None,
+        message.key(),
+        message.value(),
+        [{"key": k, "value": v.encode() if isinstance(v, str) else v} for k, v in pairs] or None,
+    )
 
 
 class DeadLetterSink:
@@ -122,13 +324,15 @@ class DeadLetterSink:
         self.task_index = task_index
         self.context_headers = context_headers
         self.config = config
+        # (``bootstrap`` is the cluster the connector's topics are read from, its dead-letter topic's too.)
+        self.originals: OriginalRecords = KafkaOriginals(bootstrap, config)
         ensure_topic(admin_client(bootstrap, config), topic, partitions=1, replication_factor=replication_factor)
         self._producer = Producer(producer_config(bootstrap, config))
 
-    def send(self, bad: Iterable[BadRecord], staged_files: dict[tuple[str, int], Path]) -> int:
+    def send(self, bad: Iterable[BadRecord], staged_files: dict[TP, Path]) -> int:
         """Produce the original records and wait until the broker has them."""
         sent = 0
-        for _, rows in dead_letter_rows(bad, staged_files, self.config):
+        for _, rows in dead_letter_rows(bad, staged_files, self.config, self.originals):
             for row in rows.to_pylist():
                 headers = [(h["key"], h["value"]) for h in row["headers"] or []]
                 if self.context_headers:

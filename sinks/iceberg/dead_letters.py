@@ -2,7 +2,8 @@
 
 Records that cannot be converted (with ``errors.tolerance=all``) become rows
 of an Iceberg table that analysts can query, as Redpanda's Iceberg topics
-write them to a ``<topic>~dlq`` table: the record as it was consumed, and
+write them to a ``<topic>~dlq`` table: the record as it was consumed (before
+the converter and the transforms: ``workers.dead_letters``), and
 the error as Kafka Connect's ``__connect.errors.*`` headers name it. Their
 data files are part of the commit that skips them: the ledger entry that
 moves the offsets past a bad record also adds it to the dead-letter table,
@@ -32,7 +33,7 @@ from pyiceberg.types import (
 
 from sinks.iceberg.arrow_writer import ArrowTableOutput, publish_decoded
 from sinks.iceberg.writes import TargetTable
-from workers.dead_letters import dead_letter_rows
+from workers.dead_letters import dead_letter_rows, source_cluster_originals
 from workers.events import DataFile
 from workers.staging import StagedPartition
 from workers.writes import BadRecord, WriteRefused
@@ -102,11 +103,12 @@ def write_dead_letters(
     config: Mapping[str, str],
     row_group_bytes: int,
 ) -> list[DataFile]:
-    """The commit's bad records as data files of the dead-letter table, one per source partition."""
+    """The commit's bad records as data files of the dead-letter table, one per source partition: as consumed,
+    as the dead-letter topic has them (``dead_letter_rows`` reads those staged changed again from their topic)."""
     by_source = {(s.topic, s.partition): s for s in staged}
     raw = {source: s.path for source, s in by_source.items() if s.path is not None}
     files: list[DataFile] = []
-    for (topic, partition), rows in dead_letter_rows(bad, raw, config):
+    for (topic, partition), rows in dead_letter_rows(bad, raw, config, source_cluster_originals(config)):
         source = by_source[(topic, partition)]
         output = ArrowTableOutput(
             table,

@@ -1,12 +1,18 @@
-"""Poison records under each errors.tolerance (I8), idle partitions and empty intervals."""
+"""Poison records under each errors.tolerance (I8), dead letters as consumed whatever the converter and the
+transforms made of them, idle partitions and empty intervals."""
 
 from __future__ import annotations
 
+import io
 import json
+import struct
 import time
+from typing import Any
 
+import fastavro
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from connectors import actions
 from connectors.api.status import State, connector_status
@@ -21,9 +27,11 @@ from tests.integration.helpers import (
     produce,
     running_in_threads,
     sink_snapshots,
+    table_of,
     table_rows,
     wait_until,
 )
+from workers.dead_letters import ConsumedRecord, KafkaOriginals
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -135,6 +143,143 @@ def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_and_ta
     assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert headers["__connect.errors.class.name"] == b"org.apache.kafka.connect.json.JsonConverter"
     assert b"not valid JSON" in headers["__connect.errors.exception.message"]
+
+
+# Records the sink refuses after the converter and the transforms changed them: an upsert row without its key.
+REFUSED_AT = 7
+NOT_JSON_AT = 12
+CUSTOMER_SCHEMA = {
+    "type": "record",
+    "name": "Customer",
+    "fields": [{"name": "id", "type": ["null", "long"]}, {"name": "name", "type": "string"}],
+}
+
+
+def debezium_events(count: int) -> list[bytes | None]:
+    """Debezium change events (JSON, no schema) of a customers table; the row at REFUSED_AT has lost its id,
+    and the value at NOT_JSON_AT is not JSON."""
+    events: list[bytes | None] = []
+    for i in range(count):
+        after = {"name": f"customer-{i}"} if i == REFUSED_AT else {"id": i, "name": f"customer-{i}"}
+        event = {"before": None, "after": after, "source": {"table": "customers", "lsn": i}, "op": "c", "ts_ms": i}
+        events.append(json.dumps(event).encode())
+    events[NOT_JSON_AT] = b'{"before": null, "after": {"id": 12'
+    return events
+
+
+def avro_customers(count: int) -> list[bytes | None]:
+    """Customers in Avro (the Confluent wire format); the one at REFUSED_AT has no id."""
+    values: list[bytes | None] = []
+    for i in range(count):
+        body = io.BytesIO()
+        customer = {"id": None if i == REFUSED_AT else i, "name": f"customer-{i}"}
+        fastavro.schemaless_writer(body, fastavro.parse_schema(CUSTOMER_SCHEMA), customer)
+        values.append(b"\x00" + struct.pack(">I", 7) + body.getvalue())
+    return values
+
+
+def dead_letters(bootstrap: str, topic: str, count: int) -> list[Any]:
+    """The first ``count`` records of the dead-letter topic."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dlq-reader"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    found: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(found) < count and time.monotonic() < deadline:
+        found += [m for m in consumer.consume(count, timeout=1.0) if not m.error()]
+    consumer.close()
+    return found
+
+
+def test_records_refused_after_the_transforms_or_avros_decoding_reach_the_dead_letters_as_consumed(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    """Kafka Connect's dead letters are the records as consumed, which users replay into the topic: a Debezium
+    envelope, not the row ExtractNewRecordState unwrapped from it; the Avro bytes, not the JSON they were decoded
+    to. Both destinations, the dead-letter topic and table, get them."""
+    count = 30
+    topics = {"unwrapped": topic_name, "avro": f"{topic_name}-avro"}
+    produced = {"unwrapped": debezium_events(count), "avro": avro_customers(count)}
+    keys = [json.dumps({"id": i}).encode() for i in range(count)]
+    traces = [[("trace-id", f"t-{i}".encode())] for i in range(count)]
+    stamps = [1_700_000_000_000 + i for i in range(count)]
+    converters = {
+        "unwrapped": {
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+            "transforms": "unwrap",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        },
+        "avro": {
+            "value.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter.avro.schema": json.dumps(CUSTOMER_SCHEMA),
+        },
+    }
+    ends: dict[tuple[str, int], int] = {}
+    for case, topic in topics.items():
+        create_topic(kafka_bootstrap, topic, 1)
+        ends[(topic, 0)] = produce(kafka_bootstrap, topic, produced[case], 1, keys, traces, stamps)[(topic, 0)]
+        actions.create_connector(
+            f"dlq-{case}",
+            sink_config(
+                topic,
+                "db.customers",
+                **{
+                    "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                    **converters[case],
+                    "iceberg.tables.upsert-mode-enabled": "true",
+                    "iceberg.tables.default-id-columns": "id",
+                    "sinkadmin.writer": "arrow",
+                    "errors.tolerance": "all",
+                    "errors.deadletterqueue.topic.name": f"{topic}-dlq",
+                    "errors.deadletterqueue.table.name": "db.customers_dlq",
+                },
+            ),
+        )
+    with running_in_threads("dlq-unwrapped"), running_in_threads("dlq-avro"):
+        for case, topic in topics.items():
+            wait_until(caught_up(f"dlq-{case}", {(topic, 0): ends[(topic, 0)]}), 120, f"dlq-{case}'s records")
+
+    for case, topic in topics.items():
+        name = f"dlq-{case}"
+        refused = [REFUSED_AT, NOT_JSON_AT] if case == "unwrapped" else [REFUSED_AT]
+        # The good records, once each.
+        ids = sorted(r["id"] for r in table_of(name, "db.customers").scan().to_arrow().to_pylist())
+        assert ids == [i for i in range(count) if i not in refused]
+        assert sum(c.dead_lettered for c in Commit.objects.filter(connector_name=name)) == len(refused)
+        # The dead letters, as produced: value, key, headers and timestamp.
+        letters = dead_letters(kafka_bootstrap, f"{topic}-dlq", len(refused))
+        assert [int(dict(m.headers())["__connect.errors.offset"]) for m in letters] == refused
+        for message, offset in zip(letters, refused, strict=True):
+            assert (message.value(), message.key()) == (produced[case][offset], keys[offset]), (case, offset)
+            assert message.timestamp()[1] == stamps[offset]
+            assert dict(message.headers())["trace-id"] == traces[offset][0][1]
+        stages = [dict(m.headers())["__connect.errors.stage"] for m in letters]
+        assert stages == ([b"TASK_PUT", b"VALUE_CONVERTER"] if case == "unwrapped" else [b"TASK_PUT"])
+        rows = sorted(table_of(name, "db.customers_dlq").scan().to_arrow().to_pylist(), key=lambda r: r["offset"])
+        assert [(r["offset"], r["key"], r["value"]) for r in rows] == [(o, keys[o], produced[case][o]) for o in refused]
+
+
+def test_originals_are_read_again_by_offset_and_those_the_topic_no_longer_has_are_left_out_without_a_wait(
+    kafka_bootstrap: str, topic_name: str
+) -> None:
+    create_topic(kafka_bootstrap, topic_name, 1)
+    traces = [[("trace-id", f"t-{i}".encode())] for i in range(10)]
+    produce(
+        kafka_bootstrap, topic_name, json_records(0, 10), 1, headers=traces, timestamps=[1000 + i for i in range(10)]
+    )
+    source = (topic_name, 0)
+    originals = KafkaOriginals(kafka_bootstrap, {}, timeout_s=20)
+    began = time.monotonic()
+    # (12: beyond the partition's end; a wanted offset the log does not hold is looked for up to there only.)
+    found = originals.fetch({source: [2, 5, 12]})[source]
+    assert sorted(found) == [2, 5]
+    assert found[5] == ConsumedRecord(1005, b"5", json_records(5, 1)[0], [{"key": "trace-id", "value": b"t-5"}])
+    # Retention deleted the records before offset 4: those after it are still read.
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    [deleted] = admin.delete_records([TopicPartition(topic_name, 0, 4)]).values()
+    assert deleted.result(30).low_watermark == 4
+    assert sorted(originals.fetch({source: [2, 7]})[source]) == [7]
+    assert time.monotonic() - began < 15, "a fetch waited for what the topic does not have"
 
 
 def test_idle_partitions_do_not_delay_commits_and_empty_intervals_write_no_snapshot(
