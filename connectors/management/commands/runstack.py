@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -44,6 +45,11 @@ class Command(BaseCommand):
             type=int,
             default=int(os.environ.get("SINKADMIN_WORKER_CONCURRENCY", str(DEFAULT_WORKER_SLOTS))),
         )
+        parser.add_argument(
+            "--no-spark-warm-up",
+            action="store_true",
+            help="do not warm the local Spark Connect server up when it starts (manage.py warm_spark)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         problems = run_checks(kafka=False)
@@ -54,6 +60,7 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
         log_dir = settings.VAR_DIR / "log"
         started: list[Restarted] = []
+        warm_ups: list[ManagedProcess] = []
         stopping = False
 
         def say(line: str) -> None:
@@ -82,11 +89,24 @@ class Command(BaseCommand):
                 raise CommandError(problem)
             if settings.SPARK_LOCAL_CONNECT:
                 self.stdout.write("starting the local Spark Connect server (a JVM, ~10-20 s)...")
-                keep(
-                    lambda: start_spark_connect(
+
+                def spark_server() -> ManagedProcess:
+                    server = start_spark_connect(
                         settings.SPARK_CONNECT_PORT, log_dir, catalogs=default_spark_catalog_conf()
                     )
-                )
+                    if options["no_spark_warm_up"]:
+                        return server
+                    # In the background, so the rest of the stack starts meanwhile; again after a restart.
+                    warm_ups.append(
+                        spawn(
+                            "spark-warm-up",
+                            [sys.executable, str(settings.BASE_DIR / "manage.py"), "warm_spark"],
+                            log_dir,
+                        )
+                    )
+                    return server
+
+                keep(spark_server)
             slots = options["worker_concurrency"]
             keep(lambda: spawn("worker", connector_worker_argv("connectors@%h", slots), log_dir))
             keep(lambda: spawn("supervisor", supervisor_worker_argv("supervisor@%h"), log_dir))
@@ -113,7 +133,11 @@ class Command(BaseCommand):
                 recorded.beat()
                 time.sleep(0.5)
         finally:
-            self.stdout.write("stopping...")
+            # (A closed terminal or pipe must not keep the children running: say it, if anyone can hear.)
+            with contextlib.suppress(OSError):
+                self.stdout.write("stopping...")
+            for warm_up in warm_ups:
+                warm_up.stop()
             for service in reversed(started):
                 service.stop()
             recorded.stack_stopped()

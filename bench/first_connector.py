@@ -1,0 +1,212 @@
+#!/usr/bin/env python
+"""How long a user's first connector waits on a stack `make run` has just started: with the Spark Connect
+server warmed up as it starts (``manage.py warm_spark``, what make run does), against the baseline of the
+same stack without (``runstack --no-spark-warm-up``), in turn in each round.
+
+Each round starts a whole stack (``manage.py runstack``: its own embedded broker and Spark Connect server,
+web, Celery worker, supervisor and beat, in a directory of its own, on ports and a Redis database of its
+own, so that it runs beside a user's make run), waits ``--delay`` seconds after its API answers (a user
+reading the README), creates a topic of a few records and an Iceberg connector through the REST API, and
+measures from the connector's creation:
+
+- until its task is ready to write (its worker log's "ready to write in"; the seconds of the task's own
+  warm-up are given too);
+- until its first commit is readable (the REST API's offsets endpoint shows every record).
+
+Prints and writes bench/results/first_connector.json.
+
+    .venv/bin/python bench/first_connector.py [--rounds 2] [--delay 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDS = 100
+# Ports and a Redis database apart from make run's (9092/9093, 15002, 8000, db 0) and the tests'.
+KAFKA_PORT, SPARK_PORT, REDIS_DB = 9392, 15302, 10
+USER, PASSWORD = "bench", uuid.uuid4().hex
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Stack:
+    """``manage.py runstack`` in a directory of its own."""
+
+    def __init__(self, warm_up: bool) -> None:
+        self.var = Path(tempfile.mkdtemp(prefix="sinkadmin-first-connector-"))
+        self.port = free_port()
+        env = {
+            **os.environ,
+            "SINKADMIN_VAR_DIR": str(self.var),
+            "SINKADMIN_KAFKA_PORT": str(KAFKA_PORT),
+            "SINKADMIN_KAFKA_CONTROLLER_PORT": str(KAFKA_PORT + 1),
+            "SINKADMIN_SPARK_CONNECT_PORT": str(SPARK_PORT),
+            "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+            "SINKADMIN_ADMIN_USER": USER,
+            "SINKADMIN_ADMIN_PASSWORD": PASSWORD,
+        }
+        for name in ("KAFKA_BOOTSTRAP_SERVERS", "SPARK_REMOTE", "SPARK_MASTER"):
+            env.pop(name, None)  # the stack's own broker and Spark server, as on a fresh make run
+        argv = [sys.executable, str(ROOT / "manage.py"), "runstack", "--addr", f"127.0.0.1:{self.port}"]
+        self.began = time.monotonic()
+        self.process = subprocess.Popen(
+            [*argv, *([] if warm_up else ["--no-spark-warm-up"])],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                self.api("GET", "")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the stack did not start (logs: {self.var / 'log'})") from None
+                time.sleep(0.2)
+        self.answered_after_s = time.monotonic() - self.began
+
+    def api(self, method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/api/connect/{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode(),
+            },
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read()
+        return json.loads(text) if text else {}
+
+    def worker_log(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in (self.var / "log").glob("worker*.log"))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def produce(topic: str) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = f"127.0.0.1:{KAFKA_PORT}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # (kept: a collected client fails its futures)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(RECORDS):
+        producer.produce(topic, json.dumps({"id": i, "name": f"n{i}"}).encode())
+    if producer.flush(30):
+        raise SystemExit("the records were not acknowledged")
+
+
+def first_connector(warm_up: bool, delay: float) -> dict[str, float]:
+    stack = Stack(warm_up)
+    try:
+        time.sleep(delay)
+        topic = f"first-{uuid.uuid4().hex[:8]}"
+        produce(topic)
+        config = {
+            "connector.class": "org.apache.iceberg.connect.IcebergSinkConnector",
+            "topics": topic,
+            "iceberg.tables": f"bench.{topic.replace('-', '_')}",
+            "iceberg.tables.auto-create-enabled": "true",
+            "iceberg.control.commit.interval-ms": "1000",
+        }
+        created = time.monotonic()
+        stack.api("POST", "connectors", {"name": topic, "config": config})
+        ready_at = ready_s = committed_at = None
+        pattern = re.compile(rf"{re.escape(topic)} task 0: ready to write in ([0-9.]+) s")
+        while committed_at is None or ready_at is None:
+            if time.monotonic() - created > 300:
+                raise SystemExit(f"no first commit in 300 s (logs: {stack.var / 'log'})")
+            if ready_at is None and (found := pattern.search(stack.worker_log())):
+                ready_at, ready_s = time.monotonic(), float(found.group(1))
+            if committed_at is None:
+                offsets = stack.api("GET", f"connectors/{topic}/offsets").get("offsets", [])
+                if sum(o["offset"]["kafka_offset"] for o in offsets) >= RECORDS:
+                    committed_at = time.monotonic()
+            time.sleep(0.1)
+        # (The control plane's database is make run's: the connector must not start again on the next stack.)
+        stack.api("DELETE", f"connectors/{topic}")
+        return {
+            "stack_answered_after_s": round(stack.answered_after_s, 1),
+            "ready_after_creation_s": round(ready_at - created, 2),
+            "task_warm_up_s": ready_s or 0.0,
+            "first_commit_after_creation_s": round(committed_at - created, 2),
+        }
+    finally:
+        stack.stop()
+        shutil.rmtree(stack.var, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--delay", type=float, default=30.0, help="seconds between the API answering and the connector")
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "first_connector.json"))
+    args = parser.parse_args()
+    runs: dict[str, list[dict[str, float]]] = {"without warm-up": [], "make run (warm-up)": []}
+    for round_ in range(args.rounds):
+        for name, warm_up in (("without warm-up", False), ("make run (warm-up)", True)):
+            figures = first_connector(warm_up, args.delay)
+            runs[name].append(figures)
+            print(f"round {round_ + 1}, {name}: {figures}", flush=True)
+
+    def median(name: str, figure: str) -> float:
+        return round(statistics.median(r[figure] for r in runs[name]), 2)
+
+    summary: dict[str, dict[str, float]] = {
+        name: {figure: median(name, figure) for figure in runs[name][0]} for name in runs
+    }
+    summary["ratio (warm-up / without)"] = {
+        figure: round(median("make run (warm-up)", figure) / median("without warm-up", figure), 2)
+        for figure in ("ready_after_creation_s", "first_commit_after_creation_s")
+    }
+    for name, figures in summary.items():
+        print(f"{name}: {figures}")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    result = {
+        "commit": commit.stdout.strip(),
+        "rounds": args.rounds,
+        "delay_s": args.delay,
+        "records": RECORDS,
+        "runs": runs,
+        "summary": summary,
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
