@@ -31,12 +31,20 @@ from workers.dead_letters import (
     StagedForm,
     dead_letter_rows,
     error_context,
+    offset_runs,
 )
 from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition
 from workers.transformed import KEY_NOT_JSON, RecordTransformer
 from workers.writes import TASK_PUT, BadRecord, WriteRefused, bad_of_outcome, bad_outcome
 
 AVRO = "io.confluent.connect.avro.AvroConverter"
+# The Avro converter, with the schema it needs without a registry.
+AVRO_CONVERTER = {
+    "value.converter": AVRO,
+    "value.converter.avro.schema": '{"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}]}',
+}
+# A connector's dead-letter topic: its tasks stage headers for it.
+DEAD_LETTER_TOPIC = {"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}
 
 TP = tuple[str, int]
 
@@ -88,7 +96,7 @@ def test_dead_letters_are_read_back_per_partition_in_offset_order_with_kafka_con
     ]
     # (Avro values are staged decoded, so the records are asked of their topic; it no longer has them.)
     topic = Topic()
-    found = dead_letter_rows(bad, files, {"value.converter": AVRO, "connector.class": "hudi"}, topic)
+    found = dead_letter_rows(bad, files, sink_config("orders", "db.t", **AVRO_CONVERTER, **DEAD_LETTER_TOPIC), topic)
     assert topic.asked == [{("orders", 0): [101, 107], ("orders", 1): [3, 4]}]
 
     assert [source for source, _ in found] == [("orders", 0), ("orders", 1)]
@@ -111,7 +119,7 @@ def test_dead_letters_are_read_back_per_partition_in_offset_order_with_kafka_con
 def test_the_dead_letter_tables_columns_take_kafka_timestamps_and_none_for_missing_ones(tmp_path: Path) -> None:
     files = {("orders", 0): staged(tmp_path / "0.parquet", "orders", 0, range(0, 4))}
     bad = [BadRecord("orders", 0, o, "bad") for o in (1, 2)]
-    [(_, rows)] = dead_letter_rows(bad, files, {}, Topic())
+    [(_, rows)] = dead_letter_rows(bad, files, sink_config("orders", "db.t", **DEAD_LETTER_TOPIC), Topic())
     columns = table_columns(rows)
     stamps = columns.column("timestamp").to_pylist()
     assert stamps == [datetime.datetime(2023, 11, 14, 22, 13, 20, 1000, tzinfo=datetime.UTC), None]
@@ -304,8 +312,8 @@ NOT_AVRO = "not a valid Avro record for the configured schema: bad"
         ({"value.converter": STRING}, True),
         ({"value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", "transforms": ""}, True),
         ({"value.converter": JSON, "value.converter.schemas.enable": "true"}, True),
-        ({"value.converter": AVRO}, False),
-        ({"value.converter": "avro"}, False),
+        (AVRO_CONVERTER, False),
+        ({**AVRO_CONVERTER, "value.converter": "avro"}, False),
         (
             {
                 "value.converter": "io.confluent.connect.json.JsonSchemaConverter",
@@ -319,10 +327,28 @@ NOT_AVRO = "not a valid Avro record for the configured schema: bad"
 def test_only_a_converter_that_decodes_or_transforms_make_the_staged_records_differ_from_the_consumed_ones(
     overrides: dict[str, str], as_consumed: bool
 ) -> None:
-    form = StagedForm.of(sink_config("orders", "db.t", **overrides))
+    form = StagedForm.of(sink_config("orders", "db.t", **DEAD_LETTER_TOPIC, **overrides))
     assert form.as_consumed is as_consumed
     # A record the sink refused came through the converter and the transforms.
     assert form.is_original(REFUSED, None) is as_consumed
+
+
+def test_a_connector_without_a_dead_letter_topic_stages_no_headers_so_its_dead_letter_table_reads_them_again() -> None:
+    def stages_headers(**config: str) -> bool:
+        return SinkConfig.parse(sink_config("orders", "db.t", **config)).stages_headers
+
+    assert stages_headers(**DEAD_LETTER_TOPIC)
+    assert not stages_headers(**{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": " "})
+    assert stages_headers(
+        **{"transforms": "cast", "transforms.cast.type": CAST, "transforms.cast.spec": "amount:int32"}
+    )
+    table_only = StagedForm.of(
+        sink_config("orders", "db.t", **{"errors.tolerance": "all", "errors.deadletterqueue.table.name": "db.dlq"})
+    )
+    assert not table_only.as_consumed
+    # Even a record staged as consumed, with its error: its headers were not staged.
+    assert not table_only.is_original(BadRecord("orders", 0, 1, NOT_AVRO), NOT_AVRO)
+    assert not table_only.is_original(REFUSED, None)
 
 
 def test_a_record_staged_with_its_error_is_as_it_came_to_the_step_that_failed() -> None:
@@ -335,7 +361,7 @@ def test_a_record_staged_with_its_error_is_as_it_came_to_the_step_that_failed() 
     assert not transformed.is_original(REFUSED, None)
     # An Avro value the converter could not decode is staged as consumed; one it decoded, whose transformation
     # then failed, is staged as the JSON it became.
-    decoded = StagedForm.of(sink_config("orders", "db.t", **{"value.converter": AVRO, **cast}))
+    decoded = StagedForm.of(sink_config("orders", "db.t", **AVRO_CONVERTER, **cast))
     assert decoded.is_original(BadRecord("orders", 0, 1, NOT_AVRO), NOT_AVRO)
     assert not decoded.is_original(cast_failed, cast_failed.reason)
     assert not decoded.is_original(key_failed, key_failed.reason)
@@ -374,7 +400,8 @@ def test_a_connector_that_stages_records_as_consumed_reads_no_dead_letter_again(
     files = {("orders", 0): staged(tmp_path / "0.parquet", "orders", 0, range(0, 4))}
     refused = [BadRecord("orders", 0, o, "no key", TASK_PUT) for o in (1, 2)]
     topic = Topic()
-    [(_, rows)] = dead_letter_rows(refused, files, {"value.converter": STRING}, topic)
+    config = sink_config("orders", "db.t", **{"value.converter": STRING, **DEAD_LETTER_TOPIC})
+    [(_, rows)] = dead_letter_rows(refused, files, config, topic)
     assert topic.asked == []
     assert rows.column("value").to_pylist() == [b"v1", b"v2"]
 
@@ -467,3 +494,8 @@ def test_hudi_and_files_refusals_are_the_sinks_put_and_travel_with_the_outcome(t
     placed.write([0, 1, 2], [0, 0, 0], [b'{"region": "eu"}', b'{"region": null}', b"[1"], [None] * 3)
     placed.close_all()
     assert [(b.offset, b.stage) for b in placed.bad] == [(1, "TASK_PUT"), (2, None)]
+
+
+def test_originals_are_read_in_runs_so_bad_records_far_apart_cost_two_short_reads() -> None:
+    assert offset_runs([], 1000) == []
+    assert offset_runs([5_000_000, 7, 12, 12, 1_010, 2_011], 1000) == [[7, 12, 1_010], [2_011], [5_000_000]]

@@ -132,9 +132,11 @@ def value_decoder(config: SinkConfig) -> ValueDecoder | None:
     the task that decodes and the writer that shapes the tables from the
     schemas decoded with (both run in the task's process).
     """
+    if not config.decodes_values:
+        return None
     registry = config.schema_registry
     if registry is None:
-        return AvroValueDecoder(config.avro_schema or "{}") if config.value_converter == "avro" else None
+        return AvroValueDecoder(config.avro_schema or "{}")
     key = json.dumps(config.raw, sort_keys=True)
     with _registry_lock:
         decoder = _registry_decoders.get(key)

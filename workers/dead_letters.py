@@ -18,6 +18,7 @@ topic by offset (``StagedForm`` decides which, ``KafkaOriginals`` reads them).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Collection, Iterable, Mapping
@@ -29,10 +30,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from connectors.config.definitions import CONVERTERS
+from connectors.config import SinkConfig
 from connectors.config.kafka_clients import admin_client, producer_config, source_consumer_config
-from connectors.config.validation import SchemaRegistryConfig
-from connectors.smt.chain import failed_transformation, parse_chain
+from connectors.smt.chain import failed_transformation
 from workers.kafka import OUT_OF_RANGE_ERRORS, ensure_topic
 from workers.staging import STAGING_SCHEMA
 from workers.transformed import KEY_NOT_JSON
@@ -146,15 +146,6 @@ def dead_letter_rows(
     return tables
 
 
-def decodes_values(config: Mapping[str, str]) -> bool:
-    """Whether the tasks decode the connector's values as they stage them (``workers.converters.value_decoder``:
-    Avro, or a Schema Registry's wire format, become JSON), read from the raw config as the tasks were given it
-    (a sink's ``SinkConfig.sink_view`` says JSON of values the tasks decoded)."""
-    return CONVERTERS.get(config.get("value.converter") or "json") == "avro" or (
-        SchemaRegistryConfig.parse(config) is not None
-    )
-
-
 @dataclass(frozen=True)
 class StagedForm:
     """What the tasks' staging changes of a connector's records: the one place that decides which dead letters
@@ -168,16 +159,20 @@ class StagedForm:
     config: Mapping[str, str]
     decoded: bool
     transformed: bool
+    headers: bool = True
 
     @classmethod
     def of(cls, config: Mapping[str, str]) -> StagedForm:
-        return cls(config, decodes_values(config), parse_chain(config)[0] is not None)
+        """``config``: the connector's, as its tasks were given it (not a sink's ``SinkConfig.sink_view``, which
+        says JSON of values the tasks decoded)."""
+        typed = SinkConfig.parse(config)
+        return cls(config, typed.decodes_values, typed.transforms is not None, typed.stages_headers)
 
     @property
     def as_consumed(self) -> bool:
         """Every record is staged as consumed (no transforms; a JSON, string or bytes value converter, which
-        does not decode while staging): no dead letter is read again."""
-        return not (self.decoded or self.transformed)
+        does not decode while staging; headers staged): no dead letter is read again."""
+        return not (self.decoded or self.transformed) and self.headers
 
     def is_original(self, record: BadRecord, staged_error: str | None) -> bool:
         """Whether the staged row of ``record`` (``staged_error``: its staging's error column) is the record as
@@ -190,7 +185,7 @@ class StagedForm:
         """
         if self.as_consumed:
             return True
-        if staged_error is None:
+        if staged_error is None or not self.headers:
             return False
         return not self.decoded or error_context(self.config, record).stage == "VALUE_CONVERTER"
 
@@ -213,35 +208,40 @@ class OriginalRecords(Protocol):
 class KafkaOriginals:
     """Records read again from the source topics by offset, as the tasks consume them: the connector's client
     and security settings and its consumers' isolation level (``source_consumer_config``). A consumer of its
-    own, in no group: its partitions are assigned at their smallest wanted offset, and nothing is committed.
+    own, in no group, that commits nothing, reads each run of wanted offsets of a partition in turn
+    (``offset_runs``): from its first, up to its last or the partition's end, so that a commit's bad records
+    at both ends of a large staged range cost two short reads, not the range, and a wanted offset the log no
+    longer holds costs no wait.
 
-    The records were consumed moments ago, in the same commit, so they are read at once; one that cannot be
+    The records were consumed moments ago, in the same commit, so they are read at once. One that cannot be
     (the topic's retention deleted it, the broker does not answer within ``timeout_s``) is left out, and its
-    dead letter goes as staged (``dead_letter_rows``). A partition is read up to its largest wanted offset or
-    its end, whichever comes first, so a wanted offset the log no longer holds costs no wait.
+    dead letter goes as staged (``dead_letter_rows``). The dead-letter topic's records are sent on the task's
+    loop, which beats no heartbeat meanwhile, so the wait is kept well under a commit's and a heartbeat's
+    timeouts (30 s by default).
     """
 
     # The consumer's group id: only a label (librdkafka requires one); it never joins nor commits.
     LABEL = "sinkadmin-dead-letters"
     # How many records one consume call returns at most.
     BATCH = 500
+    # Wanted offsets of a partition at most this far apart are read in one pass; farther ones after a seek.
+    RUN_GAP = 1000
 
-    def __init__(self, bootstrap: str, config: Mapping[str, str], timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, config: Mapping[str, str], timeout_s: float = 10.0) -> None:
         self.bootstrap = bootstrap
         self.config = dict(config)
         self.timeout_s = timeout_s
 
     def fetch(self, wanted: Mapping[TP, Collection[int]]) -> dict[TP, dict[int, ConsumedRecord]]:
         found: dict[TP, dict[int, ConsumedRecord]] = {tp: {} for tp in wanted}
-        pending = {tp: set(offsets) for tp, offsets in wanted.items() if offsets}
-        if not pending:
+        runs = [(tp, run) for tp, offsets in sorted(wanted.items()) for run in offset_runs(offsets, self.RUN_GAP)]
+        if not runs:
             return found
-        last = {tp: max(offsets) for tp, offsets in pending.items()}
         try:
             consumer = Consumer(
                 {
                     **source_consumer_config(self.bootstrap, self.config, self.LABEL),
-                    # A partition's smallest wanted offset that retention has deleted since: the rest from its start.
+                    # A run's first offset that retention has deleted since: the rest from the partition's start.
                     "auto.offset.reset": "earliest",
                     "enable.partition.eof": True,
                 }
@@ -249,40 +249,55 @@ class KafkaOriginals:
         except KafkaException as exc:
             log.warning("dead letters: no consumer to read their originals again: %s", exc)
             return found
+        deadline = time.monotonic() + self.timeout_s
         try:
-            consumer.assign([TopicPartition(t, p, min(offsets)) for (t, p), offsets in pending.items()])
-            deadline = time.monotonic() + self.timeout_s
-            while pending and (left := deadline - time.monotonic()) > 0:
-                for message in consumer.consume(self.BATCH, timeout=min(left, 1.0)):
-                    tp = (message.topic(), message.partition())
-                    if tp not in pending:
-                        continue  # (fetched before the partition was paused)
-                    error = message.error()
-                    if error is None:
-                        offset = message.offset() or 0  # (a consumed record has one)
-                        if offset in pending[tp]:
-                            found[tp][offset] = _consumed(message)
-                            pending[tp].discard(offset)
-                        finished = offset >= last[tp] or not pending[tp]
-                    elif error.code() == KafkaError._PARTITION_EOF or error.code() in OUT_OF_RANGE_ERRORS:
-                        finished = True
-                    else:
-                        log.warning("dead letters: reading %s/%d again: %s", tp[0], tp[1], error.str())
-                        finished = False
-                    if finished:
-                        del pending[tp]
-                        consumer.pause([TopicPartition(*tp)])
-            if pending:
-                log.warning(
-                    "dead letters: the source topic did not return %s within %.0f s",
-                    ", ".join(f"{t}/{p}" for t, p in pending),
-                    self.timeout_s,
-                )
+            for tp, run in runs:
+                if not self._read_run(consumer, tp, run, found[tp], deadline):
+                    log.warning(
+                        "dead letters: the source topic did not return %s/%d within %.0f s", *tp, self.timeout_s
+                    )
+                    break
         except KafkaException as exc:
             log.warning("dead letters: reading their originals again failed: %s", exc)
         finally:
-            consumer.close()
+            with contextlib.suppress(KafkaException, RuntimeError):
+                consumer.close()
         return found
+
+    def _read_run(
+        self, consumer: Consumer, tp: TP, run: list[int], into: dict[int, ConsumedRecord], deadline: float
+    ) -> bool:
+        """The records at ``run``'s offsets of ``tp`` that the log holds, into ``into``; False when time ran out."""
+        consumer.assign([TopicPartition(tp[0], tp[1], run[0])])
+        pending = set(run)
+        while (left := deadline - time.monotonic()) > 0:
+            for message in consumer.consume(self.BATCH, timeout=min(left, 1.0)):
+                if (message.topic(), message.partition()) != tp:
+                    continue  # (fetched for an earlier run's partition)
+                error = message.error()
+                if error is None:
+                    offset = message.offset() or 0  # (a consumed record has one)
+                    if offset in pending:
+                        into[offset] = _consumed(message)
+                        pending.discard(offset)
+                    if not pending or offset >= run[-1]:
+                        return True
+                elif error.code() == KafkaError._PARTITION_EOF or error.code() in OUT_OF_RANGE_ERRORS:
+                    return True
+                else:
+                    log.warning("dead letters: reading %s/%d again: %s", tp[0], tp[1], error.str())
+        return False
+
+
+def offset_runs(offsets: Collection[int], gap: int) -> list[list[int]]:
+    """``offsets`` sorted, in runs whose neighbours are at most ``gap`` apart."""
+    runs: list[list[int]] = []
+    for offset in sorted(set(offsets)):
+        if runs and offset - runs[-1][-1] <= gap:
+            runs[-1].append(offset)
+        else:
+            runs.append([offset])
+    return runs
 
 
 def source_cluster_originals(config: Mapping[str, str]) -> KafkaOriginals:

@@ -224,6 +224,8 @@ class TaskRunner:
         self._decoder = value_decoder(config)
         # Then the connector's Kafka Connect transforms run over them (workers.transformed).
         self._transformer = RecordTransformer(config, config.transforms) if config.transforms is not None else None
+        # Headers only for the dead-letter topic and the transforms (``SinkConfig.stages_headers`` says why).
+        self._stages_headers = config.stages_headers
         # How much one commit of this task stages at most, in staged bytes:
         # what its writer writes in the write target, as its last writes went
         # (see _learn_commit_size). Under a backlog each commit then holds
@@ -616,11 +618,7 @@ class TaskRunner:
         # -1: the record has no timestamp.
         timestamps = [t if t >= 0 else None for t in stamps] if min(stamps) < 0 else cast(list[int | None], stamps)
         headers: list[Any] = [None] * len(run)
-        if self.dead_letters is not None or self._transformer is not None:
-            # Headers only travel to the dead-letter topic (or to the transforms), and librdkafka
-            # parses them out of each message when asked (a share of a task's
-            # time worth saving: docs/benchmarks.md, "Measurements behind the
-            # runtime's design").
+        if self._stages_headers:
             headers = [m.headers() for m in run]
             if any(headers):
                 headers = [[(k, _as_bytes(v)) for k, v in h] if h else None for h in headers]

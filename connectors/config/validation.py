@@ -552,6 +552,21 @@ class SinkConfig:
     transforms: TransformChain | None = None
 
     @property
+    def decodes_values(self) -> bool:
+        """Whether the tasks decode the values as they stage them (``workers.converters.value_decoder``): Avro,
+        or a Schema Registry's wire format, become JSON."""
+        return self.schema_registry is not None or self.value_converter == "avro"
+
+    @property
+    def stages_headers(self) -> bool:
+        """Whether the tasks stage records' headers: only for the dead-letter topic and for the transforms, since
+        librdkafka parses them out of each message when asked (a share of a task's time worth saving:
+        docs/benchmarks.md, "Measurements behind the runtime's design"). A sink's own dead-letter table reads a
+        connector's bad records again from their topic when their headers were not staged
+        (``workers.dead_letters.StagedForm``)."""
+        return (self.errors_tolerance == "all" and self.dlq_topic is not None) or self.transforms is not None
+
+    @property
     def sink_view(self) -> SinkConfig:
         """The config as the sink sees its records: after transforms (which run schemaless), values that
         were JSON or Avro are plain JSON, without a schema envelope or registry, and the chain is done."""
@@ -609,7 +624,7 @@ class SinkConfig:
             commit_write_target_ms=int(get("sinkadmin.commit.write-target-ms"))
             or max(commit_interval_ms, WRITE_TARGET_MIN_MS),
             errors_tolerance=get("errors.tolerance"),
-            dlq_topic=raw.get("errors.deadletterqueue.topic.name") or None,
+            dlq_topic=(raw.get("errors.deadletterqueue.topic.name") or "").strip() or None,
             dlq_replication_factor=int(get("errors.deadletterqueue.topic.replication.factor")),
             dlq_context_headers=flag("errors.deadletterqueue.context.headers.enable"),
             auto_offset_reset=get("consumer.auto.offset.reset"),

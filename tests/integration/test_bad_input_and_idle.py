@@ -195,10 +195,12 @@ def test_records_refused_after_the_transforms_or_avros_decoding_reach_the_dead_l
 ) -> None:
     """Kafka Connect's dead letters are the records as consumed, which users replay into the topic: a Debezium
     envelope, not the row ExtractNewRecordState unwrapped from it; the Avro bytes, not the JSON they were decoded
-    to. Both destinations, the dead-letter topic and table, get them."""
+    to. Both destinations, the dead-letter topic and table, get them; and a dead-letter table alone (no topic,
+    no transforms: the tasks stage no headers) gets the records with their headers."""
     count = 30
-    topics = {"unwrapped": topic_name, "avro": f"{topic_name}-avro"}
-    produced = {"unwrapped": debezium_events(count), "avro": avro_customers(count)}
+    topics = {"unwrapped": topic_name, "avro": f"{topic_name}-avro", "table-only": f"{topic_name}-plain"}
+    plain = [json.dumps({"name": f"customer-{i}"} if i == REFUSED_AT else {"id": i}).encode() for i in range(count)]
+    produced = {"unwrapped": debezium_events(count), "avro": avro_customers(count), "table-only": plain}
     keys = [json.dumps({"id": i}).encode() for i in range(count)]
     traces = [[("trace-id", f"t-{i}".encode())] for i in range(count)]
     stamps = [1_700_000_000_000 + i for i in range(count)]
@@ -213,6 +215,7 @@ def test_records_refused_after_the_transforms_or_avros_decoding_reach_the_dead_l
             "value.converter": "io.confluent.connect.avro.AvroConverter",
             "value.converter.avro.schema": json.dumps(CUSTOMER_SCHEMA),
         },
+        "table-only": {"value.converter": "org.apache.kafka.connect.json.JsonConverter"},
     }
     ends: dict[tuple[str, int], int] = {}
     for case, topic in topics.items():
@@ -230,12 +233,12 @@ def test_records_refused_after_the_transforms_or_avros_decoding_reach_the_dead_l
                     "iceberg.tables.default-id-columns": "id",
                     "sinkadmin.writer": "arrow",
                     "errors.tolerance": "all",
-                    "errors.deadletterqueue.topic.name": f"{topic}-dlq",
+                    **({} if case == "table-only" else {"errors.deadletterqueue.topic.name": f"{topic}-dlq"}),
                     "errors.deadletterqueue.table.name": "db.customers_dlq",
                 },
             ),
         )
-    with running_in_threads("dlq-unwrapped"), running_in_threads("dlq-avro"):
+    with running_in_threads("dlq-unwrapped"), running_in_threads("dlq-avro"), running_in_threads("dlq-table-only"):
         for case, topic in topics.items():
             wait_until(caught_up(f"dlq-{case}", {(topic, 0): ends[(topic, 0)]}), 120, f"dlq-{case}'s records")
 
@@ -247,16 +250,18 @@ def test_records_refused_after_the_transforms_or_avros_decoding_reach_the_dead_l
         assert ids == [i for i in range(count) if i not in refused]
         assert sum(c.dead_lettered for c in Commit.objects.filter(connector_name=name)) == len(refused)
         # The dead letters, as produced: value, key, headers and timestamp.
-        letters = dead_letters(kafka_bootstrap, f"{topic}-dlq", len(refused))
-        assert [int(dict(m.headers())["__connect.errors.offset"]) for m in letters] == refused
-        for message, offset in zip(letters, refused, strict=True):
-            assert (message.value(), message.key()) == (produced[case][offset], keys[offset]), (case, offset)
-            assert message.timestamp()[1] == stamps[offset]
-            assert dict(message.headers())["trace-id"] == traces[offset][0][1]
-        stages = [dict(m.headers())["__connect.errors.stage"] for m in letters]
-        assert stages == ([b"TASK_PUT", b"VALUE_CONVERTER"] if case == "unwrapped" else [b"TASK_PUT"])
+        if case != "table-only":
+            letters = dead_letters(kafka_bootstrap, f"{topic}-dlq", len(refused))
+            assert [int(dict(m.headers())["__connect.errors.offset"]) for m in letters] == refused
+            for message, offset in zip(letters, refused, strict=True):
+                assert (message.value(), message.key()) == (produced[case][offset], keys[offset]), (case, offset)
+                assert message.timestamp()[1] == stamps[offset]
+                assert dict(message.headers())["trace-id"] == traces[offset][0][1]
+            stages = [dict(m.headers())["__connect.errors.stage"] for m in letters]
+            assert stages == ([b"TASK_PUT", b"VALUE_CONVERTER"] if case == "unwrapped" else [b"TASK_PUT"])
         rows = sorted(table_of(name, "db.customers_dlq").scan().to_arrow().to_pylist(), key=lambda r: r["offset"])
         assert [(r["offset"], r["key"], r["value"]) for r in rows] == [(o, keys[o], produced[case][o]) for o in refused]
+        assert [r["headers"] for r in rows] == [[{"key": "trace-id", "value": traces[o][0][1]}] for o in refused]
 
 
 def test_originals_are_read_again_by_offset_and_those_the_topic_no_longer_has_are_left_out_without_a_wait(
