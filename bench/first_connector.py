@@ -4,8 +4,9 @@ server warmed up as it starts (``manage.py warm_spark``, what make run does), ag
 same stack without (``runstack --no-spark-warm-up``), in turn in each round.
 
 Each round starts a whole stack (``manage.py runstack``: its own embedded broker and Spark Connect server,
-web, Celery worker, supervisor and beat, in a directory of its own, on ports and a Redis database of its
-own, so that it runs beside a user's make run), waits ``--delay`` seconds after its API answers (a user
+web, Celery worker, supervisor and beat, in a directory of its own, on ports, a Redis database and a
+PostgreSQL database of its own, new each round, so that it runs beside a user's make run and never sees
+its connectors), waits ``--delay`` seconds after its API answers (a user
 reading the README), creates a topic of a few records and an Iceberg connector through the REST API, and
 measures from the connector's creation:
 
@@ -51,6 +52,24 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+DATABASE = "sinkadmin_bench_first_connector"
+
+
+def fresh_database() -> str:
+    """The URL of a new, empty database for the stack (its control plane and its SQL catalog), on make run's
+    PostgreSQL server, as its role (which may create databases: scripts/start-services)."""
+    import psycopg
+
+    sys.path.insert(0, str(ROOT))
+    from sinkadmin.settings import DATABASE_URL
+
+    server = DATABASE_URL.split("?", 1)[0].rsplit("/", 1)[0]
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {DATABASE}")
+    return f"{server}/{DATABASE}"
+
+
 class Stack:
     """``manage.py runstack`` in a directory of its own."""
 
@@ -64,6 +83,7 @@ class Stack:
             "SINKADMIN_KAFKA_CONTROLLER_PORT": str(KAFKA_PORT + 1),
             "SINKADMIN_SPARK_CONNECT_PORT": str(SPARK_PORT),
             "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+            "DATABASE_URL": fresh_database(),
             "SINKADMIN_ADMIN_USER": USER,
             "SINKADMIN_ADMIN_PASSWORD": PASSWORD,
         }
@@ -157,8 +177,6 @@ def first_connector(warm_up: bool, delay: float) -> dict[str, float]:
                 if sum(o["offset"]["kafka_offset"] for o in offsets) >= RECORDS:
                     committed_at = time.monotonic()
             time.sleep(0.1)
-        # (The control plane's database is make run's: the connector must not start again on the next stack.)
-        stack.api("DELETE", f"connectors/{topic}")
         return {
             "stack_answered_after_s": round(stack.answered_after_s, 1),
             "ready_after_creation_s": round(ready_at - created, 2),

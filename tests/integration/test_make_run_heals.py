@@ -65,6 +65,9 @@ class Stack:
         env.pop("SPARK_REMOTE", None)  # its own Spark Connect server, as make run starts one
         redis.Redis.from_url(STACK_REDIS).flushdb()
         self.log = log
+        # make run warms each Spark Connect server it starts up (manage.py warm_spark): its log, from here.
+        self.warm_ups = Path(settings.VAR_DIR) / "log" / "spark-warm-up.log"
+        self.warm_ups_from = self.warm_ups.stat().st_size if self.warm_ups.exists() else 0
         with log.open("wb") as out:
             self.process = subprocess.Popen(
                 [
@@ -242,3 +245,15 @@ def test_make_run_heals_its_spark_server_and_its_worker_killed_mid_ingest_and_ev
         assert row.state == StackProcessState.RUNNING and row.restarts == 1
         assert row.last_exit_code == -signal.SIGKILL
     assert "spark-connect exited (-9); restarting in 1 s" in stack.said()
+
+    def warm_ups() -> list[str]:
+        if not stack.warm_ups.exists():
+            return []
+        with stack.warm_ups.open("rb") as log:
+            log.seek(stack.warm_ups_from)
+            lines = log.read().decode(errors="replace").splitlines()
+        return [line for line in lines if "Spark is warm" in line or "could not warm Spark up" in line]
+
+    # The Spark server was warmed up as it started (unless it was killed meanwhile), and again once restarted.
+    wait_until(lambda: len(warm_ups()) == 2, 120, f"make run to warm each Spark server it started: {warm_ups()}")
+    assert "Spark is warm" in warm_ups()[-1], warm_ups()

@@ -115,8 +115,8 @@ class Command(BaseCommand):
                 lambda: spawn("web", [sys.executable, "manage.py", "runserver", options["addr"], "--noreload"], log_dir)
             )
         except (ServiceError, CommandError) as exc:
-            for service in reversed(started):
-                service.stop()
+            for process in (*warm_ups, *reversed(started)):
+                process.stop()
             raise CommandError(str(exc)) from None
 
         self.stdout.write(
@@ -130,6 +130,7 @@ class Command(BaseCommand):
             while not stopping:
                 for service in started:
                     service.check()
+                warm_ups[:] = [w for w in warm_ups if w.process.poll() is None]  # (reaped once done)
                 recorded.beat()
                 time.sleep(0.5)
         finally:
