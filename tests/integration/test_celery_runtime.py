@@ -410,6 +410,24 @@ def test_a_record_spark_cannot_decode_fails_the_connector_with_its_reason_first_
     assert "not valid JSON" in trace and "errors.tolerance=none" in trace
     assert not any(sign in first_line for sign in ("Traceback", "org.apache.spark", "JVM", "Py4J")), trace
     assert ledger_offsets("undecodable") == {(topic_name, 0): 10}
+    # Nothing of a failed connector runs or reads as running: its task is FAILED with the same reason.
+    tasks = api.get("/api/connect/connectors/undecodable/status").json()["tasks"]
+    assert [t["state"] for t in tasks] == ["FAILED"], tasks
+    assert f"record {topic_name}/0@10 cannot be converted" in tasks[0]["trace"]
+
+    # A new config starts it again on the worker, as in Kafka Connect: the poison record skipped, the rest once.
+    config["errors.tolerance"] = "all"
+    updated = api.put("/api/connect/connectors/undecodable/config", config, format="json")
+    assert updated.status_code == 200, updated.content
+    produce(kafka_bootstrap, topic_name, json_records(11, 9), 1)  # offsets 11-19
+
+    def running() -> bool:
+        status = api.get("/api/connect/connectors/undecodable/status").json()
+        return status["connector"]["state"] == "RUNNING" and [t["state"] for t in status["tasks"]] == ["RUNNING"]
+
+    wait_until(caught_up("undecodable", {(topic_name, 0): 20}), 180, "the connector to start again and go on")
+    wait_until(running, 60, "the connector and its task to show RUNNING")
+    assert sorted(r["id"] for r in table_rows("undecodable", "db.events")) == [*range(10), *range(11, 20)]
 
 
 def test_a_connector_beyond_the_workers_slots_says_why_and_starts_once_a_slot_frees(
