@@ -115,8 +115,10 @@ class Command(BaseCommand):
                 lambda: spawn("web", [sys.executable, "manage.py", "runserver", options["addr"], "--noreload"], log_dir)
             )
         except (ServiceError, CommandError) as exc:
-            for process in (*warm_ups, *reversed(started)):
-                process.stop()
+            for warm_up in warm_ups:
+                warm_up.stop()
+            for service in reversed(started):
+                service.stop()
             raise CommandError(str(exc)) from None
 
         self.stdout.write(
