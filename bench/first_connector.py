@@ -22,34 +22,27 @@ Prints and writes bench/results/first_connector.json.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from sink_throughput import Product, write_result  # noqa: E402
+
 RECORDS = 100
 # Ports and a Redis database apart from make run's (9092/9093, 15002, 8000, db 0) and the tests'.
 KAFKA_PORT, SPARK_PORT, REDIS_DB = 9392, 15302, 10
-USER, PASSWORD = "bench", uuid.uuid4().hex
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 DATABASE = "sinkadmin_bench_first_connector"
@@ -59,9 +52,9 @@ def fresh_database() -> str:
     """The URL of a new, empty database for the stack (its control plane and its SQL catalog), on make run's
     PostgreSQL server, as its role (which may create databases: scripts/start-services)."""
     import psycopg
+    from django.conf import settings
 
-    sys.path.insert(0, str(ROOT))
-    from sinkadmin.settings import DATABASE_URL
+    DATABASE_URL = settings.DATABASE_URL
 
     server = DATABASE_URL.split("?", 1)[0].rsplit("/", 1)[0]
     with psycopg.connect(f"{server}/postgres", autocommit=True) as connection:
@@ -70,12 +63,11 @@ def fresh_database() -> str:
     return f"{server}/{DATABASE}"
 
 
-class Stack:
-    """``manage.py runstack`` in a directory of its own."""
+class Stack(Product):
+    """``manage.py runstack`` in a directory of its own, with its own broker and Spark Connect server."""
 
     def __init__(self, warm_up: bool) -> None:
         self.var = Path(tempfile.mkdtemp(prefix="sinkadmin-first-connector-"))
-        self.port = free_port()
         env = {
             **os.environ,
             "SINKADMIN_VAR_DIR": str(self.var),
@@ -84,56 +76,23 @@ class Stack:
             "SINKADMIN_SPARK_CONNECT_PORT": str(SPARK_PORT),
             "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
             "DATABASE_URL": fresh_database(),
-            "SINKADMIN_ADMIN_USER": USER,
-            "SINKADMIN_ADMIN_PASSWORD": PASSWORD,
         }
         for name in ("KAFKA_BOOTSTRAP_SERVERS", "SPARK_REMOTE", "SPARK_MASTER"):
             env.pop(name, None)  # the stack's own broker and Spark server, as on a fresh make run
-        argv = [sys.executable, str(ROOT / "manage.py"), "runstack", "--addr", f"127.0.0.1:{self.port}"]
-        self.began = time.monotonic()
-        self.process = subprocess.Popen(
-            [*argv, *([] if warm_up else ["--no-spark-warm-up"])],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 180
-        while True:
+        super().__init__(env, () if warm_up else ("--no-spark-warm-up",), settle=False)
+        deadline = time.monotonic() + 60
+        while True:  # (the web server listens before it answers)
             try:
                 self.api("GET", "")
                 break
             except (urllib.error.URLError, ConnectionError):
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"the stack did not start (logs: {self.var / 'log'})") from None
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the stack's API did not answer (logs: {self.var / 'log'})") from None
                 time.sleep(0.2)
         self.answered_after_s = time.monotonic() - self.began
 
-    def api(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/api/connect/{path}",
-            data=json.dumps(body).encode() if body is not None else None,
-            method=method,
-            headers={
-                "Content-Type": "application/json",
-                "Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode(),
-            },
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            text = response.read()
-        return json.loads(text) if text else {}
-
     def worker_log(self) -> str:
         return "".join(p.read_text(errors="replace") for p in (self.var / "log").glob("worker*.log"))
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(120)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def produce(topic: str) -> None:
@@ -222,8 +181,7 @@ def main() -> None:
         "runs": runs,
         "summary": summary,
     }
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.output, result)
 
 
 if __name__ == "__main__":

@@ -553,29 +553,28 @@ class Product:
 
     USER, PASSWORD = "bench", uuid.uuid4().hex
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None, options: tuple[str, ...] = (), settle: bool = True) -> None:
+        """``env``: the stack's environment (default: this one, on the benchmark's broker and Spark);
+        ``options``: runstack's; ``settle``: wait until it has done starting (``_settle``)."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        env = {
-            **os.environ,
-            "KAFKA_BOOTSTRAP_SERVERS": settings.KAFKA_BOOTSTRAP_SERVERS,
-            "SINKADMIN_ADMIN_USER": self.USER,
-            "SINKADMIN_ADMIN_PASSWORD": self.PASSWORD,
-        }
-        if settings.SPARK_REMOTE:
-            env["SPARK_REMOTE"] = settings.SPARK_REMOTE
+        if env is None:
+            env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": settings.KAFKA_BOOTSTRAP_SERVERS}
+            if settings.SPARK_REMOTE:
+                env["SPARK_REMOTE"] = settings.SPARK_REMOTE
+        self.began = time.monotonic()
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "runstack", "--addr", f"127.0.0.1:{self.port}"],
-            env=env,
+            [sys.executable, str(ROOT / "manage.py"), "runstack", "--addr", f"127.0.0.1:{self.port}", *options],
+            env={**env, "SINKADMIN_ADMIN_USER": self.USER, "SINKADMIN_ADMIN_PASSWORD": self.PASSWORD},
             start_new_session=True,
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while not port_open("127.0.0.1", self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("make run's stack did not start")
-            time.sleep(0.5)
-        self.settled_after_s = self._settle()
+            time.sleep(0.2)
+        self.settled_after_s = self._settle() if settle else 0.0
 
     # A stack is settled once its processes use less than this share of one
     # core over a second (idle, measured here: ~0.02).
