@@ -4,17 +4,25 @@ is staged, what is dropped and still covered by the staged range, and what is st
 from __future__ import annotations
 
 import json
+import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from connectors.config import SinkConfig
+from sinks.files.writer import PartitionFiles
+from sinks.hudi.writer import PartitionRows
+from sinks.iceberg.writer import TableWriter
 from tests.conftest import sink_config
 from tests.test_staging import CollectingSink
 from workers.json_decoder import NO_PAYLOAD
-from workers.staging import RecordChunk, StagingBuffer
+from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition, StagingBuffer
 from workers.transformed import RecordTransformer, parse_json
+from workers.writes import sample_values
 
 TOPIC = "dbserver1.public.orders"
 
@@ -216,3 +224,94 @@ def test_values_stay_as_consumed_when_no_step_or_predicate_reads_them() -> None:
     # Not parsed, nor written again: the sink's decoder judges them, as without transforms.
     assert (out.values, out.errors, dropped) == (chunk.values, [None, None, None], 0)
     assert out.headers == [[("via", b"sinkadmin")]] * 3
+
+
+def test_a_record_a_transformation_failed_on_does_not_shape_the_columns_the_others_are_written_in(
+    tmp_path: Path,
+) -> None:
+    """A record a transformation could not transform is staged as consumed: its fields and types are not the
+    transformed records'. The first of a run (here its Cast of "abc" fails, where the others' strings become
+    numbers, and ReplaceField would drop ``secret``) must not settle the schema, or every good record of the run
+    after it would not fit its columns and go to the dead letters with it (found by a QA run through make run:
+    the files and Hudi sinks, both data planes)."""
+    chain = {
+        "transforms": "cast,drop",
+        "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value",
+        "transforms.cast.spec": "amount:int32",
+        "transforms.drop.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+        "transforms.drop.exclude": "secret",
+    }
+    values = [b'{"id": 0, "amount": "abc", "secret": "s"}'] + [
+        json.dumps({"id": i, "amount": str(i), "secret": "s"}).encode() for i in range(1, 6)
+    ]
+    raw = RecordChunk("orders", 0, list(range(6)), [1_700_000_000_000] * 6, [None] * 6, values, None, [None] * 6)
+
+    def staged(config: SinkConfig) -> RecordChunk:
+        assert config.transforms is not None
+        chunk, dropped = RecordTransformer(config, config.transforms).apply(raw)
+        assert dropped == 0 and chunk.errors[0] is not None and chunk.values[0] == values[0]
+        return chunk
+
+    iceberg = staged(SinkConfig.parse(sink_config("orders", "db.t", **chain)))
+    assert sample_values(iceberg.values, iceberg.errors) == iceberg.values[1:]
+    assert json.loads(iceberg.values[1] or b"") == {"id": 1, "amount": 1}
+
+    files = SinkConfig.parse(
+        {
+            "connector.class": "files",
+            "topics": "orders",
+            "store.url": str(tmp_path / "files"),
+            "format.class": "parquet",
+            "flush.size": "100",
+            **chain,
+        }
+    )
+    chunk = staged(files)
+    placed = PartitionFiles(files.sink_view, files.settings, uuid.uuid4(), "orders", 0)
+    placed.write(chunk.offsets, chunk.timestamps, chunk.values, chunk.errors)
+    placed.close_all()
+    assert [b.offset for b in placed.bad] == [0]
+    [written] = list((tmp_path / "files").rglob("*.parquet"))
+    table = pq.read_table(written)
+    assert table.column_names == ["id", "amount"] and table.column("amount").to_pylist() == [1, 2, 3, 4, 5]
+
+    hudi = SinkConfig.parse(
+        {
+            "connector.class": "hudi",
+            "topics": "orders",
+            "target.base.path": str(tmp_path / "hudi"),
+            "target.table.name": "orders",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "sinkadmin.writer": "arrow",
+            **chain,
+        }
+    )
+    chunk = staged(hudi)
+    rows = PartitionRows(hudi.sink_view, hudi.settings, "orders", 0, ())
+    rows.write(chunk.offsets, chunk.keys, chunk.values, chunk.errors)
+    assert [b.offset for b in rows.bad] == [0]
+    assert rows.schema is not None and rows.schema.names == ["id", "amount"]
+
+
+def test_the_iceberg_sinks_table_is_created_from_the_records_staged_without_an_error(tmp_path: Path) -> None:
+    """(On the Spark plane the coordinator-side writer settles a new table from the staging files' first records,
+    as the arrow plane does from its first chunk: those staged with their error are left out.)"""
+    path = tmp_path / "staged.parquet"
+    rows = [
+        {
+            "topic": "orders",
+            "partition": 0,
+            "offset": o,
+            "timestamp": None,
+            "key": None,
+            "value": v,
+            "headers": None,
+            "error": e,
+        }
+        for o, (v, e) in enumerate(
+            [(b'{"amount": "abc"}', "transforms.cast (Cast$Value): no"), (b'{"amount": 1}', None)]
+        )
+    ]
+    pq.write_table(pa.Table.from_pylist(rows, schema=STAGING_SCHEMA), path)
+    staged = StagedPartition("orders", 0, 0, 2, 2, path, None)
+    assert TableWriter._samples([staged]) == [b'{"amount": 1}']

@@ -72,6 +72,26 @@ class BadRecord:
     exception_class: str = DATA_EXCEPTION
 
 
+# How many records a table or a file schema is settled from (the first of a partition's staged records).
+SAMPLES = 500
+
+
+def sample_values(
+    values: Sequence[bytes | None], errors: Sequence[str | None], limit: int = SAMPLES
+) -> list[bytes | None]:
+    """The first ``limit`` values staged without an error, to settle a table's or a file's schema from. A record
+    staged with its error (a transformation or the converter failed on it) is staged as it came, untransformed:
+    its fields and types are not the records' (a string a Cast would have made a number, a field ReplaceField
+    drops), and they must not shape the columns the good records are decoded into."""
+    found: list[bytes | None] = []
+    for value, error in zip(values, errors, strict=True):
+        if error is None:
+            found.append(value)
+            if len(found) == limit:
+                break
+    return found
+
+
 def bad_records(
     topic: str,
     partition: int,

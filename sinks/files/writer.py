@@ -36,7 +36,7 @@ from workers.json_decoder import Decoded
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
-from workers.writes import BadRecord, RawStagedWriter, avro_schema, bad_outcome, bad_records
+from workers.writes import BadRecord, RawStagedWriter, avro_schema, bad_outcome, bad_records, sample_values
 
 CHUNK_BYTES = 1 << 20
 TMP_DIR = "+tmp"
@@ -114,7 +114,7 @@ class PartitionFiles(RecordRuns):
         errors: Sequence[str | None],
     ) -> None:
         if self.schema is None:
-            self.settle(values[:500])
+            self.settle(sample_values(values, errors))
         done = 0
         while done < len(values):
             decoded, count = self.decode(values[done:], errors[done:])

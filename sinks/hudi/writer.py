@@ -38,7 +38,7 @@ from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
 from workers.storage import StoragePath
-from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, bad_outcome, bad_records
+from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, bad_outcome, bad_records, sample_values
 
 CHUNK_BYTES = 1 << 20
 # Hudi's own delete flag: a record with it set to true deletes its key.
@@ -81,7 +81,7 @@ class PartitionRows(RecordRuns):
         errors: Sequence[str | None],
     ) -> None:
         if self.schema is None:
-            self.settle(values[:500])
+            self.settle(sample_values(values, errors))
         tombstones = [i for i, v in enumerate(values) if v is None and errors[i] is None]
         if tombstones and self.settings.operation in ("upsert", "delete"):
             self._tombstones([offsets[i] for i in tombstones], [keys[i] for i in tombstones])

@@ -49,7 +49,7 @@ from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.writes import BadRecord, bad_records, publish, uri
+from workers.writes import BadRecord, bad_records, publish, sample_values, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -287,7 +287,7 @@ class ArrowPartitionWriter:
             output.write(rows)
 
     def _settle(self, chunk: RecordChunk) -> None:
-        plan = self.plan = self.plan_for(chunk.values[:500])
+        plan = self.plan = self.plan_for(sample_values(chunk.values, chunk.errors))
         self._open(plan.tables)
         first = plan.tables[0]
         route_field = self.config.settings.route_field

@@ -39,7 +39,7 @@ from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import WriteRefused, WriteResult
+from workers.writes import SAMPLES, WriteRefused, WriteResult, sample_values
 
 log = logging.getLogger(__name__)
 
@@ -364,11 +364,12 @@ class TableWriter:
     def _samples(staged: Sequence[StagedPartition]) -> list[bytes | None]:
         values: list[bytes | None] = []
         for s in staged:
-            if s.path is not None and len(values) < 500:
+            if s.path is not None and len(values) < SAMPLES:
                 # The first batch only: staged files can hold gigabytes.
-                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=500, columns=["value"]), None)
-                values.extend(batch.column(0).to_pylist() if batch is not None else [])
-        return values
+                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=["value", "error"]), None)
+                if batch is not None:
+                    values.extend(sample_values(batch.column(0).to_pylist(), batch.column(1).to_pylist()))
+        return values[:SAMPLES]
 
     def _schema_from(self, values: Sequence[bytes | None]) -> Any:
         from pyiceberg.types import BinaryType, NestedField, StringType
