@@ -45,6 +45,63 @@ def test_the_mirror_keys_are_checked_one_by_one() -> None:
     assert not any("control" in key for key in errors)
 
 
+def test_mirrormaker_keys_for_what_the_mirror_does_not_do_are_refused_unless_they_ask_for_what_it_does() -> None:
+    asked = {
+        "sync.topic.acls.enabled": "true",
+        "refresh.topics.enabled": "false",
+        "refresh.groups.enabled": "false",
+        "topic.filter.class": "com.example.MyTopicFilter",
+        "group.filter.class": "com.example.MyGroupFilter",
+        "config.property.filter.class": "com.example.MyConfigFilter",
+        "forwarding.admin.class": "com.example.MyAdmin",
+    }
+    errors = validate_config({**BASE, **asked}).errors
+    assert sorted(errors) == sorted(asked)
+    assert "copies no ACLs" in errors["sync.topic.acls.enabled"][0]
+    assert "topics.regex" in errors["topic.filter.class"][0]
+    # MirrorMaker 2's configs often say what the mirror does anyway: accepted.
+    as_it_does = {
+        "sync.topic.acls.enabled": "false",
+        "refresh.topics.enabled": "True",
+        "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        "forwarding.admin.class": "org.apache.kafka.clients.admin.ForwardingAdmin",
+    }
+    assert validate_config({**BASE, **as_it_does}).errors == {}
+
+
+def test_replicas_take_their_source_topics_settings_but_mirrormakers_excluded_ones() -> None:
+    settings = SinkConfig.parse(BASE).settings
+    assert settings.copies_setting("retention.ms") and settings.copies_setting("cleanup.policy")
+    assert not settings.copies_setting("min.insync.replicas")
+    assert not settings.copies_setting("leader.replication.throttled.replicas")
+    mine = SinkConfig.parse({**BASE, "config.properties.exclude": "retention\\..*"}).settings
+    assert not mine.copies_setting("retention.ms") and mine.copies_setting("min.insync.replicas")
+    assert (
+        "not a valid regular expression"
+        in validate_config({**BASE, "config.properties.exclude": "("}).errors["config.properties.exclude"][0]
+    )
+
+
+def test_the_replicas_replication_factor_is_mirrormakers_key_with_the_clusters_default_by_default() -> None:
+    assert SinkConfig.parse(BASE).settings.replication_factor == -1
+    assert SinkConfig.parse({**BASE, "replication.factor": "3"}).settings.replication_factor == 3
+    for key in ("replication.factor", "offset-syncs.topic.replication.factor", "heartbeats.topic.replication.factor"):
+        assert "at least 1, or -1" in validate_config({**BASE, key: "0"}).errors[key][0]
+
+
+@pytest.mark.parametrize(
+    "connector_class",
+    [
+        "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+        "MirrorCheckpointConnector",
+        "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
+    ],
+)
+def test_mirrormakers_own_connector_classes_are_refused_with_the_one_that_does_their_job(connector_class: str) -> None:
+    [message] = validate_config({**BASE, "connector.class": connector_class}).errors["connector.class"]
+    assert "org.apache.kafka.connect.mirror.MirrorSinkConnector" in message and "topics.regex" in message
+
+
 def test_identity_into_the_same_cluster_is_refused() -> None:
     errors = validate_config(
         {

@@ -193,6 +193,9 @@ class Plugin:
     namespaces: tuple[str, ...] = ("sinkadmin.",)
     # Keys of the replaced connector taken as this sink's own, in their units (MappedKey).
     mapped_keys: tuple[MappedKey, ...] = ()
+    # Classes of the replaced connectors whose job this sink does, but not under their class (their defaults or
+    # key meanings differ): a config naming one is refused with how to write it for this sink.
+    related_classes: tuple[tuple[str, str], ...] = ()
 
     def key(self, name: str) -> ConfigKey | None:
         return next((k for k in self.keys if k.name == name), None)

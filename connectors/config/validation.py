@@ -214,7 +214,21 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
         return result
     if plugin is None:
         known = ", ".join(repr(p.short_name) for p in PLUGINS)
-        result.add("connector.class", f"Unknown connector class {connector_class!r}; use one of {known}")
+        related = next(
+            (
+                how
+                for p in PLUGINS
+                for name, how in p.related_classes
+                if connector_class in (name, name.rsplit(".")[-1])
+            ),
+            None,
+        )
+        result.add(
+            "connector.class",
+            f"{connector_class!r} is not a connector class here: {related}"
+            if related
+            else f"Unknown connector class {connector_class!r}; use one of {known}",
+        )
         return result
 
     for definition in plugin.keys:

@@ -324,7 +324,12 @@ class MirrorTask:
         existing = self.target_admin.list_topics(timeout=10).topics
         configs = self._source_configs([t for t in counts if self.settings.target_topic(t) not in existing])
         new = [
-            NewTopic(self.settings.target_topic(t), num_partitions=n, replication_factor=-1, config=configs.get(t, {}))
+            NewTopic(
+                self.settings.target_topic(t),
+                num_partitions=n,
+                replication_factor=self.settings.replication_factor,
+                config=configs.get(t, {}),
+            )
             for t, n in counts.items()
             if self.settings.target_topic(t) not in existing
         ]
@@ -371,7 +376,8 @@ class MirrorTask:
             time.sleep(0.25)
 
     def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
-        """The source topics' own settings (not defaults), for their replicas."""
+        """The source topics' own settings (not defaults, nor those config.properties.exclude names), for their
+        replicas."""
         if not self.settings.sync_topic_configs or not topics:
             return {}
         found: dict[str, dict[str, str]] = {}
@@ -385,6 +391,7 @@ class MirrorTask:
                 and not entry.is_default
                 and not entry.is_read_only
                 and not entry.is_sensitive
+                and self.settings.copies_setting(name)
             }
         return found
 

@@ -17,6 +17,14 @@ IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 # MirrorMaker 2's default of topics.exclude: internal and replica topics are never mirrored.
 DEFAULT_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
 
+# MirrorMaker 2's default config.properties.exclude (DefaultConfigPropertyFilter): settings a replica must not take
+# from its source topic (throttles, and what would refuse the mirror's writes on a smaller target cluster).
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
+    r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+    r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, unclean\.leader\.election\.enable, "
+    r"min\.insync\.replicas"
+)
+
 # MirrorMaker 2's default groups.exclude: console consumers, Kafka Connect's and internal groups.
 DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
 
@@ -94,6 +102,24 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         order=4,
     ),
     ConfigKey(
+        "config.properties.exclude",
+        KeyType.LIST,
+        "Regular expressions (comma-separated) of source topic settings the replicas do not take.",
+        _G_TOPICS,
+        default=DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+        order=5,
+    ),
+    ConfigKey(
+        "replication.factor",
+        KeyType.INT,
+        "Replication factor of the replicas the mirror creates; -1: the target cluster's default.replication.factor "
+        "(MirrorMaker 2's default, 2, fails on a one-broker cluster).",
+        _G_TOPICS,
+        default="-1",
+        minimum=-1,
+        order=6,
+    ),
+    ConfigKey(
         "refresh.topics.interval.seconds",
         KeyType.LONG,
         "How often new source topics and partitions are looked for, at most: the supervisor lists the source "
@@ -101,7 +127,7 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_TOPICS,
         default="600",
         minimum=1,
-        order=5,
+        order=7,
     ),
     ConfigKey(
         "transaction.producer",
@@ -306,6 +332,16 @@ MIRROR = Plugin(
     "partitions.",
     commit_interval_key="sinkadmin.commit.interval-ms",
     coordinated=False,
+    related_classes=tuple(
+        (
+            f"org.apache.kafka.connect.mirror.{name}",
+            "MirrorMaker 2's MirrorSourceConnector, MirrorCheckpointConnector and MirrorHeartbeatConnector are one "
+            "connector here, org.apache.kafka.connect.mirror.MirrorSinkConnector (KIP-656's exactly-once mirror), "
+            "with MirrorMaker 2's keys; its `topics` names topics, as a sink's does (MirrorMaker 2's regular "
+            "expressions go in topics.regex), and its offset syncs go to the target cluster (docs/mirror.md)",
+        )
+        for name in ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+    ),
     check="sinks.mirror.settings:check",
     parse="sinks.mirror.settings:MirrorSettings.parse",
     probe="sinks.mirror.settings:probe",

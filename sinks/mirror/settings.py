@@ -61,6 +61,44 @@ def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+# The replication factors of the topics the mirror creates.
+REPLICATION_FACTORS = (
+    "replication.factor",
+    "offset-syncs.topic.replication.factor",
+    "checkpoints.topic.replication.factor",
+    "heartbeats.topic.replication.factor",
+)
+
+# MirrorMaker 2's keys for what the mirror does not do: accepted with the value that asks for what it does
+# (lower case), refused with why otherwise, where Kafka Connect would pass them to a connector that reads them.
+MIRRORMAKER_KEYS_NOT_DONE: dict[str, tuple[tuple[str, ...], str]] = {
+    "sync.topic.acls.enabled": (
+        ("false",),
+        "the mirror copies no ACLs (MirrorMaker 2's default, true, copies the topics' read ACLs): set false, and "
+        "grant the replicas' ACLs on the target cluster",
+    ),
+    "refresh.topics.enabled": (("true",), "the mirror always looks for new source topics and partitions"),
+    "refresh.groups.enabled": (("true",), "the mirror always looks for new source groups to checkpoint"),
+    "topic.filter.class": (
+        ("org.apache.kafka.connect.mirror.defaulttopicfilter",),
+        "the mirror loads no filter class: select topics with topics, topics.regex and topics.exclude",
+    ),
+    "group.filter.class": (
+        ("org.apache.kafka.connect.mirror.defaultgroupfilter",),
+        "the mirror loads no filter class: select groups with groups and groups.exclude",
+    ),
+    "config.property.filter.class": (
+        ("org.apache.kafka.connect.mirror.defaultconfigpropertyfilter",),
+        "the mirror loads no filter class: a replica takes its source topic's own settings but those "
+        "config.properties.exclude names",
+    ),
+    "forwarding.admin.class": (
+        ("org.apache.kafka.clients.admin.forwardingadmin",),
+        "the mirror creates and alters topics with Kafka's own admin client; it loads no admin class",
+    ),
+}
+
+
 def check(result: ConfigValidation, config: dict[str, str]) -> None:
     """Per-key errors of a mirror config, beside the checks every plugin shares (required keys, types, topics)."""
     for pattern in _split(_get(config, "topics.exclude")):
@@ -76,12 +114,19 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
                 result.add(key, "not a client setting the mirror passes on (security.protocol, sasl.*, ssl.*)")
         for setting, why in unusable_client_settings(_client_settings(config, side)).items():
             result.add(f"{prefix}{setting}", why)
-    for key in ("groups", "groups.exclude"):
+    for key in ("groups", "groups.exclude", "config.properties.exclude"):
         for pattern in _split(_get(config, key)):
             try:
                 re.compile(pattern)
             except re.error as exc:
                 result.add(key, f"{pattern!r} is not a valid regular expression: {exc}")
+    for key in REPLICATION_FACTORS:
+        if (config.get(key) or "").strip() == "0":
+            result.add(key, "a replication factor is at least 1, or -1 for the target cluster's default")
+    for key, (honoured, why) in MIRRORMAKER_KEYS_NOT_DONE.items():
+        value = (config.get(key) or "").strip()
+        if value and value.lower() not in honoured:
+            result.add(key, why)
     if _get(config, "offset-syncs.topic.location") == "source":
         result.add(
             "offset-syncs.topic.location",
@@ -121,6 +166,8 @@ class MirrorSettings:
     max_records: int
     emit_offset_syncs: bool = True
     offset_syncs_replication_factor: int = -1
+    replication_factor: int = -1
+    config_properties_exclude: tuple[str, ...] = ()
     offset_lag_max: int = 100
     emit_checkpoints: bool = True
     checkpoints_interval_s: int = 60
@@ -163,6 +210,8 @@ class MirrorSettings:
             max_records=int(_get(raw, "sinkadmin.commit.max-records")),
             emit_offset_syncs=_get(raw, "emit.offset-syncs.enabled").lower() == "true",
             offset_syncs_replication_factor=int(_get(raw, "offset-syncs.topic.replication.factor")),
+            replication_factor=int(_get(raw, "replication.factor")),
+            config_properties_exclude=tuple(_split(_get(raw, "config.properties.exclude"))),
             offset_lag_max=int(_get(raw, "offset.lag.max")),
             emit_checkpoints=_get(raw, "emit.checkpoints.enabled").lower() == "true",
             checkpoints_interval_s=int(_get(raw, "emit.checkpoints.interval.seconds")),
@@ -197,6 +246,10 @@ class MirrorSettings:
         return any(re.fullmatch(p, group) for p in self.groups) and not any(
             re.fullmatch(p, group) for p in self.groups_exclude
         )
+
+    def copies_setting(self, name: str) -> bool:
+        """Whether a replica takes this setting of its source topic (not in config.properties.exclude)."""
+        return not any(re.fullmatch(p, name) for p in self.config_properties_exclude)
 
     def selects(self, topic: str) -> bool:
         """Whether a source topic is mirrored: named in topics or matching topics.regex, and not excluded; and

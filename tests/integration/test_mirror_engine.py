@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+)
 
 from sinks.mirror.engine import MirrorTask, group_id
 from sinks.mirror.settings import MirrorSettings
@@ -191,6 +198,53 @@ def test_records_are_mirrored_once_in_order_with_keys_headers_and_timestamps(
     assert_mirrored_exactly_once(kafka_bootstrap, target_kafka_bootstrap, topics)
     replicas = AdminClient({"bootstrap.servers": target_kafka_bootstrap}).list_topics(timeout=10).topics
     assert all(len(replicas[f"east.{t}"].partitions) == PARTITIONS for t in topics)
+
+
+def test_the_replicas_are_created_with_mirrormakers_replication_factor(
+    kafka_bootstrap: str, target_kafka_bootstrap: str, topics: list[str]
+) -> None:
+    """``replication.factor`` reaches the target cluster's CreateTopics: 2 on the one-broker target is refused
+    by the broker, with its reason, and nothing is created; -1 (the default) takes the cluster's. The replicas
+    take their source topic's own settings but those config.properties.exclude names (MirrorMaker 2's
+    default: min.insync.replicas, throttles...)."""
+    setup(kafka_bootstrap, topics, 10)
+    own = {"retention.ms": "123456789", "min.insync.replicas": "1", "message.timestamp.type": "LogAppendTime"}
+    source = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    altered = [
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            t,
+            incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in own.items()
+            ],
+        )
+        for t in topics
+    ]
+    for future in source.incremental_alter_configs(altered).values():
+        future.result(30)
+    config = mirror_config(kafka_bootstrap, target_kafka_bootstrap, "|".join(topics), **{"replication.factor": "2"})
+    task = MirrorTask(connector_of(topics), 0, 1, MirrorSettings.parse(config))
+    try:
+        with pytest.raises(KafkaException) as refused:
+            task.refresh(force=True)
+        assert refused.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR, refused.value
+    finally:
+        task.close()
+    target = AdminClient({"bootstrap.servers": target_kafka_bootstrap})
+    assert not {f"east.{t}" for t in topics} & set(target.list_topics(timeout=10).topics)
+    task = MirrorTask(connector_of(topics), 0, 1, MirrorSettings.parse({**config, "replication.factor": "-1"}))
+    try:
+        task.refresh(force=True)
+    finally:
+        task.close()
+    replicas = target.list_topics(timeout=10).topics
+    assert all(len(replicas[f"east.{t}"].partitions[0].replicas) == 1 for t in topics)
+    described = target.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, f"east.{t}") for t in topics])
+    for future in described.values():
+        entries = future.result(30)
+        topic_level = {n for n, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+        assert entries["retention.ms"].value == "123456789" and "retention.ms" in topic_level
+        assert not {"min.insync.replicas", "message.timestamp.type"} & topic_level
 
 
 def test_a_task_killed_mid_transaction_leaves_nothing_of_it_and_its_successor_resumes(
