@@ -148,7 +148,12 @@ def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorS
             ConnectorSummary(
                 connector=connector,
                 status=status,
-                rollup=rollup(connector, status, figures.get("last_abort")),
+                rollup=rollup(
+                    connector,
+                    status,
+                    figures.get("last_abort"),
+                    (figures.get("window_dead_lettered") or 0, windows[connector.pk]),
+                ),
                 tasks_running=sum(1 for t in status.tasks if t.state is State.RUNNING),
                 tasks_total=len(status.tasks) or connector.tasks_max,
                 records_per_second=(
@@ -212,6 +217,7 @@ def _ledger_figures(windows: dict[int, timedelta], now: datetime) -> dict[int, d
         .values("connector_id")
         .annotate(
             window_records=Sum("records", filter=in_window & Q(committed_at__lte=now)),
+            window_dead_lettered=Sum("dead_lettered", filter=in_window & Q(committed_at__lte=now)),
             last_commit_at=Max("committed_at"),
             watermark=Max("watermark"),
         )

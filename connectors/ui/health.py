@@ -10,10 +10,12 @@ on a state) and folds the tasks into it, naming the first reason found.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
 from connectors.api.status import ConnectorStatus, State, TaskStatus, coordinator_outage
 from connectors.models import Connector
+from connectors.templatetags.sinkadmin_ui import period
 
 
 class Health(StrEnum):
@@ -47,8 +49,14 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def rollup(connector: Connector, status: ConnectorStatus, last_abort: str | None = None) -> HealthRollup:
-    """``last_abort``: the error of the connector's latest decided commit, if it was aborted."""
+def rollup(
+    connector: Connector,
+    status: ConnectorStatus,
+    last_abort: str | None = None,
+    dead_lettered: tuple[int, timedelta] | None = None,
+) -> HealthRollup:
+    """``last_abort``: the error of the connector's latest decided commit, if it was aborted;
+    ``dead_lettered``: the records its commits dead-lettered in a recent window, and the window."""
     state = status.connector.state
     if state is State.STOPPED:
         return HealthRollup(Health.STOPPED, "stopped by a user")
@@ -98,6 +106,15 @@ def rollup(connector: Connector, status: ConnectorStatus, last_abort: str | None
     if warned:
         # Running, and something in it fails without failing it (a mirror's checkpoints): a warning.
         return HealthRollup(Health.WARNING, _task_reason(warned[0]))
+    if dead_lettered is not None and dead_lettered[0]:
+        # errors.tolerance=all goes on past bad records, but a run of them is worth a look (a transform's
+        # config, a producer's change): a warning while recent commits dead-letter any.
+        count, window = dead_lettered
+        return HealthRollup(
+            Health.WARNING,
+            f"{count:,} record{'s' if count != 1 else ''} dead-lettered in the last {period(window)} "
+            "(errors.tolerance=all): see the commits",
+        )
     return HealthRollup(Health.HEALTHY, f"all {len(tasks)} tasks running")
 
 

@@ -41,15 +41,16 @@ def test_each_commit_row_shows_the_ledger_figures(
     assert row[0] == [str(full.commit_id)[:8]]
     assert row[1] == ["COMMITTED"]
     assert row[4] == ["1,234"]  # records
-    assert row[5] == ["120.5", "KB"]  # 123,400 bytes
-    assert row[6] == ["2"]  # files
-    assert row[7] == ["2"]  # partitions
-    assert row[8] == ["db.orders:", "4242"]
-    assert row[9] == watermark.strftime("%Y-%m-%d %H:%M:%S").split()
-    assert row[10] == ["full"]
+    assert row[5] == ["0"]  # dead-lettered
+    assert row[6] == ["120.5", "KB"]  # 123,400 bytes
+    assert row[7] == ["2"]  # files
+    assert row[8] == ["2"]  # partitions
+    assert row[9] == ["db.orders:", "4242"]
+    assert row[10] == watermark.strftime("%Y-%m-%d %H:%M:%S").split()
+    assert row[11] == ["full"]
     assert full.duration_seconds is not None
     assert row[3] == [f"{full.duration_seconds:.1f}", "s"]
-    assert commit_row(html, partial.commit_id)[10] == ["partial"]
+    assert commit_row(html, partial.commit_id)[11] == ["partial"]
     # A commit that ended before its interval says so, and why.
     assert commit_row(html, early.commit_id)[3][-1] == "early"
     assert 'title="Ended before its interval: max-records staged"' in html

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from connectors import actions
 from connectors.actions import runtime as runtime_state
-from connectors.models import Connector, StackProcess, TaskState
+from connectors.models import Commit, Connector, StackProcess, TaskState
 from connectors.ui.figures import connectors_for_summary, rate_window, summarize
 from connectors.ui.health import Health
 from tests.ui.conftest import CONFIG, LedgerFor, beat_coordinator, heartbeating_tasks, runtime_task
@@ -216,6 +216,26 @@ def test_all_running_tasks_with_a_live_coordinator_are_healthy(
     commit_ledger(connector)
     beat_coordinator(connector)
     runtime_task(connector, 0)
+    assert summary_of("orders-sink").health is Health.HEALTHY
+
+
+def test_records_dead_lettered_by_recent_commits_are_a_warning_not_healthy(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    """errors.tolerance=all goes on past bad records; a connector whose recent commits dead-letter some is a
+    warning that says how many, not "Healthy" (a QA run through make run saw a third of the records go there)."""
+    connector = make_connector("orders-sink")
+    commit = commit_ledger(connector)({("orders", 0): 10})
+    beat_coordinator(connector)
+    runtime_task(connector, 0)
+    Commit.objects.filter(pk=commit.pk).update(dead_lettered=3)
+    summary = summary_of("orders-sink")
+    assert summary.health is Health.WARNING
+    assert summary.rollup.reason.startswith("3 records dead-lettered in the last ") and "see the commits" in (
+        summary.rollup.reason
+    )
+    # Once the window has passed them, the connector is healthy again.
+    Commit.objects.filter(pk=commit.pk).update(committed_at=timezone.now() - timedelta(hours=1))
     assert summary_of("orders-sink").health is Health.HEALTHY
 
 
