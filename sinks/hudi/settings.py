@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 from connectors.config.definitions import CheckResult, CheckStatus
 from connectors.config.validation import KeyRule, apply_key_rules
+from connectors.smt import parse_chain
+from connectors.smt.debezium import ExtractNewRecordState
 from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_FAMILIES, SYNONYMS
 from workers.storage import LOCAL_SCHEMES, S3A, StoragePath
 
@@ -185,6 +187,38 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             f"values read with the {converter} converter have no fields (each is one text or bytes column): for "
             "JSON text use value.converter=json, whose columns are typed from the records; or avro",
         )
+    if operation == "upsert":
+        _check_deletes_as_tombstones(result, config)
+
+
+def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Debezium's unwrap makes each delete a tombstone by default (``delete.tombstone.handling.mode=tombstone``).
+    A tombstone deletes its key only where nothing more is needed to find and order its row: under event-time
+    ordering it has no precombine value, and in a partitioned table no partition values, so every delete would
+    go to the dead letters (``sinks.hudi.writer``). Such a config is refused, with the way that works: deletes as
+    rows that carry the key's fields and a delete marker."""
+    precombine = _get(config, "hoodie.datasource.write.precombine.field")
+    merge_mode = config.get("hoodie.record.merge.mode", "").strip().upper()
+    event_time = bool(precombine) and merge_mode != "COMMIT_TIME_ORDERING"
+    partitioned = bool(_fields(config, "hoodie.datasource.write.partitionpath.field"))
+    if not (event_time or partitioned):
+        return
+    chain = parse_chain(config)[0]
+    for step in chain.steps if chain is not None else ():
+        if isinstance(step.transformation, ExtractNewRecordState) and step.transformation.delete == "tombstone":
+            legacy = f"transforms.{step.alias}.delete.handling.mode"
+            key = legacy if config.get(legacy) else f"transforms.{step.alias}.delete.tombstone.handling.mode"
+            why = (
+                f"a tombstone has no value of the precombine field ({precombine}) to order it by"
+                if event_time
+                else "a tombstone has no partition field values to find its row by (a partitioned table)"
+            )
+            result.add(
+                key,
+                f"Debezium's unwrap makes each delete a tombstone here, and {why}: every delete would go to the "
+                "dead letters. Set delete.tombstone.handling.mode=rewrite with hoodie.payload.delete.field=__deleted "
+                "and hoodie.payload.delete.marker=true, so that a delete is a row of its key marked deleted",
+            )
 
 
 @dataclass(frozen=True)
