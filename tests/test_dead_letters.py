@@ -444,6 +444,12 @@ def test_the_dead_letter_topics_headers_name_the_stage_and_class(tmp_path: Path)
         16: ("KEY_CONVERTER", JSON, DATA_EXCEPTION),
     }
     assert headers[11]["trace"] == b"t"
+    # (A Java stack trace's first line: the exception's class and message.)
+    assert all(
+        h["__connect.errors.exception.stacktrace"]
+        == h["__connect.errors.exception.class.name"] + b": " + h["__connect.errors.exception.message"]
+        for h in headers.values()
+    )
     # Every one as consumed, the sink's refusals too: their keys before the transforms keyed them by their id.
     keys = {int(dict(r["headers"])["__connect.errors.offset"]): r["key"] for r in producer.produced}
     assert keys == {o: RECORDS[o][0] for o in keys}

@@ -373,6 +373,12 @@ class DeadLetterSink:
             ("__connect.errors.class.name", str(row["error_class_name"]).encode()),
             ("__connect.errors.exception.class.name", str(row["error_exception_class_name"]).encode()),
             ("__connect.errors.exception.message", str(row["error_exception_message"]).encode()),
+            # (Kafka Connect's is the Java exception's stack trace, whose first line is this: there is no other
+            # frame to show, the record was judged by the converter, a transformation or the sink's decoder.)
+            (
+                "__connect.errors.exception.stacktrace",
+                f"{row['error_exception_class_name']}: {row['error_exception_message']}".encode(),
+            ),
         ]
 
     def close(self) -> None:

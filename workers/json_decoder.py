@@ -241,7 +241,11 @@ def _reason(exc: BaseException) -> str:
 
 def _not_an_object(value: bytes) -> str:
     try:
-        parsed = json.loads(value)
+        # (As UTF-8, as Kafka Connect's JsonConverter reads it: json.loads would guess UTF-16 or 32 from the
+        # first bytes of binary garbage, and say that codec failed.)
+        parsed = json.loads(value.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return f"{DOES_NOT_FIT}: not UTF-8 text ({exc.reason} at byte {exc.start})"
     except ValueError as exc:
         return f"{DOES_NOT_FIT}: {exc}"
     return f"{NOT_AN_OBJECT} (it is {type(parsed).__name__ if parsed is not None else 'null'})"

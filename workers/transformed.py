@@ -102,7 +102,7 @@ class RecordTransformer:
             try:
                 return _payload(parse_json(raw))
             except ValueError:
-                raise ValueError(f"{KEY_NOT_JSON}{raw[:80]!r}") from None
+                raise ValueError(f"{KEY_NOT_JSON}{shown(raw)}") from None
         return raw.decode("utf-8", errors="replace")
 
     def _value(self, raw: bytes | None) -> Any:
@@ -113,7 +113,7 @@ class RecordTransformer:
         try:
             decoded = parse_json(raw)
         except ValueError:
-            raise ValueError(f"the value is not JSON: {raw[:80]!r}") from None
+            raise ValueError(f"the value is not JSON: {shown(raw)}") from None
         if not self.envelope:
             return decoded
         if not (isinstance(decoded, dict) and "schema" in decoded and "payload" in decoded):
@@ -154,6 +154,11 @@ def _payload(decoded: Any) -> Any:
     if isinstance(decoded, dict) and "payload" in decoded and "schema" in decoded:
         return decoded["payload"]
     return decoded
+
+
+def shown(raw: bytes, limit: int = 80) -> str:
+    """The start of a value as text, for a reason a person reads (not Python's ``b'...'``)."""
+    return repr(raw[:limit].decode("utf-8", "backslashreplace")) + ("..." if len(raw) > limit else "")
 
 
 def _encoded(value: Any, converter: str) -> bytes | None:

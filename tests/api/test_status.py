@@ -135,7 +135,7 @@ def running_tasks(connector: Connector, count: int) -> list[tuple[int, int]]:
     return runners
 
 
-NOT_JSON = "record orders/1@10 cannot be converted: the value is not JSON: b'x' (errors.tolerance=none)"
+NOT_JSON = "record orders/1@10 cannot be converted: the value is not JSON: 'x' (errors.tolerance=none)"
 
 
 def test_a_record_a_task_cannot_convert_fails_that_task_and_stops_the_others(

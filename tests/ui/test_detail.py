@@ -309,7 +309,7 @@ def test_the_config_shows_why_a_key_is_ignored_beside_it(
     assert topics is not None and "ignored" not in topics.group(1)
 
 
-NOT_JSON = "record orders/1@10 cannot be converted: the value is not JSON: b'x' (errors.tolerance=none)"
+NOT_JSON = "record orders/1@10 cannot be converted: the value is not JSON: 'x' (errors.tolerance=none)"
 
 
 def test_a_failed_connector_shows_nothing_running_and_no_dead_coordinator(
