@@ -18,6 +18,8 @@ from sinks.files.writer import PartitionFiles
 from sinks.hudi.writer import PartitionRows
 from sinks.iceberg.writer import TableWriter
 from tests.conftest import sink_config
+from tests.test_files_sink import files_config
+from tests.test_hudi_sink import hudi_config
 from tests.test_staging import CollectingSink
 from workers.json_decoder import NO_PAYLOAD
 from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition, StagingBuffer
@@ -256,16 +258,7 @@ def test_a_record_a_transformation_failed_on_does_not_shape_the_columns_the_othe
     assert sample_values(iceberg.values, iceberg.errors) == iceberg.values[1:]
     assert json.loads(iceberg.values[1] or b"") == {"id": 1, "amount": 1}
 
-    files = SinkConfig.parse(
-        {
-            "connector.class": "files",
-            "topics": "orders",
-            "store.url": str(tmp_path / "files"),
-            "format.class": "parquet",
-            "flush.size": "100",
-            **chain,
-        }
-    )
+    files = SinkConfig.parse(files_config(tmp_path / "files", topics="orders", **chain))
     chunk = staged(files)
     placed = PartitionFiles(files.sink_view, files.settings, uuid.uuid4(), "orders", 0)
     placed.write(chunk.offsets, chunk.timestamps, chunk.values, chunk.errors)
@@ -276,15 +269,7 @@ def test_a_record_a_transformation_failed_on_does_not_shape_the_columns_the_othe
     assert table.column_names == ["id", "amount"] and table.column("amount").to_pylist() == [1, 2, 3, 4, 5]
 
     hudi = SinkConfig.parse(
-        {
-            "connector.class": "hudi",
-            "topics": "orders",
-            "target.base.path": str(tmp_path / "hudi"),
-            "target.table.name": "orders",
-            "hoodie.datasource.write.recordkey.field": "id",
-            "sinkadmin.writer": "arrow",
-            **chain,
-        }
+        hudi_config(tmp_path / "hudi", topics="orders", **chain, **{"hoodie.datasource.write.precombine.field": ""})
     )
     chunk = staged(hudi)
     rows = PartitionRows(hudi.sink_view, hudi.settings, "orders", 0, ())
