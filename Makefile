@@ -88,6 +88,7 @@ bench: services
 	$(PY) bench/upsert_scale.py --sink iceberg --merge-mode copy-on-write --waves 2
 	$(PY) bench/maintenance.py
 	$(PY) bench/mirror_throughput.py
+	$(PY) bench/first_connector.py --rounds 3
 
 clean:
 	rm -rf $(VENV) var staticfiles
