@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from connectors.config.definitions import CheckResult, CheckStatus, SourceCluster
 from connectors.config.kafka_clients import shared_properties, unusable_client_settings
+from connectors.config.validation import KeyRule, apply_key_rules
 from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR
 from sinks.mirror.syncs import is_heartbeats_topic
 
@@ -69,32 +70,46 @@ REPLICATION_FACTORS = (
     "heartbeats.topic.replication.factor",
 )
 
-# MirrorMaker 2's keys for what the mirror does not do: accepted with the value that asks for what it does
-# (lower case), refused with why otherwise, where Kafka Connect would pass them to a connector that reads them.
-MIRRORMAKER_KEYS_NOT_DONE: dict[str, tuple[tuple[str, ...], str]] = {
-    "sync.topic.acls.enabled": (
-        ("false",),
-        "the mirror copies no ACLs (MirrorMaker 2's default, true, copies the topics' read ACLs): set false, and "
-        "grant the replicas' ACLs on the target cluster",
+# MirrorMaker 2's keys for what the mirror does not do: ignored, with a note, where their value asks for what it
+# does; refused with why otherwise, where Kafka Connect would pass them to a connector that reads them.
+FILTER_CLASS_DEFAULT = "the mirror loads no filter class, and this is MirrorMaker 2's default"
+KEY_RULES: dict[str, KeyRule] = {
+    "sync.topic.acls.enabled": KeyRule(
+        ignored="the mirror copies no ACLs, as with false",
+        refused="the mirror copies no ACLs (MirrorMaker 2's default, true, copies the topics' read ACLs): set false, "
+        "and grant the replicas' ACLs on the target cluster",
+        harmless=("false",),
     ),
-    "refresh.topics.enabled": (("true",), "the mirror always looks for new source topics and partitions"),
-    "refresh.groups.enabled": (("true",), "the mirror always looks for new source groups to checkpoint"),
-    "topic.filter.class": (
-        ("org.apache.kafka.connect.mirror.defaulttopicfilter",),
-        "the mirror loads no filter class: select topics with topics, topics.regex and topics.exclude",
+    "refresh.topics.enabled": KeyRule(
+        ignored="the mirror always looks for new source topics and partitions, as with true",
+        refused="the mirror always looks for new source topics and partitions",
+        harmless=("true",),
     ),
-    "group.filter.class": (
-        ("org.apache.kafka.connect.mirror.defaultgroupfilter",),
-        "the mirror loads no filter class: select groups with groups and groups.exclude",
+    "refresh.groups.enabled": KeyRule(
+        ignored="the mirror always looks for new source groups to checkpoint, as with true",
+        refused="the mirror always looks for new source groups to checkpoint",
+        harmless=("true",),
     ),
-    "config.property.filter.class": (
-        ("org.apache.kafka.connect.mirror.defaultconfigpropertyfilter",),
-        "the mirror loads no filter class: a replica takes its source topic's own settings but those "
+    "topic.filter.class": KeyRule(
+        ignored=FILTER_CLASS_DEFAULT,
+        refused="the mirror loads no filter class: select topics with topics, topics.regex and topics.exclude",
+        harmless=("org.apache.kafka.connect.mirror.DefaultTopicFilter",),
+    ),
+    "group.filter.class": KeyRule(
+        ignored=FILTER_CLASS_DEFAULT,
+        refused="the mirror loads no filter class: select groups with groups and groups.exclude",
+        harmless=("org.apache.kafka.connect.mirror.DefaultGroupFilter",),
+    ),
+    "config.property.filter.class": KeyRule(
+        ignored=FILTER_CLASS_DEFAULT,
+        refused="the mirror loads no filter class: a replica takes its source topic's own settings but those "
         "config.properties.exclude names",
+        harmless=("org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",),
     ),
-    "forwarding.admin.class": (
-        ("org.apache.kafka.clients.admin.forwardingadmin",),
-        "the mirror creates and alters topics with Kafka's own admin client; it loads no admin class",
+    "forwarding.admin.class": KeyRule(
+        ignored="the mirror creates and alters topics with Kafka's own admin client, MirrorMaker 2's default",
+        refused="the mirror creates and alters topics with Kafka's own admin client; it loads no admin class",
+        harmless=("org.apache.kafka.clients.admin.ForwardingAdmin",),
     ),
 }
 
@@ -123,10 +138,7 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
     for key in REPLICATION_FACTORS:
         if (config.get(key) or "").strip() == "0":
             result.add(key, "a replication factor is at least 1, or -1 for the target cluster's default")
-    for key, (honoured, why) in MIRRORMAKER_KEYS_NOT_DONE.items():
-        value = (config.get(key) or "").strip()
-        if value and value.lower() not in honoured:
-            result.add(key, why)
+    apply_key_rules(result, config, KEY_RULES)
     if _get(config, "offset-syncs.topic.location") == "source":
         result.add(
             "offset-syncs.topic.location",
