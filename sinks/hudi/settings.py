@@ -191,6 +191,12 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
         _check_deletes_as_tombstones(result, config)
 
 
+def event_time_ordering(precombine_field: str | None, merge_mode: str) -> bool:
+    """Whether Hudi orders a key's records by the precombine field (its EVENT_TIME_ORDERING merge mode, its
+    default with a precombine field), not by commit; ``merge_mode``: hoodie.record.merge.mode, upper case."""
+    return bool(precombine_field) and merge_mode != "COMMIT_TIME_ORDERING"
+
+
 def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str]) -> None:
     """Debezium's unwrap makes each delete a tombstone by default (``delete.tombstone.handling.mode=tombstone``).
     A tombstone deletes its key only where nothing more is needed to find and order its row: under event-time
@@ -198,8 +204,7 @@ def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str
     go to the dead letters (``sinks.hudi.writer``). Such a config is refused, with the way that works: deletes as
     rows that carry the key's fields and a delete marker."""
     precombine = _get(config, "hoodie.datasource.write.precombine.field")
-    merge_mode = config.get("hoodie.record.merge.mode", "").strip().upper()
-    event_time = bool(precombine) and merge_mode != "COMMIT_TIME_ORDERING"
+    event_time = event_time_ordering(precombine, config.get("hoodie.record.merge.mode", "").strip().upper())
     partitioned = bool(_fields(config, "hoodie.datasource.write.partitionpath.field"))
     if not (event_time or partitioned):
         return
@@ -258,9 +263,7 @@ class HudiSettings:
 
     @property
     def event_time_ordering(self) -> bool:
-        """Whether Hudi orders a key's records by the precombine field (its EVENT_TIME_ORDERING merge mode,
-        its default with a precombine field), not by commit."""
-        return self.precombine_field is not None and self.merge_mode != "COMMIT_TIME_ORDERING"
+        return event_time_ordering(self.precombine_field, self.merge_mode)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> HudiSettings:
