@@ -34,7 +34,7 @@ from connectors.config import SinkConfig
 from connectors.config.kafka_clients import admin_client, producer_config, source_consumer_config
 from connectors.smt.chain import failed_transformation
 from workers.kafka import OUT_OF_RANGE_ERRORS, ensure_topic
-from workers.staging import STAGING_SCHEMA
+from workers.staging import STAGING_SCHEMA, staged_headers
 from workers.transformed import KEY_NOT_JSON
 from workers.writes import BadRecord
 
@@ -310,13 +310,12 @@ def source_cluster_originals(config: Mapping[str, str]) -> KafkaOriginals:
 def _consumed(message: Message) -> ConsumedRecord:
     """A fetched record in the staging's types (as ``TaskRunner._chunk_of`` stages it)."""
     stamp = message.timestamp()[1]
-    headers = message.headers() or []
-    pairs = headers.items() if isinstance(headers, dict) else headers
+    pairs = staged_headers(message.headers())
     return ConsumedRecord(
         stamp if stamp >= 0 else None,
         message.key(),
         message.value(),
-        [{"key": k, "value": v.encode() if isinstance(v, str) else v} for k, v in pairs] or None,
+        [{"key": k, "value": v} for k, v in pairs] if pairs else None,
     )
 
 

@@ -31,7 +31,7 @@ from workers.converters import value_decoder
 from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
 from workers.kafka import OUT_OF_RANGE_ERRORS
-from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory
+from workers.staging import ChunkSink, RecordChunk, StagedPartition, StagingBuffer, clear_directory, staged_headers
 from workers.transformed import RecordTransformer
 from workers.writes import WriteRefused, WriteResult
 
@@ -621,7 +621,7 @@ class TaskRunner:
         if self._stages_headers:
             headers = [m.headers() for m in run]
             if any(headers):
-                headers = [[(k, _as_bytes(v)) for k, v in h] if h else None for h in headers]
+                headers = [staged_headers(h) for h in headers]
         return RecordChunk(
             tp[0], tp[1], [m.offset() for m in run], timestamps, [m.key() for m in run], values, headers, errors
         )
@@ -991,7 +991,3 @@ def _holds(buffers: dict[TP, StagingBuffer], size: int) -> bool:
 
 def _topic_partition(message: Any) -> TP:
     return message.topic(), message.partition()
-
-
-def _as_bytes(value: str | bytes | None) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -47,6 +48,17 @@ STAGING_PARQUET_OPTIONS: dict[str, Any] = {
 }
 
 Headers = list[tuple[str, bytes | None]]
+
+
+def staged_headers(
+    headers: Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None] | None,
+) -> Headers | None:
+    """A consumed message's headers as the tasks stage them: (name, bytes) pairs, a value librdkafka gives as
+    text encoded again; None when it has none."""
+    if not headers:
+        return None
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    return [(k, v.encode() if isinstance(v, str) else v) for k, v in pairs]
 
 
 @dataclass
