@@ -150,7 +150,7 @@ def start_embedded_broker(
     (data_dir / "server.properties").write_text(server_properties(data_dir, host, port, controller_port, extra))
     prepare_log_dir(data_dir)
     service = spawn(name, java("kafka.Kafka", str(data_dir / "server.properties")), log_dir)
-    wait_ready(service, host, port, timeout=90)
+    wait_ready(service, host, port, timeout=90, dump_threads=True)
     wait_for_metadata(service, f"{host}:{port}", timeout=60)
     return service
 

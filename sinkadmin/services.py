@@ -180,19 +180,28 @@ def spawn(
     return ManagedProcess(name, process, log_path)
 
 
-def wait_ready(service: ManagedProcess, host: str, port: int, timeout: float) -> None:
+def wait_ready(service: ManagedProcess, host: str, port: int, timeout: float, *, dump_threads: bool = False) -> None:
+    """Wait until ``service`` listens on ``host:port``; else stop it and raise with its log's tail.
+    ``dump_threads``: the service is a JVM of its own (not a launcher script), so before it is stopped
+    it is sent SIGQUIT, and its threads' stacks at the time show in the log where it was stuck."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if service.process.poll() is not None:
-            tail = service.log_path.read_text(errors="replace")[-2000:]
-            raise ServiceError(f"{service.name} exited with {service.process.returncode}; log tail:\n{tail}")
+            raise ServiceError(f"{service.name} exited with {service.process.returncode}; {log_tail(service)}")
         if port_open(host, port):
             return
         time.sleep(0.2)
+    tail = log_tail(service)
+    if dump_threads and service.process.poll() is None:
+        service.process.send_signal(signal.SIGQUIT)
+        time.sleep(2)
+        tail += "\n(its threads' stacks follow in the log)"
     service.stop()
-    raise ServiceError(
-        f"{service.name} did not listen on {host}:{port} within {timeout:.0f}s (log: {service.log_path})"
-    )
+    raise ServiceError(f"{service.name} did not listen on {host}:{port} within {timeout:.0f}s; {tail}")
+
+
+def log_tail(service: ManagedProcess, chars: int = 4000) -> str:
+    return f"the tail of {service.log_path}:\n{service.log_path.read_text(errors='replace')[-chars:]}"
 
 
 # JVM artifacts pinned by jvm/<name>/pom.xml, resolved from Maven Central by

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from django.utils import timezone
 
 from connectors.management.commands.runstack import RecordedProcesses
 from connectors.models import StackProcess, StackProcessState
-from sinkadmin.services import ManagedProcess, Restarted, spawn
+from sinkadmin.services import ManagedProcess, Restarted, ServiceError, spawn, wait_ready
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -85,3 +86,24 @@ def test_the_stacks_children_are_recorded_for_the_workers_page_as_they_die_and_c
     recorded.stack_stopped()
     assert StackProcess.objects.get(host="laptop").state == StackProcessState.STOPPED
     assert not any("cannot record" in line for line in said)
+
+
+def test_a_child_that_never_listens_is_stopped_and_named_with_its_logs_tail_and_its_stacks(tmp_path: Path) -> None:
+    # A stand-in for a JVM stuck before it listens: it says where it got to, and answers SIGQUIT (as the
+    # JVM does) by writing its stacks to its output.
+    stuck = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGQUIT, lambda *_: print('Full thread dump: main waiting', flush=True))\n"
+        "print('Waiting for the controller quorum', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    child = spawn("stuck", [sys.executable, "-c", stuck], tmp_path)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ServiceError) as raised:
+        wait_ready(child, "127.0.0.1", port, timeout=3, dump_threads=True)
+    assert f"stuck did not listen on 127.0.0.1:{port} within 3s" in str(raised.value)
+    assert "Waiting for the controller quorum" in str(raised.value)
+    assert child.process.poll() is not None
+    assert "Full thread dump: main waiting" in (tmp_path / "stuck.log").read_text()

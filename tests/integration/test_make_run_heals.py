@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from django.conf import settings
 
 from connectors.models import Commit, CommitState, StackProcess, StackProcessState
 from sinkadmin.services import listening_process, port_open
+from tests.conftest import free_port
 from tests.integration.helpers import create_topic, json_records, produce, table_rows, topic_ids, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -37,12 +37,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(t
 STACK_REDIS = os.environ.get("SINKADMIN_TEST_STACK_REDIS", "redis://127.0.0.1:6379/13")
 PARTITIONS = 2
 BATCH = 100
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Stack:
