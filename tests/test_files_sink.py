@@ -266,6 +266,19 @@ def test_poison_records_and_tombstones(tmp_path: Path) -> None:
     assert [b.offset for b in failing.bad] == [2, 3, 4]
 
 
+def test_a_first_chunk_without_a_json_object_is_bad_records_and_the_first_object_brings_the_columns(
+    tmp_path: Path,
+) -> None:
+    # (A topic's first record is a poison one: its file has no schema to take from it, and none is needed.)
+    records = [(0, b"{not json"), (0, b"[1]"), *values(3)]
+    files = write(files_config(tmp_path), records, chunk=2)
+    assert [(b.offset, b.reason.split(":")[0]) for b in files.bad] == [
+        (0, "value is not valid JSON, or a field does not fit its column type"),
+        (1, "value is not a JSON object (it is list)"),
+    ]
+    assert [r["id"] for f in files.closed for r in pq.read_table(f.staged_path).to_pylist()] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("converter", ["json", "string"])
 def test_json_lines_hold_each_value_as_connect_writes_it(tmp_path: Path, converter: str) -> None:
     records = values(3)

@@ -245,6 +245,19 @@ def test_a_tombstone_in_a_partitioned_table_is_a_bad_record(tmp_path: Path) -> N
     assert [b.offset for b in bad] == [1] and "partition field values" in bad[0].reason
 
 
+def test_records_before_the_first_json_object_are_bad_and_do_not_keep_the_rest_from_their_columns(
+    tmp_path: Path,
+) -> None:
+    # (A topic's first record is a poison one, alone in the first chunk the participant writes.)
+    config = SinkConfig.parse(hudi_config(tmp_path))
+    rows = PartitionRows(config, config.settings, TOPIC, 0, ())
+    rows.write([0], [b"a"], [b"{not json"], [None])
+    rows.write([1], [b"b"], [b'{"id": "b", "ts": 2}'], [None])
+    assert rows.finish(StoragePath.parse(str(tmp_path)), "rows.parquet") is not None
+    assert [(r["id"], r["ts"]) for r in pq.read_table(tmp_path / "rows.parquet").to_pylist()] == [("b", 2)]
+    assert [b.offset for b in rows.bad] == [0] and "not valid JSON" in rows.bad[0].reason
+
+
 def test_inserts_keep_every_record_and_flag_none_deleted(tmp_path: Path) -> None:
     config = SinkConfig.parse(hudi_config(tmp_path, **{"hoodie.datasource.write.operation": "insert"}))
     rows, bad = rows_of(config, [(None, b'{"id": 1, "ts": 1}'), (None, b'{"id": 1}'), (b"x", None)], tmp_path / "r")

@@ -87,12 +87,13 @@ class RecordRuns:
             # Schema through a registry: every registered field (values leave
             # optional ones out). Plain JSON: the fields of a sample, so that
             # sparse fields do not end a file at every record that brings one.
+            # No object among them (each is a bad record): no fields yet; the first object adds its own.
             if objects and self.versions_by_fields:
                 schema = self._fields_of(objects[0])
             elif self.registered is not None:
-                schema = widened(self.registered, self._inferred(objects))
+                schema = widened(self.registered, self._inferred(objects)) if objects else self.registered
             else:
-                schema = self._inferred(objects)
+                schema = self._inferred(objects) if objects else pa.schema([])
         self._use(schema)
 
     def _fields_of(self, value: dict[str, Any]) -> pa.Schema:

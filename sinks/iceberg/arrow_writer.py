@@ -45,11 +45,11 @@ from pyiceberg.types import (
 from connectors.config import SinkConfig
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
 from sinks.iceberg.upserts import UnappliableRows
-from sinks.iceberg.writes import TargetTable, WritePlan
+from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.writes import BadRecord, bad_records, publish, sample_values, uri
+from workers.writes import SAMPLES, BadRecord, bad_records, publish, sample_values, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -195,6 +195,17 @@ class ArrowTableOutput:
         self.writers.clear()
 
 
+def unshaped_records(
+    config: SinkConfig, values: Sequence[bytes | None], errors: Sequence[str | None], why: str
+) -> tuple[list[tuple[int, str]], int]:
+    """The records of a missing table that none of them could create (``Unshaped``): all bad (position, reason),
+    each with its converter's reason (not JSON, not an object, no envelope), else ``why``; and the tombstones
+    skipped among them."""
+    envelope = config.value_converter == "json" and config.schemas_enable
+    decoded = JsonDecoder(pa.schema([]), envelope=envelope).decode(values, errors)
+    return sorted([*decoded.bad, *((i, why) for i in decoded.positions)]), decoded.skipped
+
+
 class ArrowPartitionWriter:
     """Decodes one partition's records chunk by chunk into the commit's data files: the sink
     of a participant's staging buffer (arrow data plane), and what Spark's Python workers run
@@ -249,8 +260,12 @@ class ArrowPartitionWriter:
         self.skipped = 0
 
     def write(self, chunk: RecordChunk) -> None:
-        if self.plan is None:
-            self._settle(chunk)
+        if self.plan is None and (unshaped := self._settle(chunk)) is not None:
+            # (No table to write to yet: the chunk's records are bad, and a later chunk may create it.)
+            bad, skipped = unshaped_records(self.config, chunk.values, chunk.errors, str(unshaped))
+            self._reject(chunk, bad, [])
+            self.skipped += skipped
+            return
         decoded = self._decode(chunk)
         additions = None
         if decoded.records_schema is not None:
@@ -262,18 +277,7 @@ class ArrowPartitionWriter:
             # first keeps its type; records that do not fit it are bad.)
             self._open(self.evolve_for(additions))
             decoded = self._decode(chunk)
-        refused = self._refuse(decoded)
-        if decoded.bad or refused:
-            self.bad.extend(bad_records(self.topic, self.partition, chunk.offsets, decoded.bad, refused))
-            if self.rejects is None and self.keep_rejects:
-                self.rejects = RawStagingFile(
-                    raw_staging_path(
-                        self.staging_dir, self.topic, self.partition, self.start, f"-rejects-{self.attempt}"
-                    ),
-                    self.chunk_bytes,
-                )
-            if self.rejects is not None:
-                self.rejects.write(chunk.take(sorted(i for i, _ in (*decoded.bad, *refused))))
+        self._reject(chunk, decoded.bad, self._refuse(decoded))
         self.skipped += decoded.skipped
         if not decoded.positions:
             return
@@ -286,8 +290,31 @@ class ArrowPartitionWriter:
                 rows = rows.filter(pc.fill_null(pc.match_substring_regex(route, f"^(?:{regex.pattern})$"), False))
             output.write(rows)
 
-    def _settle(self, chunk: RecordChunk) -> None:
-        plan = self.plan = self.plan_for(sample_values(chunk.values, chunk.errors))
+    def _reject(self, chunk: RecordChunk, unconverted: list[tuple[int, str]], refused: list[tuple[int, str]]) -> None:
+        """The chunk's bad records (their positions, and why), kept for the dead letters."""
+        if not (unconverted or refused):
+            return
+        self.bad.extend(bad_records(self.topic, self.partition, chunk.offsets, unconverted, refused))
+        if self.rejects is None and self.keep_rejects:
+            self.rejects = RawStagingFile(
+                raw_staging_path(self.staging_dir, self.topic, self.partition, self.start, f"-rejects-{self.attempt}"),
+                self.chunk_bytes,
+            )
+        if self.rejects is not None:
+            self.rejects.write(chunk.take(sorted(i for i, _ in (*unconverted, *refused))))
+
+    def _settle(self, chunk: RecordChunk) -> Unshaped | None:
+        """The plan, from the chunk's first records; else why none of its records can create a missing table."""
+        try:
+            plan = self.plan_for(sample_values(chunk.values, chunk.errors))
+        except Unshaped as unshaped:
+            if len(chunk) <= SAMPLES:
+                return unshaped
+            try:  # (a record past the first ones may shape it)
+                plan = self.plan_for(sample_values(chunk.values, chunk.errors, limit=len(chunk)))
+            except Unshaped as still:
+                return still
+        self.plan = plan
         self._open(plan.tables)
         first = plan.tables[0]
         route_field = self.config.settings.route_field
@@ -295,6 +322,7 @@ class ArrowPartitionWriter:
             raise ValueError(
                 f"iceberg.tables.route-field {self.config.settings.route_field!r} is not a column of {first.target.name}"
             )
+        return None
 
     def _unappliable(self, tables: Sequence[TargetTable]) -> UnappliableRows | None:
         """In upsert mode, the rows no table could key (the identifier columns every table has), or whose

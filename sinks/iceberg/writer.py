@@ -14,7 +14,13 @@ import pyarrow.parquet as pq
 from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
-from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, jvm_decoded, publish_decoded
+from sinks.iceberg.arrow_writer import (
+    ArrowPartitionWriter,
+    arrow_unsupported,
+    jvm_decoded,
+    publish_decoded,
+    unshaped_records,
+)
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
 from sinks.iceberg.settings import IcebergSettings, TableTarget
 from sinks.iceberg.spark_writer import SparkWriter
@@ -34,12 +40,12 @@ from sinks.iceberg.tables import (
     upsert_key,
     with_metadata_columns,
 )
-from sinks.iceberg.writes import TargetTable, WritePlan
+from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan
 from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import SAMPLES, WriteRefused, WriteResult, sample_values
+from workers.writes import SAMPLES, BadRecord, WriteRefused, WriteResult, sample_values
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +174,15 @@ class TableWriter:
                 if s.skipped:
                     result.skipped[(s.topic, s.partition)] = s.skipped
         raw = [s for s in staged if not s.decoded and s.records]
+        tables: list[TargetTable] = []
         if raw:
             plan = self._plans.get(staging_id)
-            if plan is not None:
-                tables = list(plan.tables)
-            else:
-                tables = [self._target(t, lambda: self._samples(raw)) for t in self.settings.tables]
+            try:
+                tables = list(plan.tables) if plan is not None else self._targets(raw)
+            except Unshaped as unshaped:
+                # (No table to write to yet: every record is bad; a later commit's may create it.)
+                self._unshaped(raw, str(unshaped), result)
+        if tables:
             if self.settings.evolve_schema and self.config.schemas_enable:
                 # Envelopes carry their schema: fields of any of them that
                 # the tables lack are added before Spark decodes.
@@ -360,16 +369,44 @@ class TableWriter:
     def _described(target: Any, table: Any) -> TargetTable:
         return TargetTable(target=target, schema=table.schema(), location=table.location(), spec=table.spec())
 
+    def _targets(self, raw: Sequence[StagedPartition]) -> list[TargetTable]:
+        """The tables of records Spark decodes, created if missing from the first records staged; if those
+        cannot shape a missing table, from any record staged."""
+        try:
+            return [self._target(t, lambda: self._samples(raw)) for t in self.settings.tables]
+        except Unshaped:
+            if sum(s.records for s in raw) <= SAMPLES:
+                raise
+            return [self._target(t, lambda: self._samples(raw, everything=True)) for t in self.settings.tables]
+
     @staticmethod
-    def _samples(staged: Sequence[StagedPartition]) -> list[bytes | None]:
+    def _samples(staged: Sequence[StagedPartition], everything: bool = False) -> list[bytes | None]:
+        """Values to create a missing table from: the first staged without an error (``everything``: all)."""
         values: list[bytes | None] = []
         for s in staged:
-            if s.path is not None and len(values) < SAMPLES:
-                # The first batch only: staged files can hold gigabytes.
-                batch = next(pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=["value", "error"]), None)
-                if batch is not None:
-                    values.extend(sample_values(batch.column(0).to_pylist(), batch.column(1).to_pylist()))
-        return values[:SAMPLES]
+            if s.path is not None and (everything or len(values) < SAMPLES):
+                # The first batch only, unless asked: staged files can hold gigabytes.
+                for batch in pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=["value", "error"]):
+                    found = sample_values(batch.column(0).to_pylist(), batch.column(1).to_pylist(), limit=len(batch))
+                    values.extend(found)
+                    if not everything:
+                        break
+        return values if everything else values[:SAMPLES]
+
+    def _unshaped(self, raw: Sequence[StagedPartition], why: str, result: WriteResult) -> None:
+        """Every record of ``raw`` into ``result`` as a bad record (none could create the missing table)."""
+        for s in raw:
+            assert s.path is not None
+            skipped = 0
+            for batch in pq.ParquetFile(s.path).iter_batches(columns=["offset", "value", "error"]):
+                offsets = batch.column(0).to_pylist()
+                bad, tombstones = unshaped_records(
+                    self.config, batch.column(1).to_pylist(), batch.column(2).to_pylist(), why
+                )
+                result.bad.extend(BadRecord(s.topic, s.partition, offsets[i], reason) for i, reason in bad)
+                skipped += tombstones
+            if skipped:
+                result.skipped[(s.topic, s.partition)] = skipped
 
     def _schema_from(self, values: Sequence[bytes | None]) -> Any:
         from pyiceberg.types import BinaryType, NestedField, StringType
@@ -385,9 +422,11 @@ class TableWriter:
         samples = sample_json_objects(values, envelope=cfg.schemas_enable)
         if cfg.schemas_enable:
             if not samples:
-                raise ValueError(
+                raise Unshaped(
                     "cannot create the table: no record carries a Kafka Connect schema envelope (value.converter."
                     'schemas.enable=true needs "schema" and "payload"; for plain JSON, set it to false)'
                 )
             return schema_from_connect(samples[0]["schema"])
+        if not samples:
+            raise Unshaped("cannot create the table: no record so far is a JSON object to take its columns from")
         return infer_schema_from_json(samples)

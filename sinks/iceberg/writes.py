@@ -55,3 +55,11 @@ class WritePlan:
     tables: tuple[TargetTable, ...]
     # "arrow": participants decode; "spark": they stage raw records for Spark.
     engine: str
+
+
+class Unshaped(ValueError):
+    """A missing table cannot be created: no record staged so far gives it columns (none is a JSON object, or,
+    with ``value.converter.schemas.enable=true``, none carries Kafka Connect's schema envelope). Not the
+    connector's failure: each such record is a bad record, with its converter's reason, and follows
+    ``errors.tolerance`` as Kafka Connect's converter would make it; the table is created from the first
+    record that can shape it."""

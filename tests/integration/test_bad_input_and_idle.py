@@ -13,6 +13,7 @@ import fastavro
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from pyiceberg.exceptions import NoSuchTableError
 
 from connectors import actions
 from connectors.api.status import State, connector_status
@@ -143,6 +144,62 @@ def test_with_tolerance_all_a_poison_record_goes_to_the_dead_letter_topic_and_ta
     assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert headers["__connect.errors.class.name"] == b"org.apache.kafka.connect.json.JsonConverter"
     assert b"not valid JSON" in headers["__connect.errors.exception.message"]
+
+
+def enveloped(record_id: int) -> bytes:
+    """A record in Kafka Connect's schema envelope (the JsonConverter's with schemas.enable=true)."""
+    schema = {"type": "struct", "fields": [{"field": "id", "type": "int64", "optional": False}], "optional": False}
+    return json.dumps({"schema": schema, "payload": {"id": record_id}}).encode()
+
+
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_records_no_table_can_be_created_from_follow_errors_tolerance_and_a_later_record_creates_it(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
+) -> None:
+    # Plain JSON where the config says Kafka Connect's envelope, and a value that is not JSON: the table does
+    # not exist, and no record can give it columns. Kafka Connect's converter fails each such record, so each
+    # follows errors.tolerance; the connector neither fails nor creates a table of them.
+    dlq = f"{topic_name}-dlq"
+    create_topic(kafka_bootstrap, topic_name, 1)
+    unshaped = [json.dumps({"id": i}).encode() for i in range(3)] + [b"not json {", None]
+    ends = produce(kafka_bootstrap, topic_name, unshaped, 1)
+    enveloping = {
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true",
+        "sinkadmin.writer": writer,
+    }
+    tolerant = {**enveloping, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}
+    actions.create_connector("unshaped", sink_config(topic_name, "db.events", **tolerant))
+    with running_in_threads("unshaped"):
+        wait_until(caught_up("unshaped", ends), 120, "the records no table can be created from")
+        with pytest.raises(NoSuchTableError):
+            table_of("unshaped", "db.events")
+        letters = dead_letters(kafka_bootstrap, dlq, 4)
+        assert [m.value() for m in letters] == unshaped[:4]
+        for message in letters:
+            headers = dict(message.headers())
+            assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
+        reasons = [dict(m.headers())["__connect.errors.exception.message"].decode() for m in letters]
+        assert all("envelope has no payload" in reason for reason in reasons[:3])
+        assert "not valid JSON" in reasons[3]
+        commits = Commit.objects.filter(connector_name="unshaped", state=CommitState.COMMITTED)
+        assert (sum(c.dead_lettered for c in commits), sum(c.skipped for c in commits)) == (4, 1)
+
+        # The first record that can shape the table creates it.
+        ends = produce(kafka_bootstrap, topic_name, [enveloped(10), enveloped(11)], 1)
+        wait_until(caught_up("unshaped", ends), 120, "the enveloped records")
+    assert sorted(r["id"] for r in table_rows("unshaped", "db.events")) == [10, 11]
+
+    # With errors.tolerance=none the first of them fails the connector, named, as Kafka Connect's task fails.
+    strict_topic = f"{topic_name}-strict"
+    create_topic(kafka_bootstrap, strict_topic, 1)
+    produce(kafka_bootstrap, strict_topic, unshaped, 1)
+    actions.create_connector("unshaped-strict", sink_config(strict_topic, "db.strict", **enveloping))
+    with running_in_threads("unshaped-strict"):
+        wait_until(lambda: Connector.objects.get(name="unshaped-strict").failed_at is not None, 120, "a failure")
+    failure = Connector.objects.get(name="unshaped-strict").failure_message
+    assert f"record {strict_topic}/0@0 cannot be converted" in failure and "envelope has no payload" in failure
+    assert set(ledger_offsets("unshaped-strict").values()) <= {0}  # (nothing passed over)
 
 
 # Records the sink refuses after the converter and the transforms changed them: an upsert row without its key.
