@@ -354,6 +354,10 @@ def _in_backoff(task: ConnectorTask, now: datetime) -> bool:
     )
 
 
+# A claimed task's warning until its runner's first heartbeat.
+STARTING = "starting"
+
+
 def claim_task(task_id: int, epoch: int, worker_id: str, worker_host: str) -> ConnectorTask | None:
     now = timezone.now()
     claimed = ConnectorTask.objects.filter(pk=task_id, epoch=epoch).update(
@@ -365,7 +369,9 @@ def claim_task(task_id: int, epoch: int, worker_id: str, worker_host: str) -> Co
         error_message="",
         error_trace="",
         unassigned_reason="",
-        warning="",
+        # (Until the runner's first heartbeat says how it is: a start that hangs, or fails, never reads as
+        # healthy meanwhile.)
+        warning=STARTING,
     )
     return ConnectorTask.objects.select_related("connector").get(pk=task_id) if claimed else None
 

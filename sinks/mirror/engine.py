@@ -54,6 +54,14 @@ class ClusterRefused(Exception):
     raises SaslAuthenticationException)."""
 
 
+class ClusterUnreachable(Exception):
+    """A cluster did not answer the mirror's task in time: an outage (its cause is the client's KafkaException),
+    so the task fails with this reason and is started again after its back-off for as long as it lasts."""
+
+
+# How long a task's start waits for the target's transaction coordinator (librdkafka's call may be retried).
+INIT_TRANSACTIONS_S = 30
+
 # The client errors that say a cluster refuses the mirror, whatever how often it is asked.
 REFUSALS = (KafkaError._AUTHENTICATION, KafkaError._SSL)
 
@@ -163,6 +171,26 @@ def ensure_internal_topic(admin: AdminClient, name: str, replication_factor: int
             raise
 
 
+@dataclass
+class Refusal:
+    """Why a cluster refused the mirror (REFUSALS), as a client's error callback last reported it.
+
+    Kept apart from the task: a client holds its callback, so a callback holding the task would make the task
+    and each of its clients a reference cycle, which only Python's full collections free, minutes later in an
+    idle worker; until then the clients of a task that had ended (a target out of reach) kept connecting."""
+
+    reason: str | None = None
+
+    def noted_by(self, side: str, bootstrap: str) -> dict[str, Any]:
+        """An ``error_cb`` for one cluster's clients that notes a refusal."""
+
+        def noted(error: KafkaError) -> None:
+            if error.code() in REFUSALS:
+                self.reason = f"the {side} cluster ({bootstrap}) refused the mirror: {error.str()}"
+
+        return {"error_cb": noted}
+
+
 @dataclass(frozen=True)
 class Transaction:
     """What one committed transaction (or batch, at least once) copied: per source partition the offsets
@@ -191,12 +219,9 @@ class MirrorTask:
 
     def __post_init__(self) -> None:
         s = self.settings
-        # Why a cluster refused the mirror (REFUSALS), as a client's error callback last reported it.
-        self.refused: str | None = None
-        source_errors, target_errors = (
-            self._refusals("source", s.source_bootstrap),
-            self._refusals("target", s.target_bootstrap),
-        )
+        self.refusal = Refusal()
+        source_errors = self.refusal.noted_by("source", s.source_bootstrap)
+        target_errors = self.refusal.noted_by("target", s.target_bootstrap)
         self.source_admin = AdminClient({**s.clients("source"), **source_errors})
         self.target_admin = AdminClient({**s.clients("target"), **target_errors})
         self.source = Consumer(
@@ -238,25 +263,24 @@ class MirrorTask:
         self.heartbeats: dict[tuple[str, int], int] = {}
         self._pending_syncs: dict[tuple[str, int], tuple[int, int] | None] = {}
 
-    def _refusals(self, side: str, bootstrap: str) -> dict[str, Any]:
-        """An ``error_cb`` for one cluster's clients that notes a refusal (REFUSALS)."""
-
-        def noted(error: KafkaError) -> None:
-            if error.code() in REFUSALS:
-                self.refused = f"the {side} cluster ({bootstrap}) refused the mirror: {error.str()}"
-
-        return {"error_cb": noted}
-
     def check_refused(self) -> None:
-        if self.refused is not None:
-            raise ClusterRefused(self.refused)
+        if self.refusal.reason is not None:
+            raise ClusterRefused(self.refusal.reason)
 
     # Starting.
 
     def start(self) -> None:
         if self.settings.exactly_once:
             # Fences every earlier producer of this id: a zombie's open transaction is aborted.
-            self.producer.init_transactions(30)
+            try:
+                self.producer.init_transactions(INIT_TRANSACTIONS_S)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
+                raise ClusterUnreachable(
+                    f"the target cluster ({self.settings.target_bootstrap}) did not answer in {INIT_TRANSACTIONS_S} s:"
+                    f" the mirror's transactional producer could not be started ({exc.args[0].str()})"
+                ) from exc
         if self.settings.emit_offset_syncs:
             ensure_internal_topic(
                 self.target_admin,
@@ -466,7 +490,7 @@ class MirrorTask:
         """Each partition's end as the consumer last saw it in fetch responses (the last stable offset: it
         reads committed records only); no request is made."""
         ends = {}
-        for topic, partition in self.partitions:
+        for topic, partition in list(self.partitions):  # (read from the heartbeat's thread)
             _, high = self.source.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
             if high >= 0:
                 ends[(topic, partition)] = high

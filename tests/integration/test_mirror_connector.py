@@ -7,9 +7,13 @@ topic, a config change), and after the offsets API moves the target group's offs
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
+import logging
 import os
 import signal
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -295,6 +299,95 @@ def test_test_connection_reaches_the_source_topics_and_the_target_cluster(
 
     unreachable = {**config, "target.cluster.bootstrap.servers": f"127.0.0.1:{free_port()}"}
     assert {r.name: r.status for r in check_connection(unreachable)}["Store"] == "error"
+
+
+class SilentCluster:
+    """A "cluster" that accepts connections and never answers (a target behind a dead load balancer, or a
+    broker hung): what the clients connected to it is told by the connections it holds."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", free_port()))
+        self.bootstrap = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # (closed at the end)
+            while True:
+                self.accepted.append(self.listener.accept()[0])
+
+    def open_connections(self) -> int:
+        """The connections a client still holds open (one it closed reads as an end of stream)."""
+        still = 0
+        for connection in self.accepted:
+            connection.setblocking(False)
+            try:
+                while connection.recv(65536):
+                    pass  # (the requests it sent, never answered)
+            except BlockingIOError:
+                still += 1
+            except OSError:
+                pass
+        return still
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.accepted:
+            connection.close()
+
+
+def test_a_mirror_whose_target_does_not_answer_fails_its_task_with_why_and_leaves_no_client_behind(
+    kafka_bootstrap: str, operator_api: APIClient
+) -> None:
+    topic = f"unanswered-{int(time.time() * 1000) % 10**8}"
+    create_topic(kafka_bootstrap, topic, 1)
+    silent = SilentCluster()
+    name = f"mirror-{topic}"
+    try:
+        create_mirror(operator_api, name, kafka_bootstrap, silent.bootstrap, topic, **{"tasks.max": "1"})
+        seen: set[Health] = set()
+
+        def health() -> Health:
+            summary = summarize(connectors_for_summary(Connector.objects.filter(name=name)), timezone.now())[0]
+            seen.add(summary.health)
+            return summary.health
+
+        with runtime_in_threads() as crashes:
+            # Its start waits 30 s for the target's transaction coordinator, beating its heartbeat meanwhile (so
+            # the supervisor does not take it for dead and lose its failure): "starting", never healthy.
+            wait_until(lambda: health() is Health.FAILED, 120, "the task to fail with why")
+            status = connector_status(Connector.objects.get(name=name))
+            [task] = status.tasks
+            assert task.state is State.FAILED
+            assert f"the target cluster ({silent.bootstrap}) did not answer in 30 s" in task.trace
+            body = operator_api.get(f"{CONNECTORS}/{name}/status").json()
+            assert body["tasks"][0]["state"] == "FAILED" and "did not answer" in body["tasks"][0]["trace"]
+            assert Health.HEALTHY not in seen, seen
+            assert crashes == []
+
+            # Deleted, its runner ends, and every client of the target it had (the task's, its checkpoints')
+            # goes with it at once: freed by their last reference, not by a full collection of the garbage
+            # (which an idle worker makes minutes later, and a cycle through a client's callback would wait for).
+            gc.disable()
+            assert operator_api.delete(f"{CONNECTORS}/{name}").status_code == 204
+
+            def runners() -> list[str]:
+                return [t.name for t in threading.enumerate() if t.name.startswith(("task-", name))]
+
+            wait_until(lambda: not runners(), 60, "the task's runner to end")
+            forget_logged_tracebacks()
+            wait_until(lambda: silent.open_connections() == 0, 30, "every connection to the target to be closed")
+    finally:
+        gc.enable()
+        silent.close()
+
+
+def forget_logged_tracebacks() -> None:
+    """pytest keeps the records logged during a test, a logged exception's traceback with them, and through it
+    the frames of the code that raised it: their objects would outlive the code, as they do not elsewhere."""
+    for handler in logging.getLogger().handlers:
+        for record in getattr(handler, "records", ()):
+            record.exc_info = None
 
 
 def first_copy_offset(target: str, replica: str, partition: int, index: int) -> int:
