@@ -214,3 +214,48 @@ def test_a_broker_that_cannot_be_listed_is_asked_once_per_step_and_every_connect
     for name in ("a", "b"):
         (warning,) = Connector.objects.get(name=name).source_warnings
         assert warning.startswith("cannot list its topics:")
+
+
+def test_a_source_cluster_out_of_reach_is_asked_again_only_after_a_back_off_and_keeps_its_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from workers import supervisor
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        gone = f"127.0.0.1:{probe.getsockname()[1]}"
+    advertise(8)
+    actions.create_connector(
+        "far",
+        {
+            "connector.class": "mirror",
+            "source.cluster.bootstrap.servers": gone,
+            "target.cluster.bootstrap.servers": "127.0.0.1:9092",
+            "topics": "orders",
+        },
+    )
+    clock = [1000.0]
+    unreachable = supervisor.Unreachable(clock=lambda: clock[0])
+    monkeypatch.setattr(supervisor, "_UNREACHABLE", unreachable)
+    asked: list[str | None] = []
+
+    class Counting(Supervisor):
+        def _admin(self, bootstrap: str | None = None, client: dict[str, str] | None = None) -> AdminClient:
+            asked.append(bootstrap)
+            return super()._admin(bootstrap, client)
+
+    workers = Workers()
+    counting = Counting(start_coordinator=workers.coordinator, start_task=workers.task)
+    counting.step()  # (the listing waits its 10 s out)
+    (warning,) = Connector.objects.get(name="far").source_warnings
+    assert warning.startswith("cannot list its topics:") and asked == [gone]
+    clock[0] += unreachable.FIRST_S - 1
+    counting.step()  # within the back-off: not asked, no wait, the warning stands
+    assert asked == [gone] and Connector.objects.get(name="far").source_warnings == [warning]
+    clock[0] += 2
+    counting.step()
+    assert asked == [gone, gone]
+    # The back-off doubles, up to its maximum.
+    assert unreachable._until[gone][1] == 2 * unreachable.FIRST_S

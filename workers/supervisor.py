@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata
@@ -29,6 +30,36 @@ from workers.sink import self_committing_sink
 log = logging.getLogger(__name__)
 
 _ADMINS: dict[tuple[str, tuple[tuple[str, str], ...]], AdminClient] = {}
+
+
+class Unreachable:
+    """Source clusters of their own (a mirror's) that did not answer the supervisor, each asked again only
+    after a back-off that doubles up to MAX_S. Asking one costs a step up to 10 s: asked at every step, one
+    mirror whose source is out of reach slowed the supervisor for every connector (a new connector's tasks,
+    a restart, waited that long each step)."""
+
+    FIRST_S = 10.0
+    MAX_S = 60.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._until: dict[str, tuple[float, float]] = {}  # bootstrap -> (asked again after, back-off)
+
+    def waiting(self, bootstrap: str) -> bool:
+        return bootstrap in self._until and self.clock() < self._until[bootstrap][0]
+
+    @contextmanager
+    def asking(self, bootstrap: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception:
+            backoff = min(self._until[bootstrap][1] * 2, self.MAX_S) if bootstrap in self._until else self.FIRST_S
+            self._until[bootstrap] = (self.clock() + backoff, backoff)
+            raise
+        self._until.pop(bootstrap, None)
+
+
+_UNREACHABLE = Unreachable()
 
 
 @dataclass
@@ -108,7 +139,10 @@ class Supervisor:
             assert plugin is not None  # (the config was validated)
             source: SourceCluster | None = resolve(plugin.source)(config) if plugin.source else None
             if source is not None:
-                metadata = self._admin(source.bootstrap, source.client).list_topics(timeout=10)
+                if _UNREACHABLE.waiting(source.bootstrap):
+                    return  # (its warning stands: the step goes on to the other connectors without the wait)
+                with _UNREACHABLE.asking(source.bootstrap):
+                    metadata = self._admin(source.bootstrap, source.client).list_topics(timeout=10)
             elif _has_client_settings(config):
                 # Its own credentials may see other topics than ours.
                 metadata = admin_client(settings.KAFKA_BOOTSTRAP_SERVERS, config.raw).list_topics(timeout=10)
