@@ -54,6 +54,10 @@ class ClusterRefused(Exception):
     raises SaslAuthenticationException)."""
 
 
+class IntoItself(Exception):
+    """A mirror with IdentityReplicationPolicy whose source and target are one cluster."""
+
+
 class ClusterUnreachable(Exception):
     """A cluster did not answer the mirror's task in time: an outage (its cause is the client's KafkaException),
     so the task fails with this reason and is started again after its back-off for as long as it lasts."""
@@ -270,6 +274,8 @@ class MirrorTask:
     # Starting.
 
     def start(self) -> None:
+        if self.settings.identity:
+            self._check_not_into_itself()
         if self.settings.exactly_once:
             # Fences every earlier producer of this id: a zombie's open transaction is aborted.
             try:
@@ -288,6 +294,20 @@ class MirrorTask:
                 self.settings.offset_syncs_replication_factor,
             )
         self.refresh(force=True)
+
+    def _check_not_into_itself(self) -> None:
+        """IdentityReplicationPolicy keeps the topics' names: into the cluster it reads, each record would be
+        written into its own topic and read again, without end. The config's check compares the addresses,
+        which name one cluster in many ways (localhost and 127.0.0.1, a broker of it or another); the
+        clusters' ids tell."""
+        source = self.source_admin.list_topics(timeout=10).cluster_id
+        target = self.target_admin.list_topics(timeout=10).cluster_id
+        if source is not None and source == target:
+            raise IntoItself(
+                f"the source ({self.settings.source_bootstrap}) and the target ({self.settings.target_bootstrap}) "
+                f"are one cluster ({source}): IdentityReplicationPolicy would write each topic into itself, "
+                "again and again; use DefaultReplicationPolicy, whose replicas are named after the source alias"
+            )
 
     def refresh(self, force: bool = False) -> None:
         """Pick up new source topics and partitions (every refresh.topics.interval.seconds)."""

@@ -29,7 +29,8 @@ from confluent_kafka.admin import (
     NewPartitions,
 )
 
-from sinks.mirror.engine import MirrorTask, group_id
+from connectors.config import validate_config
+from sinks.mirror.engine import IntoItself, MirrorTask, group_id
 from sinks.mirror.settings import MirrorSettings
 from tests.integration.helpers import create_topic, produce, wait_until
 
@@ -245,6 +246,33 @@ def test_the_replicas_are_created_with_mirrormakers_replication_factor(
         topic_level = {n for n, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
         assert entries["retention.ms"].value == "123456789" and "retention.ms" in topic_level
         assert not {"min.insync.replicas", "message.timestamp.type"} & topic_level
+
+
+def test_identity_replication_into_the_cluster_it_reads_is_refused_by_the_clusters_ids(
+    kafka_bootstrap: str, topics: list[str]
+) -> None:
+    # One cluster under two names: the config's check, which compares the addresses, cannot tell.
+    ends = setup(kafka_bootstrap, topics, 10)
+    alias = kafka_bootstrap.replace("127.0.0.1", "localhost")
+    config = mirror_config(
+        kafka_bootstrap,
+        alias,
+        "|".join(topics),
+        **{"replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"},
+    )
+    assert not validate_config({"connector.class": "mirror", **config}).errors
+    task = MirrorTask(connector_of(topics), 0, 1, MirrorSettings.parse(config))
+    try:
+        with pytest.raises(IntoItself, match=r"are one cluster .*IdentityReplicationPolicy would write each topic"):
+            task.start()
+    finally:
+        task.close()
+    # Nothing was written into the topics it reads.
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "ends"})
+    try:
+        assert {tp: consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1] for tp in ends} == ends
+    finally:
+        consumer.close()
 
 
 def test_a_task_killed_mid_transaction_leaves_nothing_of_it_and_its_successor_resumes(
