@@ -72,6 +72,84 @@ def test_mirrormaker_keys_for_what_the_mirror_does_not_do_are_refused_unless_the
     assert sorted(accepted.notes) == sorted(as_it_does)
 
 
+def test_mirrormakers_other_keys_are_ignored_where_they_ask_for_what_the_mirror_does_and_refused_otherwise() -> None:
+    as_it_does = {
+        "heartbeats.topic.location": "source",
+        "checkpoints.topic.location": "target",
+        "exactly.once.source.support": "enabled",
+        "exactly.once.support": "required",
+        "heartbeats.replication.enabled": "true",
+        "enabled": "true",
+        "sync.topic.acls.interval.seconds": "600",
+        "consumer.poll.timeout.ms": "1000",
+        "admin.timeout.ms": "60000",
+        "metric.reporters": "org.apache.kafka.common.metrics.JmxReporter",
+    }
+    accepted = validate_config({**BASE, **as_it_does})
+    assert accepted.errors == {} and sorted(accepted.notes) == sorted(as_it_does)
+    assert "exactly once (transaction.producer=true)" in accepted.notes["exactly.once.source.support"][0]
+    asked = {
+        "heartbeats.topic.location": "target",
+        "checkpoints.topic.location": "source",
+        "exactly.once.source.support": "disabled",
+        "heartbeats.replication.enabled": "false",
+        "enabled": "false",
+        "sync.topic.configs.interval.seconds": "600",
+        "topics.blacklist": "private.*",
+        "groups.blacklist": "audit.*",
+    }
+    errors = validate_config({**BASE, **asked}).errors
+    assert sorted(errors) == sorted(asked)
+    assert "heartbeats on the source cluster" in errors["heartbeats.topic.location"][0]
+    assert "on the target cluster" in errors["checkpoints.topic.location"][0]
+    assert "transaction.producer" in errors["exactly.once.source.support"][0]
+    assert "write topics.exclude" in errors["topics.blacklist"][0]
+    assert "does not sync them again" in errors["sync.topic.configs.interval.seconds"][0]
+    # At least once, exactly-once keys ask for what the mirror does not do, and MM2's "preparing" (not yet
+    # exactly once) for what it does.
+    at_least_once = {**BASE, "transaction.producer": "false"}
+    assert "exactly.once.support" in validate_config({**at_least_once, "exactly.once.support": "required"}).errors
+    assert (
+        "exactly.once.source.support"
+        in validate_config({**at_least_once, "exactly.once.source.support": "enabled"}).errors
+    )
+    prepared = validate_config({**at_least_once, "exactly.once.source.support": "preparing"})
+    assert prepared.ok and "at least once" in prepared.notes["exactly.once.source.support"][0]
+    # Without topic settings synced at all, their interval changes nothing.
+    unsynced = validate_config(
+        {**BASE, "sync.topic.configs.enabled": "false", "sync.topic.configs.interval.seconds": "60"}
+    )
+    assert unsynced.ok and "sync.topic.configs.interval.seconds" in unsynced.notes
+
+
+def test_a_typo_of_a_mirror_or_mirrormaker_key_is_refused_with_the_key_it_is_near() -> None:
+    typos = {
+        "emit.checkpoint.enabled": "emit.checkpoints.enabled",
+        "sync.group.offset.enabled": "sync.group.offsets.enabled",
+        "sync.group.ofsets.interval.seconds": "sync.group.offsets.interval.seconds",
+        "emit.hearbteats.enabled": "emit.heartbeats.enabled",
+        "task.max": "tasks.max",
+        "group": "groups",
+        "refresh.topic.enabled": "refresh.topics.enabled",  # (a MirrorMaker 2 key the mirror has a rule for)
+        "replication.policy.seperator": "replication.policy.separator",
+    }
+    errors = validate_config({**BASE, **dict.fromkeys(typos, "true")}).errors
+    assert errors == {typo: [f"not a key of the mirror: did you mean {key}?"] for typo, key in typos.items()}
+    # Keys near none of them pass, as Kafka Connect passes them: its own, and anyone's.
+    passed = {
+        "name": "m",
+        "header.converter": "x",
+        "errors.log.enable": "true",
+        "offset.flush.interval.ms": "10",
+        "my.tag": "x",
+    }
+    assert validate_config({**BASE, **passed}).ok
+    [why] = validate_config({**BASE, "source.cluster.bootstrap.server": "s:9092"}).errors[
+        "source.cluster.bootstrap.server"
+    ]
+    assert why.endswith("did you mean source.cluster.bootstrap.servers?")
+
+
 def test_replicas_take_their_source_topics_settings_but_mirrormakers_excluded_ones() -> None:
     settings = SinkConfig.parse(BASE).settings
     assert settings.copies_setting("retention.ms") and settings.copies_setting("cleanup.policy")

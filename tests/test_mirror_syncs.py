@@ -107,3 +107,76 @@ def test_checkpoint_keys_have_mirrormakers_defaults_and_refuse_what_cannot_be() 
     assert "needs emit.checkpoints.enabled=true" in no_checkpoints.errors["sync.group.offsets.enabled"][0]
     bad = validate_config({**MIRROR, "groups": "billing, (unclosed"})
     assert "not a valid regular expression" in bad.errors["groups"][0]
+
+
+def test_internal_topics_are_named_with_the_separator_as_mirrormakers_default_replication_policy_names_them() -> None:
+    # DefaultReplicationPolicy (Kafka 3.1+, KIP-690): "mm2-offset-syncs" + sep + alias + sep + "internal" and
+    # alias + sep + "checkpoints" + sep + "internal"; IdentityReplicationPolicy inherits both.
+    for policy in ("DefaultReplicationPolicy", "IdentityReplicationPolicy"):
+        underscored = MirrorSettings.parse(
+            {
+                **MIRROR,
+                "source.cluster.alias": "sep",
+                "replication.policy.separator": "_",
+                "replication.policy.class": policy,
+            }
+        )
+        assert underscored.offset_syncs_topic == "mm2-offset-syncs_sep_internal"
+        assert underscored.checkpoints_topic == "sep_checkpoints_internal"
+    # replication.policy.internal.topic.separator.enabled=false keeps the dots of MirrorMaker 2 before 3.1, for
+    # the internal topics only: replicas keep the separator.
+    dotted = MirrorSettings.parse(
+        {
+            **MIRROR,
+            "source.cluster.alias": "sep",
+            "replication.policy.separator": "__",
+            "replication.policy.internal.topic.separator.enabled": "false",
+        }
+    )
+    assert (dotted.offset_syncs_topic, dotted.checkpoints_topic) == (
+        "mm2-offset-syncs.sep.internal",
+        "sep.checkpoints.internal",
+    )
+    assert dotted.target_topic("orders") == "sep__orders"
+    default = MirrorSettings.parse(MIRROR)
+    assert (default.offset_syncs_topic, default.checkpoints_topic) == (
+        "mm2-offset-syncs.east.internal",
+        "east.checkpoints.internal",
+    )
+    assert offset_syncs_topic("sep", "-") == "mm2-offset-syncs-sep-internal"
+    assert checkpoints_topic("sep", "-") == "sep-checkpoints-internal"
+
+
+def test_internal_and_heartbeats_topics_follow_the_separator_when_topics_are_selected() -> None:
+    everything = MirrorSettings.parse(
+        {**MIRROR, "topics": "", "topics.regex": ".*", "topics.exclude": "", "replication.policy.separator": "_"}
+    )
+    # MirrorMaker 2's own internal topics, named with the separator, are never mirrored (isInternalTopic).
+    assert not everything.selects("mm2-offset-syncs_south_internal") and not everything.selects(
+        "south_checkpoints_internal"
+    )
+    assert not everything.selects("mm2-offset-syncs.south.internal")
+    assert everything.selects("orders") and everything.selects("orders.internals")
+    # The heartbeats topic is "heartbeats" whatever the separator; its replicas take the separator.
+    assert everything.selects("heartbeats") and everything.selects("south_heartbeats")
+    assert everything.target_topic("heartbeats") == "east_heartbeats"
+    assert not everything.selects("target_heartbeats")  # (it came from the target: a cycle)
+
+
+def test_a_separator_that_cannot_be_in_a_topics_name_is_refused() -> None:
+    # Blank values fall back to defaults elsewhere; an empty separator would have become "." in silence.
+    for blank in ("", "  "):
+        [why] = validate_config({**MIRROR, "replication.policy.separator": blank}).errors[
+            "replication.policy.separator"
+        ]
+        assert "<source alias><topic>" in why and "leave the key out" in why
+    [why] = validate_config({**MIRROR, "replication.policy.separator": "/"}).errors["replication.policy.separator"]
+    assert "'/' is not made of a topic name's characters" in why
+    for separator in (".", "_", "__", "-"):
+        assert validate_config({**MIRROR, "replication.policy.separator": separator}).ok, separator
+    assert (
+        "true or false"
+        in validate_config({**MIRROR, "replication.policy.internal.topic.separator.enabled": "no"}).errors[
+            "replication.policy.internal.topic.separator.enabled"
+        ][0]
+    )

@@ -1,8 +1,8 @@
 """The mirror's checkpoints, as MirrorMaker 2's MirrorCheckpointConnector makes them: the source cluster's
 consumer groups' committed offsets, translated through the offset syncs the mirror's tasks write
-(``sinks.mirror.syncs``), to ``<source alias>.checkpoints.internal`` on the target; and with
-``sync.group.offsets.enabled``, committed to the same groups there, so that a consumer that fails over to the
-target resumes where it left off.
+(``sinks.mirror.syncs``), to ``<source alias>.checkpoints.internal`` on the target (the dots are the
+replication policy's separator); and with ``sync.group.offsets.enabled``, committed to the same groups there,
+so that a consumer that fails over to the target resumes where it left off.
 
 One runner per mirror, beside its task 0 (``sinks.mirror.runtime``). It reads the syncs read_committed:
 a sync is visible only once the transaction of its records committed, so a checkpoint never points past a
@@ -35,8 +35,6 @@ from sinks.mirror.syncs import (
     Heartbeat,
     OffsetSync,
     OffsetSyncStore,
-    checkpoints_topic,
-    offset_syncs_topic,
 )
 
 log = logging.getLogger(__name__)
@@ -106,10 +104,10 @@ class Checkpoints:
 
     def start(self) -> None:
         s = self.settings
-        ensure_internal_topic(self.target_admin, checkpoints_topic(s.source_alias), s.checkpoints_replication_factor)
+        ensure_internal_topic(self.target_admin, s.checkpoints_topic, s.checkpoints_replication_factor)
         # (The tasks create the syncs topic too; whichever starts first.)
-        ensure_internal_topic(self.target_admin, offset_syncs_topic(s.source_alias), s.offset_syncs_replication_factor)
-        self.syncs.assign([TopicPartition(offset_syncs_topic(s.source_alias), 0, OFFSET_BEGINNING)])
+        ensure_internal_topic(self.target_admin, s.offset_syncs_topic, s.offset_syncs_replication_factor)
+        self.syncs.assign([TopicPartition(s.offset_syncs_topic, 0, OFFSET_BEGINNING)])
 
     def read_syncs(self, timeout: float = 10.0) -> int:
         """Read the offset syncs committed since the last read, up to the topic's end; how many."""
@@ -165,7 +163,7 @@ class Checkpoints:
     def emit(self) -> int:
         """Write the checkpoints that changed; how many."""
         self.latest = self.translate()
-        topic = checkpoints_topic(self.settings.source_alias)
+        topic = self.settings.checkpoints_topic
         changed = [
             c for c in self.latest if self.emitted.get((c.group, c.topic, c.partition)) != (c.upstream, c.downstream)
         ]
@@ -319,7 +317,7 @@ def _group_offsets(admin: AdminClient, group: str) -> list[TopicPartition]:
 def translated_offsets(settings: MirrorSettings, group: str, timeout: float = 30.0) -> list[Translated]:
     """A group's offsets for the target, as its latest checkpoints say (what MirrorMaker 2's
     ``RemoteClusterUtils.translateOffsets`` returns): the checkpoints topic read to its end."""
-    topic = checkpoints_topic(settings.source_alias)
+    topic = settings.checkpoints_topic
     consumer = Consumer(
         {
             **settings.clients("target"),

@@ -88,10 +88,22 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "replication.policy.separator",
         KeyType.STRING,
-        "Between the source alias and the topic in a replica's name (DefaultReplicationPolicy).",
+        "Between the source alias and the topic in a replica's name (DefaultReplicationPolicy), and in the names "
+        "of the offset syncs and checkpoints topics (mm2-offset-syncs<separator><source alias><separator>internal, "
+        "<source alias><separator>checkpoints<separator>internal), as MirrorMaker 2 names them since Kafka 3.1. "
+        "Letters, digits, '.', '_' and '-', as in a topic's name; an empty separator is refused.",
         _G_TOPICS,
         default=".",
         order=3,
+    ),
+    ConfigKey(
+        "replication.policy.internal.topic.separator.enabled",
+        KeyType.BOOLEAN,
+        "false: the offset syncs and checkpoints topics are named with '.' whatever replication.policy.separator "
+        "is, as before Kafka 3.1 (MirrorMaker 2's key, for the topics an older MirrorMaker 2 wrote).",
+        _G_TOPICS,
+        default="true",
+        order=4,
     ),
     ConfigKey(
         "sync.topic.configs.enabled",
@@ -99,7 +111,7 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         "Create replicas with their source topic's own configs (retention, cleanup policy...).",
         _G_TOPICS,
         default="true",
-        order=4,
+        order=5,
     ),
     ConfigKey(
         "config.properties.exclude",
@@ -107,7 +119,7 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         "Regular expressions (comma-separated) of source topic settings the replicas do not take.",
         _G_TOPICS,
         default=DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
-        order=5,
+        order=6,
     ),
     ConfigKey(
         "replication.factor",
@@ -117,7 +129,7 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_TOPICS,
         default="-1",
         minimum=-1,
-        order=6,
+        order=7,
     ),
     ConfigKey(
         "refresh.topics.interval.seconds",
@@ -127,7 +139,7 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_TOPICS,
         default="600",
         minimum=1,
-        order=7,
+        order=8,
     ),
     ConfigKey(
         "transaction.producer",
@@ -191,7 +203,8 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         "emit.offset-syncs.enabled",
         KeyType.BOOLEAN,
         "Write offset syncs (a source record's offset paired with its copy's) to mm2-offset-syncs.<source "
-        "alias>.internal on the target, in the records' transaction. Checkpoints translate through them.",
+        "alias>.internal on the target (with replication.policy.separator for the dots), in the records' "
+        "transaction. Checkpoints translate through them.",
         _G_OFFSETS,
         default="true",
         order=1,
@@ -231,7 +244,8 @@ MIRROR_OWN_KEYS: tuple[ConfigKey, ...] = (
         "emit.checkpoints.enabled",
         KeyType.BOOLEAN,
         "Translate the source cluster's consumer groups' committed offsets through the offset syncs and write "
-        "them as checkpoints to <source alias>.checkpoints.internal on the target (what RemoteClusterUtils and "
+        "them as checkpoints to <source alias>.checkpoints.internal on the target (with "
+        "replication.policy.separator for the dots; what RemoteClusterUtils and "
         "GET /connectors/{name}/groups/{group}/translated read).",
         _G_OFFSETS,
         default="true",
@@ -309,6 +323,46 @@ MIRROR_PREFIX_KEYS: tuple[PrefixKey, ...] = (
         _G_CLUSTERS,
     ),
     PrefixKey("target.cluster.", "The target cluster's client settings, as for the source.", _G_CLUSTERS),
+    PrefixKey(
+        "source.consumer.",
+        "librdkafka consumer properties (fetch.*, queued.*...) of the consumer that reads the source cluster. "
+        "MirrorMaker 2's per-client keys take librdkafka's properties of their kind of client; refused, each with "
+        "why: a Java client's setting librdkafka has not, a property of every client (client.id, socket.*: the "
+        "mirror's clients of a cluster share one configuration), an admin client's, and a setting the mirror makes "
+        "itself (group.id, isolation.level, transactional.id, linger.ms...) unless it asks for what the mirror "
+        'does (docs/mirror.md, "Per-client keys").',
+        _G_CLUSTERS,
+    ),
+    PrefixKey("source.producer.", "librdkafka producer properties of the heartbeats' producer.", _G_CLUSTERS),
+    PrefixKey(
+        "target.producer.",
+        "librdkafka producer properties (compression.*, batch.*, transaction.timeout.ms...) of the producers that "
+        "write the target cluster: the tasks' transactional producers and the checkpoints'.",
+        _G_CLUSTERS,
+    ),
+    PrefixKey(
+        "target.consumer.",
+        "librdkafka consumer properties of the target cluster's consumers (the offset syncs' reader, the mirror's "
+        "group, the translation of a group's checkpoints).",
+        _G_CLUSTERS,
+    ),
+    PrefixKey(
+        "consumer.",
+        "MirrorMaker 2's keys for the consumers of both clusters (source.consumer.* and target.consumer.* override "
+        "them); consumer.auto.offset.reset is the mirror's own key.",
+        _G_CLUSTERS,
+    ),
+    PrefixKey("producer.", "MirrorMaker 2's keys for the producers of both clusters.", _G_CLUSTERS),
+    PrefixKey(
+        "consumer.override.",
+        "Kafka Connect's client overrides: a sink's consumer reads the source cluster (as source.consumer.*).",
+        _G_CLUSTERS,
+    ),
+    PrefixKey(
+        "producer.override.",
+        "Kafka Connect's client overrides: the producers that write the target cluster (as target.producer.*).",
+        _G_CLUSTERS,
+    ),
 )
 
 

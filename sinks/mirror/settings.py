@@ -4,15 +4,24 @@ then typed for the mirror's engine (``sinks.mirror.engine``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from connectors.config.definitions import CheckResult, CheckStatus, SourceCluster
-from connectors.config.kafka_clients import shared_properties, unusable_client_settings
-from connectors.config.validation import KeyRule, apply_key_rules
+from connectors.config.kafka_clients import (
+    CONSUMER_PROPERTIES,
+    EVERY_CLIENT_PROPERTIES,
+    PRODUCER_PROPERTIES,
+    property_clients,
+    property_name,
+    shared_properties,
+    unusable_client_overrides,
+    unusable_client_settings,
+)
+from connectors.config.validation import KeyRule, apply_key_rules, rule_for
+from sinks.mirror import syncs
 from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR
-from sinks.mirror.syncs import is_heartbeats_topic
 
 if TYPE_CHECKING:
     from connectors.config.validation import ConfigValidation, SinkConfig
@@ -25,6 +34,8 @@ POLICIES = {
 }
 # Client settings each cluster's clients take, under source.cluster. / target.cluster. (as MM2 names them).
 CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+# What a topic's name is made of (Kafka's Topic.LEGAL_CHARS), and so a replication policy's separator.
+TOPIC_NAME_CHARACTERS = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 # Keys that turn something on, and the key each needs on too.
@@ -111,7 +122,252 @@ KEY_RULES: dict[str, KeyRule] = {
         refused="the mirror creates and alters topics with Kafka's own admin client; it loads no admin class",
         harmless=("org.apache.kafka.clients.admin.ForwardingAdmin",),
     ),
+    "heartbeats.replication.enabled": KeyRule(
+        ignored="the mirror always replicates heartbeats topics, as with true",
+        refused="the mirror always replicates heartbeats topics: their copies show the whole path works",
+        harmless=("true",),
+    ),
+    "enabled": KeyRule(
+        ignored="the mirror copies while it runs, as with true",
+        refused="to stop a mirror, stop or pause the connector",
+        harmless=("true",),
+    ),
+    "sync.topic.acls.interval.seconds": KeyRule(ignored="the mirror copies no ACLs"),
+    # How long a client waits changes nothing copied.
+    "consumer.poll.timeout.ms": KeyRule(ignored="the mirror's consumers poll at intervals of their own"),
+    "admin.timeout.ms": KeyRule(ignored="the mirror's admin requests take timeouts of their own"),
+    "metric.reporters": KeyRule(
+        ignored="the mirror loads no metrics reporter: its figures are on the connector's page and in the API"
+    ),
+    # Not MirrorMaker 2's keys (its heartbeats and checkpoints topics have no location key), but a config that
+    # names a location gets it said where they are.
+    "heartbeats.topic.location": KeyRule(
+        ignored="the mirror emits heartbeats on the source cluster, as with source",
+        refused="the mirror emits heartbeats on the source cluster and replicates them to the target, where their "
+        "copies show the whole path works",
+        harmless=("source",),
+    ),
+    "checkpoints.topic.location": KeyRule(
+        ignored="the checkpoints are written on the target cluster, as with target",
+        refused="the checkpoints are written on the target cluster, where the consumers that fail over to it "
+        "read them (as MirrorMaker 2 writes them)",
+        harmless=("target",),
+    ),
+    # MirrorMaker 2's names before Kafka 2.8 (KIP-629; removed in 4.0).
+    **{
+        f"{kind}.blacklist": KeyRule(refused=f"MirrorMaker 2's former name of {kind}.exclude: write {kind}.exclude")
+        for kind in ("topics", "groups", "config.properties")
+    },
 }
+
+# MirrorMaker 2's per-client key prefixes, and Kafka Connect's client overrides (KIP-458), with the clusters whose
+# clients each reaches and the kind of client, in the order they apply: for the same property a later one wins
+# (MirrorMaker 2's order: <side>.<client>.* over <client>.*). A sink's consumer reads the source cluster; its
+# producers and admin client work on the target here, where the mirror writes.
+CLIENT_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
+    "consumer.": (("source", "target"), "consumer"),
+    "producer.": (("source", "target"), "producer"),
+    "admin.": (("source", "target"), "admin"),
+    "consumer.override.": (("source",), "consumer"),
+    "producer.override.": (("target",), "producer"),
+    "admin.override.": (("target",), "admin"),
+    **{
+        f"{side}.{client}.": ((side,), client)
+        for side in ("source", "target")
+        for client in ("consumer", "producer", "admin")
+    },
+}
+
+# Client settings the mirror makes itself, by librdkafka's name: a key setting one is ignored where its value
+# asks for what the mirror does, and refused otherwise (the mirror's own value would win in silence).
+OWN_CLIENT_SETTINGS: dict[str, dict[str, KeyRule]] = {
+    "consumer": {
+        "group.id": KeyRule(
+            refused="the mirror names its consumers' groups itself: its offsets are in the group "
+            "sinkadmin-mirror-<connector> on the target cluster, and it commits none on the source"
+        ),
+        "enable.auto.commit": KeyRule(
+            ignored="the mirror commits offsets itself, as with false",
+            refused="the mirror commits its offsets itself: in each transaction (exactly once), or after each batch",
+            harmless=("false",),
+        ),
+        "isolation.level": KeyRule(
+            ignored="the mirror's consumers read committed records only, as with read_committed",
+            refused="the mirror reads committed records only: the records of aborted transactions are never copied, "
+            "and an offset sync is read only once its records committed",
+            harmless=("read_committed",),
+        ),
+        "auto.offset.reset": KeyRule(
+            refused="where a partition with no offset in the mirror's group starts is consumer.auto.offset.reset"
+        ),
+        "enable.partition.eof": KeyRule(refused="the mirror sets it on the consumers that read a topic to its end"),
+        "max.poll.records": KeyRule(
+            refused="librdkafka's max.poll.records bounds a share consumer's poll only: a transaction's records are "
+            "bounded by sinkadmin.commit.max-records"
+        ),
+    },
+    "producer": {
+        "enable.idempotence": KeyRule(
+            ignored="the mirror's producers are idempotent, as with true",
+            refused="the mirror's producers are idempotent: exactly once needs it, and at least once keeps each "
+            "partition's order with it",
+            harmless=("true",),
+        ),
+        "transactional.id": KeyRule(
+            refused="each task's transactional id is the mirror's (sinkadmin-mirror-<connector>-<task>): a new "
+            "runner fences the runners before it by that id"
+        ),
+        "request.required.acks": KeyRule(
+            ignored="an idempotent producer waits for every in-sync replica, as with all",
+            refused="an idempotent producer waits for every in-sync replica (all)",
+            harmless=("all", "-1"),
+        ),
+        "queue.buffering.max.ms": KeyRule(
+            refused="the mirror's producers linger 5 ms: how long a transaction gathers records is "
+            "sinkadmin.commit.interval-ms"
+        ),
+        "delivery.report.only.error": KeyRule(
+            ignored="the mirror reads every record's delivery report, as with false",
+            refused="the mirror reads every record's delivery report: where its copy landed is in the offset syncs",
+            harmless=("false",),
+        ),
+    },
+    "admin": {},
+}
+CLIENT_NAMES = {"consumer": "consumers", "producer": "producers", "admin": "admin clients"}
+# The Java clients' (de)serializers: the mirror copies keys and values as bytes.
+SERIALIZERS = {
+    "key.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
+    "value.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
+    "key.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+    "value.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+}
+
+
+@dataclass(frozen=True)
+class ClientOverride:
+    """A key of one of CLIENT_OVERRIDES's prefixes: ``setting`` of the ``client`` clients of ``sides``."""
+
+    prefix: str
+    sides: tuple[str, ...]
+    client: str
+    setting: str
+
+
+def client_override(key: str) -> ClientOverride | None:
+    """What a per-client key sets, under its longest prefix (consumer.override.* is not consumer.*); None for
+    another key, and for the mirror's own keys and MirrorMaker 2's under those prefixes
+    (consumer.auto.offset.reset, consumer.poll.timeout.ms, admin.timeout.ms)."""
+    if MIRROR.key(key) is not None or rule_for(KEY_RULES, key) is not None:
+        return None
+    prefix = max((p for p in CLIENT_OVERRIDES if key.startswith(p)), key=len, default=None)
+    if prefix is None or key == prefix:
+        return None
+    sides, client = CLIENT_OVERRIDES[prefix]
+    return ClientOverride(prefix, sides, client, key[len(prefix) :])
+
+
+def client_override_rule(override: ClientOverride) -> KeyRule | None:
+    """Why a per-client key is refused, or ignored with a note; None when its clients take it."""
+    setting, client = override.setting, override.client
+    clusters = " and ".join(f"the {side} cluster" for side in override.sides)
+    own = OWN_CLIENT_SETTINGS[client].get(property_name(setting))
+    if own is not None:
+        return own
+    if property_name(setting) == "metadata.broker.list":
+        brokers = " and ".join(f"{side}.cluster.bootstrap.servers" for side in override.sides)
+        return KeyRule(refused=f"a cluster's brokers are {brokers}, for every client of it")
+    if setting.startswith(CLIENT_PREFIXES):
+        where = " and ".join(f"{side}.cluster.{setting}" for side in override.sides)
+        return KeyRule(refused=f"a cluster's TLS and SASL settings are for every client of it: write {where}")
+    if setting in SERIALIZERS:
+        return KeyRule(
+            ignored="the mirror copies keys and values as bytes, as this class does",
+            refused="the mirror copies keys and values as bytes: records are not deserialized nor serialized",
+            harmless=(SERIALIZERS[setting],),
+        )
+    unusable = unusable_client_overrides({setting: ""}, client).get(setting)
+    if unusable is not None:
+        names = {"consumer": CONSUMER_PROPERTIES, "producer": PRODUCER_PROPERTIES}.get(client, frozenset())
+        guess = closest(setting, names | EVERY_CLIENT_PROPERTIES)
+        return KeyRule(refused=unusable + (f" (did you mean {override.prefix}{guess}?)" if guess else ""))
+    if property_clients(setting) == "every client":
+        return KeyRule(
+            refused=f"librdkafka applies {setting} to every client, and the mirror's clients of {clusters} share one "
+            f"configuration: it would reach them all, not only its {CLIENT_NAMES[client]}"
+        )
+    return None
+
+
+def _client_overrides(raw: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """The librdkafka properties the per-client keys give each cluster's clients (those no rule refuses or
+    ignores), in CLIENT_OVERRIDES's order: a consumer takes the consumer properties and a producer the producer
+    ones (every client of a cluster is configured with them all: librdkafka keeps a property to its kind of
+    client, and the mirror's own settings go after them)."""
+    found = [(o, v.strip()) for k, v in raw.items() if (o := client_override(k)) is not None and str(v).strip()]
+    overrides: dict[str, dict[str, str]] = {"source": {}, "target": {}}
+    for prefix in CLIENT_OVERRIDES:
+        for override, value in found:
+            if override.prefix == prefix and client_override_rule(override) is None:
+                for side in override.sides:
+                    overrides[side][override.setting] = value
+    return overrides
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Edits from ``a`` to ``b``: a character added, dropped or changed, or two neighbours swapped."""
+    before: list[int] = []  # (the row two characters of ``a`` back, for a swap)
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        before, previous = previous, current
+    return previous[len(b)]
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``name`` is most likely a typo of: at most two edits away (one for a name under eight
+    characters), and the nearest; None when none is that near."""
+    most = 1 if len(name) < 8 else 2
+    near = sorted((d, c) for c in candidates if c != name and (d := _edit_distance(name, c)) <= most)
+    return near[0][1] if near else None
+
+
+def _delivery_rules(config: Mapping[str, str]) -> dict[str, KeyRule]:
+    """The keys whose meaning depends on the mirror's own keys: MirrorMaker 2's and Kafka Connect's exactly-once
+    keys, ignored where they ask for the delivery transaction.producer gives (exactly.once.source.support:
+    enabled is exactly once; disabled, and preparing, a cluster's first step towards it, at least once), refused
+    otherwise; and MirrorMaker 2's interval of syncing topic settings."""
+    exactly_once = _get(config, "transaction.producer").lower() == "true"
+    delivery = (
+        "exactly once (transaction.producer=true)" if exactly_once else "at least once (transaction.producer=false)"
+    )
+    refused = (
+        f"this config is {delivery}: the mirror's delivery is transaction.producer's, true (its default) exactly "
+        "once and false at least once, so set that key for the delivery this value asks"
+    )
+    return {
+        "exactly.once.source.support": KeyRule(
+            ignored=f"the mirror is {delivery}, as this value asks",
+            refused=refused,
+            harmless=("enabled",) if exactly_once else ("disabled", "preparing"),
+        ),
+        "exactly.once.support": KeyRule(
+            ignored=f"the mirror is {delivery}, as this value asks",
+            refused=refused,
+            harmless=("requested", "required") if exactly_once else (),
+        ),
+        # (MirrorMaker 2 syncs a replica's settings again at this interval; the mirror only when it creates one.)
+        "sync.topic.configs.interval.seconds": KeyRule(
+            refused="the mirror gives a replica its source topic's settings when it creates the replica, and does "
+            "not sync them again: leave this key out"
+        )
+        if _get(config, "sync.topic.configs.enabled").lower() == "true"
+        else KeyRule(ignored="replicas take no settings of their source topics (sync.topic.configs.enabled=false)"),
+    }
 
 
 def check(result: ConfigValidation, config: dict[str, str]) -> None:
@@ -126,7 +382,12 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
         for key in config:
             setting = key[len(prefix) :] if key.startswith(prefix) else None
             if setting not in (None, "alias", "bootstrap.servers") and not setting.startswith(CLIENT_PREFIXES):
-                result.add(key, "not a client setting the mirror passes on (security.protocol, sasl.*, ssl.*)")
+                guess = closest(key, (f"{prefix}alias", f"{prefix}bootstrap.servers"))
+                result.add(
+                    key,
+                    "not a client setting the mirror passes on (security.protocol, sasl.*, ssl.*)"
+                    + (f": did you mean {guess}?" if guess else ""),
+                )
         for setting, why in unusable_client_settings(_client_settings(config, side)).items():
             result.add(f"{prefix}{setting}", why)
     for key in ("groups", "groups.exclude", "config.properties.exclude"):
@@ -138,7 +399,24 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
     for key in REPLICATION_FACTORS:
         if (config.get(key) or "").strip() == "0":
             result.add(key, "a replication factor is at least 1, or -1 for the target cluster's default")
-    apply_key_rules(result, config, KEY_RULES)
+    separator = config.get("replication.policy.separator")
+    if separator is not None and not TOPIC_NAME_CHARACTERS.fullmatch(separator.strip()):
+        result.add(
+            "replication.policy.separator",
+            "an empty separator would name replicas <source alias><topic>, which neither MirrorMaker 2's tools nor "
+            "the mirror can split back into the alias and the topic: leave the key out for '.'"
+            if not separator.strip()
+            else f"{separator.strip()!r} is not made of a topic name's characters (letters, digits, '.', '_', '-'): "
+            "the replicas' names, and the offset syncs and checkpoints topics', would be invalid",
+        )
+    named_rules = {**KEY_RULES, **_delivery_rules(config)}
+    rules = dict(named_rules)
+    for key in config:
+        override = client_override(key)
+        rule = client_override_rule(override) if override is not None else None
+        if rule is not None:
+            rules[key] = rule
+    apply_key_rules(result, config, rules)
     if _get(config, "offset-syncs.topic.location") == "source":
         result.add(
             "offset-syncs.topic.location",
@@ -155,6 +433,26 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             "replication.policy.class",
             "IdentityReplicationPolicy into the same cluster would write each topic into itself",
         )
+    _refuse_typos(result, config, named_rules)
+
+
+def _refuse_typos(result: ConfigValidation, config: Mapping[str, str], rules: Mapping[str, KeyRule]) -> None:
+    """Refuse a key of no meaning here that is a typo of one of the mirror's keys or of MirrorMaker 2's that it
+    knows (emit.checkpoint.enabled): Kafka Connect would pass it, and its setting would be lost in silence.
+    Other unknown keys pass, as there."""
+    known = {key.name for key in MIRROR.keys} | {name for name in rules if not name.endswith("*")}
+    for key in config:
+        if (
+            key in known
+            or key in result.errors
+            or key in result.notes
+            or client_override(key) is not None
+            or key.startswith(("source.cluster.", "target.cluster."))
+        ):
+            continue
+        guess = closest(key, known)
+        if guess is not None:
+            result.add(key, f"not a key of the mirror: did you mean {guess}?")
 
 
 @dataclass(frozen=True)
@@ -192,6 +490,11 @@ class MirrorSettings:
     emit_heartbeats: bool = True
     heartbeats_interval_s: int = 1
     heartbeats_replication_factor: int = -1
+    # The separator in the names of the offset syncs and checkpoints topics (syncs.internal_separator).
+    internal_separator: str = "."
+    # The librdkafka properties MirrorMaker 2's per-client keys give each cluster's clients (CLIENT_OVERRIDES).
+    source_overrides: dict[str, str] = field(default_factory=dict)
+    target_overrides: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> MirrorSettings:
@@ -202,6 +505,8 @@ class MirrorSettings:
             # as for every connector's clients.
             return shared_properties(_client_settings(raw, side))
 
+        separator = _get(raw, "replication.policy.separator")
+        overrides = _client_overrides(raw)
         return cls(
             source_alias=_get(raw, "source.cluster.alias"),
             target_alias=_get(raw, "target.cluster.alias"),
@@ -213,7 +518,12 @@ class MirrorSettings:
             topics_regex=_get(raw, "topics.regex") or None,
             topics_exclude=tuple(_split(_get(raw, "topics.exclude"))),
             identity=POLICIES.get(_get(raw, "replication.policy.class")) == IDENTITY_POLICY,
-            separator=_get(raw, "replication.policy.separator"),
+            separator=separator,
+            internal_separator=syncs.internal_separator(
+                separator, _get(raw, "replication.policy.internal.topic.separator.enabled").lower() == "true"
+            ),
+            source_overrides=overrides["source"],
+            target_overrides=overrides["target"],
             exactly_once=_get(raw, "transaction.producer").lower() == "true",
             sync_topic_configs=_get(raw, "sync.topic.configs.enabled").lower() == "true",
             refresh_topics_s=int(_get(raw, "refresh.topics.interval.seconds")),
@@ -239,17 +549,28 @@ class MirrorSettings:
         )
 
     def clients(self, side: str) -> dict[str, str | int | float | bool]:
-        """What every client of one cluster (``source`` or ``target``) is configured with: its brokers and its
-        client settings."""
+        """What every client of one cluster (``source`` or ``target``) is configured with: its brokers, its
+        client settings, and the consumer and producer properties of MirrorMaker 2's per-client keys (librdkafka
+        applies each to its kind of client only)."""
         if side == "source":
-            return {"bootstrap.servers": self.source_bootstrap, **self.source_client}
-        return {"bootstrap.servers": self.target_bootstrap, **self.target_client}
+            return {"bootstrap.servers": self.source_bootstrap, **self.source_client, **self.source_overrides}
+        return {"bootstrap.servers": self.target_bootstrap, **self.target_client, **self.target_overrides}
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """The offset syncs' topic on the target cluster, as MirrorMaker 2's replication policy names it."""
+        return syncs.offset_syncs_topic(self.source_alias, self.internal_separator)
+
+    @property
+    def checkpoints_topic(self) -> str:
+        """The checkpoints' topic on the target cluster, as MirrorMaker 2's replication policy names it."""
+        return syncs.checkpoints_topic(self.source_alias, self.internal_separator)
 
     def target_topic(self, source_topic: str) -> str:
         """The replica's name: the source alias and the separator before it (DefaultReplicationPolicy), or the
         same name (IdentityReplicationPolicy; but heartbeats topics are prefixed all the same, as MirrorMaker
         2's does, or they would land in the target's own)."""
-        if self.identity and not is_heartbeats_topic(source_topic, self.separator):
+        if self.identity and not syncs.is_heartbeats_topic(source_topic, self.separator):
             return source_topic
         return f"{self.source_alias}{self.separator}{source_topic}"
 
@@ -266,11 +587,11 @@ class MirrorSettings:
     def selects(self, topic: str) -> bool:
         """Whether a source topic is mirrored: named in topics or matching topics.regex, and not excluded; and
         heartbeats topics always (as MirrorMaker 2), but not those that came from the target (a cycle)."""
-        if topic.startswith(("__", ".")) or topic.endswith((".internal", "-internal")):
-            return False  # (internal topics, as MirrorMaker 2's isInternalTopic: never, whatever topics.exclude says)
+        if syncs.is_internal_topic(topic, self.internal_separator):
+            return False  # (as MirrorMaker 2's isInternalTopic: never, whatever topics.exclude says)
         # Into the same cluster, this mirror's own replicas are never mirrored again (east.east.orders...).
         own_replica = self.source_bootstrap == self.target_bootstrap and topic.startswith(self.target_topic(""))
-        if is_heartbeats_topic(topic, self.separator):
+        if syncs.is_heartbeats_topic(topic, self.separator):
             came_from = topic.split(self.separator)[:-1]
             return not own_replica and self.target_alias not in came_from
         chosen = topic in self.topics or bool(self.topics_regex and re.fullmatch(self.topics_regex, topic))

@@ -7,7 +7,8 @@ write them to ``mm2-offset-syncs.<source alias>.internal`` on the target cluster
 ``offset-syncs.topic.location=target``), in the transaction of the records they describe, so a
 read_committed reader sees a sync only once its record is there. A checkpoint is a consumer group's
 committed source offset with its translation, in ``<source alias>.checkpoints.internal`` on the target,
-which MM2's ``RemoteClusterUtils.translateOffsets`` reads.
+which MM2's ``RemoteClusterUtils.translateOffsets`` reads. (The dots are the replication policy's separator
+for internal topics: ``offset_syncs_topic``.)
 """
 
 from __future__ import annotations
@@ -21,15 +22,32 @@ TP = tuple[str, int]
 CHECKPOINT_VERSION = 0
 
 
-def offset_syncs_topic(source_alias: str) -> str:
-    """Where the syncs of a mirror from ``source_alias`` go, on its target (MM2's DefaultReplicationPolicy,
-    with offset-syncs.topic.location=target)."""
-    return f"mm2-offset-syncs.{source_alias}.internal"
+# MirrorMaker 2's internal topics are named with the replication policy's separator (KIP-690, Kafka 3.1), unless
+# replication.policy.internal.topic.separator.enabled=false keeps the dots of earlier versions: its
+# DefaultReplicationPolicy.internalSeparator(), which IdentityReplicationPolicy inherits.
+def internal_separator(separator: str, enabled: bool = True) -> str:
+    """The separator in the internal topics' names, for ``replication.policy.separator`` and
+    ``replication.policy.internal.topic.separator.enabled``."""
+    return separator if enabled else "."
 
 
-def checkpoints_topic(source_alias: str) -> str:
-    """Where the checkpoints of the groups of cluster ``source_alias`` go, on the target."""
-    return f"{source_alias}.checkpoints.internal"
+def offset_syncs_topic(source_alias: str, separator: str = ".") -> str:
+    """Where the syncs of a mirror from ``source_alias`` go, on its target (MM2's
+    DefaultReplicationPolicy.offsetSyncsTopic, named after the source alias for
+    offset-syncs.topic.location=target); ``separator``: ``internal_separator``'s."""
+    return f"mm2-offset-syncs{separator}{source_alias}{separator}internal"
+
+
+def checkpoints_topic(source_alias: str, separator: str = ".") -> str:
+    """Where the checkpoints of the groups of cluster ``source_alias`` go, on the target (MM2's
+    DefaultReplicationPolicy.checkpointsTopic, which RemoteClusterUtils reads)."""
+    return f"{source_alias}{separator}checkpoints{separator}internal"
+
+
+def is_internal_topic(topic: str, separator: str = ".") -> bool:
+    """A topic MirrorMaker 2 never mirrors (ReplicationPolicy.isInternalTopic): Kafka's own (``__``, ``.``),
+    Kafka Connect's (``-internal``, ``.internal``) and its own (``<separator>internal``)."""
+    return topic.startswith(("__", ".")) or topic.endswith((".internal", "-internal", f"{separator}internal"))
 
 
 def _string(text: str) -> bytes:

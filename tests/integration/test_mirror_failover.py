@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from sinkadmin.services import ManagedProcess
 from sinks.mirror.checkpoints import CheckpointRunner, translated_offsets
@@ -106,17 +107,24 @@ def read_from(bootstrap: str, topic: str, group: str, starts: dict[int, int] | N
     return found
 
 
-def remote_cluster_utils(target: str, alias: str, group: str) -> dict[tuple[str, int], int]:
-    """MirrorMaker 2's RemoteClusterUtils.translateOffsets (its Java client library), on the target."""
+def mirrormaker_client(program: str, *args: str) -> list[list[str]]:
+    """The tab-separated lines a Java program of tests/integration/java prints, run on MirrorMaker 2's client
+    library (connect-mirror-client)."""
     jars = ROOT / "var" / "jars" / "mirror-client"
     out = subprocess.run(
-        ["java", "-cp", f"{jars}/*", str(ROOT / "tests/integration/java/TranslateOffsets.java"), target, alias, group],
+        ["java", "-cp", f"{jars}/*", str(ROOT / "tests/integration/java" / program), *args],
         check=True,
         capture_output=True,
         text=True,
         timeout=120,
     ).stdout
-    return {(t, int(p)): int(o) for t, p, o in (line.split("\t") for line in out.splitlines() if line.strip())}
+    return [line.split("\t") for line in out.splitlines() if line.strip()]
+
+
+def remote_cluster_utils(target: str, alias: str, group: str, separator: str = ".") -> dict[tuple[str, int], int]:
+    """MirrorMaker 2's RemoteClusterUtils.translateOffsets (its Java client library), on the target."""
+    lines = mirrormaker_client("TranslateOffsets.java", target, alias, group, separator)
+    return {(t, int(p)): int(o) for t, p, o in lines}
 
 
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
@@ -175,6 +183,70 @@ def test_a_consumer_group_fails_over_to_the_target_and_reads_each_record_it_had_
     by_hand = {p: translated.get(p, OFFSET_BEGINNING) for p in range(PARTITIONS)}
     for found in (read_from(target, replica, group), read_from(target, replica, f"by-hand-{group}", by_hand)):
         assert {p: found.get(p, []) for p in range(PARTITIONS)} == {p: unread(p) for p in range(PARTITIONS)}
+
+
+def test_mirrormakers_own_code_names_the_internal_topics_as_the_mirror_and_reads_its_checkpoints_with_a_separator(
+    kafka_bootstrap: str, target_kafka_bootstrap: str
+) -> None:
+    # MirrorMaker 2's replication policies, in Java: the offset syncs and checkpoints topics, a replica and a
+    # heartbeats replica, for separators and replication.policy.internal.topic.separator.enabled.
+    cases = [
+        ("DefaultReplicationPolicy", "_", "true", "sep"),
+        ("DefaultReplicationPolicy", "__", "false", "sep"),
+        ("IdentityReplicationPolicy", "-", "true", "sep"),
+        ("DefaultReplicationPolicy", ".", "true", "east"),
+    ]
+    names = mirrormaker_client("PolicyNames.java", *(arg for case in cases for arg in case))
+    for (policy, separator, enabled, alias), theirs in zip(cases, names, strict=True):
+        mine = MirrorSettings.parse(
+            mirror_config(
+                "s:9092",
+                "t:9092",
+                "orders",
+                **{
+                    "source.cluster.alias": alias,
+                    "replication.policy.class": policy,
+                    "replication.policy.separator": separator,
+                    "replication.policy.internal.topic.separator.enabled": enabled,
+                },
+            )
+        )
+        assert theirs == [
+            mine.offset_syncs_topic,
+            mine.checkpoints_topic,
+            *map(mine.target_topic, ["orders", "heartbeats"]),
+        ]
+
+    # A mirror with another separator: RemoteClusterUtils, told the separator, reads its checkpoints. (An alias
+    # of its own: Kafka refuses a topic whose name differs from another's by "_" for "." only, and the other
+    # tests' mirrors from "east" write mm2-offset-syncs.east.internal on the same target.)
+    source, target = kafka_bootstrap, target_kafka_bootstrap
+    topic, group = f"parcels-{uuid.uuid4().hex[:6]}", f"depot-{uuid.uuid4().hex[:6]}"
+    alias = f"sep{uuid.uuid4().hex[:6]}"
+    create_topic(source, topic, PARTITIONS)
+    source_records(source, topic, 800)
+    committed = consume_and_commit(source, topic, group, {0: 41, 1: 150, 2: 0, 3: 200})
+    config = mirror_config(
+        source,
+        target,
+        topic,
+        **CHECKPOINTING,
+        **{"source.cluster.alias": alias, "replication.policy.separator": "_"},
+    )
+    connector = f"mirror-{topic}"
+    settings = MirrorSettings.parse(config)
+    with running(config, connector), checkpointing(config, connector):
+        wait_until(
+            lambda: {t.partition for t in translated_offsets(settings, group)} == set(committed),
+            120,
+            "the group's checkpoints",
+        )
+        translated = {t.partition: t.downstream for t in translated_offsets(settings, group)}
+    on_target = AdminClient({"bootstrap.servers": target}).list_topics(timeout=10).topics
+    assert {f"{alias}_{topic}", f"mm2-offset-syncs_{alias}_internal", f"{alias}_checkpoints_internal"} <= set(on_target)
+    assert remote_cluster_utils(target, alias, group, separator="_") == {
+        (f"{alias}_{topic}", p): o for p, o in translated.items()
+    }
 
 
 def test_checkpoints_are_never_ahead_of_the_copied_records_while_the_mirror_is_killed_and_restarted(
