@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from sinks.mirror.settings import MirrorSettings
-from sinks.mirror.syncs import Heartbeat, OffsetSync, is_heartbeats_topic, offset_syncs_topic, syncs_for
+from sinks.mirror.syncs import Heartbeat, OffsetSync, is_heartbeats_topic, syncs_for
 from workers.failpoints import failpoint
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,9 @@ class ClusterUnreachable(Exception):
     so the task fails with this reason and is started again after its back-off for as long as it lasts."""
 
 
-# How long a task's start waits for the target's transaction coordinator (librdkafka's call may be retried).
+# How long a task's start waits for the target's transaction coordinator, in calls of INIT_ATTEMPT_S.
 INIT_TRANSACTIONS_S = 30
+INIT_ATTEMPT_S = 5
 
 # The client errors that say a cluster refuses the mirror, whatever how often it is asked.
 REFUSALS = (KafkaError._AUTHENTICATION, KafkaError._SSL)
@@ -278,22 +279,35 @@ class MirrorTask:
             self._check_not_into_itself()
         if self.settings.exactly_once:
             # Fences every earlier producer of this id: a zombie's open transaction is aborted.
-            try:
-                self.producer.init_transactions(INIT_TRANSACTIONS_S)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError._TIMED_OUT:
-                    raise
-                raise ClusterUnreachable(
-                    f"the target cluster ({self.settings.target_bootstrap}) did not answer in {INIT_TRANSACTIONS_S} s:"
-                    f" the mirror's transactional producer could not be started ({exc.args[0].str()})"
-                ) from exc
+            self._init_transactions()
         if self.settings.emit_offset_syncs:
             ensure_internal_topic(
                 self.target_admin,
-                offset_syncs_topic(self.settings.source_alias),
+                self.settings.offset_syncs_topic,
                 self.settings.offset_syncs_replication_factor,
             )
         self.refresh(force=True)
+
+    def _init_transactions(self) -> None:
+        """``init_transactions``, in calls of INIT_ATTEMPT_S (librdkafka resumes a call that timed out), with
+        ``stop()`` asked between them (the runner's heartbeat beats there): one call of INIT_TRANSACTIONS_S, the
+        heartbeat timeout, had the supervisor take the runner for dead, and the runner's failure was lost."""
+        deadline = time.monotonic() + INIT_TRANSACTIONS_S
+        while True:
+            try:
+                self.producer.init_transactions(max(0.1, min(INIT_ATTEMPT_S, deadline - time.monotonic())))
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise ClusterUnreachable(
+                        f"the target cluster ({self.settings.target_bootstrap}) did not answer in "
+                        f"{INIT_TRANSACTIONS_S} s: the mirror's transactional producer could not be started "
+                        f"({exc.args[0].str()})"
+                    ) from exc
+            if self._stop():
+                raise Fenced(f"{self.connector} task {self.task_index} was asked to stop while it started")
 
     def _check_not_into_itself(self) -> None:
         """IdentityReplicationPolicy keeps the topics' names: into the cluster it reads, each record would be
@@ -510,7 +524,7 @@ class MirrorTask:
         """Each partition's end as the consumer last saw it in fetch responses (the last stable offset: it
         reads committed records only); no request is made."""
         ends = {}
-        for topic, partition in list(self.partitions):  # (read from the heartbeat's thread)
+        for topic, partition in self.partitions:
             _, high = self.source.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
             if high >= 0:
                 ends[(topic, partition)] = high
@@ -624,7 +638,7 @@ class MirrorTask:
             return
         if copied.failed:
             raise KafkaException(copied.failed[0])
-        topic = offset_syncs_topic(self.settings.source_alias)
+        topic = self.settings.offset_syncs_topic
         for (source_topic, partition), upstream in copied.upstream.items():
             downstream = copied.downstream.get((self.settings.target_topic(source_topic), partition), [])
             if len(downstream) != len(upstream):

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Producer
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 
 from connectors.actions import ledger
 from connectors.config import SinkConfig
@@ -77,6 +78,7 @@ def run_task(
         assignment=[(str(t), int(p)) for t, p in partitions],
         on_commit=entered,
     )
+    last_beat = 0.0
     desired: str | None = DesiredState.RUNNING
     beside: CheckpointRunner | None = None
     if task_index == 0 and (config.settings.emit_checkpoints or config.settings.emit_heartbeats):
@@ -84,28 +86,24 @@ def run_task(
         # one MirrorCheckpointConnector and one MirrorHeartbeatConnector per flow); stopped with it. What
         # fails in it shows in task 0's status.
         beside = CheckpointRunner(name, config.settings)
+
     starting = True
 
     def warning() -> str:
-        # (Until its resume points are read, a task has copied nothing: a start that hangs on a cluster out of
-        # reach must not read as healthy meanwhile.)
+        # (Until it has reached both clusters and read where to resume, a task has copied nothing: a start that
+        # hangs on a cluster out of reach must not read as healthy meanwhile.)
         failing = beside.failure if beside is not None else ""
         return "; ".join(w for w in ("starting: reaching the clusters" if starting else "", failing) if w)
 
-    def beating() -> None:
-        """The task's heartbeat, from a thread of its own: the engine's calls to a cluster block for up to 30 s
-        (a transaction's commit, a start on a target out of reach), the heartbeat timeout. Beaten from the
-        engine's loop, such a call made the supervisor take the task for dead and start another runner, and
-        the first runner's failure, reported for an epoch gone by then, was lost: the task read as running
-        while it failed and was restarted, again and again."""
-        nonlocal desired
-        assert heartbeat is not None
-        try:
-            while desired is not None and not done.is_set():
-                desired = heartbeat(partition_status(task), warning())
-                done.wait(HEARTBEAT_SECONDS)
-        finally:
-            connections.close_all()  # (this thread's own)
+    def stopping() -> bool:
+        """Called by the engine between its calls to the clusters, none of which blocks for the heartbeat
+        timeout (a start's retries included): the heartbeat beats from here, so a runner stuck in a call
+        past its timeout stops beating, and the supervisor starts another, which fences it."""
+        nonlocal last_beat, desired
+        if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+            last_beat = time.monotonic()
+            desired = heartbeat(partition_status(task), warning())
+        return stop() or desired is None
 
     def started(task: MirrorTask) -> None:
         nonlocal starting
@@ -116,27 +114,22 @@ def run_task(
         log.info("%s: mirror task %d started with %d partitions", name, task_index, len(task.partitions))
 
     done = threading.Event()
-    threads = []
-    if heartbeat is not None:
-        threads.append(threading.Thread(target=beating, name=f"{name}-{task_index}-heartbeat", daemon=True))
+    checkpointing = None
     if beside is not None:
-        threads.append(
-            threading.Thread(
-                target=beside.run, args=(lambda: done.is_set() or stop(),), name=f"{name}-checkpoints", daemon=True
-            )
+        checkpointing = threading.Thread(
+            target=beside.run, args=(lambda: done.is_set() or stop(),), name=f"{name}-checkpoints", daemon=True
         )
-    for thread in threads:
-        thread.start()
+        checkpointing.start()
     try:
-        task.run(lambda: stop() or desired is None, paused=lambda: desired == DesiredState.PAUSED, on_start=started)
+        task.run(stopping, paused=lambda: desired == DesiredState.PAUSED, on_start=started)
     except Fenced as exc:
         # A newer runner of this task (or the supervisor, moving its partitions) took over: nothing of this
         # runner's open transaction commits, and the newer one resumes from the target's offsets.
         log.warning("%s", exc)
     finally:
         done.set()
-        for thread in threads:
-            thread.join(30)
+        if checkpointing is not None:
+            checkpointing.join(30)
         close_old_connections()
 
 
