@@ -96,9 +96,9 @@ def run_task(
         return "; ".join(w for w in ("starting: reaching the clusters" if starting else "", failing) if w)
 
     def stopping() -> bool:
-        """Called by the engine between its calls to the clusters, none of which blocks for the heartbeat
-        timeout (a start's retries included): the heartbeat beats from here, so a runner stuck in a call
-        past its timeout stops beating, and the supervisor starts another, which fences it."""
+        """Called by the engine between its calls to the clusters (and between a start's attempts to reach the
+        target's transaction coordinator): the heartbeat beats from here, so a runner stuck in a call past its
+        timeout stops beating, and the supervisor starts another, which fences it."""
         nonlocal last_beat, desired
         if heartbeat is not None and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
             last_beat = time.monotonic()
