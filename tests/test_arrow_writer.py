@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pytest
@@ -23,8 +24,9 @@ from connectors.config.transforms import PartitionField
 from sinks.iceberg.arrow_writer import split_by_partition
 from sinks.iceberg.settings import TableTarget
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_spec, partition_values_json
-from sinks.iceberg.writes import TargetTable, arrow_schema
+from sinks.iceberg.writes import TargetTable, Unshaped, Values, arrow_schema, shaped
 from workers.json_decoder import DOES_NOT_FIT, NOT_AN_OBJECT, JsonDecoder
+from workers.writes import SAMPLES
 
 SCHEMA = pa.schema(
     [
@@ -370,3 +372,47 @@ def test_only_the_fields_a_table_lacks_are_added_nested_ones_under_their_struct(
     missing = missing_fields(table, records)
     assert missing is not None and sorted(missing.column_names) == ["address", "address.zip", "country"]
     assert missing_fields(records, table) is None
+
+
+def _shape(samples: Callable[[], Sequence[bytes | None]]) -> bytes:
+    """A table's shape: the first value that is a JSON object, as a missing table takes its columns."""
+    for value in samples():
+        if value is not None and value.startswith(b"{"):
+            return value
+    raise Unshaped("cannot create the table: no record so far is a JSON object to take its columns from")
+
+
+def test_a_missing_tables_shape_comes_from_the_first_batch_that_has_it_and_no_batch_after_it_is_read() -> None:
+    read: list[int] = []
+
+    def batches() -> Iterator[Values]:
+        for n in range(6):
+            read.append(n)
+            values: list[bytes | None] = [b"not json"] * SAMPLES
+            if n == 3:
+                values[-1] = b'{"id": 3}'
+            yield values, [None] * SAMPLES
+
+    assert shaped(batches(), _shape) == b'{"id": 3}'
+    assert read == [0, 1, 2, 3]  # (the first batch made the first SAMPLES good values; 4 and 5 never read)
+
+
+def test_no_batch_is_read_when_the_tables_exist_and_records_staged_with_an_error_never_shape_a_table() -> None:
+    def unread() -> Iterator[Values]:
+        raise AssertionError("read")
+        yield  # pragma: no cover
+
+    assert shaped(unread(), lambda samples: "the tables exist") == "the tables exist"
+    # An object staged with its error (a transform failed on it) is the record as it came: never a shape.
+    staged = ([b'{"id": 1}', b"[]"], ["Cast failed on field id", None])
+    with pytest.raises(Unshaped, match="no record so far is a JSON object"):
+        shaped([staged], _shape)
+
+
+def test_a_batch_past_the_first_samples_is_tried_whole_and_none_shaping_gives_the_last_reason() -> None:
+    chunk: list[bytes | None] = [b"1"] * (SAMPLES + 10)
+    chunk[SAMPLES + 5] = b'{"id": 505}'
+    assert shaped([(chunk, [None] * len(chunk))], _shape) == b'{"id": 505}'
+    bad: list[bytes | None] = [b"1"] * (SAMPLES * 2)
+    with pytest.raises(Unshaped):
+        shaped([(bad, [None] * len(bad))], _shape)

@@ -45,11 +45,11 @@ from pyiceberg.types import (
 from connectors.config import SinkConfig
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
 from sinks.iceberg.upserts import UnappliableRows
-from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan
+from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan, shaped
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.writes import SAMPLES, BadRecord, bad_records, publish, sample_values, uri
+from workers.writes import BadRecord, bad_records, publish, uri
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -306,14 +306,9 @@ class ArrowPartitionWriter:
     def _settle(self, chunk: RecordChunk) -> Unshaped | None:
         """The plan, from the chunk's first records; else why none of its records can create a missing table."""
         try:
-            plan = self.plan_for(sample_values(chunk.values, chunk.errors))
+            plan = shaped([(chunk.values, chunk.errors)], lambda samples: self.plan_for(samples()))
         except Unshaped as unshaped:
-            if len(chunk) <= SAMPLES:
-                return unshaped
-            try:  # (a record past the first ones may shape it)
-                plan = self.plan_for(sample_values(chunk.values, chunk.errors, limit=len(chunk)))
-            except Unshaped as still:
-                return still
+            return unshaped
         self.plan = plan
         self._open(plan.tables)
         first = plan.tables[0]

@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,12 @@ from sinks.iceberg.tables import (
     upsert_key,
     with_metadata_columns,
 )
-from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan
+from sinks.iceberg.writes import TargetTable, Unshaped, Values, WritePlan, shaped
 from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import SAMPLES, BadRecord, WriteRefused, WriteResult, sample_values
+from workers.writes import SAMPLES, BadRecord, WriteRefused, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -370,28 +370,19 @@ class TableWriter:
         return TargetTable(target=target, schema=table.schema(), location=table.location(), spec=table.spec())
 
     def _targets(self, raw: Sequence[StagedPartition]) -> list[TargetTable]:
-        """The tables of records Spark decodes, created if missing from the first records staged; if those
-        cannot shape a missing table, from any record staged."""
-        try:
-            return [self._target(t, lambda: self._samples(raw)) for t in self.settings.tables]
-        except Unshaped:
-            if sum(s.records for s in raw) <= SAMPLES:
-                raise
-            return [self._target(t, lambda: self._samples(raw, everything=True)) for t in self.settings.tables]
+        """The tables of records Spark decodes, created if missing from the first records staged, or from the
+        first batch of them after those that can shape them (``shaped``)."""
+        return shaped(
+            self._staged_values(raw), lambda samples: [self._target(t, samples) for t in self.settings.tables]
+        )
 
     @staticmethod
-    def _samples(staged: Sequence[StagedPartition], everything: bool = False) -> list[bytes | None]:
-        """Values to create a missing table from: the first staged without an error (``everything``: all)."""
-        values: list[bytes | None] = []
+    def _staged_values(staged: Sequence[StagedPartition]) -> Iterator[Values]:
+        """The staged records' values and errors, batch by batch, as read: staged files can hold gigabytes."""
         for s in staged:
-            if s.path is not None and (everything or len(values) < SAMPLES):
-                # The first batch only, unless asked: staged files can hold gigabytes.
+            if s.path is not None:
                 for batch in pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=["value", "error"]):
-                    found = sample_values(batch.column(0).to_pylist(), batch.column(1).to_pylist(), limit=len(batch))
-                    values.extend(found)
-                    if not everything:
-                        break
-        return values if everything else values[:SAMPLES]
+                    yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
 
     def _unshaped(self, raw: Sequence[StagedPartition], why: str, result: WriteResult) -> None:
         """Every record of ``raw`` into ``result`` as a bad record (none could create the missing table)."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -11,7 +14,10 @@ from pyiceberg.schema import Schema
 from connectors.config.transforms import PartitionField
 from sinks.iceberg.settings import TableTarget
 from sinks.iceberg.tables import spec_fields, upsert_key
-from workers.writes import narrow_type
+from workers.writes import SAMPLES, narrow_type, sample_values
+
+# A run of staged records: their values and errors (None where the record was converted and transformed).
+Values = tuple[Sequence[bytes | None], Sequence[str | None]]
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
@@ -63,3 +69,39 @@ class Unshaped(ValueError):
     connector's failure: each such record is a bad record, with its converter's reason, and follows
     ``errors.tolerance`` as Kafka Connect's converter would make it; the table is created from the first
     record that can shape it."""
+
+
+def shaped[T](batches: Iterable[Values], shape: Callable[[Callable[[], Sequence[bytes | None]]], T]) -> T:
+    """``shape`` (the tables, a plan), given the values a missing table is created from: the first ``SAMPLES``
+    staged without an error, read from ``batches`` only if ``shape`` asks for them.
+
+    If those cannot shape the table (``Unshaped``), a record past them may: each batch's good values are
+    tried in turn, and ``batches`` is read no further than the first batch that shapes it, so that a large
+    commit is never held whole. ``Unshaped`` (the last reason) when no batch does.
+    """
+    pending = iter(batches)
+    tried: list[Values] = []
+
+    @functools.cache
+    def first() -> Sequence[bytes | None]:
+        found: list[bytes | None] = []
+        for values, errors in pending:
+            tried.append((values, errors))
+            found += sample_values(values, errors, limit=SAMPLES - len(found))
+            if len(found) == SAMPLES:
+                break
+        return found
+
+    try:
+        return shape(first)
+    except Unshaped as unshaped:
+        reason = unshaped
+    if len(first()) < SAMPLES:
+        raise reason  # (every good value was among them)
+    # (The batches before the last one tried had all their good values among the first.)
+    for values, errors in itertools.chain(tried[-1:], pending):
+        try:
+            return shape(functools.partial(sample_values, values, errors, limit=len(values)))
+        except Unshaped as still:
+            reason = still
+    raise reason
