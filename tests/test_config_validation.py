@@ -387,3 +387,83 @@ def test_transforms_are_checked_key_by_key_and_what_cannot_run_is_refused() -> N
         }
     )
     assert "not supported on it" in mirror.errors["transforms"][0]
+
+
+# A valid config of each coordinated sink.
+SINKS = {
+    "iceberg": BASE,
+    "hudi": {
+        "connector.class": "hudi",
+        "topics": "orders",
+        "target.base.path": "/var/tables/orders",
+        "target.table.name": "orders",
+        "hoodie.datasource.write.recordkey.field": "id",
+    },
+    "files": {
+        "connector.class": "files",
+        "topics": "orders",
+        "store.url": "/var/files",
+        "format.class": "json",
+        "flush.size": "100",
+    },
+}
+
+
+@pytest.mark.parametrize("sink", sorted(SINKS))
+def test_per_client_overrides_reach_librdkafka_as_written_or_are_refused_per_key_with_why(sink: str) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    from connectors.config.kafka_clients import producer_config, source_consumer_config
+
+    base = SINKS[sink]
+    taken = {
+        "consumer.override.fetch.min.bytes": "1024",
+        "consumer.override.isolation.level": "read_uncommitted",
+        "consumer.override.max.partition.fetch.bytes": "2097152",  # (the Java name, an alias in librdkafka)
+        "consumer.override.client.rack": "eu-1a",
+        "consumer.override.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="reader" password="pw";',
+        "producer.override.compression.type": "zstd",
+        "producer.override.linger.ms": "20",
+    }
+    ignored = {
+        "consumer.override.max.poll.interval.ms": "600000",  # (Kafka Connect users raise it for slow puts)
+        "consumer.override.enable.auto.commit": "false",
+        "producer.override.enable.idempotence": "true",
+        "producer.override.acks": "all",
+    }
+    refused = {
+        "consumer.override.fetch.max.wait.ms": "fetch.wait.max.ms",  # a Java client's, named by librdkafka's
+        "consumer.override.linger.ms": "a setting of its producers",
+        "consumer.override.fetch.min.bytez": "did you mean consumer.override.fetch.min.bytes?",
+        "consumer.override.enable.auto.commit": "the consumer commits none",
+        "consumer.override.max.poll.records": "share consumer",
+        "consumer.override.sasl.jaas.config": "only PlainLoginModule and ScramLoginModule",
+        "producer.override.acks": "every in-sync replica",
+        "producer.override.transactional.id": "no transactions",
+        "producer.override.buffer.memory": "queue.buffering.max.kbytes",
+    }
+    good = validate_config({**base, **taken, **ignored})
+    assert good.errors == {}
+    assert all("ignored:" in good.notes[key][0] for key in ignored) and not set(taken) & set(good.notes)
+    # What is taken, librdkafka takes: each client is made (it connects only when used).
+    Consumer(source_consumer_config("127.0.0.1:1", good.config, "g")).close()
+    Producer(producer_config("127.0.0.1:1", good.config)).flush(0)
+    assert source_consumer_config("127.0.0.1:1", good.config, "g")["sasl.username"] == "reader"
+
+    values = {
+        "consumer.override.enable.auto.commit": "true",
+        "consumer.override.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;",
+        "producer.override.acks": "1",
+    }
+    bad = validate_config({**base, **{key: values.get(key, "1") for key in refused}})
+    assert sorted(bad.errors) == sorted(refused)
+    for key, why in refused.items():
+        assert why in bad.errors[key][0], (key, bad.errors[key])
+
+
+def test_the_connectors_own_java_security_settings_it_cannot_read_are_refused() -> None:
+    kerberos = validate_config({**BASE, "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"})
+    assert "only PlainLoginModule and ScramLoginModule" in kerberos.errors["sasl.jaas.config"][0]
+    jks = validate_config({**BASE, "ssl.truststore.location": "/etc/ca.jks", "ssl.truststore.type": "JKS"})
+    assert "give the CA certificates as PEM" in jks.errors["ssl.truststore.type"][0]

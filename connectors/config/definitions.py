@@ -550,8 +550,16 @@ SHARED_KEYS: tuple[ConfigKey, ...] = (
 
 # Prefix keys every plugin passes to its Kafka clients and converters.
 SHARED_PREFIX_KEYS: tuple[PrefixKey, ...] = (
-    PrefixKey("consumer.override.", "Kafka properties for the source consumer.", _G_KAFKA),
-    PrefixKey("producer.override.", "Kafka properties for the control and dead-letter producers.", _G_KAFKA),
+    PrefixKey(
+        "consumer.override.",
+        "Kafka properties for the source consumer (librdkafka's, or the Java client's names it has), checked per key.",
+        _G_KAFKA,
+    ),
+    PrefixKey(
+        "producer.override.",
+        "Kafka properties for the control and dead-letter producers, checked per key.",
+        _G_KAFKA,
+    ),
     PrefixKey("ssl.", "Kafka TLS settings for every client.", _G_KAFKA),
     PrefixKey("sasl.", "Kafka SASL settings for every client.", _G_KAFKA),
     PrefixKey("value.converter.", "Value converter settings.", _G_CONVERT),

@@ -22,6 +22,9 @@ _JAVA_ONLY = {
     "ssl.endpoint.identification.algorithm",
     "sasl.jaas.config",
 }
+# The Java client's settings shared_properties reads into librdkafka's (or drops, where librdkafka needs none):
+# checked by unusable_client_settings, not as librdkafka properties.
+TRANSLATED_SETTINGS = frozenset(_JAVA_ONLY | {"ssl.truststore.location"})
 _JAAS_CREDENTIALS = re.compile(r'username="(?P<user>[^"]*)"\s+password="(?P<password>[^"]*)"')
 
 
@@ -199,7 +202,11 @@ def unusable_client_overrides(config: Mapping[str, str], client: str) -> dict[st
 
 
 def _with_overrides(config: dict[str, str], prefix: str) -> dict[str, str]:
-    return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    """The settings under ``prefix`` for one kind of client (Kafka Connect's ``consumer.override.*``), the Java
+    client's security settings among them read as the connector's own are (``shared_properties``)."""
+    overrides = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    plain = {k: v for k, v in overrides.items() if not k.startswith(_SHARED_PREFIXES)}
+    return {**plain, **shared_properties(overrides)}
 
 
 def consumer_group(connector: str, config: Mapping[str, str]) -> str:

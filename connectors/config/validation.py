@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -23,6 +23,15 @@ from connectors.config.definitions import (
     KeyType,
     Plugin,
     resolve,
+)
+from connectors.config.kafka_clients import (
+    CONSUMER_PROPERTIES,
+    EVERY_CLIENT_PROPERTIES,
+    PRODUCER_PROPERTIES,
+    TRANSLATED_SETTINGS,
+    property_name,
+    unusable_client_overrides,
+    unusable_client_settings,
 )
 from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
@@ -44,11 +53,6 @@ ROUTING_TRANSFORMS = (
     "org.apache.kafka.connect.transforms.RegexRouter",
     "org.apache.kafka.connect.transforms.TimestampRouter",
 )
-# Keys of every coordinated sink (its offsets are the ledger's) that it cannot honour, and why.
-LEDGER_OFFSETS_KEYS = {
-    "consumer.override.auto.offset.reset": "offsets come from the commit ledger: where a new partition starts is "
-    "consumer.auto.offset.reset, and what an offset out of range does is sinkadmin.offsets.out-of-range",
-}
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,130 @@ def apply_key_rules(result: ConfigValidation, config: Mapping[str, str], rules: 
             result.add(key, rule.refused)
         else:
             result.ignore(key, rule.ignored)
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Edits from ``a`` to ``b``: a character added, dropped or changed, or two neighbours swapped."""
+    before: list[int] = []  # (the row two characters of ``a`` back, for a swap)
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        before, previous = previous, current
+    return previous[len(b)]
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``name`` is most likely a typo of: at most two edits away (one for a name under eight
+    characters), and the nearest; None when none is that near."""
+    most = 1 if len(name) < 8 else 2
+    near = sorted((d, c) for c in candidates if c != name and (d := _edit_distance(name, c)) <= most)
+    return near[0][1] if near else None
+
+
+# Kafka Connect's per-client overrides (KIP-458) of a coordinated sink: the clients each reaches, by kind.
+CLIENT_OVERRIDE_PREFIXES = {"consumer.override.": "consumer", "producer.override.": "producer"}
+# What makes a consumer a member of a group, which the task's consumer never is: the coordinator assigns it its
+# partitions, and their offsets are the commit ledger's.
+_GROUP_MEMBERSHIP = (
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "partition.assignment.strategy",
+    "group.instance.id",
+    "group.protocol",
+    "group.protocol.type",
+    "group.remote.assignor",
+    "auto.commit.interval.ms",
+)
+_LEDGER_OFFSETS = "offsets come from the commit ledger, and the consumer commits none"
+# Client settings a coordinated sink makes itself, by librdkafka's name, under the override prefix that reaches
+# them: a key setting one is ignored where its value asks for what the sink does, and refused otherwise.
+LEDGER_CLIENT_SETTINGS: dict[str, dict[str, KeyRule]] = {
+    "consumer.override.": {
+        "auto.offset.reset": KeyRule(
+            refused="offsets come from the commit ledger: where a new partition starts is consumer.auto.offset.reset, "
+            "and what an offset out of range does is sinkadmin.offsets.out-of-range"
+        ),
+        "enable.auto.commit": KeyRule(
+            ignored=f"{_LEDGER_OFFSETS}, as with false",
+            refused=f"{_LEDGER_OFFSETS}: the connector's group is given the offsets of each commit once it is "
+            "applied, for Kafka's lag tools",
+            harmless=("false",),
+        ),
+        "enable.auto.offset.store": KeyRule(
+            ignored=f"{_LEDGER_OFFSETS}, as with false", refused=_LEDGER_OFFSETS, harmless=("false",)
+        ),
+        "enable.partition.eof": KeyRule(
+            ignored="the task's consumer reads no end-of-partition events, as with false",
+            refused="the task's consumer takes each message as a record: end-of-partition events are not read",
+            harmless=("false",),
+        ),
+        "max.poll.records": KeyRule(
+            refused="librdkafka's max.poll.records bounds a share consumer's poll only: the task's consumer takes "
+            "the records librdkafka fetched as they come, bounded by consumer.override.queued.max.messages.kbytes, "
+            "and a commit's by sinkadmin.commit.max-records"
+        ),
+        **{
+            name: KeyRule(
+                ignored="the task's consumer joins no group: the coordinator assigns it its partitions, so no group "
+                "membership setting applies"
+            )
+            for name in _GROUP_MEMBERSHIP
+        },
+    },
+    "producer.override.": {
+        "enable.idempotence": KeyRule(
+            ignored="the sink's producers are idempotent, as with true",
+            refused="the sink's producers are idempotent: a send retried is never written twice (dead letters, "
+            "the commit protocol's events)",
+            harmless=("true",),
+        ),
+        "request.required.acks": KeyRule(
+            ignored="an idempotent producer waits for every in-sync replica, as with all",
+            refused="an idempotent producer waits for every in-sync replica (all)",
+            harmless=("all", "-1"),
+        ),
+        "transactional.id": KeyRule(
+            refused="the sink's producers send no transactions: its exactly once is the commit ledger's, and a "
+            "transactional producer would refuse every send made outside one"
+        ),
+    },
+}
+
+
+def unusable_override(prefix: str, setting: str, client: str) -> KeyRule | None:
+    """Why ``prefix + setting`` is refused when librdkafka's ``client`` clients cannot take ``setting``
+    (``unusable_client_overrides``), with the property it is most likely a typo of; None when they can."""
+    unusable = unusable_client_overrides({setting: ""}, client).get(setting)
+    if unusable is None:
+        return None
+    names = {"consumer": CONSUMER_PROPERTIES, "producer": PRODUCER_PROPERTIES}.get(client, frozenset())
+    guess = closest(setting, names | EVERY_CLIENT_PROPERTIES)
+    return KeyRule(refused=unusable + (f" (did you mean {prefix}{guess}?)" if guess else ""))
+
+
+def _check_kafka_clients(result: ConfigValidation, config: dict[str, str]) -> None:
+    """A coordinated sink's Kafka client settings: the Java client's that cannot be read as written, and the
+    per-client overrides its librdkafka clients would not take, or that would undo what the sink sets itself."""
+    for key, why in unusable_client_settings(config).items():
+        result.add(key, why)
+    rules: dict[str, KeyRule] = {}
+    for prefix, client in CLIENT_OVERRIDE_PREFIXES.items():
+        overrides = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix) and k != prefix}
+        for setting, why in unusable_client_settings(overrides).items():
+            result.add(prefix + setting, why)
+        for setting in overrides:
+            if setting in TRANSLATED_SETTINGS:
+                continue  # (read as the connector's own are)
+            own = LEDGER_CLIENT_SETTINGS[prefix].get(property_name(setting))
+            rule = own or unusable_override(prefix, setting, client)
+            if rule is not None:
+                rules[prefix + setting] = rule
+    apply_key_rules(result, config, rules)
 
 
 @dataclass
@@ -241,9 +369,7 @@ def validate_config(raw: Mapping[str, Any], *, plugin_hint: str | None = None) -
         resolve(plugin.check)(result, config)
     _check_transforms(result, plugin, config)
     if plugin.coordinated:
-        for key, reason in LEDGER_OFFSETS_KEYS.items():
-            if config.get(key):
-                result.add(key, reason)
+        _check_kafka_clients(result, config)
     _check_own_namespace(result, plugin, config)
     _check_hidden_passwords(result, config)
     return result

@@ -4,22 +4,18 @@ then typed for the mirror's engine (``sinks.mirror.engine``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from connectors.config.definitions import CheckResult, CheckStatus, SourceCluster
 from connectors.config.kafka_clients import (
-    CONSUMER_PROPERTIES,
-    EVERY_CLIENT_PROPERTIES,
-    PRODUCER_PROPERTIES,
     property_clients,
     property_name,
     shared_properties,
-    unusable_client_overrides,
     unusable_client_settings,
 )
-from connectors.config.validation import KeyRule, apply_key_rules, rule_for
+from connectors.config.validation import KeyRule, apply_key_rules, closest, rule_for, unusable_override
 from sinks.mirror import syncs
 from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR
 
@@ -286,11 +282,9 @@ def client_override_rule(override: ClientOverride) -> KeyRule | None:
             refused="the mirror copies keys and values as bytes: records are not deserialized nor serialized",
             harmless=(SERIALIZERS[setting],),
         )
-    unusable = unusable_client_overrides({setting: ""}, client).get(setting)
+    unusable = unusable_override(override.prefix, setting, client)
     if unusable is not None:
-        names = {"consumer": CONSUMER_PROPERTIES, "producer": PRODUCER_PROPERTIES}.get(client, frozenset())
-        guess = closest(setting, names | EVERY_CLIENT_PROPERTIES)
-        return KeyRule(refused=unusable + (f" (did you mean {override.prefix}{guess}?)" if guess else ""))
+        return unusable
     if property_clients(setting) == "every client":
         return KeyRule(
             refused=f"librdkafka applies {setting} to every client, and the mirror's clients of {clusters} share one "
@@ -312,28 +306,6 @@ def _client_overrides(raw: Mapping[str, str]) -> dict[str, dict[str, str]]:
                 for side in override.sides:
                     overrides[side][override.setting] = value
     return overrides
-
-
-def _edit_distance(a: str, b: str) -> int:
-    """Edits from ``a`` to ``b``: a character added, dropped or changed, or two neighbours swapped."""
-    before: list[int] = []  # (the row two characters of ``a`` back, for a swap)
-    previous = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], before[j - 2] + 1)
-        before, previous = previous, current
-    return previous[len(b)]
-
-
-def closest(name: str, candidates: Iterable[str]) -> str | None:
-    """The candidate ``name`` is most likely a typo of: at most two edits away (one for a name under eight
-    characters), and the nearest; None when none is that near."""
-    most = 1 if len(name) < 8 else 2
-    near = sorted((d, c) for c in candidates if c != name and (d := _edit_distance(name, c)) <= most)
-    return near[0][1] if near else None
 
 
 def _delivery_rules(config: Mapping[str, str]) -> dict[str, KeyRule]:
