@@ -40,6 +40,11 @@ def test_a_rest_catalog_keeps_its_uri_and_passes_its_other_properties_through() 
     assert conf["spark.sql.catalog.lake.uri"] == "https://catalog.example/api"
     assert conf["spark.sql.catalog.lake.credential"] == "id:secret"
     assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://s3:9000"
+    # The s3.* properties are Iceberg's S3FileIO's: Spark reads the catalog's files with it, unless told.
+    assert conf["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    own = spark_catalog_conf("lake", {"uri": "https://catalog.example/api", "s3.endpoint": "x", "io-impl": "Mine"})
+    assert own["spark.sql.catalog.lake.io-impl"] == "Mine"
+    assert "spark.sql.catalog.lake.io-impl" not in spark_catalog_conf("lake", {"uri": "https://catalog.example/api"})
 
 
 @pytest.mark.parametrize(

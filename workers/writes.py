@@ -5,7 +5,7 @@ staged records at the commit's end (``RawStagedWriter``)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,14 +135,17 @@ def publish(
     location: str,
     staged: StagedPartition,
     partition_values: str | None = None,
+    filesystem: Callable[[str], tuple[pafs.FileSystem, str]] = lambda at: pafs.FileSystem.from_uri(uri(at)),
 ) -> DataFile:
     """Move a written file to its immutable name (DESIGN I5) and describe it for the commit.
 
     ``source`` is a path on the filesystem of the table's location, as
     pyarrow names it there (no scheme): both data planes write there.
+    ``filesystem`` gives a location's filesystem and the path there (the
+    table's own way of reaching its files).
     """
     data_dir = f"{location.rstrip('/')}/data"
-    fs, data_path = pafs.FileSystem.from_uri(uri(data_dir))
+    fs, data_path = filesystem(data_dir)
     name = f"{staged.topic}+{staged.partition}+{staged.start}+{staged.end - 1}-{commit_id}-{attempt}-{n:03d}.parquet"
     target = f"{data_path}/{name}"
     fs.move(source, target)

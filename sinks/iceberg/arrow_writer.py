@@ -14,7 +14,7 @@ this as it consumes, so the end of a commit only closes files; with spark
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,11 @@ from pyiceberg.types import (
 from connectors.config import SinkConfig
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
 from sinks.iceberg.upserts import UnappliableRows
-from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan, shaped
+from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan, shaped, table_filesystem
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
-from workers.writes import BadRecord, bad_records, publish, uri
+from workers.writes import BadRecord, bad_records, publish
 
 # Types Arrow's JSON reader produces from JSON text as Spark's from_json
 # would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
@@ -135,7 +135,7 @@ class ArrowTableOutput:
         self.pending: dict[tuple[Any, ...], list[pa.Table]] = {}
         self.pending_bytes: dict[tuple[Any, ...], int] = {}
         self.arrow_schema = table.arrow_schema
-        self.fs, self.tmp_path = pafs.FileSystem.from_uri(uri(tmp_dir))
+        self.fs, self.tmp_path = table_filesystem(tmp_dir, table.io_properties)
         self.prefix = prefix
         self.writers: dict[tuple[Any, ...], tuple[pq.ParquetWriter, str]] = {}
         self.records: dict[str, int] = {}
@@ -436,24 +436,37 @@ class ArrowPartitionWriter:
             self.rejects.discard()
         for output in self.outputs:
             output.discard()
+        io_properties = self.plan.tables[0].io_properties if self.plan is not None else {}
         for closed in self.closed:
-            pafs.FileSystem.from_uri(uri(closed.location))[0].delete_file(closed.path)
+            table_filesystem(closed.location, io_properties)[0].delete_file(closed.path)
         self.closed.clear()
 
 
-def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition) -> list[DataFile]:
-    """The Arrow writer's files of one partition under their final names; their temporary directory goes."""
+def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition, io_properties: Mapping[str, str]) -> list[DataFile]:
+    """The Arrow writer's files of one partition under their final names; their temporary directory goes.
+    (``io_properties``: the catalog's, with which the tables' files are reached.)"""
     files = []
     attempt = uuid.uuid4().hex[:8]
     tmp_dirs = set()
+
+    def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+        return table_filesystem(location, io_properties)
+
     for n, written in enumerate(staged.files):
         files.append(
             publish(
-                commit_id, attempt, written.path, n, written.table, written.location, staged, written.partition_values
+                commit_id,
+                attempt,
+                written.path,
+                n,
+                written.table,
+                written.location,
+                staged,
+                written.partition_values,
+                filesystem,
             )
         )
         tmp_dirs.add((written.location, written.path.rsplit("/", 1)[0]))
     for location, tmp in tmp_dirs:
-        fs, _ = pafs.FileSystem.from_uri(uri(location))
-        fs.delete_dir(tmp)
+        filesystem(location)[0].delete_dir(tmp)
     return files

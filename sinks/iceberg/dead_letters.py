@@ -117,5 +117,5 @@ def write_dead_letters(
             row_group_bytes,
         )
         output.write(table_columns(rows))
-        files.extend(publish_decoded(commit_id, dataclasses.replace(source, files=output.close())))
+        files.extend(publish_decoded(commit_id, dataclasses.replace(source, files=output.close()), table.io_properties))
     return files

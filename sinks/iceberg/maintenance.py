@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from sinks.iceberg.settings import IcebergMaintenance
 from workers.failpoints import failpoint, failpoint_while
@@ -145,6 +146,10 @@ class IcebergProcedures(Protocol):
     def call(self, procedure: str, table: str, **arguments: str) -> list[dict[str, Any]]:
         """``CALL <catalog>.system.<procedure>(table => ..., <name> => <SQL literal>, ...)``; its rows."""
         ...
+
+
+# The locations remove_orphan_files lists through Hadoop's file systems (its default): local paths and HDFS.
+HADOOP_LISTED = ("", "file", "hdfs", "viewfs")
 
 
 def sql_identifier(*parts: str) -> str:
@@ -443,14 +448,23 @@ class TableMaintenance:
         # (A minute more than the window: Iceberg refuses an interval under a day by the
         # server's clock, which may lag this host's.)
         older_than = time.time() - self.config.orphan_older_than_ms / 1000 - ORPHAN_CLOCK_MARGIN_S
+        table = self.catalog.load_table(self.table_name)
+        listing = {}
+        if urlsplit(table.location()).scheme not in HADOOP_LISTED:
+            # (Object storage: listed by the table's own FileIO, S3FileIO say, which its catalog's s3.*
+            # properties configure; Hadoop has no file system for s3:// and reads none of them.)
+            listing["prefix_listing"] = "true"
         rows = self.procedures.call(
-            "remove_orphan_files", self.table_name, older_than=sql_timestamp(older_than), dry_run="true"
+            "remove_orphan_files",
+            self.table_name,
+            older_than=sql_timestamp(older_than),
+            dry_run="true",
+            **listing,
         )
         orphans = [row["orphan_file_location"] for row in rows]
         kept = [location for location in orphans if file_key(location) in protected]
         if kept:
             log.info("%s: %d unreferenced files are a prepared commit's: kept", self.table_name, len(kept))
-        table = self.catalog.load_table(self.table_name)
         removed = self._delete(table.io, [location for location in orphans if file_key(location) not in protected])
         self._record(orphan_files=len(removed), removed_bytes=sum(size for _, size in removed))
 

@@ -28,7 +28,7 @@ from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
 from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
 from sinks.iceberg.tables import schema_from_connect, spark_ddl
-from sinks.iceberg.writes import TargetTable, WritePlan
+from sinks.iceberg.writes import TargetTable, WritePlan, table_filesystem
 from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.spark_writer import STAGING_DDL, SparkJobs, apply_session_conf, is_connect, read_staged_chunks
@@ -86,7 +86,7 @@ class StagedDecode:
             sink.discard()
             raise
         return {
-            "files": [f.as_dict() for f in publish_decoded(self.commit_id, finished)],
+            "files": [f.as_dict() for f in publish_decoded(self.commit_id, finished, self.tables[0].io_properties)],
             "bad": bad_outcome(finished.bad),
             "skipped": finished.skipped,
         }
@@ -342,7 +342,7 @@ class SparkWriter(SparkJobs):
         topics: list[str],
     ) -> list[DataFile]:
         """Move Spark's part files (one directory per slot) to their immutable names."""
-        fs, tmp_path = pafs.FileSystem.from_uri(uri(tmp_dir))
+        fs, tmp_path = table_filesystem(tmp_dir, table.io_properties)
         by_slot = {topics.index(s.topic) * 1_000_000 + s.partition: s for s in staged}
         parts: dict[int, list[str]] = {}
         for info in fs.get_file_info(pafs.FileSelector(tmp_path, recursive=True)):
@@ -351,7 +351,16 @@ class SparkWriter(SparkJobs):
             slot_dir = info.path[len(tmp_path) :].strip("/").split("/")[0]
             parts.setdefault(int(slot_dir.removeprefix("_slot=")), []).append(info.path)
         files = [
-            publish(commit_id, attempt, path, n, table.target.name, table.location, by_slot[slot])
+            publish(
+                commit_id,
+                attempt,
+                path,
+                n,
+                table.target.name,
+                table.location,
+                by_slot[slot],
+                filesystem=lambda at: table_filesystem(at, table.io_properties),
+            )
             for slot, paths in sorted(parts.items())
             for n, path in enumerate(sorted(paths))
         ]

@@ -124,6 +124,8 @@ class SparkCatalogUnmappable(ValueError):
 
 # Iceberg's SparkCatalog: the class every spark.sql.catalog.<name> of an Iceberg catalog names.
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+# Iceberg's FileIO for S3 (iceberg-aws-bundle, jvm/spark/pom.xml).
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 # pyiceberg's own settings, which Iceberg's Java catalogs do not take.
 PYICEBERG_ONLY = ("type", "uri", "init_catalog_tables", "py-io-impl")
 
@@ -136,7 +138,8 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
     ``iceberg_tables`` rows, through the PostgreSQL JDBC driver Spark loads);
     REST, Hive and Glue catalogs keep their type and URI. Every other
     property (warehouse, credential, token, s3.*, ...) is passed through, the
-    names being Iceberg's in both. Spark's catalog caches no table: the sink
+    names being Iceberg's in both; a catalog with ``s3.*`` properties reads its files with Iceberg's
+    S3FileIO, which those properties configure. Spark's catalog caches no table: the sink
     commits outside Spark, and a cached table is read as it was first found.
     """
     from sqlalchemy.engine import make_url
@@ -167,6 +170,9 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
     else:
         raise SparkCatalogUnmappable(f"catalog {name!r}: Spark has no Iceberg catalog of type {kind or '(none)'!r}")
     conf.update({f"{prefix}.{key}": value for key, value in properties.items() if key not in PYICEBERG_ONLY})
+    if "io-impl" not in properties and any(key.startswith("s3.") for key in properties):
+        # The FileIO the s3.* properties are Iceberg's settings of (Hadoop's, the default, reads none of them).
+        conf[f"{prefix}.io-impl"] = S3_FILE_IO
     return conf
 
 

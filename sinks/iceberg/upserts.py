@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sinks.iceberg.writes import file_io_properties, table_filesystem
 from workers.failpoints import failpoint
 
 if TYPE_CHECKING:
@@ -125,11 +125,6 @@ def _nested(rows: pa.Table, path: str) -> pa.ChunkedArray | None:
     return column
 
 
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    fs, path = pafs.FileSystem.from_uri(uri)
-    return fs, path
-
-
 @dataclass(frozen=True)
 class Winners:
     """What the commit's own records come to: per file, the rows that stay; and every key they touch."""
@@ -165,7 +160,11 @@ class Winners:
 
 
 def winners(
-    paths: Sequence[str], id_columns: Sequence[str], cdc_field: str | None, ordering_field: str | None = None
+    paths: Sequence[str],
+    id_columns: Sequence[str],
+    cdc_field: str | None,
+    ordering_field: str | None = None,
+    io_properties: Mapping[str, str] = {},
 ) -> Winners:
     """The last record of each key across the commit's files (in the order given), and the keys.
 
@@ -179,7 +178,7 @@ def winners(
     integers: list[pa.Array] = []  # (the identifier column of each file, while it is of an integer type)
     sizes = []
     for path in paths:
-        fs, at = _filesystem(path)
+        fs, at = table_filesystem(path, io_properties)
         names = pq.read_schema(at, filesystem=fs).names
         present = list(dict.fromkeys(c.split(".")[0] for c in columns if c.split(".")[0] in names))
         rows = pq.read_table(at, columns=present, filesystem=fs)
@@ -332,6 +331,8 @@ class UpsertJob:
     ordering_field: str | None = None
     orders: pa.Array | None = None
     integer_keys: np.ndarray | None = None  # (Winners.integer_keys)
+    # The catalog's properties the table's files are reached with (sinks.iceberg.writes.table_filesystem).
+    io_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def count(self) -> int:
@@ -350,7 +351,7 @@ class UpsertJob:
         identifier columns, and the ordering field, are read; rows the ``deleted`` delete files delete are
         not live) and their keys; and the keys whose row there is later than the commit's record by the
         ordering field, which stays (the record is then stale)."""
-        fs, at = _filesystem(path)
+        fs, at = table_filesystem(path, self.io_properties)
         names = pq.read_schema(at, filesystem=fs).names
         wanted = [*self.id_columns, *([self.ordering_field.split(".")[0]] if self.ordering_field else [])]
         rows = pq.read_table(at, columns=[c for c in dict.fromkeys(wanted) if c in names], filesystem=fs)
@@ -362,7 +363,9 @@ class UpsertJob:
             keys = key_column(rows, self.id_columns)
             positions = _where(keys, self.keys)
         if positions.size and deleted:
-            positions = np.setdiff1d(positions, deleted_positions(deleted, path), assume_unique=True)
+            positions = np.setdiff1d(
+                positions, deleted_positions(deleted, path, self.io_properties), assume_unique=True
+            )
         taken = pa.array(positions)
         hit = keys.take(taken) if keys is not None else key_column(rows.take(taken), self.id_columns)
         if self.orders is None or not positions.size:
@@ -395,7 +398,7 @@ class UpsertRewrite(UpsertJob):
         deletes removed."""
         failpoint("upsert.rewrite")  # (a test's executor dies here: some files rewritten, no snapshot)
         unit = self.units[index]
-        fs, at = _filesystem(unit.path)
+        fs, at = table_filesystem(unit.path, self.io_properties)
         found = 0
         stale: list[str] = []
         if unit.own:
@@ -416,12 +419,12 @@ class UpsertRewrite(UpsertJob):
             # deleted: the rewritten file leaves them out, and the delete files, which name the old file only,
             # no longer apply to anything live (compaction drops them).
             if unit.deletes:
-                keep[deleted_positions(unit.deletes, unit.path)] = False
+                keep[deleted_positions(unit.deletes, unit.path, self.io_properties)] = False
         kept = rows.filter(pa.array(keep))
         if len(kept) == 0:
             return {"path": unit.path, "records": 0, "found": found, "stale": stale}
         target = _beside(unit.path, "upsert", self.commit_id)
-        pq.write_table(kept, _filesystem(target)[1], filesystem=fs, compression="zstd")
+        pq.write_table(kept, table_filesystem(target, self.io_properties)[1], filesystem=fs, compression="zstd")
         return {"path": target, "records": len(kept), "found": found, "stale": stale}
 
 
@@ -441,11 +444,11 @@ POSITION_DELETE_SCHEMA = pa.schema(
 )
 
 
-def deleted_positions(delete_files: Sequence[str], data_file: str) -> np.ndarray:
+def deleted_positions(delete_files: Sequence[str], data_file: str, io_properties: Mapping[str, str] = {}) -> np.ndarray:
     """The positions of ``data_file`` that the position delete files at ``delete_files`` delete."""
     found = [np.zeros(0, dtype=np.int64)]
     for path in delete_files:
-        fs, at = _filesystem(path)
+        fs, at = table_filesystem(path, io_properties)
         rows = pq.read_table(at, columns=["file_path", "pos"], filesystem=fs)
         mine = rows.filter(pc.equal(rows.column("file_path"), data_file))
         found.append(mine.column("pos").to_numpy())
@@ -499,7 +502,7 @@ class PositionDeletes(UpsertJob):
             return {"path": None, "found": found, "stale": stale}
         positions.sort()
         target = _beside(unit.path, "deletes", self.commit_id)
-        fs, at = _filesystem(target)
+        fs, at = table_filesystem(target, self.io_properties)
         rows = pa.table(
             [pa.array([unit.path] * len(positions), pa.string()), pa.array(positions)], schema=POSITION_DELETE_SCHEMA
         )
@@ -626,6 +629,7 @@ def commit_upserts(
         without_automatic_retries,
     )
 
+    io_properties = file_io_properties(catalog.properties)
     for attempt in range(attempts):
         table = without_automatic_retries(catalog.load_table(table_name))
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
@@ -644,7 +648,7 @@ def commit_upserts(
                 f"{table_name} is an Iceberg format v1 table, which has no delete files: set its "
                 f"{MERGE_MODE}={COPY_ON_WRITE} or upgrade it to format-version 2"
             )
-        found = winners([f.path for f in ordered], id_columns, cdc_field, ordering_field)
+        found = winners([f.path for f in ordered], id_columns, cdc_field, ordering_field, io_properties)
         row_filter: Any = AlwaysTrue()
         if len(id_columns) == 1 and 0 < len(found.typed_keys) <= MAX_FILTERED_KEYS:
             # (pyiceberg's In is a pydantic model: mypy reads its fields for its signature.)
@@ -682,6 +686,7 @@ def commit_upserts(
             ordering_field if found.orders is not None else None,
             found.orders,
             found.integer_keys,
+            io_properties,
         )
         ran = _run_units(run_units, template, template.live_units(sorted(live), live_deletes), ordered, found)
         if mode == MERGE_ON_READ:

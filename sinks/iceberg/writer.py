@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -27,6 +28,7 @@ from sinks.iceberg.spark_writer import SparkWriter
 from sinks.iceberg.tables import (
     catalog_for,
     catalog_outage,
+    connector_catalog_properties,
     create_table,
     evolve_table,
     infer_schema_from_json,
@@ -40,7 +42,7 @@ from sinks.iceberg.tables import (
     upsert_key,
     with_metadata_columns,
 )
-from sinks.iceberg.writes import TargetTable, Unshaped, Values, WritePlan, shaped
+from sinks.iceberg.writes import TargetTable, Unshaped, Values, WritePlan, file_io_properties, shaped
 from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
@@ -97,6 +99,11 @@ class TableWriter:
             if self._catalog is None:
                 self._catalog = catalog_for(self.config)
             return self._catalog
+
+    @functools.cached_property
+    def io_properties(self) -> dict[str, str]:
+        """The catalog's properties its tables' files are reached with (table_filesystem)."""
+        return file_io_properties(connector_catalog_properties(self.config))
 
     def warm_up(self) -> None:
         """Ready for the first write before it comes: the catalog open, and Spark joined with its
@@ -169,7 +176,7 @@ class TableWriter:
         # (a partition with no records has none, whatever its sink).
         for s in staged:
             if s.decoded:
-                result.files.extend(publish_decoded(commit_id, s))
+                result.files.extend(publish_decoded(commit_id, s, self.io_properties))
                 result.bad.extend(s.bad)
                 if s.skipped:
                     result.skipped[(s.topic, s.partition)] = s.skipped
@@ -365,9 +372,14 @@ class TableWriter:
             raise ValueError("no value has been decoded with a registered schema yet")
         return schemas
 
-    @staticmethod
-    def _described(target: Any, table: Any) -> TargetTable:
-        return TargetTable(target=target, schema=table.schema(), location=table.location(), spec=table.spec())
+    def _described(self, target: Any, table: Any) -> TargetTable:
+        return TargetTable(
+            target=target,
+            schema=table.schema(),
+            location=table.location(),
+            spec=table.spec(),
+            io_properties=self.io_properties,
+        )
 
     def _targets(self, raw: Sequence[StagedPartition]) -> list[TargetTable]:
         """The tables of records Spark decodes, created if missing from the first records staged, or from the

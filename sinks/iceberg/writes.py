@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
 
 from connectors.config.transforms import PartitionField
 from sinks.iceberg.settings import TableTarget
 from sinks.iceberg.tables import spec_fields, upsert_key
-from workers.writes import SAMPLES, narrow_type, sample_values
+from workers.writes import SAMPLES, narrow_type, sample_values, uri
 
 # A run of staged records: their values and errors (None where the record was converted and transformed).
 Values = tuple[Sequence[bytes | None], Sequence[str | None]]
@@ -30,6 +32,37 @@ def arrow_schema(schema: Schema) -> pa.Schema:
     return pa.schema([f.with_type(narrow_type(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)])
 
 
+# The catalog properties pyiceberg's FileIO reads (its s3.*, gcs.*, adls.*, hdfs.* and client.* keys): what the
+# writers are given to reach the tables' files, without the catalog's own connection settings.
+FILE_IO_PREFIXES = ("s3.", "gcs.", "adls.", "hdfs.", "oss.", "client.", "py-io-impl")
+
+
+def file_io_properties(catalog_properties: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in catalog_properties.items() if k.startswith(FILE_IO_PREFIXES)}
+
+
+def table_filesystem(location: str, io_properties: Mapping[str, str] = {}) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of a table's file or directory at ``location``, reached as the table's own FileIO reaches
+    it, and the path there: a local path by pyarrow; any other (``s3://``, ``s3a://``, ``gs://``...) by
+    pyiceberg's PyArrowFileIO with the catalog's properties (``s3.endpoint``, ``s3.access-key-id``,
+    ``s3.region``...), as the catalog's readers reach it, rather than with the environment's settings."""
+    if "://" not in location or location.startswith("file:"):
+        return pafs.FileSystem.from_uri(uri(location))
+    # Imported here: pyiceberg's I/O module is slow for Spark's Python workers to import (arrow_schema).
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    scheme, netloc, path = PyArrowFileIO.parse_location(location)
+    return _file_io(frozenset(io_properties.items())).fs_by_scheme(scheme, netloc), path
+
+
+@functools.cache
+def _file_io(io_properties: frozenset[tuple[str, str]]) -> Any:
+    """One FileIO per catalog's properties in a process: it keeps a filesystem (an S3 client) per bucket."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    return PyArrowFileIO(dict(io_properties))
+
+
 @dataclass(frozen=True)
 class TargetTable:
     """A table records are written to, as resolved (or created) for a commit."""
@@ -39,6 +72,9 @@ class TargetTable:
     location: str
     # The table's current partition spec (what the Arrow data plane splits by).
     spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC
+    # The catalog's properties, with which its files are reached (table_filesystem): s3.endpoint,
+    # s3.access-key-id... Secrets among them: never shown.
+    io_properties: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The columns' Arrow types, computed where the table is resolved and
     # pickled with it to Spark's Python workers (see arrow_schema).
     arrow_schema: pa.Schema = field(init=False, repr=False, compare=False)
