@@ -137,6 +137,42 @@ def test_deleting_a_connector_keeps_its_ledger_unless_asked() -> None:
     assert commit.connector_id is None and commit.connector_name == "c9"
 
 
+def test_a_connector_created_again_under_a_deleted_ones_name_resumes_where_it_stopped() -> None:
+    """As Kafka Connect's sink resumes from the consumer group a deleted connector left: no record read twice."""
+    connector = actions.create_connector("c-again", CONFIG)
+    epoch = actions.take_coordinator_lease(connector.pk, "w1")
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0, ("orders", 1): 100})
+    assert actions.mark_committed(_prepare(connector.pk, epoch, 0, 10).commit_id, {})
+    assert actions.mark_committed(_prepare(connector.pk, epoch, 100, 120, partition=1).commit_id, {})
+    # A commit given up moves nothing; one prepared when the connector was deleted is rolled forward (I4).
+    actions.abort_commit(
+        connector.pk,
+        epoch=epoch,
+        commit_id=uuid.uuid4(),
+        started_at=timezone.now(),
+        ranges=[PartitionRange("orders", 0, 10, 30, records=20)],
+        error="a write failed",
+    )
+    prepared = _prepare(connector.pk, epoch, 10, 25)
+    actions.delete_connector("c-again")
+
+    again = actions.create_connector("c-again", CONFIG)
+    assert actions.next_offsets(again.pk) == {("orders", 0): 25, ("orders", 1): 120}
+    assert actions.committed_offsets(again.pk) == {("orders", 0): 10, ("orders", 1): 120}
+    pending = actions.pending_commit(again.pk)
+    assert pending is not None and pending.commit_id == prepared.commit_id
+    assert Commit.objects.filter(connector_name="c-again", connector__isnull=True).count() == 0
+    # Its coordinator applies the prepared commit, then goes on from its end.
+    epoch = actions.take_coordinator_lease(again.pk, "w2")
+    assert actions.mark_committed(prepared.commit_id, {})
+    assert actions.committed_offsets(again.pk)[("orders", 0)] == 25
+    assert _prepare(again.pk, epoch, 25, 40).state == CommitState.PREPARED
+
+    # Deleted with its ledger, a name starts over.
+    actions.delete_connector("c-again", delete_ledger=True)
+    assert actions.next_offsets(actions.create_connector("c-again", CONFIG).pk) == {}
+
+
 def test_create_rejects_invalid_config_and_duplicates() -> None:
     with pytest.raises(actions.InvalidConfig) as excinfo:
         actions.create_connector("bad", {"connector.class": "iceberg"})

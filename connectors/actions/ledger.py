@@ -381,6 +381,43 @@ class RecoveredCommit:
     watermark: datetime | None
 
 
+def adopt_ledger(connector: Connector) -> int:
+    """The ledger a deleted connector of the same name left behind (a deletion keeps its commits) becomes
+    ``connector``'s, and its offsets are where those commits end: a connector created again under a name
+    resumes where the deleted one stopped, as Kafka Connect's sink resumes from the consumer group a deleted
+    connector leaves. A PREPARED commit among them is rolled forward by the new coordinator (I4, I9); an
+    ABORTED one moved nothing. Run in the transaction that creates ``connector``; returns the commits adopted."""
+    adopted = Commit.objects.filter(connector__isnull=True, connector_name=connector.name).update(
+        connector=connector
+    )
+    if not adopted:
+        return 0
+    offsets: dict[TopicPartition, PartitionOffset] = {}
+    ranges = (
+        CommitPartition.objects.filter(commit__connector=connector)
+        .exclude(commit__state=CommitState.ABORTED)
+        .select_related("commit")
+        .order_by("commit__started_at", "commit_id")
+    )
+    for piece in ranges:
+        offset = offsets.setdefault(
+            (piece.topic, piece.partition),
+            PartitionOffset(
+                connector=connector,
+                topic=piece.topic,
+                partition=piece.partition,
+                next_offset=piece.start_offset,
+                committed_offset=piece.start_offset,
+            ),
+        )
+        offset.next_offset = max(offset.next_offset, piece.end_offset)
+        if piece.commit.state == CommitState.COMMITTED:
+            offset.committed_offset = max(offset.committed_offset, piece.end_offset)
+            offset.last_commit = piece.commit
+    PartitionOffset.objects.bulk_create(offsets.values())
+    return adopted
+
+
 def restore_commits(connector_id: int, recovered: Iterable[RecoveredCommit]) -> tuple[int, dict[TopicPartition, int]]:
     """Write recovered commits missing from the ledger and set offsets to the end of each partition's last range.
 

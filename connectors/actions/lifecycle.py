@@ -81,7 +81,12 @@ def create_connector(name: str, config: Mapping[str, Any], initial_state: str = 
         with transaction.atomic():
             # (Every change of what should run asks the supervisor to act once it is committed.)
             transaction.on_commit(supervise_soon)
-            return Connector.objects.create(name=name, config=clean, desired_state=initial_state)
+            connector = Connector.objects.create(name=name, config=clean, desired_state=initial_state)
+            plugin = resolve_plugin(clean["connector.class"])
+            if plugin is not None and plugin.coordinated:
+                # (Its offsets are the ledger's: a deleted connector's under this name are where it resumes.)
+                ledger.adopt_ledger(connector)
+            return connector
     except IntegrityError:
         raise ConnectorExists(name) from None
 
@@ -245,7 +250,8 @@ def restart_task(name: str, task_index: int) -> ConnectorTask:
 
 
 def delete_connector(name: str, *, delete_ledger: bool = False) -> None:
-    """Remove the connector; its tables stay, and so does its ledger unless asked."""
+    """Remove the connector; its tables stay, and so does its ledger unless asked: a connector created again under
+    its name resumes from it (``ledger.adopt_ledger``)."""
     with transaction.atomic():
         connector = Connector.objects.select_for_update().filter(name=name).first()
         if connector is None:

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 
 from connectors import actions
 from connectors.api.views.schema import EXAMPLE_CONNECTOR
-from connectors.models import Connector
+from connectors.models import Commit, Connector
 from tests.api.conftest import CONFIG, add_task, basic, commit, run_coordinator
 
 # Examples per operation and generation mode, beside the explicit and coverage
@@ -64,6 +64,8 @@ def ensure_example_connector() -> None:
     so that explicit examples reach real rows and not only 404s."""
     if Connector.objects.filter(name=EXAMPLE_CONNECTOR).exists():
         return
+    # (A fresh ledger: the one the fuzzer's deletion left would be taken over by the new connector.)
+    Commit.objects.filter(connector_name=EXAMPLE_CONNECTOR, connector__isnull=True).delete()
     connector = actions.create_connector(EXAMPLE_CONNECTOR, CONFIG)
     epoch = run_coordinator(connector)
     commit(connector, epoch, 0, 10)
