@@ -259,11 +259,30 @@ def test_a_new_field_starts_a_new_file_with_the_wider_schema(tmp_path: Path, chu
 
 def test_poison_records_and_tombstones(tmp_path: Path) -> None:
     records = [*values(2), (0, b"{not json"), (0, None), (0, b"[1]")]
-    files = write(files_config(tmp_path), records, chunk=10)
+    files = write(files_config(tmp_path, **{"behavior.on.null.values": "ignore"}), records, chunk=10)
     assert [b.offset for b in files.bad] == [2, 4]
     assert files.skipped == 1
     failing = write(files_config(tmp_path, **{"behavior.on.null.values": "fail"}), records, chunk=10)
     assert [b.offset for b in failing.bad] == [2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "connector_class",
+    ["files", "io.confluent.connect.s3.S3SinkConnector", "io.confluent.connect.hdfs.HdfsSinkConnector"],
+)
+def test_a_tombstone_is_a_bad_record_by_default_as_in_the_s3_sink(tmp_path: Path, connector_class: str) -> None:
+    """The S3 sink's behavior.on.null.values defaults to fail (and the HDFS sinks skip no tombstone): a config
+    that relies on the default must not lose its tombstones in silence."""
+    config = files_config(tmp_path, **{"connector.class": connector_class})
+    if connector_class.endswith("S3SinkConnector"):
+        config.update({"s3.bucket.name": "lake", "store.url": "http://127.0.0.1:9"})
+        assert SinkConfig.parse(config).settings.null_values == "fail"
+        return  # (the same writer as below; this one would reach for the bucket)
+    files = write(config, [*values(2), (0, None)], chunk=10)
+    assert [(b.offset, b.reason) for b in files.bad] == [
+        (2, "null value (a tombstone) with behavior.on.null.values=fail")
+    ]
+    assert files.skipped == 0
 
 
 def test_a_first_chunk_without_a_json_object_is_bad_records_and_the_first_object_brings_the_columns(

@@ -168,8 +168,9 @@ def file_name(topic: str, partition: int, start: int, end: int, extension: str, 
 
 
 def parse_file_name(name: str, delim: str = "+") -> tuple[str, int, int, int] | None:
-    """(topic, partition, first offset, last offset) of a committed file's name; None for another file."""
-    stem = name.rsplit(".", 1)[0]
+    """(topic, partition, first offset, last offset) of a committed file's name (``.json.gz`` for a gzipped
+    JSON file, s3.compression.type); None for another file."""
+    stem = name.removesuffix(".gz").rsplit(".", 1)[0]
     parts = stem.rsplit(delim, 3)
     if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
         return None

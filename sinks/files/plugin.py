@@ -67,6 +67,9 @@ PARTITIONERS: dict[str, tuple[str, ...]] = {
 TIMESTAMP_EXTRACTORS = ("Record", "RecordField", "Wallclock")
 PARQUET_CODECS = ("none", "uncompressed", "snappy", "gzip", "lz4", "brotli", "zstd")
 AVRO_CODECS = ("null", "deflate", "snappy", "bzip2", "xz", "zstandard")
+# s3.compression.type: the S3 sink's compressions of JSON files (its CompressionType), and gzip's highest level.
+COMPRESSION_TYPES = ("none", "gzip")
+COMPRESSION_LEVEL_MAX = 9
 
 FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
@@ -113,6 +116,18 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("aws.secret.access.key", KeyType.PASSWORD, "S3 secret access key.", _G_STORAGE, order=7),
     ConfigKey(
+        "s3.path.style.access.enabled",
+        KeyType.BOOLEAN,
+        "true (the S3 sink's default): requests to a store.url endpoint name the bucket in the path "
+        "(http://endpoint/bucket/key), as S3-compatible servers expect; AWS itself (no store.url) is reached "
+        "by virtual host (bucket.s3.region.amazonaws.com), the same bucket and objects. false: by virtual host "
+        "everywhere.",
+        _G_STORAGE,
+        default="true",
+        importance=Importance.LOW,
+        order=8,
+    ),
+    ConfigKey(
         "format.class",
         KeyType.CLASS,
         "File format: parquet, avro or json (JSON lines), or the Confluent sinks' format class names. Required, "
@@ -138,6 +153,27 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
         default="null",
         choices=AVRO_CODECS,
         order=3,
+    ),
+    ConfigKey(
+        "s3.compression.type",
+        KeyType.STRING,
+        "Compression of JSON files, as the S3 sink's: gzip writes <name>.json.gz files. Parquet and Avro files "
+        "are compressed by parquet.codec and avro.codec (the S3 sink applies this key to JSON files only, too).",
+        _G_FORMAT,
+        default="none",
+        choices=COMPRESSION_TYPES,
+        importance=Importance.LOW,
+        order=4,
+    ),
+    ConfigKey(
+        "s3.compression.level",
+        KeyType.INT,
+        "gzip's level for s3.compression.type=gzip: 0 (none) to 9 (smallest); -1, zlib's default (6).",
+        _G_FORMAT,
+        default="-1",
+        minimum=-1,
+        importance=Importance.LOW,
+        order=5,
     ),
     ConfigKey(
         "flush.size",
@@ -199,10 +235,11 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "behavior.on.null.values",
         KeyType.STRING,
-        "Records with a null value (tombstones): ignore (counted as skipped) or fail (a bad record, handled "
-        "by errors.tolerance).",
+        "Records with a null value (tombstones): fail (a bad record, handled by errors.tolerance: none fails "
+        "the connector, all skips the record, to the dead-letter topic when one is set) or ignore (counted as "
+        "skipped). fail is the S3 sink's default; the HDFS sinks have no such key and do not skip tombstones.",
         _G_COMMIT,
-        default="ignore",
+        default="fail",
         choices=("ignore", "fail"),
         order=6,
     ),

@@ -21,7 +21,7 @@ from sinks.files.layout import (
     has_text_fields,
     joda_tokens,
 )
-from sinks.files.plugin import FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS
+from sinks.files.plugin import COMPRESSION_LEVEL_MAX, FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -41,6 +41,14 @@ IGNORED_KEYS = {
     "log directory",
 }
 HIVE_OFF = "Hive integration is not supported (hive.integration), so its settings change nothing written"
+# The AWS SDKs' default credentials chains, as s3.credentials.provider.class names them (v1's and v2's).
+AWS_DEFAULT_CREDENTIALS = (
+    "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
+    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+)
+UNTAGGED = "objects are not tagged (s3.object.tagging is refused unless false), so its tagging settings change nothing"
+NO_PROXY = "S3 through a proxy is not supported yet: the S3 client reaches store.url (or AWS) directly"
+S3_CLIENT_MEMORY = "how the S3 client buffers a file's parts in memory; it changes no file"
 # Keys of the Confluent sinks that this sink does not take as its own keys, and what it does with each: ignored
 # with a note when that changes nothing written, refused when it would.
 KEY_RULES = {
@@ -78,6 +86,56 @@ KEY_RULES = {
         ignored="HDFS is reached without Kerberos, as with false",
         refused="Kerberos is not supported yet",
         harmless=("false",),
+    ),
+    # The S3 sink's other S3 keys (S3SinkConnectorConfig).
+    "s3.credentials.provider.class": KeyRule(
+        ignored="credentials are aws.access.key.id and aws.secret.access.key, or without them the AWS default "
+        "credentials chain (environment, profile, instance role), as with this class",
+        refused="a Java credentials provider cannot be loaded here: set aws.access.key.id and "
+        "aws.secret.access.key, or leave both empty for the AWS default credentials chain (environment, profile, "
+        "instance role)",
+        harmless=AWS_DEFAULT_CREDENTIALS,
+    ),
+    "s3.credentials.provider.*": KeyRule(
+        ignored="settings of the class s3.credentials.provider.class names, which is not loaded here (only the "
+        "AWS default chain is accepted there, and it takes no settings)",
+    ),
+    "s3.ssl.enabled": KeyRule(
+        refused="not a key of the S3 sink (it is Trino's and Flink's): whether S3 is reached over TLS follows "
+        "store.url's scheme, https:// or http:// (AWS itself, without store.url: https); remove it",
+    ),
+    "s3.acl.canned": KeyRule(
+        ignored="objects are written without an ACL, so S3 makes them private to their owner, as with private",
+        refused="canned ACLs are not supported yet: objects are written without an ACL, private to their owner "
+        "(private); grant access with a bucket policy",
+        harmless=("private",),
+    ),
+    "s3.object.tagging": KeyRule(
+        ignored="objects are not tagged, as with false",
+        refused="object tagging is not supported yet: objects are not tagged with their offsets and record count "
+        "(their names hold their first and last offsets)",
+        harmless=("false",),
+    ),
+    "s3.object.tagging.key.value.pairs": KeyRule(ignored=UNTAGGED),
+    "s3.object.behavior.on.tagging.error": KeyRule(ignored=UNTAGGED),
+    "s3.proxy.url": KeyRule(refused=NO_PROXY),
+    "s3.proxy.user": KeyRule(refused=NO_PROXY),
+    "s3.proxy.password": KeyRule(refused=NO_PROXY),
+    "s3.http.send.expect.continue": KeyRule(
+        ignored="an HTTP handshake of the S3 client's multipart uploads; it changes no file",
+    ),
+    "s3.send.digest": KeyRule(ignored="an integrity check of the S3 client's uploads; it changes no file"),
+    "s3.wan.mode": KeyRule(
+        ignored="files reach the bucket through store.url or its region's endpoint, never S3 Transfer "
+        "Acceleration's; the endpoint changes no file",
+    ),
+    "s3.elastic.buffer.enable": KeyRule(ignored=S3_CLIENT_MEMORY),
+    "s3.elastic.buffer.init.capacity": KeyRule(ignored=S3_CLIENT_MEMORY),
+    "s3.schema.partition.affix.type": KeyRule(
+        ignored="directories are not named after the records' schema, as with NONE",
+        refused="directories named after the records' schema are not supported: a topic's directories are named "
+        "by its partitioner only (as with NONE)",
+        harmless=("NONE",),
     ),
 }
 
@@ -120,6 +178,7 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
         )
     elif not config.get("format.class") and default_format(config) is None:
         result.add("format.class", 'Missing required configuration "format.class" which has no default value.')
+    _check_compression(result, config)
     schedule = int(_get(config, "rotate.schedule.interval.ms")) if _int(config, "rotate.schedule.interval.ms") else -1
     if schedule > 0 and config.get("sinkadmin.commit.interval-ms"):
         for key in ("rotate.schedule.interval.ms", "sinkadmin.commit.interval-ms"):
@@ -127,6 +186,24 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
     if schedule == 0:
         result.add("rotate.schedule.interval.ms", "must be -1 (unset) or a positive interval")
     _check_partitioner(result, config)
+
+
+def _check_compression(result: ConfigValidation, config: dict[str, str]) -> None:
+    """s3.compression.*: gzip's levels, and a compression the S3 sink applies to JSON files only."""
+    if _int(config, "s3.compression.level") and int(_get(config, "s3.compression.level")) > COMPRESSION_LEVEL_MAX:
+        result.add(
+            "s3.compression.level",
+            f"Invalid value {_get(config, 's3.compression.level')} for configuration s3.compression.level: "
+            f"Value must be no more than {COMPRESSION_LEVEL_MAX}",
+        )
+    compression = config.get("s3.compression.type", "").strip()
+    format_name = canonical(config.get("format.class", ""), FORMATS) or default_format(config)
+    if compression == "gzip" and format_name in ("parquet", "avro"):
+        result.ignore(
+            "s3.compression.type",
+            f"the S3 sink compresses JSON files only, and so does this sink: {format_name} files are compressed "
+            f"by {format_name}.codec",
+        )
 
 
 def _int(config: Mapping[str, str], name: str) -> bool:
@@ -222,6 +299,9 @@ class Storage:
     region: str = "us-west-2"
     access_key: str | None = None
     secret_key: str | None = None
+    # s3.path.style.access.enabled: with store.url, the bucket in the path (pyarrow's way with an endpoint);
+    # false: in the host name, everywhere.
+    path_style: bool = True
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         import pyarrow.fs as pafs
@@ -235,6 +315,7 @@ class Storage:
                 endpoint_override=endpoint.netloc if endpoint else None,
                 scheme=endpoint.scheme if endpoint else "https",
                 allow_bucket_creation=False,
+                force_virtual_addressing=not self.path_style,
             )
             return fs, self.bucket
         if urlsplit(self.url).scheme in ("", "file"):
@@ -278,14 +359,22 @@ class FilesSettings:
     directory_delim: str
     file_delim: str
     null_values: str
+    # s3.compression.type and .level, for JSON files (gzip: <name>.json.gz).
+    compression: str = "none"
+    compression_level: int = -1
 
     def topics_path(self, root: str) -> str:
         """``<root>/<topics.dir>``: the directory the topics' directories are in."""
         return f"{root}/{self.topics_dir}" if self.topics_dir else root
 
     @property
+    def gzipped(self) -> bool:
+        """Whether files are gzip streams: JSON files with s3.compression.type=gzip, as the S3 sink writes them."""
+        return self.format == "json" and self.compression == "gzip"
+
+    @property
     def extension(self) -> str:
-        return FORMAT_EXTENSIONS[self.format]
+        return FORMAT_EXTENSIONS[self.format] + (".gz" if self.gzipped else "")
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> FilesSettings:
@@ -303,6 +392,7 @@ class FilesSettings:
                 region=_get(raw, "s3.region"),
                 access_key=_get(raw, "aws.access.key.id") or None,
                 secret_key=secret,
+                path_style=_get(raw, "s3.path.style.access.enabled").lower() != "false",
             ),
             topics_dir=_get(raw, "topics.dir").strip("/"),
             format=canonical(_get(raw, "format.class"), FORMATS) or default_format(raw) or "parquet",
@@ -319,6 +409,8 @@ class FilesSettings:
             directory_delim=_get(raw, "directory.delim") or "/",
             file_delim=_get(raw, "file.delim") or "+",
             null_values=_get(raw, "behavior.on.null.values"),
+            compression=_get(raw, "s3.compression.type"),
+            compression_level=int(_get(raw, "s3.compression.level")),
         )
 
 

@@ -300,7 +300,8 @@ class PartitionFiles(RecordRuns):
         fmt = self.settings.format
         if fmt == "json":
             if opened.writer is None:
-                opened.writer = self.fs.open_output_stream(opened.tmp_path, compression=None)
+                stream = self.fs.open_output_stream(opened.tmp_path, compression=None)
+                opened.writer = _GzipFile(stream, self.settings.compression_level) if self.settings.gzipped else stream
             opened.writer.write(b"".join(self._json_line(v) for v in values))
             return
         if fmt == "avro":
@@ -410,6 +411,26 @@ def _iso_millis(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
+
+
+class _GzipFile:
+    """A gzip stream written to a file (s3.compression.type=gzip), as the S3 sink writes JSON files: one gzip
+    member, at ``level`` (-1: zlib's default), its header's time left at 0 so that a file's bytes depend on its
+    records only."""
+
+    def __init__(self, stream: Any, level: int) -> None:
+        import gzip
+
+        self.stream = stream
+        self.gzip = gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=level, mtime=0)
+
+    def write(self, data: bytes) -> None:
+        self.gzip.write(data)
+
+    def close(self) -> None:
+        # (Closing the gzip stream writes its trailer; the file under it is closed apart.)
+        self.gzip.close()
+        self.stream.close()
 
 
 class _AvroFile:

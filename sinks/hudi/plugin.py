@@ -260,8 +260,20 @@ HUDI_PREFIX_KEYS: tuple[PrefixKey, ...] = tuple(
     for prefix, doc in HUDI_WRITE_CONFIG_PREFIXES
 )
 
-# Hudi's own names of two keys (its write configs), accepted as the same keys.
-SYNONYMS = {"hoodie.base.path": "target.base.path", "hoodie.table.name": "target.table.name"}
+# Hudi's own names of keys of this sink (its write configs, its Spark datasource's, its 1.x table config's),
+# accepted as the same keys, with what each says.
+SYNONYMS = {
+    "hoodie.base.path": "target.base.path",
+    "hoodie.table.name": "target.table.name",
+    "hoodie.datasource.write.table.type": "hoodie.table.type",
+    "hoodie.table.ordering.fields": "hoodie.datasource.write.precombine.field",
+}
+SYNONYM_DOCS = {
+    "hoodie.datasource.write.table.type": "The table type by Hudi's Spark datasource's name: COPY_ON_WRITE or "
+    "MERGE_ON_READ, as hoodie.table.type.",
+    "hoodie.table.ordering.fields": "Hudi 1.x's name for the ordering (precombine) field: "
+    "hoodie.datasource.write.precombine.field. One field: ordering by several is not supported yet.",
+}
 
 HUDI = Plugin(
     short_name="hudi",
@@ -273,7 +285,12 @@ HUDI = Plugin(
         + HUDI_OWN_KEYS
         + tuple(
             ConfigKey(
-                name, KeyType.STRING, f"Hudi's name for {target}.", _G_TABLES, importance=Importance.LOW, order=20
+                name,
+                KeyType.STRING,
+                SYNONYM_DOCS.get(name, f"Hudi's name for {target}."),
+                _G_TABLES,
+                importance=Importance.LOW,
+                order=20,
             )
             for name, target in SYNONYMS.items()
         )

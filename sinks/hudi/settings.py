@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from connectors.config.definitions import CheckResult, CheckStatus
-from connectors.config.validation import KeyRule, apply_key_rules
+from connectors.config.validation import KeyRule, apply_key_rules, closest
 from connectors.smt import parse_chain
 from connectors.smt.debezium import ExtractNewRecordState
-from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_FAMILIES, SYNONYMS
+from sinks.hudi.config_keys import HUDI_CONFIG_KEYS
+from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_FAMILIES, SYNONYMS, TABLE_TYPES
 from workers.storage import LOCAL_SCHEMES, S3A, StoragePath
 
 if TYPE_CHECKING:
@@ -54,7 +55,19 @@ KEY_RULES = {
     "hoodie.datasource.hive_sync.enable": METASTORE_SYNC,
     "hoodie.meta.sync.*": KeyRule(ignored=METASTORE_SYNC_OFF),
     "hoodie.datasource.hive_sync.*": KeyRule(ignored=METASTORE_SYNC_OFF),
+    # Hudi's sink commits despite records its writer failed on (true, its default): they are left out.
+    "hoodie.kafka.allow.commit.on.errors": KeyRule(
+        ignored="a commit completes only once Hudi's writer has written every one of its records, as with false",
+        refused="a commit completes only once Hudi's writer has written every one of its records (otherwise it "
+        "fails and is written again), never without those it failed on: set false. Records the sink cannot "
+        "decode or key are handled before the write, by errors.tolerance (all: skipped, or to "
+        "errors.deadletterqueue.topic.name)",
+        harmless=("false",),
+    ),
 }
+# Keys this sink requires, under either of their names (SYNONYMS).
+REQUIRED = ("target.base.path", "target.table.name")
+KAFKA_COMPACTION = "hoodie.kafka.compaction.async.enable"
 
 
 # Hudi's optimistic concurrency, with the sink's conflict check (jvm/hudi-fence): a write of a commit that
@@ -111,8 +124,22 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
     for synonym, target in SYNONYMS.items():
         if config.get(synonym) and config.get(target) and config[synonym].strip() != config[target].strip():
             result.add(synonym, f"set {target} or {synonym} (its Hudi name), not both with different values")
-        if not _get(config, target):
+        if target in REQUIRED and not _get(config, target):
             result.add(target, f'Missing required configuration "{target}" which has no default value.')
+    table_type = config.get("hoodie.datasource.write.table.type", "").strip()
+    if table_type and table_type not in TABLE_TYPES:
+        result.add(
+            "hoodie.datasource.write.table.type",
+            f"Invalid value {table_type} for configuration hoodie.datasource.write.table.type: must be one of "
+            f"{', '.join(TABLE_TYPES)}",
+        )
+    precombine_key = _named(config, "hoodie.datasource.write.precombine.field")
+    if precombine_key and len(_fields(config, "hoodie.datasource.write.precombine.field")) > 1:
+        result.add(
+            precombine_key,
+            "ordering a key's records by more than one field is not supported yet: name one field (records of a "
+            "key with equal values of it are ordered by their offsets)",
+        )
     base = _get(config, "target.base.path")
     # Errors of the base path go on the key the config names it with (hoodie.base.path is its Hudi name).
     base_key = (
@@ -154,9 +181,9 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
         )
     combine_on_insert = config.get("hoodie.combine.before.insert", "false").strip().lower() == "true"
     if operation != "upsert":
-        if config.get("hoodie.datasource.write.precombine.field") and not (operation == "insert" and combine_on_insert):
+        if precombine_key and not (operation == "insert" and combine_on_insert):
             result.ignore(
-                "hoodie.datasource.write.precombine.field",
+                precombine_key,
                 f"Hudi's writer merges records by it on upsert, and on insert with hoodie.combine.before.insert="
                 f"true; this connector's operation is {operation}",
             )
@@ -187,8 +214,108 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
             f"values read with the {converter} converter have no fields (each is one text or bytes column): for "
             "JSON text use value.converter=json, whose columns are typed from the records; or avro",
         )
+    _check_kafka_compaction(result, config)
+    _check_write_configs(result, config)
     if operation == "upsert":
         _check_deletes_as_tombstones(result, config)
+        _check_deletes_as_rows(result, config)
+
+
+def _check_write_configs(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Hudi's write configs, which pass to its writer as written (HUDI_WRITE_CONFIG_FAMILIES), against the keys
+    Hudi 1.2 declares (sinks.hudi.config_keys): a boolean's value must be one (Hudi reads any other as false),
+    and a key Hudi does not declare that is a near miss of one it does is a typo Hudi would ignore. (A key far
+    from any passes: a custom strategy's or lock provider's setting, which Hudi's writer hands it.)"""
+    known = HUDI_CONFIG_KEYS.keys() | {key.name for key in HUDI.keys}
+    for key, value in config.items():
+        if not key.startswith(HUDI_WRITE_CONFIG_FAMILIES) or key in result.errors or not value.strip():
+            continue
+        if key in HUDI_CONFIG_KEYS:
+            if HUDI_CONFIG_KEYS[key] and value.strip().lower() not in ("true", "false"):
+                result.add(
+                    key,
+                    f"Invalid value {value} for configuration {key}: Expected value to be either true or false "
+                    "(Hudi reads any other value as false)",
+                )
+        elif guess := closest(key, known):
+            result.add(key, f"not a key of Hudi's write configs (Hudi 1.2 would ignore it): did you mean {guess}?")
+
+
+def _named(config: Mapping[str, str], name: str) -> str | None:
+    """The key a config sets ``name`` with: its own, or one of its Hudi names (SYNONYMS); None when unset."""
+    if config.get(name, "").strip():
+        return name
+    return next((s for s, target in SYNONYMS.items() if target == name and config.get(s, "").strip()), None)
+
+
+def _check_kafka_compaction(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Hudi's Kafka Connect sink schedules a merge-on-read table's compactions after its commits with
+    hoodie.kafka.compaction.async.enable=true (its default), for another job to execute, and none with false.
+    Here the sink's maintenance compacts the table beside the sink (or Hudi's writer within each write, with
+    hoodie.compact.inline=true), so true is what the sink does, and false only where nothing compacts it."""
+    value = config.get(KAFKA_COMPACTION, "").strip().lower()
+    if not value:
+        return
+    if value not in ("true", "false"):
+        result.add(
+            KAFKA_COMPACTION,
+            f"Invalid value {config[KAFKA_COMPACTION]} for configuration {KAFKA_COMPACTION}: Expected value to be "
+            "either true or false",
+        )
+    elif _get(config, "hoodie.table.type").upper() != "MERGE_ON_READ":
+        result.ignore(KAFKA_COMPACTION, "a copy-on-write table has no compaction (Hudi's sink ignores it there too)")
+    elif value == "true":
+        result.ignore(
+            KAFKA_COMPACTION,
+            "the table's compactions run asynchronously to its writes, as with true: executed beside the sink by "
+            "its maintenance (sinkadmin.maintenance.*), or within each write with hoodie.compact.inline=true",
+        )
+    elif _get(config, "sinkadmin.maintenance.enabled").lower() == "false" and (
+        config.get("hoodie.compact.inline", "").strip().lower() != "true"
+    ):
+        result.ignore(
+            KAFKA_COMPACTION,
+            "the sink compacts nothing (sinkadmin.maintenance.enabled=false, hoodie.compact.inline unset), as Hudi's "
+            "sink with false: compaction is left to another job",
+        )
+    else:
+        result.add(
+            KAFKA_COMPACTION,
+            "with false Hudi's sink leaves the table's compaction to another job; here the sink compacts it, by its "
+            "maintenance (sinkadmin.maintenance.enabled, true by default) or within each write "
+            "(hoodie.compact.inline=true): to leave compaction to another job, set sinkadmin.maintenance.enabled="
+            "false and leave hoodie.compact.inline unset; or remove this key",
+        )
+
+
+def _check_deletes_as_rows(result: ConfigValidation, config: dict[str, str]) -> None:
+    """Debezium's unwrap with ``delete.tombstone.handling.mode=rewrite`` (or the older ``delete.handling.mode=
+    rewrite``) makes each delete a row of the deleted state with ``__deleted=true``. An upsert deletes by such a
+    row only with a delete marker that names it (``hoodie.payload.delete.field``); without one, each delete
+    would be written as a live row, in silence. (With ``rewrite-with-tombstone`` the tombstone that follows each
+    such row deletes the key, where a tombstone can: neither event-time ordering nor a partitioned table.)"""
+    if config.get("hoodie.payload.delete.field", "").strip():
+        return
+    precombine = _get(config, "hoodie.datasource.write.precombine.field")
+    tombstones_delete = not (
+        event_time_ordering(precombine, config.get("hoodie.record.merge.mode", "").strip().upper())
+        or _fields(config, "hoodie.datasource.write.partitionpath.field")
+    )
+    chain = parse_chain(config)[0]
+    for step in chain.steps if chain is not None else ():
+        unwrap = step.transformation
+        if not isinstance(unwrap, ExtractNewRecordState) or unwrap.delete != "rewrite":
+            continue
+        if unwrap.keep_tombstones and tombstones_delete:
+            continue
+        mode = f"transforms.{step.alias}.delete.tombstone.handling.mode"
+        key = mode if config.get(mode, "").strip() else f"transforms.{step.alias}.delete.handling.mode"
+        result.add(
+            key,
+            "Debezium's unwrap makes each delete a row of the deleted state with __deleted=true, and without "
+            "hoodie.payload.delete.field nothing marks it a delete: every deleted row would be upserted as a live "
+            "row. Set hoodie.payload.delete.field=__deleted and hoodie.payload.delete.marker=true",
+        )
 
 
 def event_time_ordering(precombine_field: str | None, merge_mode: str) -> bool:
@@ -202,26 +329,40 @@ def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str
     A tombstone deletes its key only where nothing more is needed to find and order its row: under event-time
     ordering it has no precombine value, and in a partitioned table no partition values, so every delete would
     go to the dead letters (``sinks.hudi.writer``). Such a config is refused, with the way that works: deletes as
-    rows that carry the key's fields and a delete marker."""
+    rows that carry the key's fields and a delete marker. So is one that keeps the tombstone Debezium sends after
+    each delete (``rewrite-with-tombstone``, or the older ``drop.tombstones=false``): each would be a bad record."""
     precombine = _get(config, "hoodie.datasource.write.precombine.field")
     event_time = event_time_ordering(precombine, config.get("hoodie.record.merge.mode", "").strip().upper())
     partitioned = bool(_fields(config, "hoodie.datasource.write.partitionpath.field"))
     if not (event_time or partitioned):
         return
+
+    def why_not(event_time: bool) -> str:
+        return (
+            f"a tombstone has no value of the precombine field ({precombine}) to order it by"
+            if event_time
+            else "a tombstone has no partition field values to find its row by (a partitioned table)"
+        )
+
     chain = parse_chain(config)[0]
     for step in chain.steps if chain is not None else ():
         if isinstance(step.transformation, ExtractNewRecordState) and step.transformation.delete == "tombstone":
             legacy = f"transforms.{step.alias}.delete.handling.mode"
             key = legacy if config.get(legacy) else f"transforms.{step.alias}.delete.tombstone.handling.mode"
-            why = (
-                f"a tombstone has no value of the precombine field ({precombine}) to order it by"
-                if event_time
-                else "a tombstone has no partition field values to find its row by (a partitioned table)"
-            )
             result.add(
                 key,
-                f"Debezium's unwrap makes each delete a tombstone here, and {why}: every delete would go to the "
+                f"Debezium's unwrap makes each delete a tombstone here, and {why_not(event_time)}: every delete would go to the "
                 "dead letters. Set delete.tombstone.handling.mode=rewrite with hoodie.payload.delete.field=__deleted "
+                "and hoodie.payload.delete.marker=true, so that a delete is a row of its key marked deleted",
+            )
+        elif isinstance(step.transformation, ExtractNewRecordState) and step.transformation.keep_tombstones:
+            mode = f"transforms.{step.alias}.delete.tombstone.handling.mode"
+            key = mode if config.get(mode, "").strip() else f"transforms.{step.alias}.drop.tombstones"
+            result.add(
+                key,
+                f"Debezium's unwrap keeps the tombstone that follows each delete here, and {why_not(event_time)}: "
+                "every such tombstone would go to the dead letters (or fail the connector). Set "
+                "delete.tombstone.handling.mode=rewrite, which drops them, with hoodie.payload.delete.field=__deleted "
                 "and hoodie.payload.delete.marker=true, so that a delete is a row of its key marked deleted",
             )
 
