@@ -3,9 +3,10 @@ an in-memory control channel, ledger and committer."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -511,6 +512,26 @@ def test_it_commits_once_every_partition_reported(world: Any) -> None:
     assert committer.commits[0].watermark_ms == 4
 
 
+def test_the_tables_commit_runs_inside_keep_alive_so_a_long_spark_write_keeps_its_coordinator_alive(
+    world: Any,
+) -> None:
+    coordinator, clock, channel, _, committer = world
+    inside: list[tuple[str, int]] = []
+
+    @contextlib.contextmanager
+    def keep_alive(what: str) -> Iterator[None]:
+        inside.append((what, len(committer.commits)))
+        yield
+        inside.append(("done", len(committer.commits)))
+
+    coordinator.keep_alive = keep_alive
+    start = start_and_end(coordinator, clock, channel)
+    channel.inbox = [status(start, TP0, 0, 10), status(start, TP1, 0, 4)]
+    coordinator.step(0)
+    # (The commit applied between entering and leaving it.)
+    assert inside == [(f"applying commit {start.commit_id}", 0), ("done", 1)]
+
+
 def test_the_ack_carries_the_commits_longest_write(world: Any) -> None:
     coordinator, clock, channel, _, _ = world
     start = start_and_end(coordinator, clock, channel)
@@ -1005,3 +1026,35 @@ def test_every_start_says_what_the_latest_commit_to_each_table_left_it_at() -> N
     coordinator.step(0)
     assert coordinator.phase is Phase.IDLE and len(committer.commits) == 2
     assert start_and_end(coordinator, clock, channel).table_versions == failed.table_versions
+
+
+def test_a_long_call_heartbeats_until_it_returns_its_coordinator_is_fenced_or_the_limit_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from workers import runtime
+
+    monkeypatch.setattr(runtime, "HEARTBEAT_SECONDS", 0.02)
+    beats: list[int] = []
+
+    def heartbeat(epoch: int) -> str | None:
+        beats.append(epoch)
+        return "RUNNING"
+
+    with runtime.LongCallBeats("c", 7, heartbeat).during("applying commit x"):
+        time.sleep(0.3)
+    during = len(beats)
+    assert during >= 5 and set(beats) == {7}
+    time.sleep(0.1)
+    assert len(beats) == during, "beats went on after the call returned"
+
+    fenced: list[int] = []
+    with runtime.LongCallBeats("c", 7, lambda epoch: fenced.append(epoch) or None).during("applying commit x"):
+        time.sleep(0.2)
+    assert fenced == [7], "beats went on once the coordinator was told to stop"
+
+    stuck: list[int] = []
+    with runtime.LongCallBeats("c", 7, lambda epoch: stuck.append(epoch) or "RUNNING", limit_s=0.1).during("x"):
+        time.sleep(0.4)
+    assert 1 <= len(stuck) <= 6, "a call stuck past the limit still vouched for its coordinator"

@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -288,6 +289,7 @@ class Coordinator:
         partitions: Callable[[], list[TopicPartition]],
         clock: Callable[[], float] = time.monotonic,
         maintenance: MaintenancePort | None = None,
+        keep_alive: Callable[[str], AbstractContextManager[object]] = lambda _: nullcontext(),
     ) -> None:
         self.settings = settings
         self.channel = channel
@@ -296,6 +298,9 @@ class Coordinator:
         self.partitions = partitions
         self.clock = clock
         self.maintenance = maintenance
+        # Around a call into the sink that takes as long as its Spark job (a commit applied to the tables, a
+        # maintenance run), during which the loop cannot heartbeat: the runtime heartbeats meanwhile.
+        self.keep_alive = keep_alive
         self.phase = Phase.IDLE
         self.current: _OpenCommit | None = None
         self.next_start = clock()
@@ -346,9 +351,12 @@ class Coordinator:
                     return True
                 time.sleep(min(poll_timeout, max(0.0, self.next_start - self.clock())))
                 return False
-            if self.maintenance is not None and self.maintenance.between_commits():
-                # (A maintenance snapshot: between two of the sink's, never racing one.)
-                return True
+            if self.maintenance is not None:
+                with self.keep_alive("maintaining its tables"):
+                    maintained = self.maintenance.between_commits()
+                if maintained:
+                    # (A maintenance snapshot: between two of the sink's, never racing one.)
+                    return True
             if self.clock() >= self.next_start and not self.hold:
                 self._start()
                 return True
@@ -620,7 +628,8 @@ class Coordinator:
 
     def _apply(self, prepared: PreparedCommit) -> None:
         try:
-            snapshot_ids = self.committer.commit(prepared)
+            with self.keep_alive(f"applying commit {prepared.commit_id}"):
+                snapshot_ids = self.committer.commit(prepared)
         except SinkUnavailable as exc:
             # Prepared, so rolled forward whatever happens (I4): by this
             # coordinator once the service answers, or by its successor.

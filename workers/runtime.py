@@ -385,6 +385,53 @@ def connector_config(name: str) -> tuple[Connector, SinkConfig]:
 HEARTBEAT_SECONDS = 1.0
 
 
+# How long a coordinator heartbeats from inside one call into its sink (LongCallBeats): past this, the call is
+# taken for stuck, and the supervisor may start another coordinator, which fences this one.
+LONG_CALL_BEAT_LIMIT_S = 3600.0
+
+
+class LongCallBeats:
+    """Heartbeats while the coordinator is inside one long call into its sink: a commit applied to the tables or
+    a maintenance run, which last as long as their Spark job (a Hudi write of a large commit takes minutes) and
+    which its loop cannot beat between. Without them a coordinator at work read as dead after the heartbeat
+    timeout: the supervisor started another every 30 s, each waiting on the first's table lock.
+
+    Beats stop with the call, when ``heartbeat`` says the coordinator must stop (fenced, deleted: its commit is
+    refused by the ledger then), and after ``limit_s``: a call stuck past it no longer vouches for its
+    coordinator, which the supervisor may then replace."""
+
+    def __init__(
+        self, name: str, epoch: int, heartbeat: Callable[[int], str | None], limit_s: float = LONG_CALL_BEAT_LIMIT_S
+    ) -> None:
+        self.name, self.epoch, self.heartbeat, self.limit_s = name, epoch, heartbeat, limit_s
+
+    @contextlib.contextmanager
+    def during(self, what: str) -> Iterator[None]:
+        done = threading.Event()
+
+        def beat() -> None:
+            started = time.monotonic()
+            try:
+                while not done.wait(HEARTBEAT_SECONDS):
+                    if time.monotonic() - started > self.limit_s:
+                        log.warning(
+                            "%s: coordinator %s for over %.0f s: no longer heartbeating", self.name, what, self.limit_s
+                        )
+                        return
+                    if self.heartbeat(self.epoch) is None:
+                        return
+            finally:
+                connections.close_all()  # (this thread's own)
+
+        beating = threading.Thread(target=beat, name=f"{self.name}-coordinator-beats", daemon=True)
+        beating.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beating.join()
+
+
 def run_coordinator(
     name: str, stop: StopFlag, *, max_commits: int | None = None, heartbeat: Callable[[int], str | None] | None = None
 ) -> int:
@@ -422,6 +469,8 @@ def run_coordinator(
         partitions=lambda: resolve_partitions(admin, config.topics, config.topics_regex),
         maintenance=maintainer,
     )
+    if heartbeat is not None:
+        coordinator.keep_alive = LongCallBeats(name, epoch, heartbeat).during
     log.info("%s: coordinator started with epoch %d", name, epoch)
     last_beat = 0.0
     try:

@@ -387,9 +387,7 @@ def adopt_ledger(connector: Connector) -> int:
     resumes where the deleted one stopped, as Kafka Connect's sink resumes from the consumer group a deleted
     connector leaves. A PREPARED commit among them is rolled forward by the new coordinator (I4, I9); an
     ABORTED one moved nothing. Run in the transaction that creates ``connector``; returns the commits adopted."""
-    adopted = Commit.objects.filter(connector__isnull=True, connector_name=connector.name).update(
-        connector=connector
-    )
+    adopted = Commit.objects.filter(connector__isnull=True, connector_name=connector.name).update(connector=connector)
     if not adopted:
         return 0
     offsets: dict[TopicPartition, PartitionOffset] = {}

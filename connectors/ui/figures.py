@@ -50,6 +50,8 @@ from connectors.models import (
     Connector,
     ConnectorTask,
     CoordinatorStatus,
+    MaintenanceOutcome,
+    MaintenanceRun,
     PartitionOffset,
 )
 from connectors.ui.health import Health, HealthRollup, rollup
@@ -153,6 +155,7 @@ def summarize(connectors: Iterable[Connector], now: datetime) -> list[ConnectorS
                     status,
                     figures.get("last_abort"),
                     (figures.get("window_dead_lettered") or 0, windows[connector.pk]),
+                    figures.get("maintenance_failed", ()),
                 ),
                 tasks_running=sum(1 for t in status.tasks if t.state is State.RUNNING),
                 tasks_total=len(status.tasks) or connector.tasks_max,
@@ -234,6 +237,23 @@ def _ledger_figures(windows: dict[int, timedelta], now: datetime) -> dict[int, d
     for row in latest:
         if row["state"] == CommitState.ABORTED:
             figures.setdefault(row["connector_id"], {})["last_abort"] = row["error"] or "no reason recorded"
+    # The latest ended maintenance run of each table: failed, the table is not being maintained (a merge-on-read
+    # table's log files left uncompacted, small files piling up), though the connector commits.
+    maintained = (
+        MaintenanceRun.objects.filter(connector_id__in=connector_ids)
+        .exclude(outcome=MaintenanceOutcome.RUNNING)
+        .order_by("connector_id", "table_name", "-started_at", "-id")
+        .distinct("connector_id", "table_name")
+        .values("connector_id", "table_name", "outcome", "error")
+    )
+    failures: dict[int, list[str]] = {}
+    for run in maintained:
+        if run["outcome"] == MaintenanceOutcome.FAILED:
+            failures.setdefault(run["connector_id"], []).append(
+                f"maintenance of {run['table_name']} failed: {run['error'] or 'no reason recorded'}"
+            )
+    for connector_id, failed in failures.items():
+        figures.setdefault(connector_id, {})["maintenance_failed"] = failed
     return figures
 
 

@@ -9,6 +9,7 @@ on a state) and folds the tasks into it, naming the first reason found.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -54,9 +55,11 @@ def rollup(
     status: ConnectorStatus,
     last_abort: str | None = None,
     dead_lettered: tuple[int, timedelta] | None = None,
+    maintenance_failed: Sequence[str] = (),
 ) -> HealthRollup:
     """``last_abort``: the error of the connector's latest decided commit, if it was aborted;
-    ``dead_lettered``: the records its commits dead-lettered in a recent window, and the window."""
+    ``dead_lettered``: the records its commits dead-lettered in a recent window, and the window;
+    ``maintenance_failed``: why the latest maintenance run of each of its tables failed, for those that did."""
     state = status.connector.state
     if state is State.STOPPED:
         return HealthRollup(Health.STOPPED, "stopped by a user")
@@ -101,6 +104,14 @@ def rollup(
         why = first_line(idle[0].trace) or "no live worker"
         return HealthRollup(
             Health.DEGRADED, f"{len(idle)} of {len(tasks)} tasks not running (task {idle[0].id}: {why})"
+        )
+    if maintenance_failed:
+        # Commits land, but a table is not maintained (compaction, expiry): retried every maintenance
+        # interval; a warning until a run succeeds.
+        more = len(maintenance_failed) - 1
+        return HealthRollup(
+            Health.WARNING,
+            first_line(maintenance_failed[0]) + (f" (and {more} more table{'s' if more > 1 else ''})" if more else ""),
         )
     warned = [t for t in tasks if t.trace]
     if warned:

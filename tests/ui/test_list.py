@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from connectors import actions
 from connectors.actions import runtime as runtime_state
-from connectors.models import Commit, Connector, StackProcess, TaskState
+from connectors.models import Commit, Connector, MaintenanceOutcome, MaintenanceRun, StackProcess, TaskState
 from connectors.ui.figures import connectors_for_summary, rate_window, summarize
 from connectors.ui.health import Health
 from tests.ui.conftest import CONFIG, LedgerFor, beat_coordinator, heartbeating_tasks, runtime_task
@@ -236,6 +236,41 @@ def test_records_dead_lettered_by_recent_commits_are_a_warning_not_healthy(
     )
     # Once the window has passed them, the connector is healthy again.
     Commit.objects.filter(pk=commit.pk).update(committed_at=timezone.now() - timedelta(hours=1))
+    assert summary_of("orders-sink").health is Health.HEALTHY
+
+
+def test_a_table_whose_last_maintenance_run_failed_is_a_warning_until_a_run_succeeds(
+    make_connector: Callable[..., Connector], commit_ledger: LedgerFor
+) -> None:
+    """Commits land, but a table left uncompacted (a Hudi merge-on-read table's log files, say) is not "Healthy":
+    a QA run saw every compaction fail while the connector read as healthy."""
+    connector = make_connector("orders-sink")
+    commit_ledger(connector)
+    beat_coordinator(connector)
+    runtime_task(connector, 0)
+
+    def run(table: str, outcome: str, minutes_ago: int, error: str = "") -> None:
+        MaintenanceRun.objects.create(
+            connector=connector,
+            connector_name=connector.name,
+            table_name=table,
+            epoch=1,
+            started_at=timezone.now() - timedelta(minutes=minutes_ago),
+            ended_at=timezone.now(),
+            outcome=outcome,
+            error=error,
+        )
+
+    run("db.orders", MaintenanceOutcome.SUCCEEDED, 30)
+    run("db.orders", MaintenanceOutcome.FAILED, 20, 'compaction: Spark job failed: For input string: "x"')
+    run("db.orders", MaintenanceOutcome.RUNNING, 1)  # (one under way says nothing yet)
+    run("db.returns", MaintenanceOutcome.SUCCEEDED, 10)
+    summary = summary_of("orders-sink")
+    assert summary.health is Health.WARNING
+    assert (
+        summary.rollup.reason == 'maintenance of db.orders failed: compaction: Spark job failed: For input string: "x"'
+    )
+    run("db.orders", MaintenanceOutcome.SUCCEEDED, 0)
     assert summary_of("orders-sink").health is Health.HEALTHY
 
 
