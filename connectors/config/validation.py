@@ -116,6 +116,12 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
     return near[0][1] if near else None
 
 
+# acks (librdkafka's request.required.acks) of an idempotent producer, every sink's and the mirror's.
+IDEMPOTENT_ACKS = KeyRule(
+    ignored="an idempotent producer waits for every in-sync replica, as with all",
+    refused="an idempotent producer waits for every in-sync replica (all)",
+    harmless=("all", "-1"),
+)
 # Kafka Connect's per-client overrides (KIP-458) of a coordinated sink: the clients each reaches, by kind.
 CLIENT_OVERRIDE_PREFIXES = {"consumer.override.": "consumer", "producer.override.": "producer"}
 # What makes a consumer a member of a group, which the task's consumer never is: the coordinator assigns it its
@@ -174,11 +180,7 @@ LEDGER_CLIENT_SETTINGS: dict[str, dict[str, KeyRule]] = {
             "the commit protocol's events)",
             harmless=("true",),
         ),
-        "request.required.acks": KeyRule(
-            ignored="an idempotent producer waits for every in-sync replica, as with all",
-            refused="an idempotent producer waits for every in-sync replica (all)",
-            harmless=("all", "-1"),
-        ),
+        "request.required.acks": IDEMPOTENT_ACKS,
         "transactional.id": KeyRule(
             refused="the sink's producers send no transactions: its exactly once is the commit ledger's, and a "
             "transactional producer would refuse every send made outside one"

@@ -15,7 +15,14 @@ from connectors.config.kafka_clients import (
     shared_properties,
     unusable_client_settings,
 )
-from connectors.config.validation import KeyRule, apply_key_rules, closest, rule_for, unusable_override
+from connectors.config.validation import (
+    IDEMPOTENT_ACKS,
+    KeyRule,
+    apply_key_rules,
+    closest,
+    rule_for,
+    unusable_override,
+)
 from sinks.mirror import syncs
 from sinks.mirror.plugin import DEFAULT_POLICY, IDENTITY_POLICY, MIRROR
 
@@ -213,11 +220,7 @@ OWN_CLIENT_SETTINGS: dict[str, dict[str, KeyRule]] = {
             refused="each task's transactional id is the mirror's (sinkadmin-mirror-<connector>-<task>): a new "
             "runner fences the runners before it by that id"
         ),
-        "request.required.acks": KeyRule(
-            ignored="an idempotent producer waits for every in-sync replica, as with all",
-            refused="an idempotent producer waits for every in-sync replica (all)",
-            harmless=("all", "-1"),
-        ),
+        "request.required.acks": IDEMPOTENT_ACKS,
         "queue.buffering.max.ms": KeyRule(
             refused="the mirror's producers linger 5 ms: how long a transaction gathers records is "
             "sinkadmin.commit.interval-ms"
