@@ -276,3 +276,19 @@ def test_a_python_worker_whose_working_directory_was_deleted_can_still_import_py
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == tempfile.gettempdir()
+
+
+def test_an_unreachable_spark_is_told_by_the_grpc_calls_status_not_its_reprs_first_line() -> None:
+    """(A QA pass saw "Spark at sc://... is unreachable: <_MultiThreadedRendezvous of RPC that terminated with:".)"""
+    import grpc
+
+    from tests.conftest import free_port
+    from workers.spark_writer import _first_line
+
+    call = grpc.insecure_channel(f"127.0.0.1:{free_port()}").unary_unary("/spark.connect.SparkConnectService/Config")
+    with pytest.raises(grpc.RpcError) as refused:
+        call(b"", timeout=5)
+    assert str(refused.value).startswith("<_")  # (what was shown)
+    said = _first_line(refused.value)
+    assert said.startswith("UNAVAILABLE: ") and "Connection refused" in said, said
+    assert _first_line(RuntimeError("one line\nand more")) == "one line"

@@ -392,6 +392,11 @@ def spark_failure(exc: BaseException) -> str:
 
 
 def _first_line(exc: BaseException | str) -> str:
+    """What an error says, in one line: a gRPC call's status and details (its text is a multi-line repr whose
+    first line, "<_MultiThreadedRendezvous of RPC that terminated with:", says nothing), else its first line."""
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if type(exc).__module__.startswith("grpc") and callable(code) and callable(details):
+        return f"{getattr(code(), 'name', code())}: {details()}"
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
