@@ -428,6 +428,7 @@ def test_per_client_overrides_reach_librdkafka_as_written_or_are_refused_per_key
     }
     ignored = {
         "consumer.override.max.poll.interval.ms": "600000",  # (Kafka Connect users raise it for slow puts)
+        "consumer.override.max.poll.records": "500",  # (and set this one, for the size of a put)
         "consumer.override.enable.auto.commit": "false",
         "producer.override.enable.idempotence": "true",
         "producer.override.acks": "all",
@@ -437,7 +438,6 @@ def test_per_client_overrides_reach_librdkafka_as_written_or_are_refused_per_key
         "consumer.override.linger.ms": "a setting of its producers",
         "consumer.override.fetch.min.bytez": "did you mean consumer.override.fetch.min.bytes?",
         "consumer.override.enable.auto.commit": "the consumer commits none",
-        "consumer.override.max.poll.records": "share consumer",
         "consumer.override.sasl.jaas.config": "only PlainLoginModule and ScramLoginModule",
         "producer.override.acks": "every in-sync replica",
         "producer.override.transactional.id": "no transactions",

@@ -161,9 +161,9 @@ LEDGER_CLIENT_SETTINGS: dict[str, dict[str, KeyRule]] = {
             harmless=("false",),
         ),
         "max.poll.records": KeyRule(
-            refused="librdkafka's max.poll.records bounds a share consumer's poll only: the task's consumer takes "
-            "the records librdkafka fetched as they come, bounded by consumer.override.queued.max.messages.kbytes, "
-            "and a commit's by sinkadmin.commit.max-records"
+            ignored="how many records a poll returns changes nothing written: the task takes the records librdkafka "
+            "fetched as they come (bounded by consumer.override.queued.max.messages.kbytes), and a commit's are "
+            "bounded by sinkadmin.commit.max-records"
         ),
         **{
             name: KeyRule(
