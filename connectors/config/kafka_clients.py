@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from confluent_kafka.admin import AdminClient
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 # Keys that configure every client the connector creates (librdkafka accepts
 # the Java client's names for these).
@@ -251,4 +253,8 @@ def control_client_config(bootstrap: str, config: dict[str, str]) -> dict[str, o
 
 
 def admin_client(bootstrap: str, config: dict[str, str]) -> AdminClient:
+    # Imported here: the validator imports this module, and so do Spark's Python workers, which decode records
+    # without a Kafka client (sinkadmin_spark_daemon preloads what a decode imports, and no more).
+    from confluent_kafka.admin import AdminClient
+
     return AdminClient({"bootstrap.servers": bootstrap, **shared_properties(config)})
