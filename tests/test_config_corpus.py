@@ -41,14 +41,8 @@ class Expected:
 EXPECTED: dict[str, Expected] = {
     "iceberg-single-table.json": Expected(),
     "iceberg-static-routing.json": Expected(),
-    # Dynamic routing names each record's table in a field; ignoring it would write every record to none of
-    # the tables, and without it the config lists no table.
-    "iceberg-dynamic-routing.json": Expected(
-        refused={
-            "iceberg.tables.dynamic-enabled": "dynamic table routing is not supported yet",
-            "iceberg.tables": 'Missing required configuration "iceberg.tables"',
-        }
-    ),
+    # Dynamic routing: each record's table is named by its db_table field (sinks.iceberg.routing).
+    "iceberg-dynamic-routing.json": Expected(),
     "iceberg-hive-catalog.json": Expected(),
     # (Its auto-create-props.bq_connection is a property of the tables the sink creates: honoured.)
     "iceberg-bigquery-catalog.json": Expected(),

@@ -21,7 +21,7 @@ from sinks.hudi.writer import PartitionRows
 from sinks.iceberg.arrow_writer import ArrowPartitionWriter
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, table_columns
 from sinks.iceberg.settings import TableTarget
-from sinks.iceberg.writes import TargetTable, WritePlan, arrow_schema
+from sinks.iceberg.writes import TargetTable, arrow_schema
 from tests.conftest import sink_config
 from workers.dead_letters import (
     DEAD_LETTER_SCHEMA,
@@ -220,8 +220,8 @@ def through_the_iceberg_sink(tmp_path: Path, config: SinkConfig) -> tuple[list[B
     table = TargetTable(TableTarget("db.t", (), None, ("id",)), schema, str(tmp_path / "lake" / "t"))
     writer = ArrowPartitionWriter(
         config.sink_view,
-        lambda _: WritePlan((table,), "arrow"),
-        lambda _: (table,),
+        lambda _name, _samples: table,
+        lambda _name, _additions: table,
         uuid.uuid4(),
         "orders",
         0,

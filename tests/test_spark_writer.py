@@ -24,7 +24,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from connectors.config import SinkConfig
 from sinks.iceberg.spark_writer import SparkWriter, StagedDecode
-from sinks.iceberg.writes import TargetTable
+from sinks.iceberg.writes import TargetTable, WritePlan
 from workers import spark_writer
 from workers.spark_writer import (
     SparkUnavailable,
@@ -65,7 +65,7 @@ def staged_file(tmp_path: Path, values: list[bytes | None], chunk_bytes: int = 1
 
 def job(tmp_path: Path, cfg: SinkConfig, schema: Schema = SCHEMA) -> StagedDecode:
     table = TargetTable(cfg.settings.tables[0], schema, str(tmp_path / "warehouse" / "orders"))
-    return StagedDecode(cfg, (table,), uuid.uuid4(), uuid.uuid4())
+    return StagedDecode(cfg, WritePlan((table,), "spark"), uuid.uuid4(), uuid.uuid4())
 
 
 def test_a_staged_file_is_read_back_in_chunks_of_about_the_size_asked(tmp_path: Path) -> None:

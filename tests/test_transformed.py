@@ -300,4 +300,5 @@ def test_the_iceberg_sinks_table_is_created_from_the_records_staged_without_an_e
     ]
     pq.write_table(pa.Table.from_pylist(rows, schema=STAGING_SCHEMA), path)
     staged = StagedPartition("orders", 0, 0, 2, 2, path, None)
-    assert shaped(TableWriter._staged_values([staged]), lambda samples: list(samples())) == [b'{"amount": 1}']
+    writer = TableWriter(SinkConfig.parse(sink_config("orders", "db.t")))
+    assert shaped(writer._staged_values([staged], "db.t"), lambda samples: list(samples())) == [b'{"amount": 1}']

@@ -396,14 +396,14 @@ def _table_writer(tmp_path: Path, **keys: str) -> Any:
 @pytest.mark.django_db
 def test_a_table_created_for_upserts_has_its_id_columns_as_required_identifier_fields(tmp_path: Path) -> None:
     writer = _table_writer(tmp_path, **{"iceberg.tables.default-id-columns": "id, region"})
-    plan = writer.plan(uuid.uuid4(), [json.dumps({"id": 1, "region": "eu", "v": "a"}).encode()])
+    plan = writer.table(uuid.uuid4(), "db.t", lambda: [json.dumps({"id": 1, "region": "eu", "v": "a"}).encode()])
     schema = writer.catalog.load_table("db.t").schema()
     assert schema.identifier_field_names() == {"id", "region"}
     assert [(f.name, f.required) for f in schema.fields] == [("id", True), ("region", True), ("v", False)]
-    assert plan.tables[0].id_columns == ("id", "region")
+    assert plan.id_columns == ("id", "region")
     # The arrow plane writes the key columns required, and refuses a row without its key with that reason.
     staging_id = uuid.uuid4()
-    writer.plan(staging_id, [json.dumps({"id": 1, "region": "eu", "v": "a"}).encode()])
+    writer.table(staging_id, "db.t", lambda: [json.dumps({"id": 1, "region": "eu", "v": "a"}).encode()])
     sink = writer.sink(staging_id, "orders", 0, 0, tmp_path / "staging")
     values = [{"id": 1, "region": "eu", "v": "a"}, {"region": "eu", "v": "keyless"}, {"id": 2, "region": "us"}]
     encoded: list[bytes | None] = [json.dumps(v).encode() for v in values]
@@ -428,14 +428,14 @@ def test_a_table_created_for_upserts_has_its_id_columns_as_required_identifier_f
         **{"iceberg.tables.default-id-columns": "id", "value.converter": "avro", "value.converter.avro.schema": avro},
     )
     with pytest.raises(ValueError, match="Arrow cannot read"):  # (the arrow plane refuses it, once created)
-        jvm.plan(uuid.uuid4(), [])
+        jvm.table(uuid.uuid4(), "db.t", lambda: [])
     created = jvm.catalog.load_table("db.t").schema()
     assert created.identifier_field_ids == [] and not created.find_field("id").required
     doubles = _table_writer(tmp_path / "d", **{"iceberg.tables.default-id-columns": "score"})
     (tmp_path / "d").mkdir()
-    plan = doubles.plan(uuid.uuid4(), [json.dumps({"score": 1.5, "v": "a"}).encode()])
+    plan = doubles.table(uuid.uuid4(), "db.t", lambda: [json.dumps({"score": 1.5, "v": "a"}).encode()])
     assert doubles.catalog.load_table("db.t").schema().identifier_field_ids == []
-    assert plan.tables[0].id_columns == ("score",)
+    assert plan.id_columns == ("score",)
 
 
 @pytest.mark.django_db
@@ -453,14 +453,14 @@ def test_without_id_columns_upserts_key_a_table_by_its_identifier_fields_and_ref
         identifier_field_ids=[2],
     )
     writer.catalog.create_table("db.t", keyed, properties={"format-version": "2"})
-    assert writer.plan(uuid.uuid4(), []).tables[0].id_columns == ("id",)
+    assert writer.table(uuid.uuid4(), "db.t", lambda: []).id_columns == ("id",)
 
     unkeyed = _table_writer(tmp_path / "u")
     (tmp_path / "u").mkdir()
     unkeyed.catalog.create_namespace("db")
     unkeyed.catalog.create_table("db.t", Schema(NestedField(1, "id", LongType(), required=False)))
     with pytest.raises(WriteRefused, match=r"no identifier fields and none are configured.*SET IDENTIFIER FIELDS"):
-        unkeyed.plan(uuid.uuid4(), [])
+        unkeyed.table(uuid.uuid4(), "db.t", lambda: [])
 
 
 @pytest.mark.django_db
@@ -473,11 +473,11 @@ def test_a_table_upserts_could_not_key_is_refused_before_it_is_created(tmp_path:
         match=r"the records for table db\.t \(not created\) have no column id .* Debezium change events .*"
         r"DebeziumTransform .* Name columns the records have",
     ):
-        writer.plan(uuid.uuid4(), [json.dumps(envelope).encode()])
+        writer.table(uuid.uuid4(), "db.t", lambda: [json.dumps(envelope).encode()])
     # No id columns at all: the table created would have no identifier fields.
     unkeyed = _table_writer(tmp_path)
     with pytest.raises(WriteRefused, match=r"no id columns are configured.*db\.t, which the records would create"):
-        unkeyed.plan(uuid.uuid4(), [json.dumps({"id": 1}).encode()])
+        unkeyed.table(uuid.uuid4(), "db.t", lambda: [json.dumps({"id": 1}).encode()])
     # Neither left a table behind, which would stay when the config is mended.
     assert not writer.catalog.table_exists("db.t")
     # Plain JSON where the config says Kafka Connect's envelope: no schema to create the table from.
@@ -490,15 +490,17 @@ def test_a_table_upserts_could_not_key_is_refused_before_it_is_created(tmp_path:
         },
     )
     with pytest.raises(ValueError, match=r"no record carries a Kafka Connect schema envelope .*set it to false"):
-        enveloped.plan(uuid.uuid4(), [json.dumps({"id": 1}).encode()])
+        enveloped.table(uuid.uuid4(), "db.t", lambda: [json.dumps({"id": 1}).encode()])
 
 
 @pytest.mark.django_db
 def test_an_ordering_field_the_table_lacks_or_cannot_compare_is_refused_with_the_reason(tmp_path: Path) -> None:
     sample = [json.dumps({"id": 1, "v": "a", "_cdc": {"op": "U", "lsn": 7}}).encode()]
     keys = {"iceberg.tables.default-id-columns": "id"}
-    assert _table_writer(tmp_path, **keys, **{"sinkadmin.upsert.ordering-field": "_cdc.lsn"}).plan(uuid.uuid4(), sample)
+    assert _table_writer(tmp_path, **keys, **{"sinkadmin.upsert.ordering-field": "_cdc.lsn"}).table(
+        uuid.uuid4(), "db.t", lambda: sample
+    )
     for field, what in (("_cdc.position", "no column of it"), ("_cdc", "a struct")):
         writer = _table_writer(tmp_path, **keys, **{"sinkadmin.upsert.ordering-field": field})
         with pytest.raises(WriteRefused, match=f"ordering-field '{field}' is {what}"):
-            writer.plan(uuid.uuid4(), sample)
+            writer.table(uuid.uuid4(), "db.t", lambda: sample)

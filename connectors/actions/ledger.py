@@ -263,6 +263,20 @@ def prepare_commit(
     return commit
 
 
+def committed_tables(connector_name: str) -> list[str]:
+    """The tables a connector's commits have been made to, by name: where a sink whose records name their
+    tables (the Iceberg sink's dynamic routing) has tables to maintain, or to recover commits from."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT jsonb_object_keys(snapshot_ids) FROM {Commit._meta.db_table} "
+            "WHERE connector_name = %s AND state = %s ORDER BY 1",
+            [connector_name, CommitState.COMMITTED],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 def mark_committed(commit_id: uuid.UUID, snapshot_ids: Mapping[str, int]) -> bool:
     """Finish a prepared commit once every table holds it. False if it was not PREPARED."""
     with transaction.atomic():

@@ -1,8 +1,8 @@
 """The arrow data plane of the Iceberg sink, and the decode Spark's Python workers run for it.
 
-Each staged partition's records are decoded by the shared JSON decoder
-(``workers.json_decoder``) into the first table's columns, routed to the
-tables (``iceberg.tables.route-field``), split by each table's Iceberg
+Each staged partition's records are routed to their tables
+(``iceberg.tables.route-field``, ``sinks.iceberg.routing``), decoded by the
+shared JSON decoder (``workers.json_decoder``) into each table's columns, split by its Iceberg
 partition with Iceberg's own transforms (pyiceberg on Arrow arrays: a bucket
 is the hash every Iceberg engine computes) and written as zstd Parquet under
 the table's location. With ``sinkadmin.writer=arrow`` each participant does
@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.partitioning import partition_record_value
@@ -43,9 +42,10 @@ from pyiceberg.types import (
 )
 
 from connectors.config import SinkConfig
+from sinks.iceberg.routing import Router
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
 from sinks.iceberg.upserts import UnappliableRows
-from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan, shaped, table_filesystem
+from sinks.iceberg.writes import TargetTable, Unshaped, shaped, table_filesystem
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
@@ -206,13 +206,111 @@ def unshaped_records(
     return sorted([*decoded.bad, *((i, why) for i in decoded.positions)]), decoded.skipped
 
 
+class TableLane:
+    """One table's share of a staged partition: the decoder of its columns, and its open data files."""
+
+    def __init__(self, config: SinkConfig, table: TargetTable, tmp_name: str, file_prefix: str) -> None:
+        self.config = config
+        self.name = table.target.name
+        self.tmp_name = tmp_name
+        self.file_prefix = file_prefix
+        self.table = table
+        self.output: ArrowTableOutput | None = None
+        # Files closed when the table's schema changed (each file has one schema).
+        self.closed: list[StagedFile] = []
+        self.schemas = 0
+        self.decoder: JsonDecoder | None = None
+        # In upsert mode, the decoded rows the table cannot apply (``refuse``).
+        self.unappliable: UnappliableRows | None = None
+        self.value_column = "value"  # string and bytes values: the table's one data column
+        self.open(table)
+
+    def open(self, table: TargetTable) -> None:
+        """Decoder and open files for the table's current schema (those open until now are closed)."""
+        self.table = table
+        data_fields = [f for f in table.schema.fields if not f.name.startswith("_kafka_")]
+        settings = self.config.settings
+        if self.config.value_converter in ("json", "avro"):
+            # (Avro values reach the sinks as JSON: the participant decodes them while staging.)
+            envelope = self.config.value_converter == "json" and self.config.schemas_enable
+            evolve = settings.evolve_schema and self.config.value_converter == "json" and not envelope
+            # In upsert mode, the rows the table could not key, or whose CDC operation is unknown: bad records.
+            unappliable = self.unappliable = (
+                UnappliableRows(table.id_columns, settings.cdc_field) if settings.upsert_mode else None
+            )
+            # An upsert's key columns are required (identifier fields) but read as nullable: a row without its
+            # key is then refused with that reason (UnappliableRows), not as a value that does not fit.
+            keys = set(unappliable.id_columns) if unappliable is not None else set()
+            columns = pa.schema(
+                [
+                    field.with_nullable(True) if field.name in keys else field
+                    for field in (table.arrow_schema.field(f.name) for f in data_fields)
+                ]
+            )
+            # (The refusals are the writer's own, not the decoder's ``reject``: the sink's, not its converter's,
+            # in the dead letters' error context.)
+            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
+        else:
+            self.unappliable = None
+            self.value_column = data_fields[0].name if data_fields else "value"
+        if self.output is not None:
+            self.closed.extend(self.output.close())
+        # Unique temporary names per schema: the files are renamed when published.
+        prefix = self.file_prefix + (f"-s{self.schemas}" if self.schemas else "")
+        self.schemas += 1
+        tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.tmp_name}"
+        self.output = ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes)
+
+    def decode(self, chunk: RecordChunk) -> Decoded:
+        if self.decoder is not None:
+            return self.decoder.decode(chunk.values, chunk.errors)
+        column, bad = text_column(chunk.values, as_string=self.config.value_converter == "string")
+        bad += [(i, str(e)) for i, e in enumerate(chunk.errors) if e is not None]
+        bad_positions = {i for i, _ in bad}
+        positions = [i for i in range(len(chunk)) if i not in bad_positions]
+        if bad_positions:
+            column = column.take(positions)
+        return Decoded(pa.table({self.value_column: column}), positions, sorted(bad))
+
+    def refuse(self, decoded: Decoded) -> list[tuple[int, str]]:
+        """The decoded rows an upsert cannot apply (``UnappliableRows``): their positions in the chunk, and why.
+        A sink's refusal, after its converter's decoding: Kafka Connect's TASK_PUT in the dead letters' error
+        context. (``ArrowPartitionWriter`` takes them out of every table's rows.)"""
+        if self.unappliable is None or not decoded.positions:
+            return []
+        return [(decoded.positions[row], reason) for row, reason in self.unappliable(decoded.columns)]
+
+    def write(self, rows: pa.Table) -> None:
+        assert self.output is not None
+        self.output.write(rows)
+
+    def close(self) -> list[StagedFile]:
+        files = self.closed + (self.output.close() if self.output is not None else [])
+        self.closed = []
+        return files
+
+    def discard(self) -> None:
+        if self.output is not None:
+            self.output.discard()
+        for closed in self.closed:
+            table_filesystem(closed.location, self.table.io_properties)[0].delete_file(closed.path)
+        self.closed.clear()
+
+
+# Resolves a table for a partition's records: its name, and the records it may be created from (a missing
+# table; ``shaped``). Raises Unshaped when none of them can create it.
+TableFor = Callable[[str, Callable[[], Sequence[bytes | None]]], TargetTable]
+
+
 class ArrowPartitionWriter:
     """Decodes one partition's records chunk by chunk into the commit's data files: the sink
     of a participant's staging buffer (arrow data plane), and what Spark's Python workers run
     over a staged file (spark data plane, ``workers.spark_writer``).
 
-    The plan (the tables) is settled at the first chunk, when sample records
-    exist to create a missing table from.
+    Each chunk's records are routed to their tables (``sinks.iceberg.routing``), then each table's
+    records decoded into its columns (a ``TableLane``). A table is resolved at the first chunk that
+    has records for it, from which a missing table is created. A record that one of its tables
+    cannot take is bad, and written to none of them.
     """
 
     DECODE_CHUNK_BYTES = 1 << 20
@@ -220,8 +318,8 @@ class ArrowPartitionWriter:
     def __init__(
         self,
         config: SinkConfig,
-        plan_for: Callable[[Sequence[bytes | None]], WritePlan],
-        evolve_for: Callable[[Schema], tuple[TargetTable, ...]],
+        table_for: TableFor,
+        evolve_for: Callable[[str, Schema], TargetTable],
         staging_id: uuid.UUID,
         topic: str,
         partition: int,
@@ -234,8 +332,8 @@ class ArrowPartitionWriter:
         # dead-letter topic, unless the caller already has them all (Spark
         # decodes a raw staging file).
         self.keep_rejects = keep_rejects
-        self.plan_for = plan_for
-        # Adds fields to the plan's tables (schema evolution) and returns them as they are then.
+        self.table_for = table_for
+        # Adds fields to a table (schema evolution) and returns it as it is then.
         self.evolve_for = evolve_for
         self.staging_id = staging_id
         self.topic = topic
@@ -246,49 +344,82 @@ class ArrowPartitionWriter:
         # Decode early and in small pieces, so that little is left to do at
         # the commit's end; row groups are still buffer-bytes large.
         self.chunk_bytes = min(config.buffer_bytes, self.DECODE_CHUNK_BYTES)
-        self.plan: WritePlan | None = None
+        settings = config.settings
+        # One table, no route field: each chunk goes to it whole (its decoder finds the bad records).
+        self.router = None if settings.route_field is None and len(settings.tables) == 1 else Router(config)
+        self.lanes: dict[str, TableLane] = {}
         self.rejects: RawStagingFile | None = None  # the undecodable ones, for the dead-letter topic
-        self.outputs: list[ArrowTableOutput] = []
-        # Files closed when the tables' schema changed (each file has one schema).
-        self.closed: list[StagedFile] = []
-        self.schemas = 0
-        self.decoder: JsonDecoder | None = None
-        # In upsert mode, the decoded rows the tables cannot apply (``_refuse``).
-        self.unappliable: UnappliableRows | None = None
-        self.value_column = "value"  # string and bytes values: the table's one data column
         self.bad: list[BadRecord] = []
         self.skipped = 0
 
     def write(self, chunk: RecordChunk) -> None:
-        if self.plan is None and (unshaped := self._settle(chunk)) is not None:
-            # (No table to write to yet: the chunk's records are bad, and a later chunk may create it.)
-            bad, skipped = unshaped_records(self.config, chunk.values, chunk.errors, str(unshaped))
-            self._reject(chunk, bad, [])
-            self.skipped += skipped
-            return
-        decoded = self._decode(chunk)
-        additions = None
+        runs: Mapping[str, list[int] | None]
+        if self.router is None:
+            runs = {self.config.settings.tables[0].name: None}
+            unconverted: dict[int, str] = {}
+        else:
+            routed = self.router.route(chunk.values, chunk.errors)
+            runs, unconverted = routed.tables, dict(routed.bad)
+            self.skipped += routed.skipped
+        refused: dict[int, str] = {}
+        decoded_runs = []
+        for name, positions in runs.items():
+            run = chunk if positions is None else chunk.take(positions)
+
+            def at(i: int, positions: list[int] | None = positions) -> int:
+                return i if positions is None else positions[i]
+
+            lane = self._lane(name, run)
+            if isinstance(lane, Unshaped):
+                # (No table to write to yet: its records are bad, and a later chunk may create it.)
+                bad, skipped = unshaped_records(self.config, run.values, run.errors, str(lane))
+                for i, reason in bad:
+                    unconverted.setdefault(at(i), reason)
+                self.skipped += skipped
+                continue
+            decoded = self._decode(lane, run)
+            for i, reason in decoded.bad:
+                unconverted.setdefault(at(i), reason)
+            for i, reason in lane.refuse(decoded):
+                refused.setdefault(at(i), reason)
+            self.skipped += decoded.skipped
+            decoded_runs.append((lane, decoded, run, at))
+        dropped = unconverted.keys() | refused.keys()
+        for lane, decoded, run, at in decoded_runs:
+            keep = [at(p) not in dropped for p in decoded.positions] if dropped else []
+            if not all(keep):
+                decoded.columns = decoded.columns.filter(pa.array(keep))
+                decoded.positions = [p for p, k in zip(decoded.positions, keep, strict=True) if k]
+            if decoded.positions:
+                lane.write(self._with_metadata(decoded, run))
+        self._reject(
+            chunk, sorted(unconverted.items()), sorted((p, r) for p, r in refused.items() if p not in unconverted)
+        )
+
+    def _lane(self, name: str, run: RecordChunk) -> TableLane | Unshaped:
+        """The table's lane, resolved (a missing table created) from ``run``'s records the first time;
+        else why none of them can create it."""
+        lane = self.lanes.get(name)
+        if lane is not None:
+            return lane
+        try:
+            table = shaped([(run.values, run.errors)], lambda samples: self.table_for(name, samples))
+        except Unshaped as unshaped:
+            return unshaped
+        tmp_name = f"{self.staging_id}-{self.attempt}"
+        lane = self.lanes[name] = TableLane(self.config, table, tmp_name, f"{self.topic}+{self.partition}+{self.start}")
+        return lane
+
+    def _decode(self, lane: TableLane, run: RecordChunk) -> Decoded:
+        decoded = lane.decode(run)
         if decoded.records_schema is not None:
-            # (outputs[0] writes the first table, whose columns the decoder decodes)
-            additions = missing_fields(self.outputs[0].table.schema, iceberg_schema(decoded.records_schema))
-        if additions is not None:
-            # New fields (schema evolution): add them to the tables, then
-            # decode the chunk again with them. (A field another task added
-            # first keeps its type; records that do not fit it are bad.)
-            self._open(self.evolve_for(additions))
-            decoded = self._decode(chunk)
-        self._reject(chunk, decoded.bad, self._refuse(decoded))
-        self.skipped += decoded.skipped
-        if not decoded.positions:
-            return
-        columns = self._with_metadata(decoded, chunk)
-        route = self._route(columns)
-        for output in self.outputs:
-            rows = columns
-            regex = output.table.target.route_regex
-            if route is not None and regex is not None:
-                rows = rows.filter(pc.fill_null(pc.match_substring_regex(route, f"^(?:{regex.pattern})$"), False))
-            output.write(rows)
+            additions = missing_fields(lane.table.schema, iceberg_schema(decoded.records_schema))
+            if additions is not None:
+                # New fields (schema evolution): add them to the table, then decode the records again with
+                # them. (A field another task added first keeps its type; records that do not fit it are bad.)
+                lane.open(self.evolve_for(lane.name, additions))
+                decoded = lane.decode(run)
+        return decoded
 
     def _reject(self, chunk: RecordChunk, unconverted: list[tuple[int, str]], refused: list[tuple[int, str]]) -> None:
         """The chunk's bad records (their positions, and why), kept for the dead letters."""
@@ -302,92 +433,6 @@ class ArrowPartitionWriter:
             )
         if self.rejects is not None:
             self.rejects.write(chunk.take(sorted(i for i, _ in (*unconverted, *refused))))
-
-    def _settle(self, chunk: RecordChunk) -> Unshaped | None:
-        """The plan, from the chunk's first records; else why none of its records can create a missing table."""
-        try:
-            plan = shaped([(chunk.values, chunk.errors)], lambda samples: self.plan_for(samples()))
-        except Unshaped as unshaped:
-            return unshaped
-        self.plan = plan
-        self._open(plan.tables)
-        first = plan.tables[0]
-        route_field = self.config.settings.route_field
-        if route_field and self.decoder is not None and route_field not in self.decoder.data_schema.names:
-            raise ValueError(
-                f"iceberg.tables.route-field {self.config.settings.route_field!r} is not a column of {first.target.name}"
-            )
-        return None
-
-    def _unappliable(self, tables: Sequence[TargetTable]) -> UnappliableRows | None:
-        """In upsert mode, the rows no table could key (the identifier columns every table has), or whose
-        CDC operation is unknown: bad records."""
-        settings = self.config.settings
-        if not settings.upsert_mode:
-            return None
-        shared = set.intersection(*(set(t.id_columns) for t in tables)) if tables else set()
-        id_columns = tuple(c for c in tables[0].id_columns if c in shared) if tables else ()
-        return UnappliableRows(id_columns, settings.cdc_field)
-
-    def _open(self, tables: Sequence[TargetTable]) -> None:
-        """Decoder and open files for the tables' current schemas (those open until now are closed)."""
-        data_fields = [f for f in tables[0].schema.fields if not f.name.startswith("_kafka_")]
-        if self.config.value_converter in ("json", "avro"):
-            # (Avro values reach the sinks as JSON: the participant decodes them while staging.)
-            envelope = self.config.value_converter == "json" and self.config.schemas_enable
-            evolve = self.config.settings.evolve_schema and self.config.value_converter == "json" and not envelope
-            unappliable = self.unappliable = self._unappliable(tables)
-            # An upsert's key columns are required (identifier fields) but read as nullable: a row without its
-            # key is then refused with that reason (UnappliableRows), not as a value that does not fit.
-            keys = set(unappliable.id_columns) if unappliable is not None else set()
-            columns = pa.schema(
-                [
-                    field.with_nullable(True) if field.name in keys else field
-                    for field in (tables[0].arrow_schema.field(f.name) for f in data_fields)
-                ]
-            )
-            # (The refusals are the writer's own, not the decoder's ``reject``: the sink's, not its converter's,
-            # in the dead letters' error context.)
-            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
-        else:
-            self.unappliable = None
-            self.value_column = data_fields[0].name if data_fields else "value"
-        for output in self.outputs:
-            self.closed.extend(output.close())
-        # Unique temporary names per schema: the files are renamed when published.
-        prefix = f"{self.topic}+{self.partition}+{self.start}" + (f"-s{self.schemas}" if self.schemas else "")
-        self.schemas += 1
-        self.outputs = []
-        for table in tables:
-            tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.staging_id}-{self.attempt}"
-            self.outputs.append(ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes))
-
-    def _decode(self, chunk: RecordChunk) -> Decoded:
-        if self.decoder is not None:
-            return self.decoder.decode(chunk.values, chunk.errors)
-        column, bad = text_column(chunk.values, as_string=self.config.value_converter == "string")
-        bad += [(i, str(e)) for i, e in enumerate(chunk.errors) if e is not None]
-        bad_positions = {i for i, _ in bad}
-        positions = [i for i in range(len(chunk)) if i not in bad_positions]
-        if bad_positions:
-            column = column.take(positions)
-        return Decoded(pa.table({self.value_column: column}), positions, sorted(bad))
-
-    def _refuse(self, decoded: Decoded) -> list[tuple[int, str]]:
-        """The decoded rows an upsert cannot apply (``UnappliableRows``), taken out of ``decoded``: their
-        positions in the chunk, and why. A sink's refusal, after its converter's decoding: Kafka Connect's
-        TASK_PUT in the dead letters' error context."""
-        if self.unappliable is None or not decoded.positions:
-            return []
-        refused = self.unappliable(decoded.columns)
-        if not refused:
-            return []
-        rows = {row for row, _ in refused}
-        keep = [row not in rows for row in range(len(decoded.positions))]
-        found = [(decoded.positions[row], reason) for row, reason in refused]
-        decoded.columns = decoded.columns.filter(pa.array(keep))
-        decoded.positions = [p for p, k in zip(decoded.positions, keep, strict=True) if k]
-        return found
 
     def _with_metadata(self, decoded: Decoded, chunk: RecordChunk) -> pa.Table:
         columns = decoded.columns
@@ -418,14 +463,9 @@ class ArrowPartitionWriter:
             columns = columns.append_column("_kafka_key", picked(keys))
         return columns
 
-    def _route(self, columns: pa.Table) -> pa.ChunkedArray | None:
-        if not self.config.settings.route_field or self.config.settings.route_field not in columns.column_names:
-            return None
-        return pc.cast(columns.column(self.config.settings.route_field), pa.string())
-
     def finish(self, staged: StagedPartition) -> StagedPartition:
         staged.decoded = True
-        staged.files = self.closed + [f for output in self.outputs for f in output.close()]
+        staged.files = [f for lane in self.lanes.values() for f in lane.close()]
         staged.bad = self.bad
         staged.skipped = self.skipped
         staged.path = self.rejects.close() if self.rejects is not None else None
@@ -434,12 +474,8 @@ class ArrowPartitionWriter:
     def discard(self) -> None:
         if self.rejects is not None:
             self.rejects.discard()
-        for output in self.outputs:
-            output.discard()
-        io_properties = self.plan.tables[0].io_properties if self.plan is not None else {}
-        for closed in self.closed:
-            table_filesystem(closed.location, io_properties)[0].delete_file(closed.path)
-        self.closed.clear()
+        for lane in self.lanes.values():
+            lane.discard()
 
 
 def publish_decoded(commit_id: uuid.UUID, staged: StagedPartition, io_properties: Mapping[str, str]) -> list[DataFile]:

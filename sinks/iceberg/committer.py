@@ -61,7 +61,6 @@ class IcebergCommitter:
             for target in self.settings.tables:
                 by_table.setdefault(target.name, [])
         snapshot_ids, self.table_versions = {}, {}
-        targets = {t.name: t for t in self.settings.tables}
         for table_name, files in sorted(by_table.items()):
             commit = TableCommit(
                 connector=self.connector,
@@ -71,7 +70,9 @@ class IcebergCommitter:
                 offsets=prepared.offsets,
                 watermark_ms=prepared.watermark_ms,
             )
-            keyed = targets.get(table_name)
+            # (Every table but the dead-letter table is keyed in upsert mode: those listed, and those that
+            # records name with dynamic routing.)
+            keyed = self.settings.target(table_name) if table_name != self.settings.dead_letter_table else None
             try:
                 if self.settings.upsert_mode and keyed is not None:
                     committed = commit_upserts(

@@ -32,18 +32,29 @@ ICEBERG_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "iceberg.tables",
         KeyType.LIST,
-        "Comma-separated target tables, as namespace.table.",
+        "Comma-separated target tables, as namespace.table. Required unless iceberg.tables.dynamic-enabled.",
         _G_TABLES,
         importance=Importance.HIGH,
-        required=True,
         order=1,
     ),
     ConfigKey(
         "iceberg.tables.route-field",
         KeyType.STRING,
-        "Record field whose value is matched against iceberg.table.<name>.route-regex to pick tables. "
-        "Without it every record goes to every table.",
+        "Record field (nested with dots: _cdc.target) whose value picks each record's tables: matched against "
+        "iceberg.table.<table>.route-regex, or with iceberg.tables.dynamic-enabled the table's name (lower-cased). "
+        "Without it every record goes to every table. A record without a value goes to no table (counted as "
+        "skipped).",
         _G_TABLES,
+        order=2,
+    ),
+    ConfigKey(
+        "iceberg.tables.dynamic-enabled",
+        KeyType.BOOLEAN,
+        "Write each record to the table its iceberg.tables.route-field names (as namespace.table, lower-cased) "
+        "instead of the tables iceberg.tables lists: one connector for many tables, e.g. Debezium's topics with "
+        "DebeziumTransform's _cdc.target. Tables missing are created if iceberg.tables.auto-create-enabled.",
+        _G_TABLES,
+        default="false",
         order=2,
     ),
     ConfigKey(
@@ -300,6 +311,10 @@ ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
 
 
 def iceberg_tables(config: Mapping[str, Any]) -> list[str]:
+    """The tables a connector writes, as its pages show them: the ones it lists, or with dynamic routing
+    what names them."""
+    if str(config.get("iceberg.tables.dynamic-enabled", "false")).strip().lower() == "true":
+        return [f"the tables its records' {str(config.get('iceberg.tables.route-field', '')).strip()} names"]
     return [t.strip() for t in str(config.get("iceberg.tables", "")).split(",") if t.strip()]
 
 

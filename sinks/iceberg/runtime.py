@@ -42,6 +42,15 @@ def maintainer(
     if not config.maintenance.enabled:
         return None
     settings: IcebergSettings = config.settings
+
+    def tables() -> list[str]:
+        if not settings.dynamic:
+            return settings.table_names
+        from connectors.actions import committed_tables
+
+        # (The tables its records have named so far, and the dead-letter table, which commits name too.)
+        return committed_tables(connector)
+
     return start_maintainer(
         connector,
         connector_id,
@@ -49,7 +58,7 @@ def maintainer(
         config,
         lambda ledger: IcebergTables(
             settings.maintenance,
-            lambda: settings.table_names,
+            tables,
             lambda: committer.catalog,
             SparkProcedures(settings.catalog_name, connector_catalog_properties(config)),
             ledger,
@@ -59,8 +68,10 @@ def maintainer(
 
 def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
     """Every commit of ``connector`` in its tables' snapshot summaries (for rebuilding a lost ledger)."""
-    from sinks.iceberg.tables import catalog_for
+    from sinks.iceberg.tables import catalog_for, every_table
     from sinks.iceberg.tables import recovered_commits as from_snapshots
 
     settings: IcebergSettings = config.settings
-    return from_snapshots(catalog_for(config), settings.table_names, connector)
+    catalog = catalog_for(config)
+    # (With dynamic routing, which tables records named is in the ledger being rebuilt: every table is read.)
+    return from_snapshots(catalog, every_table(catalog) if settings.dynamic else settings.table_names, connector)

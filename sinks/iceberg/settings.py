@@ -30,11 +30,6 @@ MAIN_BRANCH = KeyRule(
 # The Iceberg Kafka Connect sink's keys that this sink does not take as its own keys, and what it does with
 # each: ignored with a note when that changes nothing written, refused when it would.
 KEY_RULES = {
-    "iceberg.tables.dynamic-enabled": KeyRule(
-        ignored="the tables are the ones iceberg.tables lists, as with false",
-        refused="dynamic table routing is not supported yet; list tables in iceberg.tables",
-        harmless=("false",),
-    ),
     "iceberg.tables.default-commit-branch": MAIN_BRANCH,
     "iceberg.tables.schema-force-optional": KeyRule(
         ignored="columns are always created and added as optional (nullable), whatever the records' schema "
@@ -108,12 +103,31 @@ def _is_table_name(name: str) -> bool:
 
 def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
     tables = split_list(config.get("iceberg.tables"))
+    route_field = config.get("iceberg.tables.route-field", "").strip()
+    dynamic = _dynamic(config)
+    if dynamic and not route_field:
+        result.add(
+            "iceberg.tables.dynamic-enabled",
+            "dynamic routing names each record's table by a field of it: set iceberg.tables.route-field",
+        )
+    if dynamic and tables:
+        result.ignore(
+            "iceberg.tables",
+            "with iceberg.tables.dynamic-enabled=true each record's table is named by iceberg.tables.route-field, "
+            "as in Apache Iceberg's sink",
+        )
+    elif not tables and not dynamic:
+        result.add("iceberg.tables", 'Missing required configuration "iceberg.tables" which has no default value.')
     for table in tables:
         if not _is_table_name(table):
             result.add("iceberg.tables", f"{table!r} must be namespace.table (letters, digits, '_')")
     if len(set(tables)) != len(tables):
         result.add("iceberg.tables", "lists a table twice")
-    route_field = config.get("iceberg.tables.route-field", "").strip()
+    if route_field and not all(part for part in route_field.split(".")):
+        result.add("iceberg.tables.route-field", "name a field of the records, nested with dots (_cdc.target)")
+    converter, _ = _value_format(config)
+    if route_field and converter in ("string", "bytearray"):
+        result.add("iceberg.tables.route-field", "routing reads a field of each record; these values have none")
     for key, value in config.items():
         if not key.startswith("iceberg.table."):
             continue
@@ -122,7 +136,11 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
         if setting not in TABLE_SETTINGS or not table:
             result.add(key, f"unknown table setting; use iceberg.table.<table>.{{{','.join(TABLE_SETTINGS)}}}")
             continue
-        if table not in tables:
+        if dynamic:
+            # (The settings of any table a record names: Iceberg's sink reads them by the table's name.)
+            if not _is_table_name(table):
+                result.add(key, f"{table!r} must be namespace.table (letters, digits, '_')")
+        elif table not in tables:
             result.add(key, f"{table!r} is not one of iceberg.tables")
         if setting == "commit-branch":
             apply_key_rules(result, {key: value}, {key: MAIN_BRANCH})
@@ -132,6 +150,12 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
         elif setting == "partition-by":
             _check_partition_by(result, key, value)
         elif setting == "route-regex":
+            if dynamic:
+                result.add(
+                    key,
+                    "with iceberg.tables.dynamic-enabled=true the route field's value names the table, so no "
+                    "regex is matched: remove it, or route statically (dynamic-enabled=false)",
+                )
             try:
                 re.compile(value)
             except re.error as exc:
@@ -142,9 +166,22 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
         _check_partition_by(
             result, "iceberg.tables.default-partition-by", config["iceberg.tables.default-partition-by"]
         )
-    if route_field and tables and not any(f"iceberg.table.{t}.route-regex" in config for t in tables):
-        result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
+    if route_field and not dynamic and tables:
+        # (Apache Iceberg's sink writes a table without a route-regex nothing when it routes by a field.)
+        unrouted = [t for t in tables if f"iceberg.table.{t}.route-regex" not in config]
+        if len(unrouted) == len(tables):
+            result.add("iceberg.tables.route-field", "no table has iceberg.table.<table>.route-regex to match against")
+        elif unrouted:
+            result.add(
+                "iceberg.tables",
+                f"{', '.join(unrouted)} has no iceberg.table.<table>.route-regex, so with iceberg.tables.route-field "
+                "no record would go to it: give it a route-regex or remove it",
+            )
     _check_upserts(result, config, tables)
+
+
+def _dynamic(config: Mapping[str, str]) -> bool:
+    return config.get("iceberg.tables.dynamic-enabled", "false").strip().lower() == "true"
 
 
 TABLE_PROPERTIES_PREFIX = "iceberg.tables.auto-create-props."
@@ -318,6 +355,7 @@ class IcebergMaintenance:
 class IcebergSettings:
     """A valid Iceberg sink config's own settings, typed (``SinkConfig.settings``)."""
 
+    # The tables iceberg.tables lists (none with dynamic routing).
     tables: tuple[TableTarget, ...]
     route_field: str | None
     auto_create: bool
@@ -335,6 +373,10 @@ class IcebergSettings:
     dead_letter_table: str | None = None
     # The properties of the tables the sink creates (``created_table_properties``).
     table_properties: Mapping[str, str] = field(default_factory=lambda: dict(CREATED_TABLE_PROPERTIES))
+    # iceberg.tables.dynamic-enabled: each record's table is named by its route field's value.
+    dynamic: bool = False
+    # The per-table keys (iceberg.table.<table>.<setting>) and their defaults, for a table no list names.
+    raw_table_settings: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def table_names(self) -> list[str]:
@@ -342,28 +384,18 @@ class IcebergSettings:
         were all bad is found there only)."""
         return [t.name for t in self.tables] + ([self.dead_letter_table] if self.dead_letter_table else [])
 
+    def target(self, name: str) -> TableTarget:
+        """The table ``name`` as the sink writes it: one iceberg.tables lists, or one a record names
+        (dynamic routing), with its iceberg.table.<name>.* settings or the defaults."""
+        for target in self.tables:
+            if target.name == name:
+                return target
+        return _table_target(name, self.raw_table_settings)
+
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> IcebergSettings:
-        tables = tuple(
-            TableTarget(
-                name=name,
-                partition_by=tuple(
-                    parse_partition_by(
-                        raw.get(f"iceberg.table.{name}.partition-by")
-                        or raw.get("iceberg.tables.default-partition-by", "")
-                    )
-                ),
-                route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
-                if f"iceberg.table.{name}.route-regex" in raw
-                else None,
-                id_columns=tuple(
-                    split_list(
-                        raw.get(f"iceberg.table.{name}.id-columns") or raw.get("iceberg.tables.default-id-columns")
-                    )
-                ),
-            )
-            for name in split_list(raw.get("iceberg.tables"))
-        )
+        dynamic = _dynamic(raw)
+        tables = () if dynamic else tuple(_table_target(name, raw) for name in split_list(raw.get("iceberg.tables")))
         prefix = "iceberg.catalog."
         return cls(
             tables=tables,
@@ -388,7 +420,31 @@ class IcebergSettings:
                 raw,
                 upserts=_flag(raw, "iceberg.tables.upsert-mode-enabled") or bool(raw.get("iceberg.tables.cdc-field")),
             ),
+            dynamic=dynamic,
+            raw_table_settings={
+                k: v
+                for k, v in raw.items()
+                if k.startswith("iceberg.table.")
+                or k in ("iceberg.tables.default-partition-by", "iceberg.tables.default-id-columns")
+            },
         )
+
+
+def _table_target(name: str, raw: Mapping[str, str]) -> TableTarget:
+    return TableTarget(
+        name=name,
+        partition_by=tuple(
+            parse_partition_by(
+                raw.get(f"iceberg.table.{name}.partition-by") or raw.get("iceberg.tables.default-partition-by", "")
+            )
+        ),
+        route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
+        if f"iceberg.table.{name}.route-regex" in raw
+        else None,
+        id_columns=tuple(
+            split_list(raw.get(f"iceberg.table.{name}.id-columns") or raw.get("iceberg.tables.default-id-columns"))
+        ),
+    )
 
 
 def probe(config: SinkConfig) -> list[CheckResult]:
@@ -409,6 +465,10 @@ def probe(config: SinkConfig) -> list[CheckResult]:
         ]
     try:
         found = [CheckResult("Iceberg catalog", CheckStatus.OK, f"catalog {settings.catalog_name!r} loaded and listed")]
+        if settings.dynamic:
+            what = "created on first records" if settings.auto_create else "must exist (auto-create is off)"
+            named = f"named by each record's {settings.route_field}: {what}"
+            return [*found, CheckResult("Tables", CheckStatus.OK, named)]
         missing = [t.name for t in settings.tables if not catalog.table_exists(t.name)]
         if not missing:
             return [*found, CheckResult("Tables", CheckStatus.OK, f"{len(settings.tables)} table(s) exist")]

@@ -19,6 +19,7 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -28,7 +29,7 @@ from connectors.config import SinkConfig
 from connectors.config.transforms import PartitionField
 from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, publish_decoded
 from sinks.iceberg.tables import schema_from_connect, spark_ddl
-from sinks.iceberg.writes import TargetTable, WritePlan, table_filesystem
+from sinks.iceberg.writes import TargetTable, Unshaped, WritePlan, table_filesystem
 from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.spark_writer import STAGING_DDL, SparkJobs, apply_session_conf, is_connect, read_staged_chunks
@@ -37,15 +38,20 @@ from workers.writes import BadRecord, WriteResult, bad_of_outcome, bad_outcome, 
 
 
 class SchemaChanged(Exception):
-    """A staged partition's records have fields the tables lack (schema evolution)."""
+    """A staged partition's records have fields their table lacks (schema evolution)."""
 
-    def __init__(self, additions: Schema) -> None:
-        super().__init__("records have new fields")
+    def __init__(self, table: str, additions: Schema) -> None:
+        super().__init__(f"records for {table} have new fields")
+        self.table = table
         self.additions = additions
 
 
-def _schema_changed(additions: Schema) -> tuple[TargetTable, ...]:
-    raise SchemaChanged(additions)
+class TableUnresolved(Exception):
+    """Records name a table the job was not given (dynamic routing): the task resolves it first."""
+
+
+def _schema_changed(table: str, additions: Schema) -> TargetTable:
+    raise SchemaChanged(table, additions)
 
 
 @dataclass(frozen=True)
@@ -53,20 +59,27 @@ class StagedDecode:
     """A task's share of one commit, as Spark's Python workers decode it (pickled with the job)."""
 
     config: SinkConfig
-    tables: tuple[TargetTable, ...]
+    plan: WritePlan
     commit_id: uuid.UUID
     staging_id: uuid.UUID
     # The job's work: Spark task n decodes staged[n].
     staged: tuple[StagedPartition, ...] = ()
 
+    def table(self, name: str, _samples: object = None) -> TargetTable:
+        """The plan's table ``name``; Unshaped if no record could create it, TableUnresolved if not in the plan."""
+        if (table := self.plan.table(name)) is not None:
+            return table
+        if name in self.plan.unshaped:
+            raise Unshaped(self.plan.unshaped[name])
+        raise TableUnresolved(name)
+
     def decode(self, staged: StagedPartition) -> dict[str, Any]:
         """Decode one staged partition into data files under their final names; what became of it."""
         assert staged.path is not None
         failpoint("executor.decode")  # (a test's executor dies or stalls here: mid-write)
-        plan = WritePlan(self.tables, "spark")
         sink = ArrowPartitionWriter(
             self.config,
-            lambda _: plan,
+            self.table,
             _schema_changed,
             self.staging_id,
             staged.topic,
@@ -81,15 +94,27 @@ class StagedDecode:
             finished = sink.finish(replace(staged, path=None))
         except SchemaChanged as change:
             sink.discard()
-            return {"additions": change.additions.model_dump_json()}
+            return {"table": change.table, "additions": change.additions.model_dump_json()}
+        except TableUnresolved:
+            sink.discard()
+            return {"unresolved": self._unresolved(staged.path, sink)}
         except BaseException:
             sink.discard()
             raise
+        io_properties = next(iter(self.plan.tables)).io_properties if self.plan.tables else {}
         return {
-            "files": [f.as_dict() for f in publish_decoded(self.commit_id, finished, self.tables[0].io_properties)],
+            "files": [f.as_dict() for f in publish_decoded(self.commit_id, finished, io_properties)],
             "bad": bad_outcome(finished.bad),
             "skipped": finished.skipped,
         }
+
+    def _unresolved(self, path: Path, sink: ArrowPartitionWriter) -> list[str]:
+        """Every table the staged records name that the plan lacks: resolved by the task in one round."""
+        assert sink.router is not None  # (only routed records name tables)
+        named: set[str] = set()
+        for chunk in read_staged_chunks(path, sink.chunk_bytes):
+            named.update(sink.router.route(chunk.values, chunk.errors).tables)
+        return sorted(n for n in named if self.plan.table(n) is None and n not in self.plan.unshaped)
 
 
 def partition_value(field: PartitionField, schema: Schema) -> Any:
@@ -138,41 +163,55 @@ class SparkWriter(SparkJobs):
         commit_id: uuid.UUID,
         staging_id: uuid.UUID,
         staged: Sequence[StagedPartition],
-        tables: Sequence[TargetTable],
-        evolve: Callable[[Schema], tuple[TargetTable, ...]] | None = None,
+        plan: WritePlan,
+        evolve: Callable[[WritePlan, str, Schema], WritePlan] | None = None,
+        resolve: Callable[[WritePlan, Sequence[str]], WritePlan] | None = None,
     ) -> WriteResult:
         """One Spark job decodes every staged partition into data files under their final names.
 
-        With schema evolution, a partition whose records have fields the
-        tables lack comes back with those fields instead of files; they are
-        added (``evolve``) and that partition decoded again.
+        A partition whose records have fields their table lacks (schema evolution) comes back with those
+        fields instead of files; they are added (``evolve``) and that partition decoded again. So does one
+        whose records name tables the plan lacks (dynamic routing): they are resolved (``resolve``), created
+        if missing, and it is decoded again.
         """
         with_data = [s for s in staged if s.path is not None and s.records > 0]
         if not with_data:
             return WriteResult()
-        if (reason := arrow_unsupported(self.config, tables)) is not None:
-            return self._write_with_sql(commit_id, with_data, tables, reason)
+        if (reason := arrow_unsupported(self.config, plan.tables)) is not None:
+            return self._write_with_sql(commit_id, with_data, plan.tables, reason)
         result = WriteResult()
-        pending, current = with_data, tuple(tables)
+        pending, current = with_data, plan
         for _ in range(self.MAX_SCHEMA_ROUNDS):
             outcomes = self.run(StagedDecode(self.config, current, commit_id, staging_id, tuple(pending)))
             changed: list[StagedPartition] = []
+            unresolved: set[str] = set()
             for s in pending:
                 outcome = outcomes[(s.topic, s.partition)]
                 if "additions" in outcome:
                     if evolve is None:
                         raise ValueError(f"records of {s.topic}/{s.partition} have fields the tables lack")
-                    current = evolve(Schema.model_validate_json(outcome["additions"]))
+                    current = evolve(current, outcome["table"], Schema.model_validate_json(outcome["additions"]))
+                    changed.append(s)
+                    continue
+                if "unresolved" in outcome:
+                    if resolve is None:
+                        raise ValueError(f"records of {s.topic}/{s.partition} name tables the plan lacks")
+                    unresolved.update(outcome["unresolved"])
                     changed.append(s)
                     continue
                 result.files.extend(DataFile(**f) for f in outcome["files"])
                 result.bad.extend(bad_of_outcome(s.topic, s.partition, outcome["bad"]))
                 if outcome["skipped"]:
                     result.skipped[(s.topic, s.partition)] = outcome["skipped"]
+            if unresolved:
+                assert resolve is not None
+                current = resolve(current, sorted(unresolved))
+                if (reason := arrow_unsupported(self.config, current.tables)) is not None:
+                    raise ValueError(f"tables that records name cannot be written when {reason}")
             if not changed:
                 return result
             pending = changed
-        raise RuntimeError(f"the tables' schema changed {self.MAX_SCHEMA_ROUNDS} times while writing one commit")
+        raise RuntimeError(f"the tables changed {self.MAX_SCHEMA_ROUNDS} times while writing one commit")
 
     def _write_with_sql(
         self, commit_id: uuid.UUID, with_data: Sequence[StagedPartition], tables: Sequence[TargetTable], reason: str
@@ -190,6 +229,10 @@ class SparkWriter(SparkJobs):
             and not self.config.schemas_enable
         ):
             raise ValueError(f"schema evolution of plain JSON needs the JSON decoder, and {reason}")
+        if self.config.settings.dynamic:
+            raise ValueError(
+                f"tables that records name (iceberg.tables.dynamic-enabled) cannot be written when {reason}"
+            )
         result = WriteResult()
         if is_connect(self.spark):
             # The JVM's decoding depends on the session's configuration (time
@@ -239,21 +282,25 @@ class SparkWriter(SparkJobs):
             result.bad = [BadRecord(r["topic"], r["partition"], r["offset"], r["reason"]) for r in bad_rows.collect()]
         return result
 
-    def envelope_schemas(self, staged: Sequence[StagedPartition]) -> list[Schema]:
-        """The distinct record schemas of the staged Kafka Connect envelopes, as table schemas
-        (schema evolution; one extra pass over the records, in the JVM). A schema that is not
-        a struct is left out: its records are bad records when decoded."""
+    def envelope_schemas(self, staged: Sequence[StagedPartition]) -> list[tuple[str | None, Schema]]:
+        """The distinct record schemas of the staged Kafka Connect envelopes, as table schemas, each with
+        the text of its records' route field (``iceberg.tables.route-field``; None without one): schema
+        evolution, each table by its own records' schemas. One extra pass over the records, in the JVM. A
+        schema that is not a struct is left out: its records are bad records when decoded."""
         from pyspark.sql import functions as F
 
         paths = [uri(str(s.path)) for s in staged if s.path is not None and s.records > 0]
         if not paths:
             return []
         raw = self.spark.read.schema(STAGING_DDL).parquet(*paths)
-        texts = raw.select(F.get_json_object(F.col("value").cast("string"), "$.schema").alias("schema"))
+        value = F.col("value").cast("string")
+        route_field = self.config.settings.route_field
+        route = F.get_json_object(value, f"$.payload.{route_field}") if route_field else F.lit(None).cast("string")
+        texts = raw.select(F.get_json_object(value, "$.schema").alias("schema"), route.alias("route"))
         schemas = []
         for row in texts.where(F.col("schema").isNotNull()).distinct().collect():
             try:
-                schemas.append(schema_from_connect(json.loads(row["schema"])))
+                schemas.append((row["route"], schema_from_connect(json.loads(row["schema"]))))
             except ValueError:
                 continue
         return schemas
@@ -302,12 +349,25 @@ class SparkWriter(SparkJobs):
         names = {f.name for f in schema.fields}
         columns += [expr.alias(name) for name, expr in metadata.items() if name in names]
         skip = tombstone if cfg.value_converter in ("json", "avro") else F.lit(False)
+        route = None
+        if cfg.settings.route_field:
+            # The field's text in the record, as the JSON decoder's routing reads it (sinks.iceberg.routing):
+            # any field, nested or not. A record it routes to no table is skipped.
+            envelope = cfg.value_converter == "json" and cfg.schemas_enable
+            route = F.get_json_object(
+                F.col("value").cast("string"), ("$.payload." if envelope else "$.") + cfg.settings.route_field
+            )
+            matched = F.lit(False)
+            for table in tables:
+                if table.target.route_regex is not None:
+                    matched = matched | route.rlike(f"^(?:{table.target.route_regex.pattern})$")
+            skip = skip | F.coalesce(~matched, F.lit(True))
         # Conditions become columns: later aggregations cannot see the raw
         # value or the parsed record any more.
         keep = [F.col(c) for c in ("topic", "partition", "offset", "error")]
         keep += [bad.alias("_bad"), (skip & ~bad).alias("_skip")]
-        if cfg.settings.route_field:
-            keep.append(F.col("_record").getField(cfg.settings.route_field).cast("string").alias("_route"))
+        if route is not None:
+            keep.append(route.alias("_route"))
         decoded = decoded.select(*keep, *columns)
         return decoded, F.col("_bad"), F.col("_skip")
 

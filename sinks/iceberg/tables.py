@@ -792,6 +792,17 @@ def evolve_table(
     raise CommitFailedException(f"could not update the schema of {name} after {attempts} attempts")
 
 
+def every_table(catalog: Catalog) -> list[str]:
+    """Every table of the catalog, in every namespace (nested ones too), by name."""
+    found: list[str] = []
+    pending = [tuple(ns) for ns in catalog.list_namespaces()]
+    while pending:
+        namespace = pending.pop()
+        found += [".".join(identifier) for identifier in catalog.list_tables(namespace)]
+        pending += [tuple(ns) for ns in catalog.list_namespaces(namespace) if tuple(ns) != namespace]
+    return sorted(found)
+
+
 def recovered_commits(catalog: Catalog, table_names: Iterable[str], connector: str) -> list[Any]:
     """Every commit of ``connector`` found in the snapshot summaries of the tables (the whole history)."""
     import uuid

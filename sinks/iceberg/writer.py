@@ -15,14 +15,9 @@ import pyarrow.parquet as pq
 from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
-from sinks.iceberg.arrow_writer import (
-    ArrowPartitionWriter,
-    arrow_unsupported,
-    jvm_decoded,
-    publish_decoded,
-    unshaped_records,
-)
+from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, jvm_decoded, publish_decoded
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
+from sinks.iceberg.routing import Router
 from sinks.iceberg.settings import IcebergSettings, TableTarget
 from sinks.iceberg.spark_writer import SparkWriter
 from sinks.iceberg.tables import (
@@ -42,14 +37,19 @@ from sinks.iceberg.tables import (
     upsert_key,
     with_metadata_columns,
 )
-from sinks.iceberg.writes import TargetTable, Unshaped, Values, WritePlan, file_io_properties, shaped
+from sinks.iceberg.writes import NotCreated, TargetTable, Unshaped, Values, WritePlan, file_io_properties, shaped
 from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
-from workers.writes import SAMPLES, BadRecord, WriteRefused, WriteResult
+from workers.writes import SAMPLES, WriteRefused, WriteResult
 
 log = logging.getLogger(__name__)
+
+
+def _listed(tables: list[str] | str) -> list[str]:
+    """The tables of ``Router.tables_of``; none when it gives why a record can go to none."""
+    return tables if isinstance(tables, list) else []
 
 
 class TableWriter:
@@ -78,6 +78,9 @@ class TableWriter:
         # coordinator's commits left them at, from the latest START.
         self._copies: dict[str, tuple[Any, TargetTable]] = {}
         self._committed: Mapping[str, TableVersion] = {}
+        # With dynamic routing, the tables records have named in this task, created or not (spark: resolved
+        # before its jobs).
+        self._routed_tables: set[str] = set()
 
     @property
     def spark(self) -> SparkWriter:
@@ -127,8 +130,8 @@ class TableWriter:
             return RawStagingFile(raw_staging_path(directory, topic, partition, start), self.config.buffer_bytes)
         return ArrowPartitionWriter(
             self.config,
-            lambda samples: self.plan(staging_id, samples),
-            lambda additions: self.evolve(staging_id, additions),
+            lambda name, samples: self.table(staging_id, name, samples),
+            lambda name, additions: self.evolve(staging_id, name, additions),
             staging_id,
             topic,
             partition,
@@ -136,39 +139,38 @@ class TableWriter:
             directory,
         )
 
-    def plan(self, staging_id: uuid.UUID, samples: Sequence[bytes | None]) -> WritePlan:
-        """The tables of what is staged under ``staging_id`` (created from ``samples`` if missing)."""
-        if (plan := self._plans.get(staging_id)) is not None:
-            return plan
-        tables = tuple(self._target(t, lambda: samples) for t in self.settings.tables)
-        if self.config.writer == "arrow" and (reason := arrow_unsupported(self.config, tables)) is not None:
+    def table(self, staging_id: uuid.UUID, name: str, samples: Callable[[], Sequence[bytes | None]]) -> TargetTable:
+        """The table ``name`` for what is staged under ``staging_id``, created from ``samples`` (its first
+        records) if it is missing; Unshaped if they cannot create it."""
+        plan = self._plans.get(staging_id) or WritePlan((), self.config.writer)
+        if (found := plan.table(name)) is not None:
+            return found
+        table = self._target(self.settings.target(name), samples)
+        if self.config.writer == "arrow" and (reason := arrow_unsupported(self.config, [table])) is not None:
             raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
-        plan = self._plans[staging_id] = WritePlan(tables, self.config.writer)
+        self._plans[staging_id] = plan.with_table(table)
         while len(self._plans) > self.LIVE_ROUNDS:
             # (Rounds are dropped when their write is done; these were discarded.)
             del self._plans[next(iter(self._plans))]
-        return plan
+        return table
 
-    def evolve(self, staging_id: uuid.UUID, additions: Schema) -> tuple[TargetTable, ...]:
-        """Add new record fields to every table (schema evolution); the tables as they are then.
+    def evolve(self, staging_id: uuid.UUID, name: str, additions: Schema) -> TargetTable:
+        """Add new record fields to table ``name`` (schema evolution); the table as it is then.
 
         With a Schema Registry the fields come from the registered schemas
         first, typed from them; ``additions`` (typed from the values) then
         only adds what no schema had."""
         registered = self._value_schemas() if self.config.schema_registry is not None else []
-        evolved = []
-        for target in self.settings.tables:
-            # The task's copy when it is current, only to see whether a field
-            # is missing: evolve_table updates from the catalog's table.
-            table = self._table(target.name)
-            for schema in [*registered, additions]:
-                table = evolve_table(self.catalog, target.name, schema, table)
-            evolved.append(self._keep(target, table))
-        tables = tuple(evolved)
-        if staging_id in self._plans:
+        # The task's copy when it is current, only to see whether a field is
+        # missing: evolve_table updates from the catalog's table.
+        table = self._table(name)
+        for schema in [*registered, additions]:
+            table = evolve_table(self.catalog, name, schema, table)
+        evolved = self._keep(self.settings.target(name), table)
+        if (plan := self._plans.get(staging_id)) is not None:
             # Partitions that settle from now on start with the new columns.
-            self._plans[staging_id] = WritePlan(tables, self._plans[staging_id].engine)
-        return tables
+            self._plans[staging_id] = plan.with_table(evolved)
+        return evolved
 
     def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
         result = WriteResult()
@@ -181,22 +183,28 @@ class TableWriter:
                 if s.skipped:
                     result.skipped[(s.topic, s.partition)] = s.skipped
         raw = [s for s in staged if not s.decoded and s.records]
-        tables: list[TargetTable] = []
         if raw:
-            plan = self._plans.get(staging_id)
-            try:
-                tables = list(plan.tables) if plan is not None else self._targets(raw)
-            except Unshaped as unshaped:
-                # (No table to write to yet: every record is bad; a later commit's may create it.)
-                self._unshaped(raw, str(unshaped), result)
-        if tables:
-            if self.settings.evolve_schema and self.config.schemas_enable:
-                # Envelopes carry their schema: fields of any of them that
-                # the tables lack are added before Spark decodes.
-                for schema in self.spark.envelope_schemas(raw):
-                    tables = list(self.evolve(staging_id, schema))
+            # Envelopes carry their schema: with schema evolution, the fields of those of a table's records
+            # that it lacks are added before Spark decodes them.
+            envelopes = (
+                self.spark.envelope_schemas(raw) if self.settings.evolve_schema and self.config.schemas_enable else []
+            )
+
+            def resolved(plan: WritePlan, names: Sequence[str]) -> WritePlan:
+                for name in names:
+                    plan = self._resolved(plan, name, raw)
+                    if plan.table(name) is not None:
+                        for schema in self._envelope_schemas_of(name, envelopes):
+                            plan = plan.with_table(self.evolve(staging_id, name, schema))
+                return plan
+
             spark = self.spark.write(
-                commit_id, staging_id, raw, tables, lambda additions: self.evolve(staging_id, additions)
+                commit_id,
+                staging_id,
+                raw,
+                resolved(WritePlan((), "spark"), self._spark_tables()),
+                evolve=lambda plan, name, additions: plan.with_table(self.evolve(staging_id, name, additions)),
+                resolve=resolved,
             )
             result.files.extend(spark.files)
             result.bad.extend(spark.bad)
@@ -270,7 +278,10 @@ class TableWriter:
         table = self._table(target.name)
         if table is None:
             if not self.settings.auto_create:
-                raise LookupError(f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false")
+                missing = f"table {target.name} does not exist and iceberg.tables.auto-create-enabled is false"
+                if self.settings.dynamic:
+                    raise NotCreated(missing)  # (a record named it: its records are bad, not the connector)
+                raise LookupError(missing)
             schema = with_metadata_columns(self._schema_from(samples()), self.config.metadata_columns)
             if self.settings.upsert_mode:
                 # (Refused before the table is created: a table made of the wrong records would stay.)
@@ -381,35 +392,48 @@ class TableWriter:
             io_properties=self.io_properties,
         )
 
-    def _targets(self, raw: Sequence[StagedPartition]) -> list[TargetTable]:
-        """The tables of records Spark decodes, created if missing from the first records staged, or from the
-        first batch of them after those that can shape them (``shaped``)."""
-        return shaped(
-            self._staged_values(raw), lambda samples: [self._target(t, samples) for t in self.settings.tables]
-        )
+    def _spark_tables(self) -> list[str]:
+        """The tables of records Spark decodes, resolved before it does: those iceberg.tables lists, or with
+        dynamic routing those this task has written before (Spark's decode names the others,
+        ``SparkWriter.write``)."""
+        return [t.name for t in self.settings.tables] if not self.settings.dynamic else sorted(self._routed_tables)
 
-    @staticmethod
-    def _staged_values(staged: Sequence[StagedPartition]) -> Iterator[Values]:
-        """The staged records' values and errors, batch by batch, as read: staged files can hold gigabytes."""
+    def _envelope_schemas_of(self, table: str, envelopes: Sequence[tuple[str | None, Schema]]) -> list[Schema]:
+        """The schemas of the envelopes routed to ``table`` (``SparkWriter.envelope_schemas``)."""
+        if not self.settings.route_field:
+            return [schema for _, schema in envelopes]
+        router = Router(self.config)
+        return [schema for route, schema in envelopes if table in _listed(router.tables_of(route))]
+
+    def _resolved(self, plan: WritePlan, name: str, raw: Sequence[StagedPartition]) -> WritePlan:
+        """``plan`` with table ``name``, created if missing from its first records staged, or from the first
+        batch of them after those that can shape it (``shaped``); else with why none can."""
+        try:
+            table = shaped(
+                self._staged_values(raw, name), lambda samples: self._target(self.settings.target(name), samples)
+            )
+        except Unshaped as unshaped:
+            # (No table to write to yet: its records are bad; a later commit's may create it. One that is
+            # not created is looked up before the next commit's job, rather than found again by it.)
+            if isinstance(unshaped, NotCreated):
+                self._routed_tables.add(name)
+            return plan.with_unshaped(name, str(unshaped))
+        if self.settings.dynamic:
+            self._routed_tables.add(name)
+        return plan.with_table(table)
+
+    def _staged_values(self, staged: Sequence[StagedPartition], table: str) -> Iterator[Values]:
+        """The staged records' values and errors that go to ``table``, batch by batch, as read: staged files
+        can hold gigabytes."""
+        router = Router(self.config) if self.settings.route_field or len(self.settings.tables) > 1 else None
         for s in staged:
             if s.path is not None:
                 for batch in pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=["value", "error"]):
-                    yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
-
-    def _unshaped(self, raw: Sequence[StagedPartition], why: str, result: WriteResult) -> None:
-        """Every record of ``raw`` into ``result`` as a bad record (none could create the missing table)."""
-        for s in raw:
-            assert s.path is not None
-            skipped = 0
-            for batch in pq.ParquetFile(s.path).iter_batches(columns=["offset", "value", "error"]):
-                offsets = batch.column(0).to_pylist()
-                bad, tombstones = unshaped_records(
-                    self.config, batch.column(1).to_pylist(), batch.column(2).to_pylist(), why
-                )
-                result.bad.extend(BadRecord(s.topic, s.partition, offsets[i], reason) for i, reason in bad)
-                skipped += tombstones
-            if skipped:
-                result.skipped[(s.topic, s.partition)] = skipped
+                    values, errors = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+                    if router is not None:
+                        routed = router.route(values, errors).tables.get(table, [])
+                        values, errors = [values[i] for i in routed], [errors[i] for i in routed]
+                    yield values, errors
 
     def _schema_from(self, values: Sequence[bytes | None]) -> Any:
         from pyiceberg.types import BinaryType, NestedField, StringType

@@ -94,9 +94,27 @@ class TargetTable:
 
 @dataclass(frozen=True)
 class WritePlan:
+    """The tables of a staging round, as resolved so far."""
+
     tables: tuple[TargetTable, ...]
     # "arrow": participants decode; "spark": they stage raw records for Spark.
     engine: str
+    # Missing tables that no record so far can create, and why (``Unshaped``): their records are bad.
+    unshaped: Mapping[str, str] = field(default_factory=dict)
+
+    def table(self, name: str) -> TargetTable | None:
+        return next((t for t in self.tables if t.target.name == name), None)
+
+    def with_table(self, table: TargetTable) -> WritePlan:
+        """The plan with ``table`` resolved (in place of its earlier version)."""
+        name = table.target.name
+        tables = (*(t for t in self.tables if t.target.name != name), table)
+        return WritePlan(tables, self.engine, {k: v for k, v in self.unshaped.items() if k != name})
+
+    def with_unshaped(self, name: str, why: str) -> WritePlan:
+        return WritePlan(
+            tuple(t for t in self.tables if t.target.name != name), self.engine, {**self.unshaped, name: why}
+        )
 
 
 class Unshaped(ValueError):
@@ -105,6 +123,11 @@ class Unshaped(ValueError):
     connector's failure: each such record is a bad record, with its converter's reason, and follows
     ``errors.tolerance`` as Kafka Connect's converter would make it; the table is created from the first
     record that can shape it."""
+
+
+class NotCreated(Unshaped):
+    """A table a record names (dynamic routing) is missing and is not created
+    (``iceberg.tables.auto-create-enabled=false``): its records are bad records, whichever they are."""
 
 
 def shaped[T](batches: Iterable[Values], shape: Callable[[Callable[[], Sequence[bytes | None]]], T]) -> T:
@@ -132,8 +155,8 @@ def shaped[T](batches: Iterable[Values], shape: Callable[[Callable[[], Sequence[
         return shape(first)
     except Unshaped as unshaped:
         reason = unshaped
-    if len(first()) < SAMPLES:
-        raise reason  # (every good value was among them)
+    if isinstance(reason, NotCreated) or len(first()) < SAMPLES:
+        raise reason  # (no record creates it, or every good value was among them)
     # (The batches before the last one tried had all their good values among the first.)
     for values, errors in itertools.chain(tried[-1:], pending):
         try:

@@ -60,10 +60,12 @@ def test_it_gives_a_plugins_config_keys_by_any_of_its_names(api: APIClient, plug
     assert keys["iceberg.tables"] == {
         "name": "iceberg.tables",
         "type": "LIST",
-        "required": True,
+        # (Not with dynamic routing, which names each record's table: required by the validation otherwise.)
+        "required": False,
         "default_value": None,
         "importance": "HIGH",
-        "documentation": "Comma-separated target tables, as namespace.table.",
+        "documentation": "Comma-separated target tables, as namespace.table. Required unless "
+        "iceberg.tables.dynamic-enabled.",
         "group": "Tables",
         "width": "MEDIUM",
         "display_name": "iceberg.tables",

@@ -49,7 +49,16 @@ SOURCE = {
 class SourceTable:
     """A table of the source database and the change events Debezium publishes for what happens to it."""
 
-    def __init__(self, seed: int, scatter: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int,
+        scatter: bool = False,
+        table: str = "customers",
+        columns: Callable[[int, str, random.Random], dict[str, Any]] | None = None,
+    ) -> None:
+        self.table = table
+        # A new row's columns but its key (the row's amount is what updates change).
+        self.columns = columns or (lambda key, name, rng: {"name": name, "amount": round(rng.uniform(0, 100), 2)})
         self.rows: dict[int, dict[str, Any]] = {}
         self.rng = random.Random(seed)
         # Each event to a random partition, not its key's (a topic repartitioned, tables merged into one).
@@ -70,6 +79,7 @@ class SourceTable:
             "after": after,
             "source": {
                 **SOURCE,
+                "table": self.table,
                 "ts_ms": 1_700_000_000_000 + self.lsn,
                 "snapshot": "true" if op == "r" else "false",
                 "lsn": self.lsn,
@@ -82,7 +92,7 @@ class SourceTable:
 
     def snapshot(self, count: int) -> None:
         for key in range(count):
-            row = {"id": key, "name": f"customer-{key}", "amount": round(self.rng.uniform(0, 100), 2)}
+            row = {"id": key, **self.columns(key, f"{self.table[:-1]}-{key}", self.rng)}
             self.rows[key] = row
             self._emit("r", key, None, row)
 
@@ -92,9 +102,7 @@ class SourceTable:
             key = self.rng.randrange(0, len(self.rows) + 20)
             before = self.rows.get(key)
             if before is None:
-                row = self._written(
-                    {"id": key, "name": f"customer-{key}-again", "amount": round(self.rng.uniform(0, 100), 2)}
-                )
+                row = self._written({"id": key, **self.columns(key, f"{self.table[:-1]}-{key}-again", self.rng)})
                 self.rows[key] = row
                 self._emit("c", key, None, row)
             elif self.rng.random() < delete_share:

@@ -57,7 +57,7 @@ class Writer:
 
     def target(self) -> TargetTable:
         """The table as the writer resolves it for a new staging round."""
-        return self.tables.plan(uuid.uuid4(), SAMPLES).tables[0]
+        return self.tables.table(uuid.uuid4(), "db.copies", lambda: SAMPLES)
 
 
 @pytest.fixture
@@ -171,11 +171,11 @@ def test_a_task_evolving_after_another_added_the_column_adds_nothing_twice(confi
     writer.created()
     other = TableWriter(config)
     try:
-        other.plan(uuid.uuid4(), SAMPLES)
+        other.table(uuid.uuid4(), "db.copies", lambda: SAMPLES)
         additions = Schema(NestedField(1, "note", StringType(), required=False))
-        other.evolve(uuid.uuid4(), additions)
+        other.evolve(uuid.uuid4(), "db.copies", additions)
         # This task's copy lacks the column: it evolves from the table as it is now.
-        (evolved,) = writer.tables.evolve(uuid.uuid4(), additions)
+        evolved = writer.tables.evolve(uuid.uuid4(), "db.copies", additions)
     finally:
         other.close()
     assert [f.name for f in evolved.schema.fields].count("note") == 1
@@ -201,6 +201,6 @@ def test_a_column_added_from_a_copy_is_in_the_tables_name_mapping(config: SinkCo
         writer.tables.tables_committed({"db.copies": commit_a_row(catalog)})
         writer.target()
         assert writer.loads == 0  # the copy, vouched for
-        writer.tables.evolve(uuid.uuid4(), Schema(NestedField(1, "note", StringType(), required=False)))
+        writer.tables.evolve(uuid.uuid4(), "db.copies", Schema(NestedField(1, "note", StringType(), required=False)))
         mapping = catalog.load_table("db.copies").metadata.name_mapping()
     assert mapping is not None and "note" in [field.names[0] for field in mapping]
