@@ -1,5 +1,6 @@
 """The Confluent S3 sink's S3 keys (S3SinkConnectorConfig) on the files sink: each is honoured, ignored with a
 note (ignoring it changes nothing written) or refused with why; none is refused as a typo, which they are not.
+And the time partitioner's ``locale``: a locale Java knows, honoured where path.format prints names.
 """
 
 from __future__ import annotations
@@ -7,12 +8,13 @@ from __future__ import annotations
 import gzip
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from connectors.config import SinkConfig, validate_config
-from sinks.files.layout import parse_file_name
+from sinks.files.layout import java_locale, parse_file_name
 from sinks.files.settings import Storage
 from sinks.files.writer import PartitionFiles
 
@@ -123,9 +125,128 @@ def test_gzip_writes_json_files_as_the_s3_sink_names_them(tmp_path: Path, level:
 def test_path_style_access_is_the_s3_clients_addressing() -> None:
     def virtual(storage: Storage) -> bool:
         fs, _ = storage.filesystem()
-        return bool(fs.__reduce__()[1][0]["force_virtual_addressing"])
+        # (pyarrow's S3 client, behind the handler that leaves its directory markers out.)
+        return bool(fs.handler.native.__reduce__()[1][0]["force_virtual_addressing"])  # type: ignore[attr-defined]
 
     default = SinkConfig.parse(s3_config()).settings.storage
     assert default.path_style and not virtual(default)
     hosted = SinkConfig.parse(s3_config(**{"s3.path.style.access.enabled": "false"})).settings.storage
     assert virtual(hosted)
+
+
+# The time partitioner's locale. The Confluent sinks make it with Java's new Locale(value) and print path.format
+# with it (Joda-Time): numbers are the same in every locale, month and day names are not.
+
+
+def time_config(locale: str, path_format: str = "'year'=YYYY/'month'=MM/'day'=dd", **overrides: str) -> dict[str, str]:
+    return s3_config(
+        **{
+            "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+            "path.format": path_format,
+            "partition.duration.ms": "86400000",
+            "timezone": "UTC",
+            "timestamp.extractor": "Record",
+            "locale": locale,
+            **overrides,
+        }
+    )
+
+
+def directory(config: dict[str, str], moment: datetime) -> str:
+    """The directory the config's time partitioner gives a record of ``moment``."""
+    partitioning = SinkConfig.parse(config).settings.time
+    assert partitioning is not None
+    return partitioning.directory(int(moment.timestamp() * 1000))
+
+
+# Java locales, as BCP 47 tags or as Java prints them (Locale.toString()), in any case.
+VALID_LOCALES = ["en-US", "en_US", "EN_us", "en-GB", "fr-FR", "fr_FR", "de", "ja", "fil", "zh-Hant-TW", "es-419",
+                 "en_US_POSIX", "ja_JP_JP", "de-CH-1996"]  # fmt: skip
+# locale -> the words of why it is refused.
+UNKNOWN_LOCALES = {
+    "klingon": "'klingon' is not a language Java knows",
+    "xx-YY": "'xx' is not a language Java knows",
+    "english": "'english' is not a language Java knows",
+    "US": "'US' is a region, not a language",
+    "en-XX": "'XX' is not a region Java knows",
+    "en--US": "an empty part",
+    "en-US-x": "'x' is not a variant",
+    "en US": "'en US' is not a language Java knows",
+}
+
+
+@pytest.mark.parametrize("locale", VALID_LOCALES)
+def test_a_locale_java_knows_is_accepted_where_path_format_prints_numbers(locale: str) -> None:
+    for config in (time_config(locale), time_config(locale, **{"partitioner.class": "hourly"})):
+        result = validate_config(config)
+        assert result.ok, result.errors
+    # Numbers are the same in every locale: the directory is the one an English locale gives.
+    moment = datetime(2026, 3, 7, 15, 30, tzinfo=UTC)
+    assert (
+        directory(time_config(locale), moment) == directory(time_config("en-US"), moment) == "year=2026/month=03/day=07"
+    )
+
+
+@pytest.mark.parametrize("locale", list(UNKNOWN_LOCALES))
+@pytest.mark.parametrize("partitioner", ["time", "daily"])
+def test_a_locale_java_would_not_understand_is_refused_on_its_key_with_why(locale: str, partitioner: str) -> None:
+    result = validate_config(time_config(locale, **{"partitioner.class": partitioner}))
+    assert list(result.errors) == ["locale"], result.errors
+    [why] = result.errors["locale"]
+    assert why.startswith(f"unknown locale {locale!r}: ") and UNKNOWN_LOCALES[locale] in why, why
+    with pytest.raises(ValueError, match=r"Java knows|region, not|empty part|variant"):
+        java_locale(locale)
+
+
+def test_an_english_locale_prints_english_names_as_joda_does() -> None:
+    # Java 17 and 25 print these (Joda-Time 2.12 with new Locale("en-US")) for March 7th, 2026, a Saturday.
+    moment = datetime(2026, 3, 7, 15, 30, tzinfo=UTC)
+    for locale in ("en-US", "en_GB", "en", ""):
+        config = time_config(locale, "'m'=MMM/'d'=EEE/'h'=a", **{"partition.duration.ms": "3600000"})
+        assert validate_config(config).ok
+        assert directory(config, moment) == "m=Mar/d=Sat/h=PM"
+    # The full names (as Java 8 and 25 print them for en-US, and every Java for "en").
+    assert directory(time_config("en", "MMMM/EEEE"), moment) == "March/Saturday"
+    abbreviated = [directory(time_config("en-US", "MMM"), datetime(2026, m, 1, tzinfo=UTC)) for m in range(1, 13)]
+    assert abbreviated == ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    days = [directory(time_config("en-US", "EEE"), datetime(2026, 3, d, tzinfo=UTC)) for d in range(2, 9)]
+    assert days == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+
+
+@pytest.mark.parametrize(
+    ("locale", "path_format", "words"),
+    [
+        # Java writes French names for a bare language: names this sink does not write.
+        ("fr", "'month'=MMMM", ["(MMMM)", "Java writes them in the language of 'fr'", "use numbers"]),
+        ("ja", "'day'=EEE/'half'=a", ["(EEE, a)", "use numbers"]),
+    ],
+)
+def test_a_locale_whose_names_this_sink_does_not_write_is_refused_where_path_format_prints_names(
+    locale: str, path_format: str, words: list[str]
+) -> None:
+    result = validate_config(time_config(locale, path_format))
+    assert list(result.errors) == ["locale"], result.errors
+    [why] = result.errors["locale"]
+    assert "writes in English only" in why and all(w in why for w in words), why
+    # The same locale with numbers in path.format is accepted.
+    assert validate_config(time_config(locale, "'month'=MM")).ok
+
+
+@pytest.mark.parametrize(("locale", "path_format"), [("fr-FR", "'month'=MMM"), ("de_DE", "'zone'=z")])
+def test_a_locale_with_a_region_is_taken_with_english_names_as_the_confluent_sinks_take_it(
+    locale: str, path_format: str
+) -> None:
+    # Their new Locale("fr-FR") reads it all as a language Java has no names for: they write English names.
+    result = validate_config(time_config(locale, path_format))
+    assert result.ok, result.errors
+    [note] = result.notes["locale"]
+    assert "written in English" in note and f'new Locale("{locale}")' in note, note
+    moment = datetime(2026, 3, 7, 15, 30, tzinfo=UTC)
+    assert directory(time_config(locale, "'m'=MMM"), moment) == "m=Mar"
+
+
+def test_a_locale_beside_a_refused_path_format_is_checked_alone() -> None:
+    result = validate_config(time_config("fr", "'q'=qq"))
+    assert list(result.errors) == ["path.format"] and "not supported" in result.errors["path.format"][0]
+    result = validate_config(time_config("klingon", "'unterminated"))
+    assert sorted(result.errors) == ["locale", "path.format"]

@@ -28,8 +28,18 @@ from workers.coordinator import PreparedCommit, SinkUnavailable
 
 log = logging.getLogger(__name__)
 
-# Words of the connection errors pyarrow's S3 and HDFS clients raise.
-_UNREACHABLE = ("NETWORK_CONNECTION", "Couldn't connect", "Connection refused", "timed out", "Could not resolve")
+# Words of the connection errors pyarrow's S3 and HDFS clients raise, and boto3's (the deletes on S3, sinks.files.s3).
+_UNREACHABLE = (
+    "NETWORK_CONNECTION",
+    "Couldn't connect",
+    "Connection refused",
+    "timed out",
+    "Could not resolve",
+    "Could not connect to the endpoint",
+    "Connect timeout on endpoint",
+    "Read timeout on endpoint",
+    "Connection was closed before we received",
+)
 
 
 def storage_outage(exc: BaseException, settings: FilesSettings) -> str | None:
@@ -63,6 +73,7 @@ def move(fs: pafs.FileSystem, source: str | None, target: str) -> None:
         return
     if not source or found[1].type != pafs.FileType.File:
         raise RuntimeError(f"{target} is missing and so is its temporary file {source}: the commit cannot be finished")
+    # The final directory, on a store that has directories (on S3 nothing is created: sinks.files.s3).
     fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
     fs.move(source, target)
 

@@ -6,7 +6,7 @@ Spark's Python workers or a participant) and the tests use them alike.
 
 from __future__ import annotations
 
-import calendar
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,6 +16,23 @@ from zoneinfo import ZoneInfo
 _NUMERIC = set("yYxCMdDHhKkmsSwe")
 _TEXT = set("MEa")
 KNOWN_LETTERS = _NUMERIC | _TEXT | set("Zz")
+# The English names Joda-Time prints for text fields (the JDK's English locale data), fixed here rather than
+# taken from ``calendar``, whose names follow the process's LC_TIME locale.
+MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")  # (datetime.weekday order)
 HOURLY_FORMAT = "'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH"
 DAILY_FORMAT = "'year'=YYYY/'month'=MM/'day'=dd"
 HOUR_MS = 3_600_000
@@ -61,12 +78,100 @@ def joda_tokens(pattern: str) -> list[tuple[str, str]]:
     return tokens
 
 
-def has_text_fields(pattern: str) -> bool:
-    """Whether the pattern names months or days in words (what a locale changes)."""
-    return any(
-        kind == "field" and (text[0] in "Ea" or (text[0] == "M" and len(text) >= 3))
+def locale_fields(pattern: str) -> list[str]:
+    """The fields of a Joda-Time pattern whose text depends on the locale: month names (``MMM``, ``MMMM``), day
+    names (``E``), the half day (``a``) and time zone names (``z``); numbers are the same in every locale."""
+    return [
+        text
         for kind, text in joda_tokens(pattern)
-    )
+        if kind == "field" and (text[0] in "Eaz" or (text[0] == "M" and len(text) >= 3))
+    ]
+
+
+# The languages a ``locale`` may name: the ISO 639 codes java.util.Locale knows (Locale.getISOLanguages(), with
+# Java's old codes iw, in, ji, mo), then the further languages the JDK has locale data for (the languages of
+# Locale.getAvailableLocales() on JDK 17 and 25). Lists printed by those JDKs.
+_LANGUAGE_CODES = """
+aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu cv cy da de
+dv dz ee el en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia id
+ie ig ii ik in io is it iu iw ja ji jv ka kg ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln
+lo lt lu lv mg mh mi mk ml mn mo mr ms mt my na nb nd ne ng nl nn no nr nv ny oc oj om or os pa pi
+pl ps pt qu rm rn ro ru rw sa sc sd se sg si sk sl sm sn so sq sr ss st su sv sw ta te tg th ti tk
+tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo za zh zu
+agq ann asa ast bal bas bem bez bgc bho blo brx ccp ceb cgg chr ckb csw dav dje doi dsb dua dyo ebu
+ewo fil frr fur gaa gsw guz haw hsb jgo jmc kab kam kde kea kgp khq kkj kln kok ksb ksf ksh kxv lag
+lij lkt lmo lrc luo luy mai mas mdf mer mfe mgh mgo mni mua mzn naq nds nmg nnh nqo nso nus nyn pcm
+pis raj rof rwk sah saq sat sbp seh ses shi smn sms syr szl teo tok twq tzm vai vec vmw vun wae xnr
+xog yav yrl yue zgh
+"""
+JAVA_LANGUAGES = frozenset(_LANGUAGE_CODES.split())
+# The regions: the ISO 3166 codes Java knows (Locale.getISOCountries()), then the other regions of its locale
+# data (UN M.49 areas such as 419, Latin America, and CLDR's own).
+_REGION_CODES = """
+AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR BS BT
+BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC EE EG EH
+ER ES ET FI FJ FK FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS GT GU GW GY HK HM HN HR HT
+HU ID IE IL IM IN IO IQ IR IS IT JE JM JO JP KE KG KH KI KM KN KP KR KW KY KZ LA LB LC LI LK LR LS
+LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ MR MS MT MU MV MW MX MY MZ NA NC NE NF NG NI
+NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM PN PR PS PT PW PY QA RE RO RS RU RW SA SB SC SD SE SG
+SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW TZ UA UG
+UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW
+001 150 419 CS DG EA IC XK
+"""
+JAVA_REGIONS = frozenset(_REGION_CODES.split())
+# A variant: BCP 47's (5 to 8 letters or digits, or a digit and 3 more: POSIX, 1996), or one of the three
+# Java names in its own locales' toString form (ja_JP_JP, th_TH_TH, no_NO_NY).
+_VARIANT = re.compile(r"[0-9][A-Za-z0-9]{3}|[A-Za-z0-9]{5,8}|JP|TH|NY")
+
+
+@dataclass(frozen=True)
+class JavaLocale:
+    """A ``locale`` setting, read as its users write it: a language, then an optional script, region and variants,
+    separated by ``-`` (a BCP 47 tag: en-US) or ``_`` (Java's Locale.toString(): en_US)."""
+
+    language: str
+    script: str = ""
+    region: str = ""
+    variants: tuple[str, ...] = ()
+
+    @property
+    def english(self) -> bool:
+        return self.language == "en"
+
+    @property
+    def bare(self) -> bool:
+        """Whether it is a language alone. The Confluent sinks build the locale with Java's ``new Locale(value)``,
+        which takes the whole value as the language: only a bare language (``fr``) gets that language's names;
+        ``fr-FR`` or ``fr_FR`` is a language Java has no data for, and gets English names."""
+        return not (self.script or self.region or self.variants)
+
+
+def java_locale(value: str) -> JavaLocale:
+    """``value`` as a locale Java knows; ValueError saying what is wrong with it otherwise."""
+    subtags = re.split(r"[-_]", value.strip())
+    if not all(subtags):
+        raise ValueError("an empty part (two separators in a row, or one at an end)")
+    first, rest = subtags[0], subtags[1:]
+    if first.lower() not in JAVA_LANGUAGES:
+        if first.upper() in JAVA_REGIONS and first.isalpha():
+            raise ValueError(
+                f"{first!r} is a region, not a language: start with the language (e.g. en-{first.upper()})"
+            )
+        raise ValueError(f"{first!r} is not a language Java knows (an ISO 639 code such as en, fr or de)")
+    script = region = ""
+    if rest and re.fullmatch(r"[A-Za-z]{4}", rest[0]):
+        script, rest = rest[0].title(), rest[1:]
+    if rest and re.fullmatch(r"[A-Za-z]{2}|[0-9]{3}", rest[0]):
+        region, rest = rest[0].upper(), rest[1:]
+        if region not in JAVA_REGIONS:
+            raise ValueError(f"{region!r} is not a region Java knows (an ISO 3166 code such as US, GB or FR)")
+    for variant in rest:
+        if not (variant.isascii() and _VARIANT.fullmatch(variant)):
+            raise ValueError(
+                f"{variant!r} is not a variant (5 to 8 letters or digits, e.g. POSIX); write a language, then a "
+                "region (en-US, en_US)"
+            )
+    return JavaLocale(first.lower(), script, region, tuple(rest))
 
 
 # Joda's numeric fields: the number each letter prints, zero-padded to the letter's count.
@@ -95,14 +200,14 @@ def _field(text: str, moment: datetime) -> str:
         return f"{year % 100:02d}" if width == 2 else f"{year:0{width}d}"
     if letter == "M":
         if width >= 4:
-            return calendar.month_name[moment.month]
+            return MONTH_NAMES[moment.month - 1]
         if width == 3:
-            return calendar.month_abbr[moment.month]
+            return MONTH_NAMES[moment.month - 1][:3]
         return f"{moment.month:0{width}d}"
     if letter == "S":
         return f"{moment.microsecond // 1000:03d}"[:width].ljust(width, "0")
     if letter == "E":
-        return calendar.day_name[moment.weekday()] if width >= 4 else calendar.day_abbr[moment.weekday()]
+        return DAY_NAMES[moment.weekday()] if width >= 4 else DAY_NAMES[moment.weekday()][:3]
     if letter == "a":
         return "AM" if moment.hour < 12 else "PM"
     if letter == "Z":
@@ -117,7 +222,8 @@ def _field(text: str, moment: datetime) -> str:
 
 
 def format_time(pattern: str, moment: datetime) -> str:
-    """``moment`` as Joda-Time's DateTimeFormat prints it with ``pattern`` (in English)."""
+    """``moment`` as Joda-Time's DateTimeFormat prints it with ``pattern`` in an English locale (the only names
+    this sink writes: ``check`` refuses a locale that would name months or days otherwise)."""
     return "".join(text if kind == "literal" else _field(text, moment) for kind, text in joda_tokens(pattern))
 
 

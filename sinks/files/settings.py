@@ -18,8 +18,9 @@ from sinks.files.layout import (
     HOUR_MS,
     HOURLY_FORMAT,
     TimePartitioning,
-    has_text_fields,
+    java_locale,
     joda_tokens,
+    locale_fields,
 )
 from sinks.files.plugin import COMPRESSION_LEVEL_MAX, FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS
 
@@ -270,8 +271,10 @@ def _check_partitioner(result: ConfigValidation, config: dict[str, str]) -> None
                 ZoneInfo(timezone)
             except (ZoneInfoNotFoundError, ValueError):
                 result.add("timezone", f"unknown time zone {timezone!r}; use an IANA name such as UTC or Europe/Paris")
-        path_format = _get(config, "path.format") if name == "time" else ""
+        # The directories' pattern, if it is one (None: path.format is refused below).
+        path_format: str | None = {"hourly": HOURLY_FORMAT, "daily": DAILY_FORMAT}.get(name, "")
         if name == "time":
+            path_format = _get(config, "path.format")
             if not path_format:
                 result.add("path.format", "the time partitioner needs path.format (e.g. 'year'=YYYY/'month'=MM)")
             else:
@@ -279,15 +282,48 @@ def _check_partitioner(result: ConfigValidation, config: dict[str, str]) -> None
                     joda_tokens(path_format)
                 except ValueError as exc:
                     result.add("path.format", str(exc))
+                    path_format = None
             if _int(config, "partition.duration.ms") and int(_get(config, "partition.duration.ms")) <= 0:
                 result.add("partition.duration.ms", "the time partitioner needs the span of a directory, above 0")
-        locale = _get(config, "locale").replace("_", "-").lower()
-        if locale and not locale.startswith("en") and has_text_fields(path_format or HOURLY_FORMAT):
-            result.add("locale", "month and day names are written in English only; use numbers in path.format")
+        _check_locale(result, _get(config, "locale"), path_format)
         if _get(config, "timestamp.extractor") == "RecordField" and not _get(config, "timestamp.field"):
             result.add("timestamp.field", "RecordField needs the field that holds each record's time")
     elif name in ("default", "field") and config.get("path.format"):
         result.add("path.format", f"the {name} partitioner does not use path.format; use partitioner.class=time")
+
+
+def _check_locale(result: ConfigValidation, value: str, path_format: str | None) -> None:
+    """``locale``: a locale Java knows, and one whose names this sink writes where path.format prints names.
+
+    Empty is English (the Confluent sinks refuse it). Numbers are the same in every locale, so a valid locale is
+    accepted whatever it is when path.format prints none; month and day names are written in English only.
+    """
+    if not value:
+        return
+    try:
+        locale = java_locale(value)
+    except ValueError as exc:
+        result.add("locale", f"unknown locale {value!r}: {exc}; use a Java locale such as en-US, en_US or fr-FR")
+        return
+    fields = locale_fields(path_format) if path_format else []
+    if not fields or locale.english:
+        return
+    named = ", ".join(dict.fromkeys(fields))
+    if locale.bare:
+        # Java names months and days in this language: names this sink does not have.
+        result.add(
+            "locale",
+            f"path.format prints names ({named}), which this sink writes in English only, and Java writes them in "
+            f"the language of {value!r}: use numbers in path.format (MM, dd, e), or an English locale (en-US)",
+        )
+        return
+    # The Confluent sinks' new Locale(value) reads the whole of "fr-FR" as a language, one Java has no names for,
+    # and falls back to English names: the names written here, so the directories are the same.
+    result.ignore(
+        "locale",
+        f"path.format's names ({named}) are written in English, as the Confluent sinks write them for {value!r}: "
+        f'their new Locale("{value}") reads the whole value as a language, one Java has no names for',
+    )
 
 
 @dataclass(frozen=True)
@@ -304,11 +340,16 @@ class Storage:
     path_style: bool = True
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        """The file system and the root path on it. On S3, pyarrow's S3 client behind ``ObjectsOnlyS3``: objects
+        are written, moved and deleted without the zero-byte directory markers pyarrow writes (the Confluent S3
+        sink writes none); local and HDFS stores have real directories, made as files need them."""
         import pyarrow.fs as pafs
 
         if self.bucket:
+            from sinks.files.s3 import ObjectsOnlyS3
+
             endpoint = urlsplit(self.url) if self.url else None
-            fs = pafs.S3FileSystem(
+            native = pafs.S3FileSystem(
                 access_key=self.access_key,
                 secret_key=self.secret_key,
                 region=self.region,
@@ -317,7 +358,7 @@ class Storage:
                 allow_bucket_creation=False,
                 force_virtual_addressing=not self.path_style,
             )
-            return fs, self.bucket
+            return pafs.PyFileSystem(ObjectsOnlyS3(native, self)), self.bucket
         if urlsplit(self.url).scheme in ("", "file"):
             return pafs.LocalFileSystem(), self.root()
         fs, path = pafs.FileSystem.from_uri(self.url)
@@ -420,6 +461,7 @@ def probe(config: SinkConfig) -> list[CheckResult]:
     fs, root = settings.storage.filesystem()
     folder = settings.topics_path(root)
     path = f"{folder}/_sinkadmin-probe-{uuid.uuid4().hex[:8]}"
+    # (On S3 neither this nor the delete below leaves a directory marker: sinks.files.s3.)
     fs.create_dir(folder, recursive=True)
     with fs.open_output_stream(path) as stream:
         stream.write(b"probe")

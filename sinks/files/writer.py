@@ -290,6 +290,7 @@ class PartitionFiles(RecordRuns):
         s = self.settings
         folder = f"{tmp_root(s, self.root, self.commit_id)}/{self.topic}/{directory}"
         if folder not in self._made:
+            # Local and HDFS stores need the directory; on S3 this creates nothing (sinks.files.s3).
             self.fs.create_dir(folder, recursive=True)
             self._made.add(folder)
         name = f"{self.topic}{s.file_delim}{self.partition}{s.file_delim}{first:0{s.pad_width}d}-{self.attempt}.{s.extension}"

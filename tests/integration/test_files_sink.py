@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import boto3
 import fastavro
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -23,8 +24,10 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from connectors import actions
+from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector, PartitionOffset
 from sinks.files.layout import parse_file_name
+from sinks.files.settings import probe
 from tests.conftest import s3_client
 from tests.integration.helpers import (
     Processes,
@@ -127,6 +130,22 @@ def s3_bucket(endpoint: str, bucket: str) -> tuple[pafs.S3FileSystem, dict[str, 
         "aws.secret.access.key": "test",
     }
     return fs, config
+
+
+def assert_no_directory_markers(endpoint: str, bucket: str) -> None:
+    """Every object in the bucket, listed with boto3 (not the sink's S3 client), is a file: no ``<dir>/`` key and no
+    empty object but a data file's. The Confluent S3 sink writes no directory markers, and a reader of its layout
+    (a Hive or Athena table over the topics directory) would list them as empty files."""
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+    listed = [
+        o for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket) for o in page.get("Contents", [])
+    ]
+    assert listed, f"nothing in {bucket}"
+    markers = [o["Key"] for o in listed if o["Key"].endswith("/")]
+    empty = [o["Key"] for o in listed if o["Size"] == 0 and parse_file_name(o["Key"].rsplit("/", 1)[-1]) is None]
+    assert not markers and not empty, f"directory markers in {bucket}: {markers + empty}"
 
 
 def start(bootstrap: str, topic: str, name: str, store: Path, **overrides: str) -> dict[tuple[str, int], int]:
@@ -290,10 +309,15 @@ def test_files_land_once_in_an_s3_bucket(
     config = {**store, "format.class": "io.confluent.connect.s3.format.json.JsonFormat", "tasks.max": "2"}
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
     ends = produce(kafka_bootstrap, topic_name, json_records(0, COUNT), PARTITIONS)
+    # "Test connection" first: it writes and deletes a probe file under the topics directory.
+    [checked] = probe(SinkConfig.parse(files_config(topic_name, None, **config)))
+    assert checked.status == "ok", checked
     run_until_committed(name, files_config(topic_name, None, **config), ends, tasks=2)
     assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
     commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
     assert commit is not None and all(f["path"].startswith(f"s3://{bucket}/topics/") for f in commit.files)
+    # Files were written under +tmp, moved (a copy and a delete) and their commits' +tmp directories deleted.
+    assert_no_directory_markers(s3_endpoint, bucket)
 
 
 # 2026-03-08 in New York: clocks go from 02:00 to 03:00, so local hours there are not UTC hours minus a constant.
@@ -506,6 +530,7 @@ def test_an_unreachable_store_is_a_warning_that_passes_with_every_record_in_one_
     finally:
         proxy.cut()
     assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
+    assert_no_directory_markers(s3_endpoint, bucket)
 
 
 def test_a_lost_ledger_is_rebuilt_from_the_file_names_and_resumes_exactly_once(
