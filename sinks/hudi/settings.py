@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -224,21 +225,63 @@ def check(result: ConfigValidation, config: dict[str, str]) -> None:
 def _check_write_configs(result: ConfigValidation, config: dict[str, str]) -> None:
     """Hudi's write configs, which pass to its writer as written (HUDI_WRITE_CONFIG_FAMILIES), against the keys
     Hudi 1.2 declares (sinks.hudi.config_keys): a boolean's value must be one (Hudi reads any other as false),
-    and a key Hudi does not declare that is a near miss of one it does is a typo Hudi would ignore. (A key far
+    a number's must parse as one (Hudi fails the write otherwise: after its commit is prepared), and a key Hudi
+    does not declare that is a near miss of one it does is a typo Hudi would ignore. (A key far
     from any passes: a custom strategy's or lock provider's setting, which Hudi's writer hands it.)"""
     known = HUDI_CONFIG_KEYS.keys() | {key.name for key in HUDI.keys}
     for key, value in config.items():
         if not key.startswith(HUDI_WRITE_CONFIG_FAMILIES) or key in result.errors or not value.strip():
             continue
         if key in HUDI_CONFIG_KEYS:
-            if HUDI_CONFIG_KEYS[key] and value.strip().lower() not in ("true", "false"):
+            value_type = HUDI_CONFIG_KEYS[key]
+            if value_type == BOOLEAN and value.strip().lower() not in ("true", "false"):
                 result.add(
                     key,
                     f"Invalid value {value} for configuration {key}: Expected value to be either true or false "
                     "(Hudi reads any other value as false)",
                 )
+            elif (expected := unparsed_number(value_type, value)) is not None:
+                result.add(key, f"Invalid value {value} for configuration {key}: Expected {expected}")
         elif guess := closest(key, known):
             result.add(key, f"not a key of Hudi's write configs (Hudi 1.2 would ignore it): did you mean {guess}?")
+
+
+# The types of Hudi's config keys (sinks.hudi.config_keys) whose values Hudi parses.
+BOOLEAN = "boolean"
+# Integer.parseInt's and Long.parseLong's ranges.
+WHOLE_NUMBER_RANGES = {"integer": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+NUMBER = "number"
+# What Integer.parseInt and Long.parseLong take: an optional sign and decimal digits (of any script, as
+# Character.digit reads them), and nothing else: no spaces, no point, no exponent, no underscores.
+WHOLE_NUMBER = re.compile(r"[+-]?\d+")
+# What Double.parseDouble and Float.parseFloat take (Double.valueOf's grammar): NaN, Infinity, a decimal with an
+# optional exponent or a hexadecimal one with its binary exponent, with an optional f/d suffix; once
+# String.trim has dropped the spaces and control characters around it.
+DECIMAL_NUMBER = re.compile(
+    r"[+-]?(NaN|Infinity|(([0-9]+\.?[0-9]*([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?"
+    r"|0[xX]([0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?))"
+)
+JAVA_TRIMMED = "".join(chr(c) for c in range(0x21))
+
+
+def unparsed_number(value_type: str, value: str) -> str | None:
+    """What Hudi expects of a value of a key it parses as a number (``value_type``: an integer, a long or a
+    number, sinks.hudi.config_keys), when it cannot parse ``value`` as one; None when it can, or does not parse
+    that key as a number."""
+    if value_type in WHOLE_NUMBER_RANGES:
+        low, high = WHOLE_NUMBER_RANGES[value_type]
+        if WHOLE_NUMBER.fullmatch(value) and low <= int(value) <= high:
+            return None
+        parser = "Integer.parseInt" if value_type == "integer" else "Long.parseLong"
+        return (
+            f"an integer from {low} to {high} (Hudi reads it with {parser}: digits with an optional sign, "
+            "no spaces, no decimal point)"
+        )
+    if value_type == NUMBER:
+        if DECIMAL_NUMBER.fullmatch(value.strip(JAVA_TRIMMED)):
+            return None
+        return "a number (Hudi reads it with Double.parseDouble: 0.35, -2, 1e-9)"
+    return None
 
 
 def _named(config: Mapping[str, str], name: str) -> str | None:
@@ -481,29 +524,37 @@ def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, 
 
 
 def probe(config: SinkConfig) -> list[CheckResult]:
-    """Write and delete a file at the base path, and check that a table already there is this one."""
+    """Write and delete a file at the base path, and check that a table already there takes this connector's
+    writes: every conflict for which Hudi's writer would refuse them, as the participants find them
+    (sinks.hudi.table_config.conflicts); and, as a warning, a table type other than the config's, which Hudi
+    does not refuse (it writes the table as its type says) but which the sink's table services follow."""
     from sinks.hudi import timeline
+    from sinks.hudi.table_config import TABLE_TYPE, conflicts, conflicts_message, read_table_config
 
     settings: HudiSettings = config.settings
     base = settings.base_path
     probe_file = f".sinkadmin-probe-{uuid.uuid4().hex[:8]}"
     settings.base.write_bytes(probe_file, b"probe")
     settings.base.delete(probe_file)
-    if not timeline.exists(settings.base):
+    table = read_table_config(settings.base)
+    if table is None:
         return [CheckResult("Table", CheckStatus.OK, f"{base} is writable; the table is created by the first commit")]
-    found = timeline.table(settings.base).hudi_options()
-    problems = [
-        f"{key} is {found.get(key)!r} there, {wanted!r} here"
-        for key, wanted in (
-            ("hoodie.table.name", settings.table_name),
-            ("hoodie.table.type", settings.table_type),
-        )
-        if found.get(key) != wanted
-    ]
-    if problems:
-        return [CheckResult("Table", CheckStatus.ERROR, f"another table is at {base}: {'; '.join(problems)}")]
+    found = conflicts(writer_options(settings, config.raw), table, config.raw)
+    if found:
+        return [CheckResult("Table", CheckStatus.ERROR, conflicts_message(settings, found))]
     commits = len(timeline.completed_instants(settings.base))
     detail = f"Hudi table {settings.table_name} ({settings.table_type}) at {base}, {commits} commits"
+    table_type = table.get(TABLE_TYPE)
+    if table_type is not None and table_type != settings.table_type:
+        return [
+            CheckResult(
+                "Table",
+                CheckStatus.WARNING,
+                f"Hudi table {settings.table_name} at {base}, {commits} commits, is {table_type}, not "
+                f"{settings.table_type} as hoodie.table.type says: Hudi's writer writes it as {table_type} all the "
+                f"same, but the sink's table services follow hoodie.table.type; set it to {table_type}",
+            )
+        ]
     return [CheckResult("Table", CheckStatus.OK, detail)]
 
 

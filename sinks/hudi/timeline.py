@@ -18,7 +18,7 @@ from typing import Any
 from workers.storage import StoragePath
 
 HOODIE = ".hoodie"
-# The active timeline's folder in the tables Hudi 1.x writes (table version 8).
+# The active timeline's folder in the tables Hudi 1.x writes (table versions 8 and 9).
 ACTIVE_TIMELINE = f"{HOODIE}/timeline"
 # The prefix Hudi's writer copies write options into the commit metadata with.
 META_PREFIX = "sinkadmin."

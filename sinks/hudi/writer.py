@@ -32,13 +32,23 @@ import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
 from sinks.hudi.settings import HudiSettings
+from sinks.hudi.table_config import conflicts_message, table_conflicts
 from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.record_runs import RecordRuns
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
 from workers.storage import StoragePath
-from workers.writes import TASK_PUT, BadRecord, RawStagedWriter, bad_outcome, bad_records, sample_values
+from workers.writes import (
+    TASK_PUT,
+    BadRecord,
+    RawStagedWriter,
+    WriteRefused,
+    WriteResult,
+    bad_outcome,
+    bad_records,
+    sample_values,
+)
 
 CHUNK_BYTES = 1 << 20
 # Hudi's own delete flag: a record with it set to true deletes its key.
@@ -266,3 +276,20 @@ class HudiWriter(RawStagedWriter):
 
     def job(self, commit_id: uuid.UUID, staged: tuple[StagedPartition, ...], value_schemas: tuple[str, ...]) -> HudiJob:
         return HudiJob(self.config, commit_id, staged, value_schemas)
+
+    def write(self, commit_id: uuid.UUID, staging_id: uuid.UUID, staged: Sequence[StagedPartition]) -> WriteResult:
+        if any(s.path is not None and s.records > 0 for s in staged):
+            self.check_table()
+        return super().write(commit_id, staging_id, staged)
+
+    def check_table(self) -> None:
+        """A table already at the base path must take this connector's writes: Hudi's writer refuses a config
+        whose record key, partition, key generator, ordering field, table name or other settings conflict
+        with the table's (sinks.hudi.table_config). Refused here, before the commit's write status, so no
+        commit of it is prepared (I9). Read at every write that has records, not once: a table another writer
+        creates at the base path later is met at the next write. (One created between this read and the
+        coordinator's write of the same commit still fails that write: nothing before it can see it.)"""
+        settings: HudiSettings = self.config.settings
+        found = table_conflicts(settings, self.config.raw)
+        if found:
+            raise WriteRefused(conflicts_message(settings, found))
