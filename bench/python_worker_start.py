@@ -45,7 +45,7 @@ from spark_job_floor import server_cpu
 from connectors.config import SinkConfig
 from sinkadmin.services import SPARK_DAEMON_MODULE, listening_process, port_open, start_spark_connect
 from sinks.iceberg.spark_writer import SparkWriter
-from sinks.iceberg.writes import TargetTable
+from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.spark_writer import forget_session, spark_session
 
 PORT = 15077
@@ -95,7 +95,7 @@ def measure(preload: bool, rounds: int, warm: int, work: Path) -> dict:
         table = TargetTable(config.settings.tables[0], SCHEMA, str(work / "out"))
 
         def commit() -> None:
-            writer.write(uuid.uuid4(), uuid.uuid4(), staged, [table])
+            writer.write(uuid.uuid4(), uuid.uuid4(), staged, WritePlan((table,), "spark"))
 
         for _ in range(warm):
             commit()

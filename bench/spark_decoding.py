@@ -47,7 +47,7 @@ from pyiceberg.types import BooleanType, DoubleType, LongType, NestedField, Stri
 
 from connectors.config import SinkConfig  # noqa: E402
 from sinks.iceberg.spark_writer import SparkWriter  # noqa: E402
-from sinks.iceberg.writes import TargetTable, arrow_schema  # noqa: E402
+from sinks.iceberg.writes import TargetTable, WritePlan, arrow_schema  # noqa: E402
 from workers.spark_writer import STAGING_DDL  # noqa: E402
 from workers.staging import RawStagingFile, RecordChunk, StagedPartition, raw_staging_path  # noqa: E402
 
@@ -155,7 +155,7 @@ def main() -> None:
 
         def own_files(out: str) -> None:
             table = TargetTable(config.settings.tables[0], SCHEMA, out)
-            files = writer.write(uuid.uuid4(), uuid.uuid4(), staged, [table]).files
+            files = writer.write(uuid.uuid4(), uuid.uuid4(), staged, WritePlan((table,), "spark")).files
             assert sum(f.records for f in files) == total
 
         ways = {

@@ -47,7 +47,7 @@ from spark_decoding import ROOT, SCHEMA, add_spark_arguments, stage, use_spark, 
 from connectors.config import SinkConfig
 from sinkadmin.services import listening_process, split_hostport
 from sinks.iceberg.spark_writer import SparkWriter
-from sinks.iceberg.writes import TargetTable
+from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.spark_writer import spark_session
 
 
@@ -112,7 +112,7 @@ def main() -> None:
                 spark.range(0, per_core, 1, per_core).mapInArrow(_passed_on, "id long").collect()
             ),
             f"a commit's job: 8 staged files of 2,500 records, a task per core ({per_core})": lambda: writer.write(
-                uuid.uuid4(), uuid.uuid4(), staged, [table]
+                uuid.uuid4(), uuid.uuid4(), staged, WritePlan((table,), "spark")
             ),
         }
         ways = {}

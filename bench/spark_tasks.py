@@ -41,7 +41,7 @@ from spark_decoding import (  # (sets up Django, which the imports below need)
 from connectors.config import SinkConfig
 from sinkadmin.services import listening_process, split_hostport
 from sinks.iceberg.spark_writer import SparkWriter
-from sinks.iceberg.writes import TargetTable
+from sinks.iceberg.writes import TargetTable, WritePlan
 from workers.staging import StagedPartition
 
 
@@ -91,7 +91,9 @@ def main() -> None:
             table = TargetTable(config.settings.tables[0], SCHEMA, out)
             cpu, started = spark_cpu_seconds(spark), time.perf_counter()
             written = sum(
-                f.records for commit in commits for f in writer.write(uuid.uuid4(), uuid.uuid4(), commit, [table]).files
+                f.records
+                for commit in commits
+                for f in writer.write(uuid.uuid4(), uuid.uuid4(), commit, WritePlan((table,), "spark")).files
             )
             seconds, cpu = time.perf_counter() - started, spark_cpu_seconds(spark) - cpu
             assert written == total, (written, total)

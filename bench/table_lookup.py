@@ -103,7 +103,7 @@ def main() -> None:
         }
     )
     writer = TableWriter(config)
-    writer.plan(uuid.uuid4(), SAMPLES)  # the task creates the table
+    writer.table(uuid.uuid4(), TABLE, lambda: SAMPLES)  # the task creates the table
     rows = []
     with catalog_for(config) as catalog:
         table = catalog.load_table(TABLE)
@@ -121,10 +121,10 @@ def main() -> None:
 
             def resolved_by_loading() -> None:
                 writer._copies.clear()  # (as every commit did before: the table loaded)
-                writer.plan(uuid.uuid4(), SAMPLES)
+                writer.table(uuid.uuid4(), TABLE, lambda: SAMPLES)
 
             loaded, resolved = medians_ms(
-                [resolved_by_loading, lambda: writer.plan(uuid.uuid4(), SAMPLES)], args.rounds
+                [resolved_by_loading, lambda: writer.table(uuid.uuid4(), TABLE, lambda: SAMPLES)], args.rounds
             )
             metadata_bytes = os.path.getsize(table.metadata_location.removeprefix("file://"))
             row = {
