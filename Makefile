@@ -82,6 +82,7 @@ bench: services
 	$(PY) bench/sink_throughput.py --sinks iceberg-cdc,iceberg-cdc-append --modes make-run --repeat 2 \
 		--output bench/results/sink_throughput-cdc-1M.json
 	$(PY) bench/transform_cost.py
+	$(PY) bench/routing_cost.py
 	$(PY) bench/upsert_scale.py
 	$(PY) bench/upsert_scale.py --sink iceberg
 	$(PY) bench/upsert_scale.py --sink iceberg --key-type uuid

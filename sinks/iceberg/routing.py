@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from connectors.config import SinkConfig
@@ -77,27 +78,45 @@ class Router:
             routed.bad = decoded.bad
             routed.tables = {name: decoded.positions for name in self.tables}
             return routed
-        found: list[tuple[int, Any]] = []
+        # Each record's route value, as positions and texts: those the reader read (a dictionary of the
+        # distinct values, few where records name tables), then those it refused as text (numbers, booleans).
+        positions = np.asarray(decoded.positions, dtype=np.int64)
+        texts: Any = pa.array([], pa.string())
         if decoded.positions:
-            column: Any = decoded.columns.column(0)
+            texts = decoded.columns.column(0).combine_chunks()
             for name in self.path[1:]:
-                column = column.combine_chunks().field(name)
-            found = list(zip(decoded.positions, column.to_pylist(), strict=True))
+                texts = texts.field(name)
+        scalars: list[tuple[int, Any]] = []
         for position, reason in decoded.bad:
             # The arrow reader reads the field as text; Iceberg's sink takes any value's text (a number's too).
             text = self._scalar_text(values[position]) if errors[position] is None else False
             if text is not False:
-                found.append((position, text))
+                scalars.append((position, text))
             else:
                 routed.bad.append((position, reason))
-        for position, value in sorted(found, key=lambda p: p[0]):
-            tables = self.tables_of(value)
-            if isinstance(tables, str):
-                routed.bad.append((position, tables))
-            elif not tables:
-                routed.skipped += 1  # (Iceberg's sink writes a record without a route value, or no match, nowhere)
-            for name in tables if not isinstance(tables, str) else ():
-                routed.tables.setdefault(name, []).append(position)
+        if scalars:
+            positions = np.concatenate([positions, np.asarray([p for p, _ in scalars], dtype=np.int64)])
+            texts = pa.concat_arrays([texts, pa.array([t for _, t in scalars], pa.string())])
+        order = np.argsort(positions, kind="stable")
+        positions = positions[order]
+        encoded = texts.take(pa.array(order)).dictionary_encode()
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        indices = np.where(encoded.is_null().to_numpy(zero_copy_only=False), -1, indices)
+        # The tables of each distinct value, decided once per value.
+        by_table: dict[str, list[int]] = {}
+        for index, value in enumerate([None, *encoded.dictionary.to_pylist()], start=-1):
+            named = self.tables_of(value)
+            matching = positions[indices == index]
+            if isinstance(named, str):
+                routed.bad.extend((int(p), named) for p in matching)
+            elif not named:
+                routed.skipped += len(
+                    matching
+                )  # (Iceberg's sink writes a record without a value, or no match, nowhere)
+            for table in named if not isinstance(named, str) else ():
+                by_table.setdefault(table, []).append(index)
+        for table, indexes in by_table.items():
+            routed.tables[table] = positions[np.isin(indices, indexes)].tolist()
         routed.bad.sort()
         return routed
 
