@@ -213,8 +213,6 @@ NUMBER_KEY = "hoodie.parquet.compression.ratio"
     [
         (LONG_KEY, "x"),
         (LONG_KEY, "5.0"),  # (no decimal point)
-        (LONG_KEY, " 5"),  # (Long.parseLong does not trim: Hudi would fail on the space)
-        (LONG_KEY, "5 "),
         (LONG_KEY, "1_000"),
         (LONG_KEY, "--5"),
         (LONG_KEY, "9223372036854775808"),  # (one past Long.MAX_VALUE)
@@ -244,6 +242,7 @@ def test_a_value_hudi_cannot_parse_as_its_keys_number_is_refused(tmp_path: Path,
         (LONG_KEY, "-1"),
         (LONG_KEY, "+12"),  # (Long.parseLong takes a plus sign)
         (LONG_KEY, "9223372036854775807"),
+        (LONG_KEY, " 5 "),  # (trimmed before Hudi reads it, writer_options: Long.parseLong would fail on a space)
         (LONG_KEY, "٣"),  # (Arabic-Indic three: Character.digit reads any script's digits)
         (INT_KEY, "-2147483648"),
         (INT_KEY, "2147483647"),
@@ -441,3 +440,22 @@ def test_a_table_config_is_read_as_java_reads_properties() -> None:
 
     text = "# comment\n! also one\n  a=1\nb : two words \\\n    and more\nc\\:d = e\\u00e9\\\\\nf\n\ng:\n"
     assert parse_properties(text) == {"a": "1", "b": "two words and more", "c:d": "eé\\", "f": "", "g": ""}
+
+
+def test_hudis_write_configs_reach_its_writer_as_the_validation_read_them(tmp_path: Path) -> None:
+    # Hudi reads " true" as false (Boolean.parseBoolean) and fails on " 5" (Integer.parseInt); the validation
+    # trims both, and an empty value is unset in the config's form: the writer is given what was checked.
+    raw = hudi_config(
+        tmp_path,
+        **{
+            "hoodie.metadata.enable": " true",
+            "hoodie.compact.inline.max.delta.commits": " 5 ",
+            "hoodie.index.type": "",
+        },
+    )
+    assert validate_config(raw).ok
+    config = SinkConfig.parse(raw)
+    options = writer_options(config.settings, config.raw)
+    assert options["hoodie.metadata.enable"] == "true"
+    assert options["hoodie.compact.inline.max.delta.commits"] == "5"
+    assert options["hoodie.index.type"] == config.settings.index_type  # (the sink's own, not the empty one)

@@ -240,7 +240,7 @@ def _check_write_configs(result: ConfigValidation, config: dict[str, str]) -> No
                     f"Invalid value {value} for configuration {key}: Expected value to be either true or false "
                     "(Hudi reads any other value as false)",
                 )
-            elif (expected := unparsed_number(value_type, value)) is not None:
+            elif (expected := unparsed_number(value_type, value.strip())) is not None:
                 result.add(key, f"Invalid value {value} for configuration {key}: Expected {expected}")
         elif guess := closest(key, known):
             result.add(key, f"not a key of Hudi's write configs (Hudi 1.2 would ignore it): did you mean {guess}?")
@@ -479,9 +479,11 @@ KEY_GENERATORS = "org.apache.hudi.keygen."
 
 
 def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, str]:
-    """The options of Hudi's Spark writer for this connector: its Hudi write configs as written (the
-    families of ``HUDI_WRITE_CONFIG_FAMILIES``), and what the sink's keys say in Hudi's names."""
-    options = {k: v for k, v in raw.items() if k.startswith(HUDI_WRITE_CONFIG_FAMILIES)}
+    """The options of Hudi's Spark writer for this connector: its Hudi write configs (the families of
+    ``HUDI_WRITE_CONFIG_FAMILIES``) as the validation read them, and what the sink's keys say in Hudi's names.
+    A value is trimmed, as Kafka Connect trims its keys' values and the validation reads them: Hudi would read
+    " true" as false, and fail on " 5" for a number. An empty one is left out: unset, as in the config's form."""
+    options = {k: v.strip() for k, v in raw.items() if k.startswith(HUDI_WRITE_CONFIG_FAMILIES) and v.strip()}
     options.update(
         {
             "hoodie.table.name": settings.table_name,
