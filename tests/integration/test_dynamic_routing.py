@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from connectors import actions
-from connectors.models import Commit, CommitState
+from connectors.models import Commit, CommitState, MaintenanceOutcome, MaintenanceRun
 from sinks.iceberg.tables import PROP_COMMIT_ID
 from tests.conftest import sink_config
 from tests.integration.helpers import (
@@ -144,7 +144,9 @@ def test_a_coordinator_killed_between_the_tables_of_a_commit_rolls_it_forward_in
     finds the commit in the first table (its snapshot's commit id) and makes it in the other only (I4, I6)."""
     topics = create_topics(kafka_bootstrap, topic_name)
     name = "cdc-dynamic-killed"
-    actions.create_connector(name, dynamic_config(topic_name, topics))
+    # (Maintenance runs beside it, on the tables its commits name: the ledger's, with dynamic routing.)
+    maintained = {"sinkadmin.maintenance.enabled": "true", "sinkadmin.maintenance.interval-ms": "2000"}
+    actions.create_connector(name, dynamic_config(topic_name, topics, **maintained))
     sources = source_tables()
     procs.task(name)
     first = procs.coordinator(name)
@@ -177,3 +179,9 @@ def test_a_coordinator_killed_between_the_tables_of_a_commit_rolls_it_forward_in
         ids = [s.summary.additional_properties[PROP_COMMIT_ID] for s in sink_snapshots(name, table)]
         assert len(ids) == len(set(ids)), f"a commit is in {table} twice"
         assert str(prepared.commit_id) in ids
+
+    def maintained_both() -> bool:
+        runs = MaintenanceRun.objects.filter(connector_name=name, outcome=MaintenanceOutcome.SUCCEEDED)
+        return set(runs.values_list("table_name", flat=True)) == {"public.customers", "public.orders"}
+
+    wait_until(maintained_both, 120, "a maintenance run of each table records named")
