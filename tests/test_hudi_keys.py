@@ -293,7 +293,8 @@ REGION = {"hoodie.datasource.write.partitionpath.field": "region"}
 
 
 def table_conflicts_of(base: Path, table: str = TABLE_PROPERTIES, **overrides: str) -> list[str]:
-    from sinks.hudi.table_config import conflicts, parse_properties
+    from connectors.config.properties import load_properties as parse_properties
+    from sinks.hudi.table_config import conflicts
 
     config = SinkConfig.parse(hudi_config(base, **overrides))
     return [str(c) for c in conflicts(writer_options(config.settings, config.raw), parse_properties(table), config.raw)]
@@ -436,7 +437,7 @@ def test_a_custom_key_generators_partition_fields_are_compared_without_their_typ
 
 
 def test_a_table_config_is_read_as_java_reads_properties() -> None:
-    from sinks.hudi.table_config import parse_properties
+    from connectors.config.properties import load_properties as parse_properties
 
     text = "# comment\n! also one\n  a=1\nb : two words \\\n    and more\nc\\:d = e\\u00e9\\\\\nf\n\ng:\n"
     assert parse_properties(text) == {"a": "1", "b": "two words and more", "c:d": "eé\\", "f": "", "g": ""}

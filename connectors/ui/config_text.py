@@ -8,9 +8,10 @@ files of standalone Connect.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from connectors.config.properties import property_entries
 
 FORMATS = ("json", "properties")
 
@@ -50,68 +51,12 @@ def _parse_json(text: str) -> dict[str, str]:
     return config
 
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_SEPARATOR = re.compile(r"(?<!\\)(?:\\\\)*[=:]|(?<!\\)(?:\\\\)*\s")
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    lines: list[tuple[int, str]] = []
-    pending = ""
-    start = 0
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.lstrip() if pending else line.strip()
-        if not pending:
-            start = number
-            if not stripped or stripped[0] in "#!":
-                continue
-        # A line ending in an odd number of backslashes continues on the next.
-        trailing = len(stripped) - len(stripped.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += stripped[:-1]
-            continue
-        lines.append((start, pending + stripped))
-        pending = ""
-    if pending:
-        lines.append((start, pending))
-    return lines
-
-
-def _unescape(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(char)
-        i += 1
-    return "".join(out)
-
-
 def parse_properties(text: str) -> dict[str, str]:
     config: dict[str, str] = {}
-    for number, line in _logical_lines(text):
-        match = _SEPARATOR.search(line)
-        if match is None:
-            key, value = line, ""
-        else:
-            key = line[: match.end() - 1]
-            rest = line[match.end() :].lstrip()
-            # "key = value" has whitespace and then '=': the '=' is the separator.
-            if match.group().isspace() and rest[:1] in ("=", ":"):
-                rest = rest[1:].lstrip()
-            value = rest
-        key = _unescape(key.strip())
+    for number, key, value in property_entries(text):
         if not key:
             raise ConfigTextError(f"line {number}: a property needs a key before '='")
-        config[key] = _unescape(value)
+        config[key] = value
     return config
 
 

@@ -28,11 +28,11 @@ which is reported.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from connectors.config.properties import load_properties
 from sinks.hudi.plugin import SYNONYMS
 from sinks.hudi.settings import writer_options
 
@@ -160,72 +160,6 @@ class TableConflict:
         return f"{named} is {self.config_value!r} here{note}, {there} in the table ({self.table_key})"
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """A .properties file's keys and values as java.util.Properties.load reads them (Hudi writes
-    hoodie.properties with Properties.store): comments, continued lines, the three separators and the escapes."""
-    found: dict[str, str] = {}
-    lines = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(" \t\f")
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        # A line ending in an odd number of backslashes goes on, the next one's leading white space dropped.
-        while _continues(line) and i < len(lines):
-            line = line[:-1] + lines[i].lstrip(" \t\f")
-            i += 1
-        if _continues(line):
-            line = line[:-1]
-        key, value = _split_entry(line)
-        found[_unescape(key)] = _unescape(value)
-    return found
-
-
-def _continues(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """A logical line's key (up to an unescaped ``=``, ``:`` or white space) and value (after the separator
-    and the white space around it), both still escaped."""
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            break
-        i += 1
-    key, rest = line[:i], line[i:]
-    rest = rest.lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
-
-
-def _unescape(text: str) -> str:
-    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            out.append(escapes.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 def read_table_config(base: StoragePath) -> dict[str, str] | None:
     """The table config at ``base`` (local or s3a://), as Hudi reads it; None when no table is there."""
     import pyarrow.fs as pafs
@@ -237,7 +171,7 @@ def read_table_config(base: StoragePath) -> dict[str, str] | None:
             continue
         with fs.open_input_stream(path) as stream:
             # (Properties.store escapes what is not Latin-1; Properties.load reads the file as Latin-1.)
-            return parse_properties(stream.read().decode("latin-1"))
+            return load_properties(stream.read().decode("latin-1"))
     return None
 
 
