@@ -324,3 +324,31 @@ def test_a_renamed_topic_put_in_a_field_routes_each_topic_to_the_table_it_names(
         out, dropped = RecordTransformer(routed_by_topic, routed_by_topic.transforms).apply(chunks[topic])
         assert dropped == 0
         assert router.route(out.values, out.errors).tables == {table: [0, 1]}
+
+
+@pytest.mark.unit
+def test_tables_of_other_columns_that_spark_must_decode_in_the_jvm_are_refused_not_written_with_the_firsts(
+    tmp_path: Path,
+) -> None:
+    """Spark's from_json decodes the records once, into one table's columns: routed to tables with other
+    columns, each would lose its own, so such a write is refused with why (decision 017)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType, UUIDType
+
+    from sinks.iceberg.spark_writer import SparkWriter
+    from sinks.iceberg.writes import TargetTable, WritePlan
+
+    cfg = config(
+        **{
+            "iceberg.tables": "db.a,db.b",
+            "iceberg.tables.route-field": "t",
+            "iceberg.table.db.a.route-regex": "a",
+            "iceberg.table.db.b.route-regex": "b",
+        }
+    )
+    uuid_column = NestedField(1, "id", UUIDType(), required=False)
+    a = TargetTable(cfg.settings.target("db.a"), Schema(uuid_column, NestedField(2, "t", StringType())), "/tmp/a")
+    b = TargetTable(cfg.settings.target("db.b"), Schema(uuid_column, NestedField(2, "n", LongType())), "/tmp/b")
+    staged = [StagedPartition("orders", 0, 0, 1, 1, tmp_path / "staged.parquet", None)]
+    with pytest.raises(ValueError, match=r"tables with different columns \(db.a, db.b\) cannot be written together"):
+        SparkWriter(cfg).write(uuid.uuid4(), uuid.uuid4(), staged, WritePlan((a, b), "spark"))

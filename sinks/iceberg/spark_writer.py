@@ -117,6 +117,11 @@ class StagedDecode:
         return sorted(n for n in named if self.plan.table(n) is None and n not in self.plan.unshaped)
 
 
+def _data_columns(schema: Schema) -> list[tuple[str, str]]:
+    """A table's columns but the Kafka metadata ones, by name and type."""
+    return [(f.name, str(f.field_type)) for f in schema.fields if not f.name.startswith("_kafka_")]
+
+
 def partition_value(field: PartitionField, schema: Schema) -> Any:
     """A Spark expression with one value per Iceberg partition of ``field``.
 
@@ -232,6 +237,13 @@ class SparkWriter(SparkJobs):
         if self.config.settings.dynamic:
             raise ValueError(
                 f"tables that records name (iceberg.tables.dynamic-enabled) cannot be written when {reason}"
+            )
+        # (Decoded once, into the first table's columns: a table with other columns would lose its own.)
+        columns = [_data_columns(t.schema) for t in tables]
+        if any(c != columns[0] for c in columns[1:]):
+            raise ValueError(
+                f"tables with different columns ({', '.join(t.target.name for t in tables)}) cannot be written "
+                f"together when {reason}: give them the same columns, or write each with a connector of its own"
             )
         result = WriteResult()
         if is_connect(self.spark):
