@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connectors.config import SinkConfig
 from workers.json_decoder import JsonDecoder
@@ -85,7 +86,8 @@ class Router:
         if decoded.positions:
             texts = decoded.columns.column(0).combine_chunks()
             for name in self.path[1:]:
-                texts = texts.field(name)
+                # (struct_field, not StructArray.field: a null struct's child slot may hold any value.)
+                texts = pc.struct_field(texts, name)
         scalars: list[tuple[int, Any]] = []
         for position, reason in decoded.bad:
             # The arrow reader reads the field as text; Iceberg's sink takes any value's text (a number's too).
@@ -110,9 +112,8 @@ class Router:
             if isinstance(named, str):
                 routed.bad.extend((int(p), named) for p in matching)
             elif not named:
-                routed.skipped += len(
-                    matching
-                )  # (Iceberg's sink writes a record without a value, or no match, nowhere)
+                # (Iceberg's sink writes a record without a value, or matching no table, nowhere.)
+                routed.skipped += len(matching)
             for table in named if not isinstance(named, str) else ():
                 by_table.setdefault(table, []).append(index)
         for table, indexes in by_table.items():
