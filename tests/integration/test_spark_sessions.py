@@ -125,7 +125,7 @@ def test_a_write_that_meets_a_dropped_session_joins_it_again_and_writes_every_re
         values = [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(300)]
         staged = staged_file(tmp_path, list(values))
         work = job(tmp_path, config())
-        result = writer.write(work.commit_id, work.staging_id, [staged], list(work.tables))
+        result = writer.write(work.commit_id, work.staging_id, [staged], work.plan)
     finally:
         server.stop()
 
@@ -162,7 +162,7 @@ def test_a_first_write_during_the_warm_up_waits_for_it_and_writes_every_record(
     values = [json.dumps({"id": i, "name": f"n{i}"}).encode() for i in range(300)]
     staged = staged_file(tmp_path, list(values))
     work = job(tmp_path, config())
-    result = writer.write(work.commit_id, work.staging_id, [staged], list(work.tables))
+    result = writer.write(work.commit_id, work.staging_id, [staged], work.plan)
     warming.join()
 
     # One warm-up job (range over the default parallelism: one argument
