@@ -158,3 +158,45 @@ def test_a_lost_ledger_is_rebuilt_from_the_snapshot_summaries(
     with running_in_threads("lost"):
         wait_until(caught_up("lost", more), 120, "the records after the rebuild")
     assert sorted(r["id"] for r in table_rows("lost", "db.events")) == topic_ids(kafka_bootstrap, more)
+
+
+def test_a_lost_ledger_of_a_connector_whose_records_name_their_tables_is_rebuilt_from_every_table(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    """With dynamic routing the config lists no table: the commits are found in every table of the catalog
+    (sinks.iceberg.tables.every_table), a commit that wrote two tables once with both its snapshots."""
+
+    def named(start: int, count: int) -> list[bytes | None]:
+        tables = ("db.events", "db.others")
+        return [json.dumps({"id": i, "_table": tables[i % 2]}).encode() for i in range(start, start + count)]
+
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, named(0, 100), 2)
+    config = sink_config(
+        topic_name, "", **{"iceberg.tables.dynamic-enabled": "true", "iceberg.tables.route-field": "_table"}
+    )
+    actions.create_connector("lost-dynamic", config)
+    with running_in_threads("lost-dynamic"):
+        wait_until(caught_up("lost-dynamic", ends), 120, "the first batch")
+    committed = {
+        commit_id: snapshots
+        for commit_id, snapshots in Commit.objects.filter(connector_name="lost-dynamic", state=CommitState.COMMITTED)
+        .exclude(files_count=0)
+        .values_list("commit_id", "snapshot_ids")
+    }
+    assert {table for snapshots in committed.values() for table in snapshots} == {"db.events", "db.others"}
+    actions.stop_connector("lost-dynamic")
+    Commit.objects.filter(connector_name="lost-dynamic").delete()
+    PartitionOffset.objects.filter(connector__name="lost-dynamic").delete()
+
+    call_command("rebuild_ledger", "lost-dynamic")
+    assert ledger_offsets("lost-dynamic") == ends
+    restored = dict(Commit.objects.filter(connector_name="lost-dynamic").values_list("commit_id", "snapshot_ids"))
+    assert restored == committed
+
+    actions.resume_connector("lost-dynamic")
+    more = produce(kafka_bootstrap, topic_name, named(100, 40), 2)
+    with running_in_threads("lost-dynamic"):
+        wait_until(caught_up("lost-dynamic", more), 120, "the records after the rebuild")
+    ids = sorted(r["id"] for table in ("db.events", "db.others") for r in table_rows("lost-dynamic", table))
+    assert ids == topic_ids(kafka_bootstrap, more)
