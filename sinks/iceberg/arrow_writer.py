@@ -42,7 +42,7 @@ from pyiceberg.types import (
 )
 
 from connectors.config import SinkConfig
-from sinks.iceberg.routing import Router
+from sinks.iceberg.routing import router_for
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
 from sinks.iceberg.upserts import UnappliableRows
 from sinks.iceberg.writes import TargetTable, Unshaped, shaped, table_filesystem
@@ -344,9 +344,9 @@ class ArrowPartitionWriter:
         # Decode early and in small pieces, so that little is left to do at
         # the commit's end; row groups are still buffer-bytes large.
         self.chunk_bytes = min(config.buffer_bytes, self.DECODE_CHUNK_BYTES)
-        settings = config.settings
-        # One table, no route field: each chunk goes to it whole (its decoder finds the bad records).
-        self.router = None if settings.route_field is None and len(settings.tables) == 1 else Router(config)
+        # Without a router (one table, no route field) each chunk goes to the table whole: its decoder finds
+        # the bad records.
+        self.router = router_for(config)
         self.lanes: dict[str, TableLane] = {}
         self.rejects: RawStagingFile | None = None  # the undecodable ones, for the dead-letter topic
         self.bad: list[BadRecord] = []

@@ -39,6 +39,13 @@ class Routed:
     skipped: int = 0
 
 
+def router_for(config: SinkConfig) -> Router | None:
+    """The config's router; None for one table and no route field, whose records all go to it as they are
+    (the common case: no record is read for routing)."""
+    settings = config.settings
+    return None if settings.route_field is None and len(settings.tables) == 1 else Router(config)
+
+
 class Router:
     """Routes runs of staged values (``route``) by the config's route field, or to every table without one."""
 
@@ -111,10 +118,11 @@ class Router:
             matching = positions[indices == index]
             if isinstance(named, str):
                 routed.bad.extend((int(p), named) for p in matching)
-            elif not named:
+                continue
+            if not named:
                 # (Iceberg's sink writes a record without a value, or matching no table, nowhere.)
                 routed.skipped += len(matching)
-            for table in named if not isinstance(named, str) else ():
+            for table in named:
                 by_table.setdefault(table, []).append(index)
         for table, indexes in by_table.items():
             routed.tables[table] = positions[np.isin(indices, indexes)].tolist()

@@ -117,6 +117,19 @@ class StagedDecode:
         return sorted(n for n in named if self.plan.table(n) is None and n not in self.plan.unshaped)
 
 
+def route_text(config: SinkConfig) -> Any:
+    """A Spark expression of each staged record's route field as text (``iceberg.tables.route-field``; None
+    without one), as the JSON decoder's routing reads it (``sinks.iceberg.routing``): any field, nested or
+    not, in the payload of Kafka Connect's envelope."""
+    from pyspark.sql import functions as F
+
+    field = config.settings.route_field
+    if not field:
+        return None
+    envelope = config.value_converter == "json" and config.schemas_enable
+    return F.get_json_object(F.col("value").cast("string"), ("$.payload." if envelope else "$.") + field)
+
+
 def _data_columns(schema: Schema) -> list[tuple[str, str]]:
     """A table's columns but the Kafka metadata ones, by name and type."""
     return [(f.name, str(f.field_type)) for f in schema.fields if not f.name.startswith("_kafka_")]
@@ -305,10 +318,9 @@ class SparkWriter(SparkJobs):
         if not paths:
             return []
         raw = self.spark.read.schema(STAGING_DDL).parquet(*paths)
-        value = F.col("value").cast("string")
-        route_field = self.config.settings.route_field
-        route = F.get_json_object(value, f"$.payload.{route_field}") if route_field else F.lit(None).cast("string")
-        texts = raw.select(F.get_json_object(value, "$.schema").alias("schema"), route.alias("route"))
+        route = route_text(self.config)
+        schema = F.get_json_object(F.col("value").cast("string"), "$.schema")
+        texts = raw.select(schema.alias("schema"), (route if route is not None else F.lit(None)).alias("route"))
         schemas = []
         for row in texts.where(F.col("schema").isNotNull()).distinct().collect():
             try:
@@ -361,14 +373,9 @@ class SparkWriter(SparkJobs):
         names = {f.name for f in schema.fields}
         columns += [expr.alias(name) for name, expr in metadata.items() if name in names]
         skip = tombstone if cfg.value_converter in ("json", "avro") else F.lit(False)
-        route = None
-        if cfg.settings.route_field:
-            # The field's text in the record, as the JSON decoder's routing reads it (sinks.iceberg.routing):
-            # any field, nested or not. A record it routes to no table is skipped.
-            envelope = cfg.value_converter == "json" and cfg.schemas_enable
-            route = F.get_json_object(
-                F.col("value").cast("string"), ("$.payload." if envelope else "$.") + cfg.settings.route_field
-            )
+        route = route_text(cfg)
+        if route is not None:
+            # A record it routes to no table is skipped.
             matched = F.lit(False)
             for table in tables:
                 if table.target.route_regex is not None:

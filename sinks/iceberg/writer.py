@@ -17,7 +17,7 @@ from pyiceberg.schema import Schema
 from connectors.config import SinkConfig
 from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, jvm_decoded, publish_decoded
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
-from sinks.iceberg.routing import Router
+from sinks.iceberg.routing import Router, router_for
 from sinks.iceberg.settings import IcebergSettings, TableTarget
 from sinks.iceberg.spark_writer import SparkWriter
 from sinks.iceberg.tables import (
@@ -102,6 +102,11 @@ class TableWriter:
             if self._catalog is None:
                 self._catalog = catalog_for(self.config)
             return self._catalog
+
+    @functools.cached_property
+    def router(self) -> Router | None:
+        """Which tables staged records go to (``sinks.iceberg.routing``), for the Spark plane's samples."""
+        return router_for(self.config)
 
     @functools.cached_property
     def io_properties(self) -> dict[str, str]:
@@ -402,8 +407,8 @@ class TableWriter:
         """The schemas of the envelopes routed to ``table`` (``SparkWriter.envelope_schemas``)."""
         if not self.settings.route_field:
             return [schema for _, schema in envelopes]
-        router = Router(self.config)
-        return [schema for route, schema in envelopes if table in _listed(router.tables_of(route))]
+        assert self.router is not None  # (a route field makes one)
+        return [schema for route, schema in envelopes if table in _listed(self.router.tables_of(route))]
 
     def _resolved(self, plan: WritePlan, name: str, raw: Sequence[StagedPartition]) -> WritePlan:
         """``plan`` with table ``name``, created if missing from its first records staged, or from the first
@@ -425,7 +430,7 @@ class TableWriter:
     def _staged_values(self, staged: Sequence[StagedPartition], table: str) -> Iterator[Values]:
         """The staged records' values and errors that go to ``table``, batch by batch, as read: staged files
         can hold gigabytes."""
-        router = Router(self.config) if self.settings.route_field or len(self.settings.tables) > 1 else None
+        router = self.router
         for s in staged:
             if s.path is not None:
                 for batch in pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=["value", "error"]):
