@@ -14,13 +14,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 _ACTIVE: dict[str, str] = {}
 _DELAYED: set[str] = set()
 for _item in filter(None, os.environ.get("SINKADMIN_FAILPOINTS", "").split(",")):
     _name, _, _action = _item.partition("=")
     _ACTIVE[_name.strip()] = _action.strip() or "kill"
+
+
+def failpoint_set(name: str) -> bool:
+    """Whether the point ``name`` is set (for work only a test's failpoint needs)."""
+    return name in _ACTIVE
 
 
 def failpoint(name: str) -> None:
@@ -38,16 +43,28 @@ def failpoint(name: str) -> None:
 
 
 @contextlib.contextmanager
-def failpoint_while(name: str, after_s: float = 1.0) -> Iterator[None]:
-    """The point ``name``, reached ``after_s`` into the block by a thread of its own: a death while the
-    block waits on another process (Spark running a job). Nothing when the point is not set."""
+def failpoint_while(name: str, after_s: float = 1.0, when: Callable[[], bool] | None = None) -> Iterator[None]:
+    """The point ``name``, reached by a thread of its own while the block waits on another process (Spark
+    running a job): ``after_s`` into the block, or, given ``when``, as soon as ``when()`` holds (polled), a
+    moment the block's own progress marks. Nothing when the point is not set."""
     if name not in _ACTIVE:
         yield
         return
-    timer = threading.Timer(after_s, failpoint, (name,))
-    timer.daemon = True
-    timer.start()
+    done = threading.Event()
+
+    def reach() -> None:
+        if when is None:
+            if not done.wait(after_s):
+                failpoint(name)
+            return
+        while not done.wait(0.02):
+            if when():
+                failpoint(name)
+                return
+
+    thread = threading.Thread(target=reach, name=f"failpoint {name}", daemon=True)
+    thread.start()
     try:
         yield
     finally:
-        timer.cancel()
+        done.set()

@@ -39,10 +39,10 @@ from typing import Any
 
 from connectors.config import SinkConfig
 from sinks.hudi.settings import HudiSettings, writer_options
-from sinks.hudi.timeline import META_PREFIX, commit_metadata, completed_instants, instant_of_commit
+from sinks.hudi.timeline import META_PREFIX, commit_metadata, completed_instants, instant_of_commit, pending_writes
 from sinks.hudi.writer import INCOMING, IS_DELETED, SEQUENCE
 from workers.coordinator import PreparedCommit, SinkUnavailable
-from workers.failpoints import failpoint, failpoint_while
+from workers.failpoints import failpoint, failpoint_set, failpoint_while
 from workers.locks import advisory_lock
 from workers.spark_writer import SparkJobs, SparkUnavailable
 
@@ -105,9 +105,10 @@ class HudiCommitter:
             **commit_metadata(self.connector, commit_id, prepared.epoch, _ranges(prepared.offsets)),
         }
         failpoint("hudi.before_write")  # (a test's coordinator dies here: prepared, nothing written)
+        pending = pending_writes(self.settings.base) if failpoint_set("hudi.during_write") else set()
         try:
-            # (Or while Hudi writes: the write goes on in the Spark server without it.)
-            with failpoint_while("hudi.during_write", after_s=2.0):
+            # (Or once Hudi's write has requested its instant: the write goes on in the Spark server without it.)
+            with failpoint_while("hudi.during_write", when=lambda: bool(pending_writes(self.settings.base) - pending)):
                 frame.drop(SEQUENCE).write.format("hudi").options(**options).mode("append").save(
                     self.settings.base_path
                 )

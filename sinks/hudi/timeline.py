@@ -84,6 +84,16 @@ def pending_compactions(base: StoragePath) -> list[str]:
     return sorted(planned - completed)
 
 
+def pending_writes(base: StoragePath) -> set[str]:
+    """The writes (commits, delta commits) requested on the timeline and not complete: one in flight, or one
+    that failed and is not rolled back yet. (Hudi 1's names: ``<instant>.commit.requested``, then
+    ``<instant>.inflight``, then ``<instant>_<completed>.commit``.)"""
+    names = base.child(ACTIVE_TIMELINE).files()
+    requested = {n.split(".")[0] for n in names if n.endswith((".commit.requested", ".deltacommit.requested"))}
+    completed = {n.split(".")[0].split("_")[0] for n in names if "_" in n.split(".")[0]}
+    return requested - completed
+
+
 def instant_of_commit(base: StoragePath, commit_id: str) -> Instant | None:
     """The completed instant that holds the ledger's commit ``commit_id``, if any."""
     return next((i for i in reversed(completed_instants(base)) if i.commit_id == commit_id), None)

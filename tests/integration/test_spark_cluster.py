@@ -19,6 +19,7 @@ import pytest
 from connectors import actions
 from connectors.models import Commit, CommitState
 from sinkadmin.services import ManagedProcess, start_spark_connect, start_spark_standalone
+from sinks.hudi import timeline
 from tests.integration.helpers import Processes, caught_up, changes, create_topic, produce, wait_until
 from tests.integration.test_crashes import assert_exactly_once, setup_connector, wait_for_phase
 from tests.integration.test_files_sink import assert_files_hold_each_record_once
@@ -29,10 +30,10 @@ from tests.integration.test_hudi_sink import (
     assert_timeline_matches_ledger,
     hudi_config,
     model_of_topic,
-    pending_instants,
 )
 from tests.integration.test_iceberg_upserts import assert_table_equals_model as assert_upserts_equal_model
 from tests.integration.test_iceberg_upserts import start as start_upserts
+from workers.storage import StoragePath
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -230,7 +231,11 @@ def test_hudi_executors_killed_mid_merge_leave_the_table_equal_to_the_model(
         processes.task(name)
         processes.coordinator(name)
         wait_for_phase(name, "committing", timeout=180)
-        wait_until(lambda: bool(pending_instants(base)), 120, "Hudi's write to start its instant")
+        wait_until(
+            lambda: bool(timeline.pending_writes(StoragePath.parse(str(base)))),
+            120,
+            "Hudi's write to start its instant",
+        )
         killed = cluster.executors()
         assert killed, "no executor was running"
         for executor in killed:
