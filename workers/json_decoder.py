@@ -20,6 +20,13 @@ reader, stricter on both, serves columns of date, timestamp or decimal types
 Connect takes milliseconds) and schema evolution, which needs its typing of
 fields the columns lack.
 
+Columns of the types neither reader reads from JSON (UUID, binary, fixed,
+time and map, anywhere within the column) are left out of the readers' parse
+and converted by Python from each record's parsed JSON (``json_values``), as
+the Iceberg sink's RecordConverter converts them: a UUID from its text, binary
+and fixed from base64 text, a time from ISO-8601 text or milliseconds since
+midnight, a map from an object. Only tables with such columns pay for it.
+
 Undecodable records are found without giving up the fast path: a chunk that
 fails to parse is split in halves until the bad records stand alone, so a
 poison record costs O(log chunk) parses, not one per record.
@@ -33,9 +40,11 @@ from dataclasses import dataclass, field
 
 import arro3.core
 import arro3.io
+import orjson
 import pyarrow as pa
 import pyarrow.json as pj
 
+from workers.json_values import column_of, converter, python_decoded
 from workers.schemas import inferred_from_parsed
 from workers.writes import narrow_type
 
@@ -90,15 +99,25 @@ class JsonDecoder:
     ) -> None:
         self.data_schema = data_schema
         self.envelope = envelope
-        columns = pa.schema([f.with_type(narrow_type(f.type, dates_as_text=True)) for f in data_schema])
+        # Columns of types neither reader reads: converted by Python from the parsed records (json_values).
+        self.python_fields = [f for f in data_schema if python_decoded(f.type)]
+        self._converters = {}
+        for f in self.python_fields:
+            try:
+                self._converters[f.name] = converter(f.type)
+            except ValueError as exc:
+                raise ValueError(f"column {f.name} ({f.type}): {exc}") from exc
+        read_fields = [f for f in data_schema if not python_decoded(f.type)]
+        columns = pa.schema([f.with_type(narrow_type(f.type, dates_as_text=True)) for f in read_fields])
         # An envelope's payload is read as a struct of the columns; its
         # `schema` is an unknown field, skipped by both readers.
         self.parse_schema = pa.schema([pa.field("payload", pa.struct(list(columns)))]) if envelope else columns
         self.columns_schema = columns
-        self.needs_cast = columns != data_schema
+        read_schema = pa.schema(read_fields)
+        self.needs_cast = columns != read_schema
         # What a parsed chunk is cast to: the columns, and for an envelope
         # whether each record had a payload.
-        self.cast_schema = data_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else data_schema
+        self.cast_schema = read_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else read_schema
         if evolve and envelope:
             raise ValueError("an envelope's new fields come from its schema, not from typing its values")
         # With schema evolution the reader also types the fields the table
@@ -163,7 +182,7 @@ class JsonDecoder:
         if self.envelope:
             payload = table.column("payload").combine_chunks()
             table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
-        elif self.evolve and table.schema != self.parse_schema:
+        elif self.evolve and (table := self._without_python_fields(table)).schema != self.parse_schema:
             if self._records_schema is None:
                 self._records_schema = inferred_from_parsed(table.schema)
             # The table's columns only (casting a struct drops its new fields).
@@ -172,8 +191,30 @@ class JsonDecoder:
                 table = table.cast(self.parse_schema)
         if self.needs_cast:
             table = table.cast(self.cast_schema)
+        if self.python_fields:
+            table = self._with_python_columns(table, lines)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
         return table
+
+    def _without_python_fields(self, table: pa.Table) -> pa.Table:
+        """A parse with schema evolution, less what the reader inferred of the columns Python converts (they
+        are the table's, not new fields)."""
+        inferred = [f.name for f in self.python_fields if f.name in table.column_names]
+        return table.drop_columns(inferred) if inferred else table
+
+    def _with_python_columns(self, table: pa.Table, lines: Sequence[bytes]) -> pa.Table:
+        """``table`` with the columns Python converts (``python_fields``), from the records parsed again, in
+        the data schema's order. A value one cannot take raises ValueError, which isolates its record."""
+        records = [orjson.loads(line) for line in lines]
+        if self.envelope:
+            records = [r.get("payload") if isinstance(r, dict) else None for r in records]
+        converted = {f.name: column_of(records, f, self._converters[f.name]) for f in self.python_fields}
+        arrays = [converted[f.name] if f.name in converted else table.column(f.name) for f in self.data_schema]
+        fields = list(self.data_schema)
+        if self.envelope:
+            arrays.append(table.column(PRESENT))
+            fields.append(pa.field(PRESENT, pa.bool_()))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def _read_rust(self, data: bytes, rows: int) -> pa.Table:
         try:
