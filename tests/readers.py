@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import uuid
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -82,6 +83,8 @@ def plain(value: Any) -> Any:
     """``value`` as both readers would give it."""
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)  # (Spark has no UUID type: its reader gives the text)
     if isinstance(value, datetime.datetime) and value.tzinfo is None:
         return value.replace(tzinfo=datetime.UTC)
     if isinstance(value, datetime.datetime):

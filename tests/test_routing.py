@@ -4,6 +4,7 @@ from its own records."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from pathlib import Path
@@ -326,29 +327,50 @@ def test_a_renamed_topic_put_in_a_field_routes_each_topic_to_the_table_it_names(
         assert router.route(out.values, out.errors).tables == {table: [0, 1]}
 
 
-@pytest.mark.unit
-def test_tables_of_other_columns_that_spark_must_decode_in_the_jvm_are_refused_not_written_with_the_firsts(
+@pytest.mark.django_db
+def test_tables_made_elsewhere_with_uuid_binary_time_and_map_columns_each_take_their_own_columns(
     tmp_path: Path,
 ) -> None:
-    """Spark's from_json decodes the records once, into one table's columns: routed to tables with other
-    columns, each would lose its own, so such a write is refused with why (decision 017)."""
+    """Columns Arrow's JSON readers cannot read are converted by the same decoder (workers.json_values), so
+    records routed to tables of such different columns are each decoded into their own (decision 017)."""
     from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField, StringType, UUIDType
+    from pyiceberg.types import BinaryType, LongType, MapType, NestedField, StringType, TimeType, UUIDType
 
-    from sinks.iceberg.spark_writer import SparkWriter
-    from sinks.iceberg.writes import TargetTable, WritePlan
-
-    cfg = config(
+    writer = _writer(
+        tmp_path,
         **{
             "iceberg.tables": "db.a,db.b",
             "iceberg.tables.route-field": "t",
             "iceberg.table.db.a.route-regex": "a",
             "iceberg.table.db.b.route-regex": "b",
-        }
+        },
     )
-    uuid_column = NestedField(1, "id", UUIDType(), required=False)
-    a = TargetTable(cfg.settings.target("db.a"), Schema(uuid_column, NestedField(2, "t", StringType())), "/tmp/a")
-    b = TargetTable(cfg.settings.target("db.b"), Schema(uuid_column, NestedField(2, "n", LongType())), "/tmp/b")
-    staged = [StagedPartition("orders", 0, 0, 1, 1, tmp_path / "staged.parquet", None)]
-    with pytest.raises(ValueError, match=r"tables with different columns \(db.a, db.b\) cannot be written together"):
-        SparkWriter(cfg).write(uuid.uuid4(), uuid.uuid4(), staged, WritePlan((a, b), "spark"))
+    writer.catalog.create_namespace("db")
+    writer.catalog.create_table(
+        "db.a",
+        Schema(
+            NestedField(1, "id", UUIDType(), required=False),
+            NestedField(2, "at", TimeType(), required=False),
+            NestedField(3, "tags", MapType(4, StringType(), 5, LongType(), value_required=False), required=False),
+        ),
+    )
+    writer.catalog.create_table(
+        "db.b", Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "raw", BinaryType()))
+    )
+    first = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    values = encoded(
+        {"t": "a", "id": first, "at": "10:15:30.25", "tags": {"x": 1}},
+        {"t": "b", "id": 7, "raw": "AAEC"},
+        {"t": "a", "id": "not-a-uuid"},
+        {"t": "a", "at": 3_600_000},
+    )
+    staged = _write(writer, values, tmp_path)
+    rows = _rows(staged)
+    assert rows["db.a"] == [
+        {"id": uuid.UUID(first), "at": dt.time(10, 15, 30, 250000), "tags": [("x", 1)]},
+        {"id": None, "at": dt.time(1, 0), "tags": None},
+    ]
+    assert rows["db.b"] == [{"id": 7, "raw": b"\x00\x01\x02"}]
+    assert [(b.offset, b.reason) for b in staged.bad] == [
+        (2, "value is not valid JSON, or a field does not fit its column type: field id: 'not-a-uuid' is not a UUID")
+    ]

@@ -417,20 +417,27 @@ def test_a_table_created_for_upserts_has_its_id_columns_as_required_identifier_f
     assert pq.read_table(written.path).column("id").to_pylist() == [1, 2]
     # A column Iceberg takes as no identifier field: the table is created without any, and upserts key it
     # by the configured column all the same.
-    # A table whose records are decoded in the JVM (a bytes column), where a keyless row is not refused yet:
-    # no identifier fields, so its key columns stay optional.
+    # A bytes column (base64 in JSON, decoded by the same decoder): the key columns are identifier fields, and
+    # a keyless row is refused as above.
     avro = json.dumps(
         {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "blob", "type": "bytes"}]}
     )
     (tmp_path / "b").mkdir()
-    jvm = _table_writer(
+    with_bytes = _table_writer(
         tmp_path / "b",
         **{"iceberg.tables.default-id-columns": "id", "value.converter": "avro", "value.converter.avro.schema": avro},
     )
-    with pytest.raises(ValueError, match="Arrow cannot read"):  # (the arrow plane refuses it, once created)
-        jvm.table(uuid.uuid4(), "db.t", lambda: [])
-    created = jvm.catalog.load_table("db.t").schema()
-    assert created.identifier_field_ids == [] and not created.find_field("id").required
+    with_bytes.table(staging_id := uuid.uuid4(), "db.t", lambda: [])
+    created = with_bytes.catalog.load_table("db.t").schema()
+    assert created.identifier_field_names() == {"id"} and created.find_field("id").required
+    sink = with_bytes.sink(staging_id, "orders", 0, 0, tmp_path / "b" / "staging")
+    blobs: list[bytes | None] = [b'{"id": 1, "blob": "AAEC"}', b'{"blob": "AAEC"}']
+    sink.write(RecordChunk("orders", 0, [0, 1], [None] * 2, [None] * 2, blobs, [None] * 2, [None] * 2))
+    staged = sink.finish(StagedPartition("orders", 0, 0, 2, 2, None, None))
+    assert [(b.offset, b.reason) for b in staged.bad] == [
+        (1, "no value for id, an identifier column of upsert mode: the row has no key")
+    ]
+    assert pq.read_table(staged.files[0].path).to_pylist() == [{"id": 1, "blob": b"\x00\x01\x02"}]
     doubles = _table_writer(tmp_path / "d", **{"iceberg.tables.default-id-columns": "score"})
     (tmp_path / "d").mkdir()
     plan = doubles.table(uuid.uuid4(), "db.t", lambda: [json.dumps({"score": 1.5, "v": "a"}).encode()])

@@ -53,6 +53,7 @@ PRELOADED_LIBRARIES = (
     "pyarrow.parquet",
     "arro3.core",
     "arro3.io",
+    "orjson",  # (columns the JSON readers cannot read: workers.json_values)
     "django.db",
     "pydantic",
     "pyiceberg.io.pyarrow",

@@ -24,22 +24,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.partitioning import partition_record_value
 from pyiceberg.schema import Schema
-from pyiceberg.types import (
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IcebergType,
-    IntegerType,
-    ListType,
-    LongType,
-    NestedField,
-    StringType,
-    StructType,
-    TimestampType,
-    TimestamptzType,
-)
 
 from connectors.config import SinkConfig
 from sinks.iceberg.routing import router_for
@@ -50,47 +34,6 @@ from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
 from workers.writes import BadRecord, bad_records, publish
-
-# Types Arrow's JSON reader produces from JSON text as Spark's from_json
-# would. Binary (base64 in JSON), maps, time, UUID and fixed are not among them.
-_JSON_PRIMITIVES = (
-    BooleanType,
-    IntegerType,
-    LongType,
-    FloatType,
-    DoubleType,
-    DecimalType,
-    StringType,
-    DateType,
-    TimestampType,
-    TimestamptzType,
-)
-
-
-def _json_decodable(field_type: IcebergType) -> bool:
-    if isinstance(field_type, StructType):
-        return all(_json_decodable(f.field_type) for f in field_type.fields)
-    if isinstance(field_type, ListType):
-        return _json_decodable(field_type.element_type)
-    return isinstance(field_type, _JSON_PRIMITIVES)
-
-
-def arrow_unsupported(config: SinkConfig, tables: Sequence[TargetTable]) -> str | None:
-    """Why the JSON decoder cannot turn these records into these tables' columns, or None if it can."""
-    for table in tables:
-        if (column := jvm_decoded(config, table.schema)) is not None:
-            return f"column {column.name} of {table.target.name} has type {column.field_type}, which Arrow cannot read from JSON"
-    return None
-
-
-def jvm_decoded(config: SinkConfig, schema: Schema) -> NestedField | None:
-    """The first column of ``schema`` whose type Arrow cannot read from JSON, which makes its records
-    decoded in the JVM (Spark's ``from_json``) rather than by the JSON decoder; None if there is none."""
-    if config.value_converter not in ("json", "avro"):
-        return None
-    return next(
-        (f for f in schema.fields if not f.name.startswith("_kafka_") and not _json_decodable(f.field_type)), None
-    )
 
 
 def split_by_partition(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[Any, ...], pa.Table]]:

@@ -39,22 +39,17 @@ from pyiceberg.transforms import (
 from pyiceberg.typedef import Record
 from pyiceberg.types import (
     BinaryType,
-    BooleanType,
-    DateType,
     DecimalType,
     DoubleType,
     FixedType,
     FloatType,
     IcebergType,
     IntegerType,
-    ListType,
     LongType,
-    MapType,
     NestedField,
     PrimitiveType,
     StringType,
     StructType,
-    TimestampType,
     TimestamptzType,
     UUIDType,
 )
@@ -273,42 +268,6 @@ def _unpooled(catalog: Catalog) -> Catalog:
 
 
 # --- schema mapping -----------------------------------------------------------
-
-
-def spark_ddl(schema: Schema | StructType) -> str:
-    """A Spark DDL string for from_json with the table's columns."""
-    fields = schema.fields
-    return ", ".join(f"`{f.name}` {_spark_type(f.field_type)}" for f in fields)
-
-
-def _spark_type(t: IcebergType) -> str:
-    simple = {
-        BooleanType: "BOOLEAN",
-        IntegerType: "INT",
-        LongType: "BIGINT",
-        FloatType: "FLOAT",
-        DoubleType: "DOUBLE",
-        DateType: "DATE",
-        TimestampType: "TIMESTAMP_NTZ",
-        TimestamptzType: "TIMESTAMP",
-        StringType: "STRING",
-        UUIDType: "STRING",
-        BinaryType: "BINARY",
-    }
-    for cls, name in simple.items():
-        if isinstance(t, cls):
-            return name
-    if isinstance(t, FixedType):
-        return "BINARY"
-    if isinstance(t, DecimalType):
-        return f"DECIMAL({t.precision},{t.scale})"
-    if isinstance(t, StructType):
-        return "STRUCT<" + ", ".join(f"`{f.name}`: {_spark_type(f.field_type)}" for f in t.fields) + ">"
-    if isinstance(t, ListType):
-        return f"ARRAY<{_spark_type(t.element_type)}>"
-    if isinstance(t, MapType):
-        return f"MAP<{_spark_type(t.key_type)}, {_spark_type(t.value_type)}>"
-    raise ValueError(f"column type {t} is not supported by the sink yet")
 
 
 def iceberg_schema(columns: pa.Schema) -> Schema:

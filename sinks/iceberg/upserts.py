@@ -50,14 +50,33 @@ MAX_FILTERED_KEYS = 1000
 def key_column(rows: pa.Table, id_columns: Sequence[str]) -> pa.Array:
     """Each row's key as text: the identifier column, or the columns joined (a missing column is null)."""
     columns = [
-        rows.column(c).cast(pa.string()).combine_chunks()
-        if c in rows.column_names
-        else pa.nulls(len(rows), pa.string())
+        key_text(rows.column(c).combine_chunks()) if c in rows.column_names else pa.nulls(len(rows), pa.string())
         for c in id_columns
     ]
     if len(columns) == 1:
         return columns[0]
     return pc.binary_join_element_wise(*columns, KEY_SEPARATOR, null_handling="replace", null_replacement="\x00")
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def key_text(column: pa.Array) -> pa.Array:
+    """An identifier column's values as text: a UUID or fixed column's bytes in hexadecimal (Arrow's cast
+    would take them for UTF-8), others as Arrow casts them."""
+    if isinstance(column, pa.ExtensionArray):
+        column = column.storage
+    if not pa.types.is_fixed_size_binary(column.type):
+        return column.cast(pa.string())
+    width = column.type.byte_width
+    column = pa.concat_arrays([column])  # (its bytes from offset 0)
+    data = np.frombuffer(column.buffers()[1], dtype=np.uint8, count=len(column) * width)
+    text = np.empty(len(data) * 2, dtype=np.uint8)
+    text[0::2], text[1::2] = _HEX_DIGITS[data >> 4], _HEX_DIGITS[data & 15]
+    offsets = np.arange(0, len(text) + 1, 2 * width, dtype=np.int32)
+    return pa.StringArray.from_buffers(
+        len(column), pa.py_buffer(offsets), pa.py_buffer(text.tobytes()), column.buffers()[0], column.null_count
+    )
 
 
 def deleting(rows: pa.Table, cdc_field: str | None) -> np.ndarray:

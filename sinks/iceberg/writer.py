@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from pyiceberg.schema import Schema
 
 from connectors.config import SinkConfig
-from sinks.iceberg.arrow_writer import ArrowPartitionWriter, arrow_unsupported, jvm_decoded, publish_decoded
+from sinks.iceberg.arrow_writer import ArrowPartitionWriter, publish_decoded
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
 from sinks.iceberg.routing import Router, router_for
 from sinks.iceberg.settings import IcebergSettings, TableTarget
@@ -151,8 +151,6 @@ class TableWriter:
         if (found := plan.table(name)) is not None:
             return found
         table = self._target(self.settings.target(name), samples)
-        if self.config.writer == "arrow" and (reason := arrow_unsupported(self.config, [table])) is not None:
-            raise ValueError(f"sinkadmin.writer=arrow cannot write these records: {reason}")
         self._plans[staging_id] = plan.with_table(table)
         while len(self._plans) > self.LIVE_ROUNDS:
             # (Rounds are dropped when their write is done; these were discarded.)
@@ -292,16 +290,7 @@ class TableWriter:
                 # (Refused before the table is created: a table made of the wrong records would stay.)
                 self._check_key_columns(target, target.id_columns, {f.name for f in schema.fields}, created=False)
             if self.settings.upsert_mode and target.id_columns:
-                # (Records decoded in the JVM are not refused yet when their key is null: such a row in a
-                # required column would make the table unreadable, so those tables get no identifier fields.)
-                jvm = jvm_decoded(self.config, schema)
-                if jvm is not None:
-                    unkeyed: str | None = (
-                        f"column {jvm.name} has type {jvm.field_type}, so its records are decoded in the JVM, which "
-                        "does not refuse a keyless row yet"
-                    )
-                else:
-                    schema, unkeyed = keyed_schema(schema, target.id_columns)
+                schema, unkeyed = keyed_schema(schema, target.id_columns)
                 if unkeyed:
                     log.warning(
                         "%s is created without identifier fields (upserts key it all the same): %s",
