@@ -83,6 +83,7 @@ bench: services
 		--output bench/results/sink_throughput-cdc-1M.json
 	$(PY) bench/transform_cost.py
 	$(PY) bench/routing_cost.py
+	$(PY) bench/typed_columns_cost.py
 	$(PY) bench/upsert_scale.py
 	$(PY) bench/upsert_scale.py --sink iceberg
 	$(PY) bench/upsert_scale.py --sink iceberg --key-type uuid

@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""What columns of the types JSON readers lack (UUID, binary, time, map) cost the decode, per record (decision 018).
+
+The JSON decoder both data planes run (``workers.json_decoder``) over runs of ~1 KB
+records, in microseconds of this process's CPU per record (the median of ``--rounds``
+rounds, after two that warm up). The same records each time:
+
+- the baseline, measured in the same run: a table whose four such columns are text
+  (``uid``, ``raw``, ``at`` as strings, ``attrs`` left out), read by Arrow's reader alone;
+- the table with those columns typed UUID, binary, time and map<string, long>, which
+  the decoder converts in Python from each record's parsed JSON (``workers.json_values``);
+- each of the four typed alone, the other three as text.
+
+No Spark, broker or database. Prints and writes bench/results/typed_columns_cost.json.
+
+    .venv/bin/python bench/typed_columns_cost.py [--records 20000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import json
+import sys
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pyarrow as pa
+from spark_decoding import ROOT  # (sets up Django)
+from staging_costs import per_record_us
+
+from workers.json_decoder import JsonDecoder
+from workers.runtime import tune_process_for_tasks
+
+TEXT = {"uid": pa.string(), "raw": pa.string(), "at": pa.string(), "attrs": None}
+TYPED = {"uid": pa.uuid(), "raw": pa.binary(), "at": pa.time64("us"), "attrs": pa.map_(pa.string(), pa.int64())}
+
+
+def values(records: int) -> list[bytes | None]:
+    padding = "x" * 760
+    return [
+        json.dumps(
+            {
+                "id": i,
+                "user": f"user-{i % 1000}",
+                "amount": i * 0.25,
+                "uid": str(uuid.UUID(int=i * 7919)),
+                "raw": base64.b64encode(f"raw-{i}".encode()).decode(),
+                "at": f"{i % 24:02d}:{i % 60:02d}:07.123",
+                "attrs": {"n": i, "m": i % 7},
+                "note": padding,
+            }
+        ).encode()
+        for i in range(records)
+    ]
+
+
+def schema(columns: dict[str, pa.DataType | None]) -> pa.Schema:
+    fixed = [pa.field("id", pa.int64()), pa.field("user", pa.string()), pa.field("amount", pa.float64())]
+    return pa.schema([*fixed, *(pa.field(n, t) for n, t in columns.items() if t is not None), ("note", pa.string())])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20_000, help="records per run")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "typed_columns_cost.json"))
+    args = parser.parse_args()
+    tune_process_for_tasks()
+    n = args.records
+    run = values(n)
+    errors: list[str | None] = [None] * n
+    cases = {
+        "text columns, Arrow's reader only (baseline)": schema(TEXT),
+        "uuid, binary, time and map typed": schema(TYPED),
+        **{f"{name} typed alone": schema({**TEXT, name: TYPED[name]}) for name in TYPED},
+    }
+
+    def decode(columns: pa.Schema) -> None:
+        decoded = JsonDecoder(columns).decode(run, errors)
+        assert len(decoded.positions) == n and not decoded.bad, decoded.bad[:1]
+
+    measured = {name: per_record_us(functools.partial(decode, s), n, args.rounds) for name, s in cases.items()}
+    baseline = measured["text columns, Arrow's reader only (baseline)"]
+    results = {
+        "records": n,
+        "value_bytes": len(run[0] or b""),
+        "cpu_us_per_record": measured,
+        "ratio_to_baseline": {name: round(us / baseline, 2) for name, us in measured.items()},
+    }
+    for name, us in measured.items():
+        print(f"{name:46} {us:7.2f} µs/record  {us / baseline:5.2f}x")
+    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
