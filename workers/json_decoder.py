@@ -44,7 +44,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.json as pj
 
-from workers.json_values import column_of, converter, python_decoded
+from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
 from workers.schemas import inferred_from_parsed
 from workers.writes import narrow_type
 
@@ -99,15 +99,22 @@ class JsonDecoder:
     ) -> None:
         self.data_schema = data_schema
         self.envelope = envelope
-        # Columns of types neither reader reads: converted by Python from the parsed records (json_values).
-        self.python_fields = [f for f in data_schema if python_decoded(f.type)]
+        # Columns of types neither reader reads, converted by Python (json_values): a UUID, binary or fixed
+        # column from the text the readers read (``text_fields``), the others from the records parsed again.
         self._converters = {}
-        for f in self.python_fields:
-            try:
-                self._converters[f.name] = converter(f.type)
-            except ValueError as exc:
-                raise ValueError(f"column {f.name} ({f.type}): {exc}") from exc
-        read_fields = [f for f in data_schema if not python_decoded(f.type)]
+        for f in data_schema:
+            if python_decoded(f.type):
+                try:
+                    self._converters[f.name] = converter(f.type)
+                except ValueError as exc:
+                    raise ValueError(f"column {f.name} ({f.type}): {exc}") from exc
+        self.text_fields = [f for f in data_schema if f.name in self._converters and read_as_text(f.type)]
+        self.python_fields = [f for f in data_schema if f.name in self._converters and not read_as_text(f.type)]
+        read_fields = [
+            f.with_type(pa.string()) if f in self.text_fields else f
+            for f in data_schema
+            if f.name not in self._converters or f in self.text_fields
+        ]
         columns = pa.schema([f.with_type(narrow_type(f.type, dates_as_text=True)) for f in read_fields])
         # An envelope's payload is read as a struct of the columns; its
         # `schema` is an unknown field, skipped by both readers.
@@ -191,7 +198,7 @@ class JsonDecoder:
                 table = table.cast(self.parse_schema)
         if self.needs_cast:
             table = table.cast(self.cast_schema)
-        if self.python_fields:
+        if self._converters:
             table = self._with_python_columns(table, lines)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
         return table
@@ -203,12 +210,17 @@ class JsonDecoder:
         return table.drop_columns(inferred) if inferred else table
 
     def _with_python_columns(self, table: pa.Table, lines: Sequence[bytes]) -> pa.Table:
-        """``table`` with the columns Python converts (``python_fields``), from the records parsed again, in
-        the data schema's order. A value one cannot take raises ValueError, which isolates its record."""
-        records = [orjson.loads(line) for line in lines]
-        if self.envelope:
-            records = [r.get("payload") if isinstance(r, dict) else None for r in records]
-        converted = {f.name: column_of(records, f, self._converters[f.name]) for f in self.python_fields}
+        """``table`` with the columns Python converts, in the data schema's order: ``text_fields`` from the
+        text read, ``python_fields`` from the records parsed again. A value one cannot take raises
+        ValueError, which isolates its record."""
+        converted = {
+            f.name: column_of_text(table.column(f.name), f, self._converters[f.name]) for f in self.text_fields
+        }
+        if self.python_fields:
+            records = [orjson.loads(line) for line in lines]
+            if self.envelope:
+                records = [r.get("payload") if isinstance(r, dict) else None for r in records]
+            converted |= {f.name: column_of(records, f, self._converters[f.name]) for f in self.python_fields}
         arrays = [converted[f.name] if f.name in converted else table.column(f.name) for f in self.data_schema]
         fields = list(self.data_schema)
         if self.envelope:

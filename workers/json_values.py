@@ -48,6 +48,22 @@ def python_decoded(arrow_type: pa.DataType) -> bool:
     )
 
 
+def read_as_text(arrow_type: pa.DataType) -> bool:
+    """Whether a column of this type holds JSON text only (UUID, binary, fixed), which Arrow's readers read
+    as text for it to be converted from (``column_of_text``), with no second parse of the records."""
+    return (
+        isinstance(arrow_type, pa.UuidType)
+        or pa.types.is_binary(arrow_type)
+        or pa.types.is_large_binary(arrow_type)
+        or pa.types.is_fixed_size_binary(arrow_type)
+    )
+
+
+def column_of_text(text: pa.ChunkedArray | pa.Array, field: pa.Field, convert: Convert) -> pa.Array:
+    """The column ``field`` from the text a JSON reader read for it, each value converted by ``convert``."""
+    return array_of([None if v is None else convert(v, field.name) for v in text.to_pylist()], field.type)
+
+
 def column_of(records: Sequence[Any], field: pa.Field, convert: Convert) -> pa.Array:
     """The column ``field`` of the parsed ``records`` (objects, or None for a record without a payload), each
     value converted by ``convert`` (``converter(field.type)``)."""
