@@ -21,9 +21,10 @@ Connect takes milliseconds) and schema evolution, which needs its typing of
 fields the columns lack.
 
 Columns of the types neither reader reads from JSON (UUID, binary, fixed,
-time and map, anywhere within the column) are left out of the readers' parse
-and converted by Python from each record's parsed JSON (``json_values``), as
-the Iceberg sink's RecordConverter converts them: a UUID from its text, binary
+time and map) are converted by Python (``json_values``): a UUID, binary or
+fixed column from the text the readers read for it; a column with a time or
+map anywhere within it from each record parsed again. As the Iceberg sink's
+RecordConverter converts them: a UUID from its text, binary
 and fixed from base64 text, a time from ISO-8601 text or milliseconds since
 midnight, a map from an object. Only tables with such columns pay for it.
 

@@ -1,8 +1,9 @@
 """Parsed JSON values to the Arrow column types neither JSON reader reads, as Iceberg's sink converts them.
 
 The JSON decoder (``workers.json_decoder``) reads most columns with Arrow's readers. A column whose type has,
-anywhere within it, a UUID, binary, fixed, time or map is converted here instead, from each record's parsed
-JSON, by the rules of the Iceberg sink's ``RecordConverter``:
+anywhere within it, a UUID, binary, fixed, time or map is converted here instead (a UUID, binary or fixed
+column from the text the readers read for it, others from each record's parsed JSON), by the rules of the
+Iceberg sink's ``RecordConverter``:
 
 - UUID: its text (``UUID.fromString``); written as Iceberg stores it, 16 bytes.
 - binary and fixed: base64 text (``Base64.getDecoder``); a fixed value must have the fixed length.
