@@ -20,7 +20,6 @@ or database. Prints and writes bench/results/routing_cost.json.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -32,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType
-from spark_decoding import ROOT, SCHEMA  # (the benchmarks' records and their table; sets up Django)
-from staging_costs import per_record_us
+from spark_decoding import SCHEMA  # (the benchmarks' records and their table; sets up Django)
+from staging_costs import per_record_arguments, per_record_us, report_per_record
 
 from connectors.config import SinkConfig
 from sinks.iceberg.arrow_writer import ArrowPartitionWriter
@@ -75,11 +74,7 @@ def config(**keys: str) -> SinkConfig:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=20_000, help="records per run")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "routing_cost.json"))
-    args = parser.parse_args()
+    args = per_record_arguments(__doc__, "routing_cost.json")
     tune_process_for_tasks()
     n = args.records
     run = values(n)
@@ -112,17 +107,7 @@ def main() -> None:
                 Path(f.path).unlink()
 
         measured = {name: per_record_us(functools.partial(decode, cfg), n, args.rounds) for name, cfg in cases.items()}
-    baseline = measured["one table, no route field (baseline)"]
-    results = {
-        "records": n,
-        "value_bytes": len(run[0] or b""),
-        "cpu_us_per_record": measured,
-        "ratio_to_baseline": {name: round(us / baseline, 2) for name, us in measured.items()},
-    }
-    for name, us in measured.items():
-        print(f"{name:42} {us:7.2f} µs/record  {us / baseline:5.2f}x")
-    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.output}")
+    report_per_record(measured, "one table, no route field (baseline)", n, len(run[0] or b""), args.output)
 
 
 if __name__ == "__main__":

@@ -63,12 +63,35 @@ def per_record_us(work: Callable[[], object], records: int, rounds: int) -> floa
     return round(statistics.median(spent) * 1e6 / records, 3)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=20_000, help="records per chunk (a task's chunk holds ~8 MiB)")
+def per_record_arguments(doc: str | None, results: str, records_help: str = "records per run") -> argparse.Namespace:
+    """The command line of a per-record benchmark: ``--records``, ``--rounds`` and ``--output`` (by default
+    bench/results/``results``)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20_000, help=records_help)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "staging_costs.json"))
-    args = parser.parse_args()
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / results))
+    return parser.parse_args()
+
+
+def report_per_record(measured: dict[str, float], baseline: str, records: int, value_bytes: int, output: str) -> None:
+    """Print each case's CPU per record and its ratio to ``baseline`` (a case measured in the same run), and
+    write them to ``output``."""
+    base = measured[baseline]
+    results = {
+        "records": records,
+        "value_bytes": value_bytes,
+        "cpu_us_per_record": measured,
+        "ratio_to_baseline": {name: round(us / base, 2) for name, us in measured.items()},
+    }
+    width = max(len(name) for name in measured)
+    for name, us in measured.items():
+        print(f"{name:{width}} {us:7.2f} µs/record  {us / base:5.2f}x")
+    Path(output).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {output}")
+
+
+def main() -> None:
+    args = per_record_arguments(__doc__, "staging_costs.json", "records per chunk (a task's chunk holds ~8 MiB)")
     n, rounds = args.records, args.rounds
     chunk = chunk_of(n)
     table = chunk.raw_table()

@@ -18,7 +18,6 @@ No Spark, broker or database. Prints and writes bench/results/typed_columns_cost
 
 from __future__ import annotations
 
-import argparse
 import base64
 import functools
 import json
@@ -29,8 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pyarrow as pa
-from spark_decoding import ROOT  # (sets up Django)
-from staging_costs import per_record_us
+from staging_costs import per_record_arguments, per_record_us, report_per_record
 
 from workers.json_decoder import JsonDecoder
 from workers.runtime import tune_process_for_tasks
@@ -64,11 +62,7 @@ def schema(columns: dict[str, pa.DataType | None]) -> pa.Schema:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=20_000, help="records per run")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "typed_columns_cost.json"))
-    args = parser.parse_args()
+    args = per_record_arguments(__doc__, "typed_columns_cost.json")
     tune_process_for_tasks()
     n = args.records
     run = values(n)
@@ -84,17 +78,7 @@ def main() -> None:
         assert len(decoded.positions) == n and not decoded.bad, decoded.bad[:1]
 
     measured = {name: per_record_us(functools.partial(decode, s), n, args.rounds) for name, s in cases.items()}
-    baseline = measured["text columns, Arrow's reader only (baseline)"]
-    results = {
-        "records": n,
-        "value_bytes": len(run[0] or b""),
-        "cpu_us_per_record": measured,
-        "ratio_to_baseline": {name: round(us / baseline, 2) for name, us in measured.items()},
-    }
-    for name, us in measured.items():
-        print(f"{name:46} {us:7.2f} µs/record  {us / baseline:5.2f}x")
-    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.output}")
+    report_per_record(measured, "text columns, Arrow's reader only (baseline)", n, len(run[0] or b""), args.output)
 
 
 if __name__ == "__main__":
