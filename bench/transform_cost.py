@@ -53,9 +53,10 @@ from staging_costs import per_record_us
 
 from connectors.config import SinkConfig
 from workers.json_decoder import JsonDecoder
+from workers.json_text import json_text, parse_json
 from workers.runtime import tune_process_for_tasks
 from workers.staging import RawStagingFile, RecordChunk
-from workers.transformed import RecordTransformer, json_text, parse_json
+from workers.transformed import RecordTransformer
 
 SOURCE = {
     "version": "2.7.3.Final",

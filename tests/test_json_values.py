@@ -6,13 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from workers.json_decoder import DOES_NOT_FIT, JsonDecoder
-from workers.json_values import python_decoded
 
 pytestmark = pytest.mark.unit
 
@@ -114,10 +114,131 @@ def test_with_schema_evolution_a_converted_column_is_not_taken_for_a_new_field()
     assert decoded.records_schema is not None and decoded.records_schema.names == ["id", "added"]
 
 
-def test_the_readers_types_inside_a_converted_column_are_refused_naming_the_column() -> None:
-    assert python_decoded(pa.map_(pa.string(), pa.timestamp("us"))) and not python_decoded(pa.list_(pa.string()))
-    with pytest.raises(ValueError, match=r"column stamps \(map<string, timestamp\[us\]>\): a column of type"):
-        JsonDecoder(pa.schema([pa.field("stamps", pa.map_(pa.string(), pa.timestamp("us")))]))
+def test_dates_timestamps_and_decimals_inside_a_converted_column_are_taken_as_iceberg_takes_them() -> None:
+    inner = pa.struct(
+        [
+            ("day", pa.date32()),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("local", pa.timestamp("us")),
+            ("price", pa.decimal128(6, 2)),
+            ("blob", pa.binary()),
+        ]
+    )
+    schema = pa.schema([pa.field("c", inner), pa.field("m", pa.map_(pa.string(), pa.decimal128(4, 1)))])
+    decoded = decode(
+        schema,
+        {
+            "c": {"day": "2024-02-29", "at": "2024-02-29 10:00:00+01:00", "local": "2024-02-29T10:00:00+01:00"},
+            "m": {"a": 1.25, "b": "2.35"},
+        },
+        {"c": {"day": 19782, "at": 1_709_200_800_000, "local": 0, "price": "1234.565", "blob": "AA"}},
+        {"c": {"price": 12345.6}},
+        {"c": {"at": "yesterday"}},
+    )
+    assert decoded.positions == [0, 1]
+    first, second = decoded.columns.to_pylist()
+    assert first["c"]["day"] == dt.date(2024, 2, 29)
+    assert first["c"]["at"] == dt.datetime(2024, 2, 29, 9, tzinfo=dt.UTC)
+    assert first["c"]["local"] == dt.datetime(2024, 2, 29, 10)  # (the text's own time: toLocalDateTime)
+    assert first["m"] == [("a", Decimal("1.3")), ("b", Decimal("2.4"))]  # (half up)
+    assert second["c"] == {
+        "day": dt.date(2024, 2, 29),
+        "at": dt.datetime(2024, 2, 29, 10, tzinfo=dt.UTC),
+        "local": dt.datetime(1970, 1, 1),
+        "price": Decimal("1234.57"),
+        "blob": b"\x00",
+    }
+    assert [(p, r.split(": ", 1)[1]) for p, r in decoded.bad] == [
+        (2, "field c.price: 12345.6 is not a decimal128(6, 2) (too many digits)"),
+        (3, "field c.at: 'yesterday' is not a timestamp (ISO-8601 text, or milliseconds since 1970-01-01T00:00Z)"),
+    ]
+
+
+def test_a_required_value_missing_in_a_converted_column_makes_its_record_bad() -> None:
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("at", pa.time64("us"), nullable=False),
+            pa.field("s", pa.struct([pa.field("b", pa.binary(), nullable=False)])),
+            pa.field("m", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False))),
+        ]
+    )
+    decoded = decode(
+        schema, {"id": 1, "at": "10:00"}, {"id": 2}, {"id": 3, "at": 0, "s": {}}, {"id": 4, "at": 0, "m": {"a": None}}
+    )
+    assert decoded.positions == [0]
+    assert [r.split(": ", 1)[1] for _, r in decoded.bad] == [
+        "field at: no value, and the column is required",
+        "field s.b: no value, and the column is required",
+        "field m.a: no value, and the column is required",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("0f8fad5b-d9cb-469f-a165-70867728950e", UID),
+        ("0F8FAD5B-D9CB-469F-A165-70867728950E", UID),
+        ("1-2-3-4-5", "00000001-0002-0003-0004-000000000005"),  # (as java.util.UUID.fromString reads it)
+        ("0f8fad5bd9cb469fa16570867728950e", None),
+        ("{0f8fad5b-d9cb-469f-a165-70867728950e}", None),
+        ("urn:uuid:0f8fad5b-d9cb-469f-a165-70867728950e", None),
+        ("0f8fad5b-d9cb-469f-a165-70867728950e\n", None),
+    ],
+)
+def test_uuids_are_read_as_javas_uuid_fromstring_reads_them(text: str, found: str | None) -> None:
+    decoded = decode(pa.schema([pa.field("uid", pa.uuid())]), {"uid": text})
+    if found is None:
+        assert decoded.positions == [] and "is not a UUID" in decoded.bad[0][1]
+    else:
+        assert decoded.columns.column("uid").to_pylist() == [uuid.UUID(found)]
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ("AAE=", b"\x00\x01"),
+        ("AAE", b"\x00\x01"),  # (Java's basic decoder needs no padding)
+        ("YQ", b"a"),
+        ("A", None),
+        ("AA E=", None),
+    ],
+)
+def test_binary_is_base64_as_javas_basic_decoder_reads_it(value: str, found: bytes | None) -> None:
+    decoded = decode(pa.schema([pa.field("raw", pa.binary())]), {"raw": value})
+    assert decoded.columns.column("raw").to_pylist() == ([found] if found is not None else [])
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ("10:15", dt.time(10, 15)),
+        ("10:15:30.", dt.time(10, 15, 30)),
+        ("10:15:30.123456789", dt.time(10, 15, 30, 123456)),
+        ("10:15\n", None),
+        ("10:1\u0665", None),  # (an Arabic-Indic five: not a digit to Java's parser)
+        ("7:00", None),
+    ],
+)
+def test_times_are_read_as_javas_localtime_parse_reads_them(value: str, found: dt.time | None) -> None:
+    decoded = decode(pa.schema([pa.field("at", pa.time64("us"))]), {"at": value})
+    assert decoded.columns.column("at").to_pylist() == ([found] if found is not None else [])
+
+
+def test_maps_take_connects_key_value_pairs_and_the_last_of_equal_keys() -> None:
+    schema = pa.schema([pa.field("m", pa.map_(pa.int32(), pa.string()))])
+    # (Kafka Connect's JsonConverter writes a map whose keys are not text as [key, value] pairs.)
+    decoded = decode(schema, {"schema": {}, "payload": {"m": [[1, "a"], [2, "b"]]}}, envelope=True)
+    assert decoded.columns.column("m").to_pylist() == [[(1, "a"), (2, "b")]]
+    decoded = decode(schema, {"m": {"1": "a", "01": "b", "2": "c"}})
+    assert decoded.columns.column("m").to_pylist() == [[(1, "b"), (2, "c")]]
+
+
+def test_with_schema_evolution_a_converted_columns_values_may_differ_in_json_type() -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("at", pa.list_(pa.time64("us")))])
+    decoded = decode(schema, {"id": 1, "at": ["10:00", 3_600_000]}, {"id": 2, "at": [0]}, evolve=True)
+    assert decoded.bad == []
+    assert decoded.columns.column("at").to_pylist() == [[dt.time(10), dt.time(1)], [dt.time(0)]]
 
 
 def test_bytes_columns_hold_the_bytes_base64_encodes_not_its_text() -> None:

@@ -23,8 +23,9 @@ from tests.test_files_sink import files_config
 from tests.test_hudi_sink import hudi_config
 from tests.test_staging import CollectingSink
 from workers.json_decoder import NO_PAYLOAD
+from workers.json_text import parse_json
 from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition, StagingBuffer
-from workers.transformed import RecordTransformer, parse_json
+from workers.transformed import RecordTransformer
 from workers.writes import sample_values
 
 TOPIC = "dbserver1.public.orders"

@@ -511,3 +511,21 @@ def test_an_ordering_field_the_table_lacks_or_cannot_compare_is_refused_with_the
         writer = _table_writer(tmp_path, **keys, **{"sinkadmin.upsert.ordering-field": field})
         with pytest.raises(WriteRefused, match=f"ordering-field '{field}' is {what}"):
             writer.table(uuid.uuid4(), "db.t", lambda: sample)
+
+
+@pytest.mark.unit
+def test_keys_of_uuid_fixed_and_binary_columns_are_their_bytes_in_hexadecimal() -> None:
+    """Arrow's cast to text would take the bytes for UTF-8, and refuse most of them."""
+    uid = uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e")
+    uuids = pa.ExtensionArray.from_storage(pa.uuid(), pa.array([uid.bytes, None], pa.binary(16)))
+    rows = pa.table(
+        {
+            "u": uuids,
+            "f": pa.array([b"\xff\x00", b"\x01\x02"], pa.binary(2)),
+            "b": pa.array([b"\xff", None], pa.binary()),
+            "n": [7, 8],
+        }
+    )
+    assert key_column(rows, ["u"]).to_pylist() == [uid.hex, None]
+    assert key_column(rows.slice(1), ["f"]).to_pylist() == ["0102"]
+    assert key_column(rows, ["b", "n"]).to_pylist() == ["ff\x1f7", "\x00\x1f8"]

@@ -38,13 +38,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import arro3.core
 import arro3.io
-import orjson
 import pyarrow as pa
 import pyarrow.json as pj
 
+from workers.json_text import json_text, parse_json
 from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
 from workers.schemas import inferred_from_parsed
 from workers.writes import narrow_type
@@ -182,6 +183,15 @@ class JsonDecoder:
 
     def _parse(self, lines: Sequence[bytes]) -> pa.Table:
         data = b"\n".join(lines)
+        records = None
+        if self.python_fields:
+            # (Parsed here for the columns Python converts. With schema evolution, Arrow C++'s reader is given
+            # the records without those fields: it would type them as new fields, and refuse one whose
+            # values differ in JSON type from record to record, a time as text in one and a number in another.)
+            records = [parse_json(line) for line in lines]
+            if self.evolve:
+                names = {f.name for f in self.python_fields}
+                data = b"\n".join(json_text({k: v for k, v in r.items() if k not in names}) for r in records)
         table = self._read_rust(data, len(lines)) if self.rust_reader else self._read_cpp(data)
         if table.num_rows != len(lines):
             # A value holding more than one JSON value (or, for Arrow C++'s
@@ -190,7 +200,7 @@ class JsonDecoder:
         if self.envelope:
             payload = table.column("payload").combine_chunks()
             table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
-        elif self.evolve and (table := self._without_python_fields(table)).schema != self.parse_schema:
+        elif self.evolve and table.schema != self.parse_schema:
             if self._records_schema is None:
                 self._records_schema = inferred_from_parsed(table.schema)
             # The table's columns only (casting a struct drops its new fields).
@@ -200,25 +210,18 @@ class JsonDecoder:
         if self.needs_cast:
             table = table.cast(self.cast_schema)
         if self._converters:
-            table = self._with_python_columns(table, lines)
+            table = self._with_python_columns(table, records)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
         return table
 
-    def _without_python_fields(self, table: pa.Table) -> pa.Table:
-        """A parse with schema evolution, less what the reader inferred of the columns Python converts (they
-        are the table's, not new fields)."""
-        inferred = [f.name for f in self.python_fields if f.name in table.column_names]
-        return table.drop_columns(inferred) if inferred else table
-
-    def _with_python_columns(self, table: pa.Table, lines: Sequence[bytes]) -> pa.Table:
+    def _with_python_columns(self, table: pa.Table, records: Sequence[Any] | None) -> pa.Table:
         """``table`` with the columns Python converts, in the data schema's order: ``text_fields`` from the
-        text read, ``python_fields`` from the records parsed again. A value one cannot take raises
+        text read, ``python_fields`` from the parsed ``records``. A value one cannot take raises
         ValueError, which isolates its record."""
         converted = {
             f.name: column_of_text(table.column(f.name), f, self._converters[f.name]) for f in self.text_fields
         }
-        if self.python_fields:
-            records = [orjson.loads(line) for line in lines]
+        if records is not None:
             if self.envelope:
                 records = [r.get("payload") if isinstance(r, dict) else None for r in records]
             converted |= {f.name: column_of(records, f, self._converters[f.name]) for f in self.python_fields}

@@ -10,18 +10,21 @@ Iceberg sink's ``RecordConverter``:
 - time: ISO-8601 text (``LocalTime.parse``: ``10:15``, ``10:15:30``, ``10:15:30.123456``), or a number of
   milliseconds since midnight (Kafka Connect's ``Time``).
 - map: an object; its keys converted to the key type (text to a number for a numeric key).
-- structs and lists of these, with booleans, integers, floating-point numbers and strings as the readers take
-  them (a number with a fraction into an integer truncated toward zero, a string of digits into a number).
+- structs and lists of these, with the other types as RecordConverter takes them: a number with a fraction
+  into an integer truncated toward zero, a string of digits into a number; a date from ISO-8601 text or days
+  since the epoch, a timestamp from ISO-8601 text or milliseconds since the epoch, a decimal from a number
+  or its text, rounded half up to its scale.
 
-A value that does not convert raises ValueError naming the field and the value: the decoder isolates its
-record as bad, with that reason. Dates, timestamps and decimals inside such a column are refused when the
-decoder is made: their rules are the readers', not repeated here.
+A value that does not convert, or no value for a required field, raises ValueError naming the field and the
+value: the decoder isolates its record as bad, with that reason.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import datetime as dt
+import decimal
 import math
 import re
 import uuid
@@ -39,14 +42,7 @@ def python_decoded(arrow_type: pa.DataType) -> bool:
         return any(python_decoded(f.type) for f in arrow_type)
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         return python_decoded(arrow_type.value_type)
-    return (
-        isinstance(arrow_type, pa.UuidType)
-        or pa.types.is_binary(arrow_type)
-        or pa.types.is_large_binary(arrow_type)
-        or pa.types.is_fixed_size_binary(arrow_type)
-        or pa.types.is_time(arrow_type)
-        or pa.types.is_map(arrow_type)
-    )
+    return read_as_text(arrow_type) or pa.types.is_time(arrow_type) or pa.types.is_map(arrow_type)
 
 
 def read_as_text(arrow_type: pa.DataType) -> bool:
@@ -62,7 +58,10 @@ def read_as_text(arrow_type: pa.DataType) -> bool:
 
 def column_of_text(text: pa.ChunkedArray | pa.Array, field: pa.Field, convert: Convert) -> pa.Array:
     """The column ``field`` from the text a JSON reader read for it, each value converted by ``convert``."""
-    return array_of([None if v is None else convert(v, field.name) for v in text.to_pylist()], field.type)
+    name = field.name
+    return array_of(
+        [convert(v, name) if v is not None else _present(v, field, convert) for v in text.to_pylist()], field.type
+    )
 
 
 def column_of(records: Sequence[Any], field: pa.Field, convert: Convert) -> pa.Array:
@@ -71,8 +70,17 @@ def column_of(records: Sequence[Any], field: pa.Field, convert: Convert) -> pa.A
     values = []
     for record in records:
         value = record.get(field.name) if isinstance(record, dict) else None
-        values.append(None if value is None else convert(value, field.name))
+        values.append(_present(value, field, convert))
     return array_of(values, field.type)
+
+
+def _present(value: Any, field: pa.Field, convert: Convert, name: str | None = None) -> Any:
+    """``value`` converted; None if it is None (absent or null), which a required field refuses."""
+    if value is not None:
+        return convert(value, name or field.name)
+    if not field.nullable:
+        raise ValueError(f"field {name or field.name}: no value, and the column is required")
+    return None
 
 
 def array_of(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
@@ -96,11 +104,17 @@ def converter(arrow_type: pa.DataType) -> Convert:
     if pa.types.is_time(arrow_type):
         return _time(arrow_type)
     if pa.types.is_map(arrow_type):
-        return _map(converter(arrow_type.key_type), converter(arrow_type.item_type))
+        return _map(converter(arrow_type.key_type), arrow_type.item_field, converter(arrow_type.item_type))
     if pa.types.is_struct(arrow_type):
-        return _struct([(f.name, converter(f.type)) for f in arrow_type])
+        return _struct([(f, converter(f.type)) for f in arrow_type])
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        return _list(converter(arrow_type.value_type))
+        return _list(arrow_type.value_field, converter(arrow_type.value_type))
+    if pa.types.is_date(arrow_type):
+        return _date
+    if pa.types.is_timestamp(arrow_type):
+        return _timestamp(arrow_type)
+    if pa.types.is_decimal(arrow_type):
+        return _decimal(arrow_type)
     if pa.types.is_boolean(arrow_type):
         return _boolean
     if pa.types.is_integer(arrow_type):
@@ -109,10 +123,7 @@ def converter(arrow_type: pa.DataType) -> Convert:
         return _floating
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return _string
-    raise ValueError(
-        f"a column of type {arrow_type} cannot be decoded from JSON inside a UUID, binary, fixed, time or map "
-        "column: give the table a column of that type outside it"
-    )
+    raise ValueError(f"a column of type {arrow_type} cannot be decoded from JSON")
 
 
 def _refused(name: str, value: Any, kind: str, why: str = "") -> ValueError:
@@ -120,20 +131,35 @@ def _refused(name: str, value: Any, kind: str, why: str = "") -> ValueError:
     return ValueError(f"field {name}: {shown} is not {kind}{f' ({why})' if why else ''}")
 
 
+# A UUID's text as java.util.UUID.fromString reads it: five groups of hexadecimal digits, each up to its width.
+_UUID_TEXT = re.compile(
+    r"\A([0-9a-fA-F]{1,8})-([0-9a-fA-F]{1,4})-([0-9a-fA-F]{1,4})-([0-9a-fA-F]{1,4})-([0-9a-fA-F]{1,12})\Z"
+)
+
+
+_CANONICAL_UUID = re.compile(r"\A[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+
+
 def _uuid(value: Any, name: str) -> bytes:
     if not isinstance(value, str):
         raise _refused(name, value, "a UUID", "a UUID is its text")
-    try:
-        return uuid.UUID(value).bytes
-    except ValueError as exc:
-        raise _refused(name, value, "a UUID") from exc
+    if len(value) == 36 and _CANONICAL_UUID.match(value):
+        return bytes.fromhex(value.replace("-", ""))
+    found = _UUID_TEXT.match(value)
+    if found is None:
+        raise _refused(name, value, "a UUID")
+    a, b, c, d, e = (int(group, 16) for group in found.groups())
+    return uuid.UUID(int=(a << 96) | (b << 80) | (c << 64) | (d << 48) | e).bytes
 
 
 def _binary(value: Any, name: str) -> bytes:
     if not isinstance(value, str):
         raise _refused(name, value, "base64 text", "binary values are base64 text in JSON")
+    # (Java's basic decoder, as Iceberg's sink decodes: padding is not required, but a lone last character
+    # is refused.)
+    padded = value if "=" in value or len(value) % 4 == 1 else value + "=" * (-len(value) % 4)
     try:
-        return base64.b64decode(value, validate=True)
+        return base64.b64decode(padded, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise _refused(name, value, "base64 text", str(exc)) from exc
 
@@ -150,7 +176,7 @@ def _fixed(width: int) -> Convert:
 
 # ISO-8601 local time, as java.time.LocalTime.parse reads it: HH:mm, then optionally :ss and up to nine
 # digits of a second's fraction.
-_LOCAL_TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.(\d{1,9}))?)?$")
+_LOCAL_TIME = re.compile(r"\A([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9])(?:\.([0-9]{0,9}))?)?\Z")
 _DAY_MS = 86_400_000
 
 
@@ -176,31 +202,40 @@ def _time(arrow_type: pa.DataType) -> Convert:
     return convert
 
 
-def _map(keys: Convert, items: Convert) -> Convert:
+def _map(keys: Convert, item: pa.Field, items: Convert) -> Convert:
     def convert(value: Any, name: str) -> list[tuple[Any, Any]]:
-        if not isinstance(value, dict):
+        if isinstance(value, dict):
+            entries = list(value.items())
+        elif isinstance(value, list) and all(isinstance(e, list) and len(e) == 2 for e in value):
+            # (Kafka Connect's JsonConverter writes a map whose keys are not text as [key, value] pairs.)
+            entries = [(k, v) for k, v in value]
+        else:
             raise _refused(name, value, "an object", "a map is an object")
-        return [(keys(k, f"{name} key"), None if v is None else items(v, f"{name}.{k}")) for k, v in value.items()]
+        converted: dict[Any, Any] = {}
+        for k, v in entries:
+            if k is None:
+                raise _refused(name, value, "a map", "a key is null")
+            # (Of keys equal once converted, "1" and "01" into a number, the last wins, as in a Java map.)
+            converted[keys(k, f"{name} key")] = _present(v, item, items, f"{name}.{k}")
+        return list(converted.items())
 
     return convert
 
 
-def _struct(fields: list[tuple[str, Convert]]) -> Convert:
+def _struct(fields: list[tuple[pa.Field, Convert]]) -> Convert:
     def convert(value: Any, name: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise _refused(name, value, "an object")
-        return {
-            field: None if (v := value.get(field)) is None else inner(v, f"{name}.{field}") for field, inner in fields
-        }
+        return {f.name: _present(value.get(f.name), f, inner, f"{name}.{f.name}") for f, inner in fields}
 
     return convert
 
 
-def _list(inner: Convert) -> Convert:
+def _list(element: pa.Field, inner: Convert) -> Convert:
     def convert(value: Any, name: str) -> list[Any]:
         if not isinstance(value, list):
             raise _refused(name, value, "an array")
-        return [None if v is None else inner(v, f"{name}[{i}]") for i, v in enumerate(value)]
+        return [_present(v, element, inner, f"{name}[{i}]") for i, v in enumerate(value)]
 
     return convert
 
@@ -211,7 +246,7 @@ def _boolean(value: Any, name: str) -> bool:
     return value
 
 
-_DIGITS = re.compile(r"^[+-]?\d+$")
+_DIGITS = re.compile(r"\A[+-]?[0-9]+\Z")
 
 
 def _integer(arrow_type: pa.DataType) -> Convert:
@@ -248,6 +283,72 @@ def _string(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise _refused(name, value, "text")
     return value
+
+
+_DATE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+_DATE_TIME = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _date(value: Any, name: str) -> dt.date:
+    """A number of days since 1970-01-01, or ISO-8601 text (``LocalDate.parse``)."""
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return dt.date(1970, 1, 1) + dt.timedelta(days=math.trunc(value))
+        if isinstance(value, str) and _DATE.match(value):
+            return dt.date.fromisoformat(value)
+    except (ValueError, OverflowError) as exc:
+        raise _refused(name, value, "a date", str(exc)) from exc
+    raise _refused(name, value, "a date", "ISO-8601 text such as 2024-02-29, or days since 1970-01-01")
+
+
+def _timestamp(arrow_type: pa.TimestampType) -> Convert:
+    """Milliseconds since the epoch, or ISO-8601 text with ``T`` or a space, with or without an offset: one
+    without is UTC for a column with a time zone; a column without one keeps the text's own date and time."""
+    zoned = arrow_type.tz is not None
+
+    def convert(value: Any, name: str) -> dt.datetime:
+        try:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                found = _EPOCH + dt.timedelta(milliseconds=math.trunc(value))
+                return found if zoned else found.replace(tzinfo=None)
+            if isinstance(value, str) and _DATE_TIME.match(value):
+                found = dt.datetime.fromisoformat(value)
+                if zoned:
+                    return found if found.tzinfo is not None else found.replace(tzinfo=dt.UTC)
+                return found.replace(tzinfo=None)
+        except (ValueError, OverflowError) as exc:
+            raise _refused(name, value, "a timestamp", str(exc)) from exc
+        raise _refused(name, value, "a timestamp", "ISO-8601 text, or milliseconds since 1970-01-01T00:00Z")
+
+    return convert
+
+
+_DECIMAL_TEXT = re.compile(r"\A[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+
+
+def _decimal(arrow_type: pa.Decimal128Type) -> Convert:
+    """A number or its text, rounded half up to the column's scale (``BigDecimal.setScale``); one with more
+    digits than the column's precision does not fit."""
+    quantum = decimal.Decimal(1).scaleb(-arrow_type.scale)
+
+    def convert(value: Any, name: str) -> decimal.Decimal:
+        if isinstance(value, bool):
+            raise _refused(name, value, "a decimal")
+        if isinstance(value, int):
+            found = decimal.Decimal(value)
+        elif isinstance(value, float) and math.isfinite(value):
+            found = decimal.Decimal(int(value)) if value.is_integer() else decimal.Decimal(repr(value))
+        elif isinstance(value, str) and _DECIMAL_TEXT.match(value):
+            found = decimal.Decimal(value)
+        else:
+            raise _refused(name, value, "a decimal")
+        rounded = found.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=decimal.Context(prec=100))
+        if len(rounded.as_tuple().digits) > arrow_type.precision:
+            raise _refused(name, value, f"a {arrow_type}", "too many digits")
+        return rounded
+
+    return convert
 
 
 def _has_uuid(arrow_type: pa.DataType) -> bool:

@@ -20,15 +20,12 @@ JSON or Avro are plain JSON (``SinkConfig.sink_view``).
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
-
-import orjson
 
 from connectors.config import SinkConfig
 from connectors.smt import ConnectRecord, TransformChain, TransformFailed
 from workers.json_decoder import NO_PAYLOAD
+from workers.json_text import json_text, parse_json
 from workers.staging import RecordChunk
 
 # How the reason for a key the key converter cannot read starts (the dead letters name its stage by it).
@@ -122,32 +119,6 @@ class RecordTransformer:
         return decoded["payload"]
 
 
-# An integer literal orjson reads as a float (beyond its 64 bits: below -2**63 or above 2**64 - 1) has 19
-# digits or more; so has any text that holds one. Found by mapping every digit to 0, then looking for
-# nineteen 0s: both at C speed (a regular expression for the run cost several times the parse).
-_DIGITS_AS_ZEROS = bytes.maketrans(b"0123456789", b"0" * 10)
-_LONG_DIGITS = b"0" * 19
-
-
-def parse_json(raw: bytes) -> Any:
-    """JSON text as Python values: by orjson (several times the standard library's speed, which is most of
-    what a transform costs: bench/transform_cost.py). orjson reads an integer beyond 64 bits as a float:
-    text with a run of 19 digits or more, which such an integer has, is read again by the standard library,
-    which keeps integers whole (what orjson refuses, such as NaN or a lone surrogate, stays refused)."""
-    value = orjson.loads(raw)
-    if len(raw) < len(_LONG_DIGITS):  # (a key, often)
-        return value
-    return json.loads(raw) if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS) else value
-
-
-def json_text(value: Any) -> bytes:
-    """Compact JSON text, UTF-8 (integers beyond 64 bits by the standard library, which writes them whole)."""
-    try:
-        return orjson.dumps(value, default=_json_default)
-    except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
-
-
 def _payload(decoded: Any) -> Any:
     """A JSON key in Kafka Connect's schema envelope as its ``payload`` (the chain runs schemaless); any other
     JSON key as it is."""
@@ -179,9 +150,3 @@ def _header(value: Any) -> bytes | None:
     if isinstance(value, str):
         return value.encode()
     return json_text(value)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(value).decode()
-    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -62,10 +62,12 @@ _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
 def key_text(column: pa.Array) -> pa.Array:
-    """An identifier column's values as text: a UUID or fixed column's bytes in hexadecimal (Arrow's cast
-    would take them for UTF-8), others as Arrow casts them."""
+    """An identifier column's values as text: a UUID, fixed or binary column's bytes in hexadecimal (Arrow's
+    cast would take them for UTF-8), others as Arrow casts them."""
     if isinstance(column, pa.ExtensionArray):
         column = column.storage
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return pa.array([None if v is None else v.hex() for v in column.to_pylist()], pa.string())
     if not pa.types.is_fixed_size_binary(column.type):
         return column.cast(pa.string())
     width = column.type.byte_width
