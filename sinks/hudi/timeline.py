@@ -78,20 +78,23 @@ def pending_compactions(base: StoragePath) -> list[str]:
     """The compactions planned (``.compaction.requested``) or executing (``.inflight``) and not complete,
     oldest first. (A completed compaction is a ``commit`` instant, ``<instant>_<completed>.commit``, its
     plan's files kept beside it.)"""
-    names = base.child(ACTIVE_TIMELINE).files()
-    planned = {n.split(".")[0] for n in names if n.endswith((".compaction.requested", ".compaction.inflight"))}
-    completed = {n.split(".")[0].split("_")[0] for n in names if n.endswith(".commit") and "_" in n}
-    return sorted(planned - completed)
+    return sorted(_not_completed(base, (".compaction.requested", ".compaction.inflight")))
 
 
 def pending_writes(base: StoragePath) -> set[str]:
     """The writes (commits, delta commits) requested on the timeline and not complete: one in flight, or one
     that failed and is not rolled back yet. (Hudi 1's names: ``<instant>.commit.requested``, then
     ``<instant>.inflight``, then ``<instant>_<completed>.commit``.)"""
+    return _not_completed(base, (".commit.requested", ".deltacommit.requested"))
+
+
+def _not_completed(base: StoragePath, started: tuple[str, ...]) -> set[str]:
+    """The instants of the active timeline with a file whose name ends in one of ``started`` and no
+    completed file (``<instant>_<completed>.<action>``)."""
     names = base.child(ACTIVE_TIMELINE).files()
-    requested = {n.split(".")[0] for n in names if n.endswith((".commit.requested", ".deltacommit.requested"))}
+    begun = {n.split(".")[0] for n in names if n.endswith(started)}
     completed = {n.split(".")[0].split("_")[0] for n in names if "_" in n.split(".")[0]}
-    return requested - completed
+    return begun - completed
 
 
 def instant_of_commit(base: StoragePath, commit_id: str) -> Instant | None:
