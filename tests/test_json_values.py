@@ -114,6 +114,60 @@ def test_with_schema_evolution_a_converted_column_is_not_taken_for_a_new_field()
     assert decoded.records_schema is not None and decoded.records_schema.names == ["id", "added"]
 
 
+def test_with_schema_evolution_new_fields_inside_a_converted_column_are_reported_under_its_struct() -> None:
+    # (A struct holding a binary is converted by Python, not read by Arrow's reader, which would have typed
+    # its new fields: the decoder types them, as auto-create types new fields.)
+    inner = pa.struct([("digest", pa.binary()), ("where", pa.struct([("city", pa.string())]))])
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("blob", inner)])
+    decoded = decode(
+        schema,
+        {"id": 1, "blob": {"digest": "AAE=", "size": 2, "where": {"city": "Oslo", "zip": "0150"}}},
+        {"id": 2, "blob": {"digest": "AAI=", "size": 2.5, "none": None}},
+        evolve=True,
+    )
+    assert decoded.columns.to_pylist() == [
+        {"id": 1, "blob": {"digest": b"\x00\x01", "where": {"city": "Oslo"}}},
+        {"id": 2, "blob": {"digest": b"\x00\x02", "where": None}},
+    ]
+    assert decoded.records_schema is not None
+    blob = decoded.records_schema.field("blob").type
+    assert [(f.name, f.type) for f in blob] == [
+        ("size", pa.float64()),  # 2 and 2.5: widened
+        ("where", pa.struct([pa.field("zip", pa.string())])),
+    ]
+    # Once the table has them, the records' values are in them.
+    widened = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field(
+                "blob",
+                pa.struct(
+                    [("digest", pa.binary()), ("where", pa.struct([("city", pa.string()), ("zip", pa.string())]))]
+                    + [("size", pa.float64())]
+                ),
+            ),
+        ]
+    )
+    again = decode(widened, {"id": 1, "blob": {"digest": "AAE=", "size": 2, "where": {"zip": "0150"}}}, evolve=True)
+    assert again.columns.to_pylist() == [
+        {"id": 1, "blob": {"digest": b"\x00\x01", "where": {"city": None, "zip": "0150"}, "size": 2.0}}
+    ]
+    assert again.records_schema is None
+
+
+def test_with_schema_evolution_the_new_fields_of_every_chunk_are_reported() -> None:
+    # A bad record between them parses the records around it apart: each part's new fields are reported.
+    schema = pa.schema([pa.field("id", pa.int64())])
+    decoded = decode(schema, {"id": 1, "a": "x"}, {"id": "not a number"}, {"id": 3, "b": 2}, evolve=True)
+    assert decoded.positions == [0, 2] and [p for p, _ in decoded.bad] == [1]
+    assert decoded.records_schema is not None
+    assert [(f.name, f.type) for f in decoded.records_schema] == [
+        ("id", pa.int64()),
+        ("a", pa.string()),
+        ("b", pa.int64()),
+    ]
+
+
 def test_dates_timestamps_and_decimals_inside_a_converted_column_are_taken_as_iceberg_takes_them() -> None:
     inner = pa.struct(
         [

@@ -47,7 +47,7 @@ import pyarrow.json as pj
 
 from workers.json_text import json_text, parse_json
 from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
-from workers.schemas import inferred_from_parsed
+from workers.schemas import inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
 NOT_AN_OBJECT = "value is not a JSON object"
@@ -138,10 +138,11 @@ class JsonDecoder:
         )
         self.rust_reader = not evolve and all(_rust_readable(f.type) for f in self.parse_schema)
         self._rust_schema = arro3.core.Schema.from_arrow(self.parse_schema)
-        self._records_schema: pa.Schema | None = None
+        # With schema evolution, what the records of the chunks parsed so far have, as read (new fields).
+        self._read_schema: pa.Schema | None = None
 
     def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
-        self._records_schema = None
+        self._read_schema = None
         lines: list[bytes] = []
         positions: list[int] = []
         bad: list[tuple[int, str]] = []
@@ -179,7 +180,8 @@ class JsonDecoder:
                 good = [p for p, k in zip(good, kept, strict=True) if k]
                 columns = columns.filter(present)
         bad.sort()
-        return Decoded(columns, good, bad, skipped, self._records_schema)
+        records_schema = inferred_from_parsed(self._read_schema) if self._read_schema is not None else None
+        return Decoded(columns, good, bad, skipped, records_schema)
 
     def _parse(self, lines: Sequence[bytes]) -> pa.Table:
         data = b"\n".join(lines)
@@ -200,19 +202,36 @@ class JsonDecoder:
         if self.envelope:
             payload = table.column("payload").combine_chunks()
             table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
-        elif self.evolve and table.schema != self.parse_schema:
-            if self._records_schema is None:
-                self._records_schema = inferred_from_parsed(table.schema)
-            # The table's columns only (casting a struct drops its new fields).
-            table = table.select(self.parse_schema.names)
+        elif self.evolve:
+            read = table.schema
+            if records is not None:
+                # New fields inside the columns Python converts, which the reader was not shown.
+                read = pa.schema([*read, *self._new_fields_in_python_columns(records)])
+            if read != self.parse_schema:
+                # (Of chunks with new fields, each chunk's: chunks are parsed apart when a bad record is isolated.)
+                self._read_schema = read if self._read_schema is None else widened(self._read_schema, read)
             if table.schema != self.parse_schema:
-                table = table.cast(self.parse_schema)
+                # The table's columns only (casting a struct drops its new fields).
+                table = table.select(self.parse_schema.names)
+                if table.schema != self.parse_schema:
+                    table = table.cast(self.parse_schema)
         if self.needs_cast:
             table = table.cast(self.cast_schema)
         if self._converters:
             table = self._with_python_columns(table, records)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
         return table
+
+    def _new_fields_in_python_columns(self, records: Sequence[Any]) -> list[pa.Field]:
+        """The struct columns Python converts, each as a struct of the fields the ``records`` have in it
+        and the column lacks (at any depth of its structs); those without any left out."""
+        found = []
+        for f in self.python_fields:
+            if pa.types.is_struct(f.type):
+                values = [r.get(f.name) if isinstance(r, dict) else None for r in records]
+                if new := new_fields_of(values, f.type):
+                    found.append(pa.field(f.name, pa.struct(new)))
+        return found
 
     def _with_python_columns(self, table: pa.Table, records: Sequence[Any] | None) -> pa.Table:
         """``table`` with the columns Python converts, in the data schema's order: ``text_fields`` from the

@@ -26,21 +26,8 @@ from workers.schemas import (
     schema_from_avro,
     schema_from_connect,
     schemas_from_registered,
+    widened,
 )
-
-
-def widened(schema: pa.Schema, additions: pa.Schema) -> pa.Schema:
-    """``schema`` with the fields of ``additions`` it lacks appended (into structs for nested ones)."""
-    fields = list(schema)
-    names = {f.name: i for i, f in enumerate(fields)}
-    for extra in additions:
-        at = names.get(extra.name)
-        if at is None:
-            fields.append(extra)
-        elif pa.types.is_struct(fields[at].type) and pa.types.is_struct(extra.type):
-            inner = widened(pa.schema(list(fields[at].type)), pa.schema(list(extra.type)))
-            fields[at] = fields[at].with_type(pa.struct(list(inner)))
-    return pa.schema(fields)
 
 
 class RecordRuns:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -109,6 +109,43 @@ def infer_schema_from_json(samples: Iterable[Any]) -> pa.Schema:
     if not objects:
         raise ValueError("cannot infer a table schema: no JSON object among the first records")
     return pa.schema(_fields_from_samples(objects, _Ids()))
+
+
+def new_fields_of(values: Sequence[Any], struct_type: pa.StructType) -> list[pa.Field]:
+    """The fields the JSON objects among ``values`` have and ``struct_type`` lacks, at every depth of its
+    structs (a new field inside a struct field, in a struct of only the new ones), typed as
+    ``infer_schema_from_json`` types them; a field null in every value is left out, as in
+    ``inferred_from_parsed``."""
+    objects = [v for v in values if isinstance(v, dict)]
+    known = {f.name: f.type for f in struct_type}
+    names = list(dict.fromkeys(k for o in objects for k in o))
+    ids = _Ids()
+    found = []
+    for name in names:
+        column = [o.get(name) for o in objects]
+        have = known.get(name)
+        if have is None:
+            typed = _json_type(column, ids)
+            if typed is not None:
+                found.append(field(name, typed, ids()))
+        elif pa.types.is_struct(have) and (inner := new_fields_of(column, have)):
+            found.append(field(name, pa.struct(inner), ids()))
+    return found
+
+
+def widened(schema: pa.Schema, additions: pa.Schema) -> pa.Schema:
+    """``schema`` with the fields of ``additions`` it lacks appended (into structs for nested ones); a field
+    both have keeps ``schema``'s type."""
+    fields = list(schema)
+    names = {f.name: i for i, f in enumerate(fields)}
+    for extra in additions:
+        at = names.get(extra.name)
+        if at is None:
+            fields.append(extra)
+        elif pa.types.is_struct(fields[at].type) and pa.types.is_struct(extra.type):
+            inner = widened(pa.schema(list(fields[at].type)), pa.schema(list(extra.type)))
+            fields[at] = fields[at].with_type(pa.struct(list(inner)))
+    return pa.schema(fields)
 
 
 def inferred_from_parsed(parsed: pa.Schema) -> pa.Schema:

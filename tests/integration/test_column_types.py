@@ -17,7 +17,17 @@ from typing import Any
 
 import pytest
 from pyiceberg.schema import Schema
-from pyiceberg.types import BinaryType, FixedType, LongType, MapType, NestedField, StringType, TimeType, UUIDType
+from pyiceberg.types import (
+    BinaryType,
+    FixedType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimeType,
+    UUIDType,
+)
 
 from connectors import actions
 from connectors.config import SinkConfig
@@ -190,3 +200,49 @@ def test_upserts_keyed_by_a_uuid_column_replace_each_keys_row(
     assert_same_rows("Spark's Iceberg reader", want, spark_iceberg_rows(SinkConfig.parse(config), "db.keyed"))
     assert_same_rows("DuckDB", want, duckdb_rows(name, "db.keyed"))
     assert_upserts_merged_on_read(name, "db.keyed")
+
+
+def test_schema_evolution_adds_new_fields_inside_a_struct_that_holds_binary(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    """A struct holding a binary column is converted by the decoder itself, not read by Arrow's reader; the
+    new fields records bring into it are added to the table as those of any struct are, and written."""
+    config = sink_config(
+        topic_name,
+        "db.blobs",
+        **{"iceberg.tables.auto-create-enabled": "false", "iceberg.tables.evolve-schema-enabled": "true"},
+    )
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "blob", StructType(NestedField(3, "digest", BinaryType(), required=False)), required=False),
+    )
+    with catalog_for(SinkConfig.parse(config)) as catalog:
+        create_table(catalog, "db.blobs", schema, ())
+    create_topic(kafka_bootstrap, topic_name, 1)
+
+    def value(i: int) -> bytes:
+        blob: dict[str, Any] = {"digest": base64.b64encode(bytes([i])).decode()}
+        if i >= 5:
+            blob |= {"size": i, "where": {"city": f"c{i}"}}
+        return json.dumps({"id": i, "blob": blob}).encode()
+
+    ends = produce(kafka_bootstrap, topic_name, [value(i) for i in range(10)], 1)
+    name = "blobs"
+    actions.create_connector(name, config)
+    with running_in_threads(name):
+        wait_until(caught_up(name, ends), 180, "the commit")
+    table = table_of(name, "db.blobs")
+    blob = table.schema().find_field("blob").field_type
+    assert [(f.name, str(f.field_type)) for f in blob.fields[:2]] == [("digest", "binary"), ("size", "long")]
+    where = blob.fields[2]
+    assert where.name == "where" and [(f.name, str(f.field_type)) for f in where.field_type.fields] == [
+        ("city", "string")
+    ]
+
+    def row(i: int) -> dict[str, Any]:
+        extra = {"size": i, "where": {"city": f"c{i}"}} if i >= 5 else {"size": None, "where": None}
+        return {"id": i, "blob": {"digest": bytes([i]), **extra}}
+
+    want = [row(i) for i in range(10)]
+    assert_same_rows("pyiceberg", want, table.scan().to_arrow().to_pylist())
+    assert_same_rows("DuckDB", want, duckdb_rows(name, "db.blobs"))
