@@ -300,3 +300,11 @@ def test_bytes_columns_hold_the_bytes_base64_encodes_not_its_text() -> None:
     Avro stage write bytes as base64, and Arrow C++'s reader kept that text's own bytes."""
     decoded = decode(pa.schema([pa.field("blob", pa.binary())]), {"blob": "aGk="})
     assert decoded.columns.column("blob").to_pylist() == [b"hi"]
+
+
+def test_with_schema_evolution_a_bad_records_new_fields_are_not_reported() -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("uid", pa.uuid())])
+    decoded = decode(schema, {"id": 1, "a": "x"}, {"id": 2, "uid": "not-a-uuid", "b": 1}, evolve=True)
+    assert decoded.positions == [0] and [p for p, _ in decoded.bad] == [1]
+    assert decoded.records_schema is not None and "a" in decoded.records_schema.names
+    assert "b" not in decoded.records_schema.names

@@ -199,6 +199,7 @@ class JsonDecoder:
             # A value holding more than one JSON value (or, for Arrow C++'s
             # reader, which takes a line for a record, a line break).
             raise ValueError("value holds more than one JSON value")
+        read = None
         if self.envelope:
             payload = table.column("payload").combine_chunks()
             table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
@@ -207,9 +208,6 @@ class JsonDecoder:
             if records is not None:
                 # New fields inside the columns Python converts, which the reader was not shown.
                 read = pa.schema([*read, *self._new_fields_in_python_columns(records)])
-            if read != self.parse_schema:
-                # (Of chunks with new fields, each chunk's: chunks are parsed apart when a bad record is isolated.)
-                self._read_schema = read if self._read_schema is None else widened(self._read_schema, read)
             if table.schema != self.parse_schema:
                 # The table's columns only (casting a struct drops its new fields).
                 table = table.select(self.parse_schema.names)
@@ -220,6 +218,10 @@ class JsonDecoder:
         if self._converters:
             table = self._with_python_columns(table, records)
         table.validate(full=True)  # e.g. invalid UTF-8 in a string
+        if read is not None and read != self.parse_schema:
+            # The new fields of records that decoded (those of a bad record are not the table's to take); of
+            # every part, when parts are parsed apart to isolate a bad record.
+            self._read_schema = read if self._read_schema is None else widened(self._read_schema, read)
         return table
 
     def _new_fields_in_python_columns(self, records: Sequence[Any]) -> list[pa.Field]:
