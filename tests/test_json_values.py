@@ -142,8 +142,11 @@ def test_with_schema_evolution_new_fields_inside_a_converted_column_are_reported
             pa.field(
                 "blob",
                 pa.struct(
-                    [("digest", pa.binary()), ("where", pa.struct([("city", pa.string()), ("zip", pa.string())]))]
-                    + [("size", pa.float64())]
+                    [
+                        ("digest", pa.binary()),
+                        ("where", pa.struct([("city", pa.string()), ("zip", pa.string())])),
+                        ("size", pa.float64()),
+                    ]
                 ),
             ),
         ]
