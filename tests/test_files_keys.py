@@ -40,7 +40,9 @@ IGNORED = {
     "s3.credentials.provider.class=com.amazonaws.auth.DefaultAWSCredentialsProviderChain": "default credentials",
     "s3.credentials.provider.class=software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider": "chain",
     "s3.credentials.provider.access_key_id=x": "not loaded here",
-    "s3.acl.canned=private": "as with private",
+    "s3.acl.canned=private": None,  # (honoured, as are the other canned ACLs of objects)
+    "s3.acl.canned=bucket-owner-full-control": None,
+    "s3.proxy.url=http://proxy:3128": None,
     "s3.object.tagging=false": "as with false",
     "s3.object.tagging.key.value.pairs=team:data": "not tagged",
     "s3.object.behavior.on.tagging.error=fail": "not tagged",
@@ -55,10 +57,13 @@ IGNORED = {
 REFUSED = {
     "s3.credentials.provider.class=com.example.VaultCredentials": "set aws.access.key.id",
     "s3.ssl.enabled=false": "follows store.url's scheme",
-    "s3.acl.canned=public-read": "canned ACLs are not supported yet",
+    "s3.acl.canned=log-delivery-write": "a bucket's ACL",
+    "s3.acl.canned=public": "unknown canned ACL 'public'; use one of private, public-read",
     "s3.object.tagging=true": "object tagging is not supported yet",
-    "s3.proxy.url=http://proxy:3128": "through a proxy is not supported yet",
-    "s3.proxy.user=me": "through a proxy is not supported yet",
+    "s3.proxy.url=socks5://proxy:1080": "is not a proxy URL: use http://host:port",
+    "s3.proxy.url=http://proxy:3128/path": "has no path",
+    "s3.proxy.url=http://proxy:port": "not a proxy URL",
+    "s3.proxy.user=me": "set s3.proxy.url too",
     "s3.schema.partition.affix.type=PREFIX": "named by its partitioner only",
     "s3.compression.type=zstd": "must be one of none, gzip",
     "s3.compression.level=10": "no more than 9",
@@ -132,6 +137,44 @@ def test_path_style_access_is_the_s3_clients_addressing() -> None:
     assert default.path_style and not virtual(default)
     hosted = SinkConfig.parse(s3_config(**{"s3.path.style.access.enabled": "false"})).settings.storage
     assert virtual(hosted)
+
+
+def test_the_canned_acl_and_the_proxy_reach_both_s3_clients() -> None:
+    storage = SinkConfig.parse(
+        s3_config(
+            **{
+                "s3.acl.canned": "bucket-owner-full-control",
+                "s3.proxy.url": "http://me:old@proxy.internal:3128",
+                "s3.proxy.password": "p@ss:/",
+            }
+        )
+    ).settings.storage
+    fs, _ = storage.filesystem()
+    native = fs.handler.native.__reduce__()[1][0]  # type: ignore[attr-defined]
+    assert dict(native["default_metadata"]) == {b"ACL": b"bucket-owner-full-control"}
+    # (s3.proxy.password wins over the URL's.)
+    want = {"scheme": "http", "host": "proxy.internal", "port": 3128, "username": "me", "password": "p@ss:/"}
+    assert native["proxy_options"] == want
+    boto = fs.handler._s3()  # type: ignore[attr-defined]
+    assert boto.meta.config.proxies == {"http": "http://me:p%40ss%3A%2F@proxy.internal:3128"} | {
+        "https": "http://me:p%40ss%3A%2F@proxy.internal:3128"
+    }
+    plain = SinkConfig.parse(s3_config()).settings.storage
+    assert plain.acl is None and plain.proxy is None
+
+
+@pytest.mark.parametrize("key", ["s3.acl.canned", "s3.proxy.url"])
+def test_s3_client_keys_on_a_store_that_is_not_s3_are_refused(key: str) -> None:
+    config = {**s3_config(**{key: "private" if key == "s3.acl.canned" else "http://proxy:3128"})}
+    del config["s3.bucket.name"]
+    config |= {"connector.class": "files", "store.url": "/data/lake"}
+    [why] = validate_config(config).errors[key]
+    assert "applies to S3 storage only" in why
+
+
+def test_a_proxy_user_needs_a_password() -> None:
+    [why] = validate_config(s3_config(**{"s3.proxy.url": "http://me@proxy:3128"})).errors["s3.proxy.password"]
+    assert "user and password, or neither" in why
 
 
 # The time partitioner's locale. The Confluent sinks make it with Java's new Locale(value) and print path.format

@@ -67,6 +67,17 @@ PARTITIONERS: dict[str, tuple[str, ...]] = {
 TIMESTAMP_EXTRACTORS = ("Record", "RecordField", "Wallclock")
 PARQUET_CODECS = ("none", "uncompressed", "snappy", "gzip", "lz4", "brotli", "zstd")
 AVRO_CODECS = ("null", "deflate", "snappy", "bzip2", "xz", "zstandard")
+# s3.acl.canned: S3's canned ACLs of an object (PutObject's and CopyObject's x-amz-acl). The S3 sink also takes
+# log-delivery-write, which S3 grants on buckets only.
+S3_OBJECT_ACLS = (
+    "private",
+    "public-read",
+    "public-read-write",
+    "authenticated-read",
+    "aws-exec-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+)
 # s3.compression.type: the S3 sink's compressions of JSON files (its CompressionType), and gzip's highest level.
 COMPRESSION_TYPES = ("none", "gzip")
 COMPRESSION_LEVEL_MAX = 9
@@ -127,6 +138,28 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
         importance=Importance.LOW,
         order=8,
     ),
+    ConfigKey(
+        "s3.acl.canned",
+        KeyType.STRING,
+        "The canned ACL every file is written and moved with, as S3 names it: private, public-read, "
+        "public-read-write, authenticated-read, aws-exec-read, bucket-owner-read or bucket-owner-full-control "
+        "(a bucket of another account, whose owner is to read the files). Empty: none, so S3 makes each file "
+        "private to the account that wrote it.",
+        _G_STORAGE,
+        importance=Importance.LOW,
+        order=9,
+    ),
+    ConfigKey(
+        "s3.proxy.url",
+        KeyType.STRING,
+        "An HTTP proxy S3 is reached through, as a URL: http://host:port (or https:// to reach the proxy over "
+        "TLS). Its user and password may be in the URL, or in s3.proxy.user and s3.proxy.password, which win.",
+        _G_STORAGE,
+        importance=Importance.LOW,
+        order=10,
+    ),
+    ConfigKey("s3.proxy.user", KeyType.STRING, "The proxy's user name (Basic authentication).", _G_STORAGE, order=11),
+    ConfigKey("s3.proxy.password", KeyType.PASSWORD, "The proxy user's password.", _G_STORAGE, order=12),
     ConfigKey(
         "format.class",
         KeyType.CLASS,

@@ -7,10 +7,12 @@ pyarrow's S3FileSystem emulates directories with zero-byte ``<dir>/`` objects:
 Confluent S3 sink writes no such objects, and readers of its layout do not
 expect them (a Hive or Athena table over ``topics/`` lists them as files of
 size 0). So the files sink reaches S3 through ``ObjectsOnlyS3``, a pyarrow
-file system handler in front of pyarrow's own S3 client: reads, writes and
-copies are pyarrow's; a directory is never created (a key needs none); and
-objects are deleted with boto3, which deletes the keys it is given and writes
-nothing. A move is a copy and a delete, as pyarrow's is on S3.
+file system handler in front of pyarrow's own S3 client: reads and writes are
+pyarrow's; a directory is never created (a key needs none); objects are
+deleted with boto3, which deletes the keys it is given and writes nothing; and
+copied with boto3, which names the canned ACL (``s3.acl.canned``) that S3 gives
+a copy (pyarrow's copy names none, and the copy is private). A move is a copy
+and a delete, as pyarrow's is on S3.
 """
 
 from __future__ import annotations
@@ -78,8 +80,15 @@ class ObjectsOnlyS3(pafs.FileSystemHandler):
         return self.native.open_append_stream(path, compression=None, metadata=metadata)
 
     def copy_file(self, src: str, dest: str) -> None:
-        # A CopyObject: it writes ``dest`` only.
-        self.native.copy_file(src, dest)
+        # A CopyObject, which writes ``dest`` only. boto3's, not pyarrow's: S3 gives a copy no ACL but the
+        # one the request names, and pyarrow's names none.
+        src_bucket, src_key = _bucket_and_key(src)
+        bucket, key = _bucket_and_key(dest)
+        acl = {"ACL": self.storage.acl} if self.storage.acl else {}
+        self._call(
+            f"copying {src} to {dest}",
+            lambda s3: s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": src_bucket, "Key": src_key}, **acl),
+        )
 
     def create_dir(self, path: str, recursive: bool) -> None:
         """Nothing: on S3 a key needs no directory, and the marker pyarrow would write is what this class leaves out."""
@@ -98,7 +107,7 @@ class ObjectsOnlyS3(pafs.FileSystemHandler):
     def move(self, src: str, dest: str) -> None:
         if self.native.get_file_info(src).type == pafs.FileType.Directory:
             raise OSError(f"Cannot move the directory '{src}' on S3: move its files one by one")
-        self.native.copy_file(src, dest)
+        self.copy_file(src, dest)
         self.delete_file(src)
 
     def delete_dir(self, path: str) -> None:
@@ -187,6 +196,7 @@ class ObjectsOnlyS3(pafs.FileSystemHandler):
                     # Checksums only where S3 requires one (DeleteObjects), which S3-compatible stores all take.
                     request_checksum_calculation="when_required",
                     response_checksum_validation="when_required",
+                    proxies={"http": storage.proxy.url(), "https": storage.proxy.url()} if storage.proxy else None,
                 ),
             )
         return self._client

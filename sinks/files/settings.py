@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from connectors.config.definitions import CheckResult, CheckStatus
@@ -22,7 +22,7 @@ from sinks.files.layout import (
     joda_tokens,
     locale_fields,
 )
-from sinks.files.plugin import COMPRESSION_LEVEL_MAX, FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS
+from sinks.files.plugin import COMPRESSION_LEVEL_MAX, FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS, S3_OBJECT_ACLS
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -48,7 +48,6 @@ AWS_DEFAULT_CREDENTIALS = (
     "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
 )
 UNTAGGED = "objects are not tagged (s3.object.tagging is refused unless false), so its tagging settings change nothing"
-NO_PROXY = "S3 through a proxy is not supported yet: the S3 client reaches store.url (or AWS) directly"
 S3_CLIENT_MEMORY = "how the S3 client buffers a file's parts in memory; it changes no file"
 # Keys of the Confluent sinks that this sink does not take as its own keys, and what it does with each: ignored
 # with a note when that changes nothing written, refused when it would.
@@ -105,12 +104,6 @@ KEY_RULES = {
         refused="not a key of the S3 sink (it is Trino's and Flink's): whether S3 is reached over TLS follows "
         "store.url's scheme, https:// or http:// (AWS itself, without store.url: https); remove it",
     ),
-    "s3.acl.canned": KeyRule(
-        ignored="objects are written without an ACL, so S3 makes them private to their owner, as with private",
-        refused="canned ACLs are not supported yet: objects are written without an ACL, private to their owner "
-        "(private); grant access with a bucket policy",
-        harmless=("private",),
-    ),
     "s3.object.tagging": KeyRule(
         ignored="objects are not tagged, as with false",
         refused="object tagging is not supported yet: objects are not tagged with their offsets and record count "
@@ -119,9 +112,6 @@ KEY_RULES = {
     ),
     "s3.object.tagging.key.value.pairs": KeyRule(ignored=UNTAGGED),
     "s3.object.behavior.on.tagging.error": KeyRule(ignored=UNTAGGED),
-    "s3.proxy.url": KeyRule(refused=NO_PROXY),
-    "s3.proxy.user": KeyRule(refused=NO_PROXY),
-    "s3.proxy.password": KeyRule(refused=NO_PROXY),
     "s3.http.send.expect.continue": KeyRule(
         ignored="an HTTP handshake of the S3 client's multipart uploads; it changes no file",
     ),
@@ -225,6 +215,7 @@ def _check_storage(result: ConfigValidation, config: dict[str, str]) -> None:
         )
         return
     bucket = _get(config, "s3.bucket.name")
+    _check_s3_client(result, config, bool(bucket))
     if config.get("store.url") and config.get("hdfs.url"):
         result.add("hdfs.url", "set store.url or hdfs.url (its older name), not both")
     if _get(config, "connector.class") in (S3_CLASS, S3_CLASS.rsplit(".", 1)[-1]) and not bucket:
@@ -248,6 +239,36 @@ def _check_storage(result: ConfigValidation, config: dict[str, str]) -> None:
     topics_dir = _get(config, "topics.dir")
     if topics_dir.startswith("/") or ".." in topics_dir.split("/"):
         result.add("topics.dir", "a directory under the store: relative, without '..'")
+
+
+S3_CLIENT_KEYS = ("s3.acl.canned", "s3.proxy.url", "s3.proxy.user", "s3.proxy.password")
+
+
+def _check_s3_client(result: ConfigValidation, config: dict[str, str], s3: bool) -> None:
+    """s3.acl.canned and s3.proxy.*: S3's canned ACLs of objects; a proxy URL S3's clients can take."""
+    if not s3:
+        for key in S3_CLIENT_KEYS:
+            if _get(config, key):
+                result.add(key, "applies to S3 storage only (s3.bucket.name), and files go to store.url")
+        return
+    acl = _get(config, "s3.acl.canned")
+    if acl == "log-delivery-write":
+        result.add("s3.acl.canned", "log-delivery-write is a bucket's ACL: S3 does not grant it on the files written")
+    elif acl and acl not in S3_OBJECT_ACLS:
+        result.add("s3.acl.canned", f"unknown canned ACL {acl!r}; use one of {', '.join(S3_OBJECT_ACLS)}")
+    url = _get(config, "s3.proxy.url")
+    if url:
+        try:
+            proxy = S3Proxy.parse(config)
+        except ValueError as exc:
+            result.add("s3.proxy.url", str(exc))
+        else:
+            if bool(proxy.user) != bool(proxy.password):
+                result.add("s3.proxy.password", "set the proxy's user and password, or neither")
+    else:
+        for key in ("s3.proxy.user", "s3.proxy.password"):
+            if _get(config, key):
+                result.add(key, "set s3.proxy.url too: the proxy's user and password need its URL")
 
 
 def _check_partitioner(result: ConfigValidation, config: dict[str, str]) -> None:
@@ -327,6 +348,49 @@ def _check_locale(result: ConfigValidation, value: str, path_format: str | None)
 
 
 @dataclass(frozen=True)
+class S3Proxy:
+    """s3.proxy.url, with s3.proxy.user and s3.proxy.password (which win over the URL's own)."""
+
+    scheme: str
+    host: str
+    port: int
+    user: str = ""
+    password: str = ""
+
+    @classmethod
+    def parse(cls, config: Mapping[str, str]) -> S3Proxy:
+        url = _get(config, "s3.proxy.url")
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a proxy URL ({exc}): use http://host:port") from exc
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not a proxy URL: use http://host:port (or https://)")
+        if parts.path.strip("/") or parts.query or parts.fragment:
+            raise ValueError(f"{url!r}: a proxy URL has no path, query or fragment: use http://host:port")
+        return cls(
+            scheme=parts.scheme,
+            host=parts.hostname,
+            port=port or (443 if parts.scheme == "https" else 80),
+            user=_get(config, "s3.proxy.user") or unquote(parts.username or ""),
+            password=_get(config, "s3.proxy.password") or unquote(parts.password or ""),
+        )
+
+    def pyarrow_options(self) -> dict[str, Any]:
+        """As pyarrow's S3FileSystem takes it (``proxy_options``)."""
+        options: dict[str, Any] = {"scheme": self.scheme, "host": self.host, "port": self.port}
+        if self.user:
+            options |= {"username": self.user, "password": self.password}
+        return options
+
+    def url(self) -> str:
+        """As botocore takes it (its ``proxies``): the credentials in the URL, quoted."""
+        credentials = f"{quote(self.user, safe='')}:{quote(self.password, safe='')}@" if self.user else ""
+        return f"{self.scheme}://{credentials}{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
 class Storage:
     """Where files go: a pyarrow filesystem and the root path on it (no trailing slash)."""
 
@@ -338,6 +402,9 @@ class Storage:
     # s3.path.style.access.enabled: with store.url, the bucket in the path (pyarrow's way with an endpoint);
     # false: in the host name, everywhere.
     path_style: bool = True
+    # s3.acl.canned: the canned ACL of every object written or copied (None: none sent).
+    acl: str | None = None
+    proxy: S3Proxy | None = None
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """The file system and the root path on it. On S3, pyarrow's S3 client behind ``ObjectsOnlyS3``: objects
@@ -357,6 +424,9 @@ class Storage:
                 scheme=endpoint.scheme if endpoint else "https",
                 allow_bucket_creation=False,
                 force_virtual_addressing=not self.path_style,
+                # (Objects are written with it; copies are boto3's, with it too: sinks.files.s3.)
+                default_metadata={"ACL": self.acl} if self.acl else None,
+                proxy_options=self.proxy.pyarrow_options() if self.proxy else None,
             )
             return pafs.PyFileSystem(ObjectsOnlyS3(native, self)), self.bucket
         if urlsplit(self.url).scheme in ("", "file"):
@@ -434,6 +504,8 @@ class FilesSettings:
                 access_key=_get(raw, "aws.access.key.id") or None,
                 secret_key=secret,
                 path_style=_get(raw, "s3.path.style.access.enabled").lower() != "false",
+                acl=_get(raw, "s3.acl.canned") or None,
+                proxy=S3Proxy.parse(raw) if _get(raw, "s3.proxy.url") else None,
             ),
             topics_dir=_get(raw, "topics.dir").strip("/"),
             format=canonical(_get(raw, "format.class"), FORMATS) or default_format(raw) or "parquet",

@@ -6,9 +6,11 @@ from __future__ import annotations
 import io
 import json
 import signal
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import boto3
@@ -28,7 +30,7 @@ from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector, PartitionOffset
 from sinks.files.layout import parse_file_name
 from sinks.files.settings import probe
-from tests.conftest import s3_client
+from tests.conftest import free_port, s3_client, serving
 from tests.integration.helpers import (
     Processes,
     TcpProxy,
@@ -558,3 +560,61 @@ def test_a_lost_ledger_is_rebuilt_from_the_file_names_and_resumes_exactly_once(
         wait_until(caught_up(name, more), 180, "the records after the rebuild")
     leftover.unlink()
     assert_files_hold_each_record_once(tmp_path, topic_name, more, kafka_bootstrap)
+
+
+PROXY_USER, PROXY_PASSWORD = "sink", "s3cret:/@"
+
+
+@pytest.fixture
+def http_proxy(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """An HTTP forward proxy (proxy.py) with Basic authentication: its URL (without credentials) and its log,
+    which has a line for each request it forwards."""
+    port = free_port()
+    log = tmp_path / "proxy.log"
+    argv = ["proxy", "--hostname", "127.0.0.1", "--port", str(port), "--num-acceptors", "1", "--log-file", str(log)]
+    with serving("http-proxy", [*argv, "--basic-auth", f"{PROXY_USER}:{PROXY_PASSWORD}"], port):
+        yield f"http://127.0.0.1:{port}", log
+
+
+def test_files_reach_s3_through_an_http_proxy_with_the_canned_acl(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str, http_proxy: tuple[str, Path]
+) -> None:
+    """s3.proxy.* and s3.acl.canned, as the S3 sink takes them: every request of the sink's S3 clients (pyarrow's
+    writes, boto3's copies and deletes) goes through the proxy, and every file is written and moved with the
+    ACL (a copy on S3 is given none but the one its request names)."""
+    proxy, proxy_log = http_proxy
+    name = "files-s3-proxy"
+    bucket = f"lake-{topic_name}"
+    s3, store = s3_bucket(s3_endpoint, bucket)
+    proxied = {
+        **store,
+        "format.class": "json",
+        "s3.acl.canned": "public-read",
+        "s3.proxy.url": proxy,
+        "s3.proxy.user": PROXY_USER,
+        "s3.proxy.password": PROXY_PASSWORD,
+    }
+    # A wrong password: the proxy refuses, and "Test connection" says so.
+    with pytest.raises(OSError, match="407"):
+        probe(SinkConfig.parse(files_config(topic_name, None, **{**proxied, "s3.proxy.password": "wrong"})))
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, COUNT), PARTITIONS)
+    run_until_committed(name, files_config(topic_name, None, **proxied), ends)
+    assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
+    client = boto3.client(
+        "s3", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="topics/")["Contents"]]
+    assert keys and all(k.startswith(f"topics/{topic_name}/") for k in keys)
+    forwarded = proxy_log.read_text()
+    at = f"{s3_endpoint.removeprefix('http://')}/{bucket}"
+    for key in keys:
+        grants = client.get_object_acl(Bucket=bucket, Key=key)["Grants"]
+        assert {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"} in [
+            g["Grantee"] for g in grants if g["Permission"] == "READ"
+        ], f"{key} is not public-read: {grants}"
+        # Copied to its name (boto3's CopyObject, a PUT).
+        assert f"PUT {at}/{quote(key, safe='/~')} " in forwarded, f"{key} was not copied through the proxy"
+    # Written under +tmp (pyarrow's uploads), and deleted there once copied (boto3).
+    assert f"POST {at}/topics/%2Btmp/" in forwarded and f"DELETE {at}/topics/%2Btmp/" in forwarded
+    assert_no_directory_markers(s3_endpoint, bucket)
