@@ -28,6 +28,10 @@ def test_the_projects_sql_catalog_is_icebergs_jdbc_catalog_on_the_same_postgres(
         "spark.sql.catalog.iceberg.uri": "jdbc:postgresql://127.0.0.1:5433/sinkadmin",
         "spark.sql.catalog.iceberg.jdbc.user": "sinkadmin",
         "spark.sql.catalog.iceberg.jdbc.password": "s@cret",
+        # (PostgreSQL closes its idle connections, which Iceberg's pool would keep for the catalog's life.)
+        "spark.sql.catalog.iceberg.jdbc.options": "-c idle_session_timeout=30000",
+        "spark.sql.catalog.iceberg.jdbc.ApplicationName": "sinkadmin Spark catalog",
+        "spark.sql.catalog.iceberg.retryable_status_codes": "57P05",
         "spark.sql.catalog.iceberg.warehouse": "file:///lake",
     }
 

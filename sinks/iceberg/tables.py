@@ -123,6 +123,17 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 # pyiceberg's own settings, which Iceberg's Java catalogs do not take.
 PYICEBERG_ONLY = ("type", "uri", "init_catalog_tables", "py-io-impl")
+# How long PostgreSQL keeps a connection of Spark's JDBC catalog idle before it closes it. Iceberg's JdbcCatalog
+# keeps the connections it opened in a pool for the catalog's life, and Spark never closes a catalog: the Spark
+# server would hold a connection for every catalog configuration it has opened (each session of
+# sinks.iceberg.maintenance.SparkProcedures has its own), until it stops. Closed when idle, a connection is
+# made again at the next use (decision 005: the catalog connects per use, not from a pool, in pyiceberg too).
+JDBC_IDLE_SESSION_TIMEOUT_MS = 30_000
+# What the catalog's connections are named in pg_stat_activity.
+JDBC_APPLICATION_NAME = "sinkadmin Spark catalog"
+# SQLSTATE of PostgreSQL's "terminating connection due to idle-session timeout": a connection the server closed
+# that way is made again (Iceberg's JdbcClientPool retries its SQLSTATEs of a lost connection, and these).
+IDLE_SESSION_TERMINATED = "57P05"
 
 
 def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, str]:
@@ -158,6 +169,9 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
             conf[f"{prefix}.jdbc.user"] = url.username
         if url.password:
             conf[f"{prefix}.jdbc.password"] = str(url.password)
+        conf[f"{prefix}.jdbc.options"] = f"-c idle_session_timeout={JDBC_IDLE_SESSION_TIMEOUT_MS}"
+        conf[f"{prefix}.jdbc.ApplicationName"] = JDBC_APPLICATION_NAME
+        conf[f"{prefix}.retryable_status_codes"] = IDLE_SESSION_TERMINATED
     elif kind in ("rest", "hive", "glue"):
         conf[f"{prefix}.type"] = kind
         if uri:

@@ -7,8 +7,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import connection
 
 from connectors import actions
+from connectors.config import SinkConfig
+from sinks.iceberg.tables import JDBC_APPLICATION_NAME, JDBC_IDLE_SESSION_TIMEOUT_MS
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -20,7 +23,7 @@ from tests.integration.helpers import (
     topic_records,
     wait_until,
 )
-from tests.readers import assert_same_rows, spark_iceberg_rows_at, spark_reader
+from tests.readers import assert_same_rows, spark_iceberg_rows, spark_iceberg_rows_at, spark_reader
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -42,3 +45,31 @@ def test_spark_reads_a_table_of_the_default_catalog_by_name_and_by_metadata_loca
     assert_same_rows("Spark, by name in the iceberg catalog", topic, by_name)
     location = table_of("default-catalog", table).metadata_location
     assert_same_rows("Spark, by metadata location", topic, spark_iceberg_rows_at(location))
+
+
+def test_the_spark_catalogs_postgres_connections_close_when_idle_and_open_again_for_the_next_read(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    """Iceberg's JDBC catalog keeps the connections it opens for the catalog's life, and Spark never closes a
+    catalog: PostgreSQL closes them once idle (``JDBC_IDLE_SESSION_TIMEOUT_MS``), so that the Spark server
+    does not hold one for every catalog it has opened, and the next read connects again."""
+    create_topic(kafka_bootstrap, topic_name, 1)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 50), partitions=1)
+    config = sink_config(topic_name, "db.idle")
+    actions.create_connector("idle-catalog", config)
+    with running_in_threads("idle-catalog"):
+        wait_until(caught_up("idle-catalog", ends), 120, "the topic's records")
+    topic = [record for _, _, record in topic_records(kafka_bootstrap, ends)]
+
+    def catalog_connections() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+                [JDBC_APPLICATION_NAME],
+            )
+            return int(cursor.fetchone()[0])
+
+    assert_same_rows("Spark's Iceberg reader", topic, spark_iceberg_rows(SinkConfig.parse(config), "db.idle"))
+    assert catalog_connections() >= 1
+    wait_until(lambda: catalog_connections() == 0, JDBC_IDLE_SESSION_TIMEOUT_MS / 1000 + 60, "idle ones to close")
+    assert_same_rows("Spark, connected again", topic, spark_iceberg_rows(SinkConfig.parse(config), "db.idle"))
