@@ -101,6 +101,26 @@ def test_file_names_carry_padded_offsets_and_parse_back() -> None:
     assert parse_file_name("_SUCCESS") is None
 
 
+@pytest.mark.parametrize(
+    ("connector_class", "name"),
+    [
+        # The S3 sink names a file by its first offset; the HDFS sinks (and this sink's own name) by both.
+        ("io.confluent.connect.s3.S3SinkConnector", "orders+3+0000000042.json"),
+        ("S3SinkConnector", "orders+3+0000000042.json"),
+        ("io.confluent.connect.hdfs3.Hdfs3SinkConnector", "orders+3+0000000042+0000001041.json"),
+        ("files", "orders+3+0000000042+0000001041.json"),
+    ],
+)
+def test_files_are_named_as_the_sink_their_connector_class_names_names_them(connector_class: str, name: str) -> None:
+    config = {"connector.class": connector_class, "topics": "orders", "format.class": "json", "flush.size": "10"}
+    config |= {"s3.bucket.name": "lake"} if "S3" in connector_class else {"store.url": "/lake"}
+    settings = SinkConfig.parse(config).settings
+    assert settings.file_name("orders", 3, 42, 1041) == name
+    last = None if settings.first_offset_names else 1041
+    assert settings.parse_file_name(name) == ("orders", 3, 42, last)
+    assert settings.parse_file_name("orders+3+0000000042-1a2b3c4d.json") is None  # (a file under +tmp)
+
+
 # Config.
 
 

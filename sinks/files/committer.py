@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from connectors.config import SinkConfig
-from sinks.files.layout import parse_file_name
+from sinks.files.s3 import ObjectsOnlyS3
 from sinks.files.settings import FilesSettings
 from sinks.files.writer import TMP_DIR, tmp_root
 from workers.coordinator import PreparedCommit, SinkUnavailable
@@ -64,8 +64,14 @@ def _relayed_os_errors(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip().startswith("OSError: ")]
 
 
-def move(fs: pafs.FileSystem, source: str | None, target: str) -> None:
-    """Put a file at ``target`` from ``source``, idempotently."""
+# The user metadata of a file on S3: the next offset of its Kafka partition after the commit that wrote it, as
+# the ledger had it (for rebuilding a lost ledger from files whose names, as the S3 sink's, give no last offset).
+NEXT_OFFSET_METADATA = "sinkadmin-next-offset"
+
+
+def move(fs: pafs.FileSystem, source: str | None, target: str, metadata: dict[str, str] | None = None) -> None:
+    """Put a file at ``target`` from ``source``, idempotently; on S3 with ``metadata`` as its user metadata
+    (given with the copy: a file at ``target`` has it)."""
     found = fs.get_file_info([target] + ([source] if source else []))
     if found[0].type == pafs.FileType.File:
         if source and found[1].type == pafs.FileType.File:
@@ -75,7 +81,12 @@ def move(fs: pafs.FileSystem, source: str | None, target: str) -> None:
         raise RuntimeError(f"{target} is missing and so is its temporary file {source}: the commit cannot be finished")
     # The final directory, on a store that has directories (on S3 nothing is created: sinks.files.s3).
     fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-    fs.move(source, target)
+    if metadata is not None:
+        handler: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
+        handler.copy_object(source, target, metadata)
+        fs.delete_file(source)
+    else:
+        fs.move(source, target)
 
 
 class FilesCommitter:
@@ -108,8 +119,13 @@ class FilesCommitter:
 
     def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
         fs, root = self.filesystem()
+        on_s3 = self.settings.storage.bucket is not None
         for f in prepared.files:
-            move(fs, f.get("staged_path"), self._fs_path(f["path"], root))
+            metadata = None
+            if on_s3:
+                next_offset = prepared.offsets[f["topic"]][str(f["partition"])][1]
+                metadata = {NEXT_OFFSET_METADATA: str(next_offset)}
+            move(fs, f.get("staged_path"), self._fs_path(f["path"], root), metadata)
         # What is left of this commit: files of a write that was superseded or retried.
         leftovers = tmp_root(self.settings, root, prepared.commit_id)
         if fs.get_file_info(leftovers).type == pafs.FileType.Directory:
@@ -168,19 +184,35 @@ def committed_file_ranges(config: SinkConfig) -> tuple[dict[tuple[str, int], tup
     selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
     pattern = re.compile(config.topics_regex) if config.topics_regex else None
     ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    # Of each partition, with the S3 sink's names: the file of the greatest first offset.
+    latest: dict[tuple[str, int], tuple[str, int]] = {}
     newest = 0.0
     for info in fs.get_file_info(selector):
         relative = info.path[len(base) :].lstrip("/")
         if info.type != pafs.FileType.File or relative.split("/", 1)[0] == TMP_DIR:
             continue
-        parsed = parse_file_name(info.base_name, settings.file_delim)
+        parsed = settings.parse_file_name(info.base_name)
         if parsed is None:
             continue
         topic, partition, first, last = parsed
         if topic not in config.topics and not (pattern is not None and pattern.fullmatch(topic)):
             continue
+        if last is None:
+            # The S3 sink's name: the partition's next offset is in the metadata of its last file.
+            if first >= latest.get((topic, partition), ("", -1))[1]:
+                latest[(topic, partition)] = (info.path, first)
+            last = first
         start, end = ranges.get((topic, partition), (first, last + 1))
         ranges[(topic, partition)] = (min(start, first), max(end, last + 1))
         if info.mtime is not None:
             newest = max(newest, info.mtime.timestamp())
+    for key, (path, _) in latest.items():
+        handler: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
+        found = handler.user_metadata(path).get(NEXT_OFFSET_METADATA)
+        if found is None or not found.isdigit():
+            raise RuntimeError(
+                f"s3://{path} has no {NEXT_OFFSET_METADATA} metadata, so where its partition's records end is not "
+                "known (a file this sink did not move there)"
+            )
+        ranges[key] = (ranges[key][0], int(found))
     return ranges, datetime.fromtimestamp(newest, tz=UTC) if newest else datetime.now(tz=UTC)

@@ -268,16 +268,32 @@ def default_directory(partition: int) -> str:
     return f"partition={partition}"
 
 
-def file_name(topic: str, partition: int, start: int, end: int, extension: str, pad: int, delim: str = "+") -> str:
-    """``<topic>+<partition>+<first offset>+<last offset>.<ext>``, offsets zero-padded (the HDFS sink's name)."""
-    return f"{topic}{delim}{partition}{delim}{start:0{pad}d}{delim}{end:0{pad}d}.{extension}"
+def file_name(
+    topic: str, partition: int, start: int, end: int | None, extension: str, pad: int, delim: str = "+"
+) -> str:
+    """``<topic>+<partition>+<first offset>+<last offset>.<ext>``, offsets zero-padded (the HDFS sinks' name);
+    without ``end``, ``<topic>+<partition>+<first offset>.<ext>`` (the S3 sink's)."""
+    name = f"{topic}{delim}{partition}{delim}{start:0{pad}d}"
+    return f"{name}{delim}{end:0{pad}d}.{extension}" if end is not None else f"{name}.{extension}"
 
 
 def parse_file_name(name: str, delim: str = "+") -> tuple[str, int, int, int] | None:
     """(topic, partition, first offset, last offset) of a committed file's name (``.json.gz`` for a gzipped
     JSON file, s3.compression.type); None for another file."""
+    parts = _name_parts(name, delim, 4)
+    return (parts[0], int(parts[1]), int(parts[2]), int(parts[3])) if parts else None
+
+
+def parse_start_file_name(name: str, delim: str = "+") -> tuple[str, int, int] | None:
+    """(topic, partition, first offset) of a committed file's name as the S3 sink names it; None for another
+    file."""
+    parts = _name_parts(name, delim, 3)
+    return (parts[0], int(parts[1]), int(parts[2])) if parts else None
+
+
+def _name_parts(name: str, delim: str, count: int) -> list[str] | None:
     stem = name.removesuffix(".gz").rsplit(".", 1)[0]
-    parts = stem.rsplit(delim, 3)
-    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+    parts = stem.rsplit(delim, count - 1)
+    if len(parts) != count or not all(p.isdigit() for p in parts[1:]):
         return None
-    return parts[0], int(parts[1]), int(parts[2]), int(parts[3])
+    return parts

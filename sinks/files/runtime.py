@@ -21,7 +21,8 @@ def committer(connector: str, config: SinkConfig) -> FilesCommitter:
 
 def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
     """What the committed files' names say was committed: each partition's offsets from its first file's
-    first offset to its last file's last, as the Confluent HDFS sink recovers its offsets by listing.
+    first offset to its last file's last, as the Confluent HDFS sink recovers its offsets by listing (with
+    the S3 sink's names, which give no last offset, to the next offset in its last file's metadata).
 
     The names carry no commit id or epoch: the files are restored as one commit, whose id follows from
     what was found (rebuilding twice from the same files adds it once). Files under ``+tmp`` are of

@@ -80,15 +80,28 @@ class ObjectsOnlyS3(pafs.FileSystemHandler):
         return self.native.open_append_stream(path, compression=None, metadata=metadata)
 
     def copy_file(self, src: str, dest: str) -> None:
-        # A CopyObject, which writes ``dest`` only. boto3's, not pyarrow's: S3 gives a copy no ACL but the
-        # one the request names, and pyarrow's names none.
+        self.copy_object(src, dest)
+
+    def copy_object(self, src: str, dest: str, metadata: dict[str, str] | None = None) -> None:
+        """A CopyObject, which writes ``dest`` only; with ``metadata``, ``dest`` has that user metadata (not the
+        source's). boto3's, not pyarrow's: S3 gives a copy no ACL but the one the request names, and pyarrow's
+        names none (nor any metadata)."""
         src_bucket, src_key = _bucket_and_key(src)
         bucket, key = _bucket_and_key(dest)
-        acl = {"ACL": self.storage.acl} if self.storage.acl else {}
+        extra: dict[str, Any] = {"ACL": self.storage.acl} if self.storage.acl else {}
+        if metadata is not None:
+            extra |= {"Metadata": metadata, "MetadataDirective": "REPLACE"}
         self._call(
             f"copying {src} to {dest}",
-            lambda s3: s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": src_bucket, "Key": src_key}, **acl),
+            lambda s3: s3.copy_object(
+                Bucket=bucket, Key=key, CopySource={"Bucket": src_bucket, "Key": src_key}, **extra
+            ),
         )
+
+    def user_metadata(self, path: str) -> dict[str, str]:
+        """The object's user metadata (``x-amz-meta-*``, without the prefix)."""
+        bucket, key = _bucket_and_key(path)
+        return dict(self._call(f"reading {path}", lambda s3: s3.head_object(Bucket=bucket, Key=key))["Metadata"])
 
     def create_dir(self, path: str, recursive: bool) -> None:
         """Nothing: on S3 a key needs no directory, and the marker pyarrow would write is what this class leaves out."""

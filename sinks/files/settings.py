@@ -18,9 +18,12 @@ from sinks.files.layout import (
     HOUR_MS,
     HOURLY_FORMAT,
     TimePartitioning,
+    file_name,
     java_locale,
     joda_tokens,
     locale_fields,
+    parse_file_name,
+    parse_start_file_name,
 )
 from sinks.files.plugin import COMPRESSION_LEVEL_MAX, FILES, FORMAT_EXTENSIONS, FORMATS, PARTITIONERS, S3_OBJECT_ACLS
 
@@ -107,7 +110,7 @@ KEY_RULES = {
     "s3.object.tagging": KeyRule(
         ignored="objects are not tagged, as with false",
         refused="object tagging is not supported yet: objects are not tagged with their offsets and record count "
-        "(their names hold their first and last offsets)",
+        "(their names hold their first offsets, their metadata the next offset after their commit)",
         harmless=("false",),
     ),
     "s3.object.tagging.key.value.pairs": KeyRule(ignored=UNTAGGED),
@@ -473,6 +476,22 @@ class FilesSettings:
     # s3.compression.type and .level, for JSON files (gzip: <name>.json.gz).
     compression: str = "none"
     compression_level: int = -1
+    # The S3 sink's names (<topic>+<partition>+<first offset>.<ext>), or the HDFS sinks' with the last offset
+    # too: by connector.class, as the sink each class names does.
+    first_offset_names: bool = False
+
+    def file_name(self, topic: str, partition: int, first: int, last: int) -> str:
+        """A committed file's name, in its topic's partition's directory."""
+        end = None if self.first_offset_names else last
+        return file_name(topic, partition, first, end, self.extension, self.pad_width, self.file_delim)
+
+    def parse_file_name(self, name: str) -> tuple[str, int, int, int | None] | None:
+        """(topic, partition, first offset, last offset, or None in the S3 sink's names) of a committed file's
+        name; None for another file."""
+        if self.first_offset_names:
+            found = parse_start_file_name(name, self.file_delim)
+            return (*found, None) if found else None
+        return parse_file_name(name, self.file_delim)
 
     def topics_path(self, root: str) -> str:
         """``<root>/<topics.dir>``: the directory the topics' directories are in."""
@@ -524,6 +543,7 @@ class FilesSettings:
             null_values=_get(raw, "behavior.on.null.values"),
             compression=_get(raw, "s3.compression.type"),
             compression_level=int(_get(raw, "s3.compression.level")),
+            first_offset_names=_get(raw, "connector.class") in (S3_CLASS, S3_CLASS.rsplit(".", 1)[-1]),
         )
 
 

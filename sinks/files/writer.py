@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
-from sinks.files.layout import default_directory, field_directory, file_name
+from sinks.files.layout import default_directory, field_directory
 from sinks.files.settings import FilesSettings
 from workers.events import DataFile
 from workers.failpoints import failpoint
@@ -353,7 +353,7 @@ class PartitionFiles(RecordRuns):
         if opened.writer is not None:
             opened.writer.close()
         s = self.settings
-        name = file_name(self.topic, self.partition, opened.first, opened.last, s.extension, s.pad_width, s.file_delim)
+        name = s.file_name(self.topic, self.partition, opened.first, opened.last)
         final = f"{topic_root(s, self.root, self.topic)}/{directory}/{name}"
         self.closed.append(
             DataFile(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ from rest_framework.test import APIClient
 from connectors import actions
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector, PartitionOffset
-from sinks.files.layout import parse_file_name
+from sinks.files.layout import parse_file_name, parse_start_file_name
 from sinks.files.settings import probe
 from tests.conftest import free_port, s3_client, serving
 from tests.integration.helpers import (
@@ -94,11 +95,14 @@ def assert_files_hold_each_record_once(
     for info in listed:
         if info.type != pafs.FileType.File:
             continue
+        records = read_file(info.path, fs)
         parsed = parse_file_name(info.base_name)
+        if parsed is None and (start_named := parse_start_file_name(info.base_name)) is not None:
+            # The S3 sink's name, its first offset only: its records are the offsets from there on.
+            parsed = (*start_named, start_named[2] + len(records) - 1)
         assert parsed is not None, f"{info.path} is not a committed file's name"
         name_topic, partition, first, last = parsed
         assert name_topic == topic and info.path.split("/")[-2] == f"partition={partition}"
-        records = read_file(info.path, fs)
         assert len(records) == last - first + 1, f"{info.base_name} holds {len(records)} records"
         ranges.setdefault(partition, []).append((first, last))
         ids.extend(r["id"] for r in records)
@@ -132,6 +136,26 @@ def s3_bucket(endpoint: str, bucket: str) -> tuple[pafs.S3FileSystem, dict[str, 
         "aws.secret.access.key": "test",
     }
     return fs, config
+
+
+def assert_named_as_the_s3_sink_names_them(
+    endpoint: str, bucket: str, topic: str, ends: dict[tuple[str, int], int]
+) -> None:
+    """Each file is ``<topic>+<partition>+<first offset>.<ext>``, as the S3 sink names it; each partition's last
+    file has the partition's next offset in its user metadata (for a ledger rebuilt from the files)."""
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"topics/{topic}/")["Contents"]]
+    last: dict[int, tuple[int, str]] = {}
+    for key in keys:
+        name = key.rsplit("/", 1)[1]
+        assert re.fullmatch(rf"{re.escape(topic)}\+\d+\+\d{{10}}\.json", name), name
+        _, partition, first = parse_start_file_name(name) or ("", -1, -1)
+        last[partition] = max(last.get(partition, (-1, "")), (first, key))
+    for (_, partition), end in ends.items():
+        metadata = client.head_object(Bucket=bucket, Key=last[partition][1])["Metadata"]
+        assert metadata == {"sinkadmin-next-offset": str(end)}, (partition, metadata)
 
 
 def assert_no_directory_markers(endpoint: str, bucket: str) -> None:
@@ -318,6 +342,7 @@ def test_files_land_once_in_an_s3_bucket(
     assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
     commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
     assert commit is not None and all(f["path"].startswith(f"s3://{bucket}/topics/") for f in commit.files)
+    assert_named_as_the_s3_sink_names_them(s3_endpoint, bucket, topic_name, ends)
     # Files were written under +tmp, moved (a copy and a delete) and their commits' +tmp directories deleted.
     assert_no_directory_markers(s3_endpoint, bucket)
 
@@ -560,6 +585,31 @@ def test_a_lost_ledger_is_rebuilt_from_the_file_names_and_resumes_exactly_once(
         wait_until(caught_up(name, more), 180, "the records after the rebuild")
     leftover.unlink()
     assert_files_hold_each_record_once(tmp_path, topic_name, more, kafka_bootstrap)
+
+
+def test_a_lost_ledger_is_rebuilt_from_the_s3_sinks_names_and_its_files_metadata(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str
+) -> None:
+    """The S3 sink's names give a file's first offset only: a partition's next offset is in its last file's
+    user metadata, set by the move that gave the file its name."""
+    name, bucket = "files-s3-lost", f"lost-{topic_name}"
+    s3, store = s3_bucket(s3_endpoint, bucket)
+    config = files_config(topic_name, None, **{**store, "format.class": "json", "flush.size": "70"})
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, json_records(0, 300), 2)
+    run_until_committed(name, config, ends)
+    actions.stop_connector(name)
+    Commit.objects.filter(connector_name=name).delete()
+    PartitionOffset.objects.filter(connector__name=name).delete()
+
+    call_command("rebuild_ledger", name)
+    assert ledger_offsets(name) == ends
+    actions.resume_connector(name)
+    more = produce(kafka_bootstrap, topic_name, json_records(300, 100), 2)
+    with running_in_threads(name):
+        wait_until(caught_up(name, more), 180, "the records after the rebuild")
+    assert_files_hold_each_record_once(bucket, topic_name, more, kafka_bootstrap, fs=s3)
+    assert_named_as_the_s3_sink_names_them(s3_endpoint, bucket, topic_name, more)
 
 
 PROXY_USER, PROXY_PASSWORD = "sink", "s3cret:/@"
