@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from workers.json_decoder import DOES_NOT_FIT, JsonDecoder
+from workers.schemas import plain
 
 pytestmark = pytest.mark.unit
 
@@ -311,3 +312,25 @@ def test_with_schema_evolution_a_bad_records_new_fields_are_not_reported() -> No
     assert decoded.positions == [0] and [p for p, _ in decoded.bad] == [1]
     assert decoded.records_schema is not None and "a" in decoded.records_schema.names
     assert "b" not in decoded.records_schema.names
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "found"),
+    [
+        # Null (or an empty list) in every record of one part: the other part's values type the field.
+        ({"a": None}, {"a": 5}, "int64"),
+        ({"a": []}, {"a": [1]}, "list<element: int64>"),
+        ({"a": {"x": None}}, {"a": {"x": 2}}, "struct<x: int64>"),
+        # An integer in one part, a double in the other: a double, as when they are read at once.
+        ({"a": 1}, {"a": 2.5}, "double"),
+    ],
+)
+def test_with_schema_evolution_parts_parsed_apart_type_their_new_fields_as_one_read_would(
+    first: dict[str, Any], second: dict[str, Any], found: str
+) -> None:
+    schema = pa.schema([pa.field("id", pa.int64())])
+    together = decode(schema, {"id": 1, **first}, {"id": 3, **second}, evolve=True)
+    apart = decode(schema, {"id": 1, **first}, {"id": "bad"}, {"id": 3, **second}, evolve=True)
+    for decoded in (together, apart):
+        assert decoded.records_schema is not None
+        assert str(plain(decoded.records_schema).field("a").type) == found

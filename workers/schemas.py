@@ -148,6 +148,30 @@ def widened(schema: pa.Schema, additions: pa.Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
+def unified(schema: pa.Schema, other: pa.Schema) -> pa.Schema:
+    """The fields of both, as Arrow's JSON reader types the values of both read at once: a field null in one
+    takes the other's type, an integer and a double make a double, and structs unify field by field (new
+    ones appended); a field whose types do not unify (a number and text) keeps ``schema``'s."""
+    fields = list(schema)
+    names = {f.name: i for i, f in enumerate(fields)}
+    for extra in other:
+        at = names.get(extra.name)
+        if at is None:
+            fields.append(extra)
+            continue
+        mine = fields[at]
+        if pa.types.is_struct(mine.type) and pa.types.is_struct(extra.type):
+            inner = unified(pa.schema(list(mine.type)), pa.schema(list(extra.type)))
+            fields[at] = mine.with_type(pa.struct(list(inner)))
+            continue
+        try:
+            both = pa.unify_schemas([pa.schema([mine]), pa.schema([extra])], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            continue
+        fields[at] = both.field(0)
+    return pa.schema(fields)
+
+
 def inferred_from_parsed(parsed: pa.Schema) -> pa.Schema:
     """What Arrow's JSON reader typed (inferring the fields it was not given), as
     ``infer_schema_from_json`` would type those values; fields null in every record
