@@ -161,6 +161,15 @@ def test_the_canned_acl_and_the_proxy_reach_both_s3_clients() -> None:
     }
     plain = SinkConfig.parse(s3_config()).settings.storage
     assert plain.acl is None and plain.proxy is None
+    # private, S3's default, is sent as no ACL: a bucket with ACLs disabled (AWS's default) refuses x-amz-acl.
+    assert SinkConfig.parse(s3_config(**{"s3.acl.canned": "private"})).settings.storage.acl is None
+
+
+def test_an_ipv6_proxy_is_named_in_brackets_to_both_s3_clients() -> None:
+    storage = SinkConfig.parse(s3_config(**{"s3.proxy.url": "http://[::1]:3128"})).settings.storage
+    assert storage.proxy is not None and storage.proxy.host == "::1"
+    assert storage.proxy.url() == "http://[::1]:3128"
+    assert storage.proxy.pyarrow_options() == {"scheme": "http", "host": "[::1]", "port": 3128}
 
 
 @pytest.mark.parametrize("key", ["s3.acl.canned", "s3.proxy.url"])

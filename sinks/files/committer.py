@@ -38,6 +38,7 @@ _UNREACHABLE = (
     "Could not connect to the endpoint",
     "Connect timeout on endpoint",
     "Read timeout on endpoint",
+    "Failed to connect to proxy URL",
     "Connection was closed before we received",
 )
 

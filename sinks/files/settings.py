@@ -380,9 +380,14 @@ class S3Proxy:
             password=_get(config, "s3.proxy.password") or unquote(parts.password or ""),
         )
 
+    @property
+    def netloc_host(self) -> str:
+        """The host as a URL names it: an IPv6 address in brackets."""
+        return f"[{self.host}]" if ":" in self.host else self.host
+
     def pyarrow_options(self) -> dict[str, Any]:
         """As pyarrow's S3FileSystem takes it (``proxy_options``)."""
-        options: dict[str, Any] = {"scheme": self.scheme, "host": self.host, "port": self.port}
+        options: dict[str, Any] = {"scheme": self.scheme, "host": self.netloc_host, "port": self.port}
         if self.user:
             options |= {"username": self.user, "password": self.password}
         return options
@@ -390,7 +395,7 @@ class S3Proxy:
     def url(self) -> str:
         """As botocore takes it (its ``proxies``): the credentials in the URL, quoted."""
         credentials = f"{quote(self.user, safe='')}:{quote(self.password, safe='')}@" if self.user else ""
-        return f"{self.scheme}://{credentials}{self.host}:{self.port}"
+        return f"{self.scheme}://{credentials}{self.netloc_host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -523,7 +528,9 @@ class FilesSettings:
                 access_key=_get(raw, "aws.access.key.id") or None,
                 secret_key=secret,
                 path_style=_get(raw, "s3.path.style.access.enabled").lower() != "false",
-                acl=_get(raw, "s3.acl.canned") or None,
+                # (private is S3's default: sent as no ACL, which a bucket with ACLs disabled, AWS's default
+                # for new buckets, takes; it refuses an x-amz-acl other than bucket-owner-full-control.)
+                acl=None if _get(raw, "s3.acl.canned") in ("", "private") else _get(raw, "s3.acl.canned"),
                 proxy=S3Proxy.parse(raw) if _get(raw, "s3.proxy.url") else None,
             ),
             topics_dir=_get(raw, "topics.dir").strip("/"),
