@@ -153,6 +153,9 @@ KAFKA_BOOTSTRAP_SERVERS = env_bootstrap_servers("KAFKA_BOOTSTRAP_SERVERS", f"127
 # an in-process session per worker process; else the host's local Spark
 # Connect server that `make run` starts on SINKADMIN_SPARK_CONNECT_PORT.
 SPARK_CONNECT_PORT = env_int("SINKADMIN_SPARK_CONNECT_PORT", 15002, minimum=1, maximum=65535)
+# Seconds PostgreSQL keeps an idle connection of Spark's JDBC catalog before it closes it (sinks.iceberg.tables
+# .spark_catalog_conf); 0: never, for PostgreSQL before 14 or a pooler that refuses a connection's options.
+SPARK_CATALOG_IDLE_TIMEOUT_SECONDS = env_int("SINKADMIN_SPARK_CATALOG_IDLE_TIMEOUT", 30, minimum=0)
 SPARK_MASTER = env_str("SPARK_MASTER", "")
 SPARK_REMOTE = env_str("SPARK_REMOTE", "" if SPARK_MASTER else f"sc://127.0.0.1:{SPARK_CONNECT_PORT}")
 if SPARK_REMOTE and not SPARK_REMOTE.startswith("sc://"):

@@ -452,7 +452,7 @@ def test_an_unreachable_store_is_an_outage_also_when_spark_relays_it(tmp_path: P
             f"the store s3://lake at http://minio:9000 cannot be reached: {refused}"
         )
     # A proxy (s3.proxy.url) that cannot be reached, as boto3 says it: an outage too.
-    proxy = OSError("When copying lake/a to lake/b: Failed to connect to proxy URL: \"http://proxy:3128\"")
+    proxy = OSError('When copying lake/a to lake/b: Failed to connect to proxy URL: "http://proxy:3128"')
     assert storage_outage(proxy, config.settings) is not None
     assert storage_outage(OSError("[Errno 28] No space left on device"), config.settings) is None
     assert storage_outage(RuntimeError("OSError: [Errno 13] Permission denied"), config.settings) is None

@@ -4,6 +4,7 @@ tests' comparison of two readers' rows (tests.readers.same_rows)."""
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 
@@ -28,12 +29,26 @@ def test_the_projects_sql_catalog_is_icebergs_jdbc_catalog_on_the_same_postgres(
         "spark.sql.catalog.iceberg.uri": "jdbc:postgresql://127.0.0.1:5433/sinkadmin",
         "spark.sql.catalog.iceberg.jdbc.user": "sinkadmin",
         "spark.sql.catalog.iceberg.jdbc.password": "s@cret",
+        "spark.sql.catalog.iceberg.jdbc.ApplicationName": "sinkadmin Spark catalog",
+        "spark.sql.catalog.iceberg.warehouse": "file:///lake",
         # (PostgreSQL closes its idle connections, which Iceberg's pool would keep for the catalog's life.)
         "spark.sql.catalog.iceberg.jdbc.options": "-c idle_session_timeout=30000",
-        "spark.sql.catalog.iceberg.jdbc.ApplicationName": "sinkadmin Spark catalog",
         "spark.sql.catalog.iceberg.retryable_status_codes": "57P05",
-        "spark.sql.catalog.iceberg.warehouse": "file:///lake",
     }
+
+
+def test_the_catalogs_own_jdbc_options_and_retried_codes_keep_the_idle_timeout(settings: Any) -> None:
+    properties = {"type": "sql", "uri": "postgresql://u:p@db/lake", "warehouse": "file:///lake"}
+    own = {"jdbc.options": "-c statement_timeout=60000", "retryable_status_codes": "57P01"}
+    conf = spark_catalog_conf("c", {**properties, **own})
+    assert conf["spark.sql.catalog.c.jdbc.options"] == "-c statement_timeout=60000 -c idle_session_timeout=30000"
+    assert conf["spark.sql.catalog.c.retryable_status_codes"] == "57P01,57P05"
+    # Its own timeout wins; and 0 (PostgreSQL before 14, or a pooler refusing options) sets none.
+    mine = spark_catalog_conf("c", {**properties, "jdbc.options": "-c idle_session_timeout=5000"})
+    assert mine["spark.sql.catalog.c.jdbc.options"] == "-c idle_session_timeout=5000"
+    settings.SPARK_CATALOG_IDLE_TIMEOUT_SECONDS = 0
+    off = spark_catalog_conf("c", properties)
+    assert "spark.sql.catalog.c.jdbc.options" not in off and "spark.sql.catalog.c.retryable_status_codes" not in off
 
 
 def test_a_rest_catalog_keeps_its_uri_and_passes_its_other_properties_through() -> None:

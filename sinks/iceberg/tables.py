@@ -123,16 +123,14 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 # pyiceberg's own settings, which Iceberg's Java catalogs do not take.
 PYICEBERG_ONLY = ("type", "uri", "init_catalog_tables", "py-io-impl")
-# How long PostgreSQL keeps a connection of Spark's JDBC catalog idle before it closes it. Iceberg's JdbcCatalog
-# keeps the connections it opened in a pool for the catalog's life, and Spark never closes a catalog: the Spark
-# server would hold a connection for every catalog configuration it has opened (each session of
-# sinks.iceberg.maintenance.SparkProcedures has its own), until it stops. Closed when idle, a connection is
-# made again at the next use (decision 005: the catalog connects per use, not from a pool, in pyiceberg too).
-JDBC_IDLE_SESSION_TIMEOUT_MS = 30_000
-# What the catalog's connections are named in pg_stat_activity.
+# Iceberg's JdbcCatalog keeps the connections it opened in a pool for the catalog's life, and Spark never
+# closes a catalog: the Spark server would hold a connection for every catalog configuration it has opened
+# (each session of sinks.iceberg.maintenance.SparkProcedures has its own) until it stops. PostgreSQL closes
+# them once idle (settings.SPARK_CATALOG_IDLE_TIMEOUT_SECONDS, its idle_session_timeout given with each
+# connection's options), and the next use connects again (decision 005: per use, as pyiceberg's does).
 JDBC_APPLICATION_NAME = "sinkadmin Spark catalog"
-# SQLSTATE of PostgreSQL's "terminating connection due to idle-session timeout": a connection the server closed
-# that way is made again (Iceberg's JdbcClientPool retries its SQLSTATEs of a lost connection, and these).
+# SQLSTATE of PostgreSQL's "terminating connection due to idle-session timeout": Iceberg's JdbcClientPool
+# makes a connection the server closed so again (it retries its SQLSTATEs of a lost connection, and these).
 IDLE_SESSION_TERMINATED = "57P05"
 
 
@@ -169,9 +167,7 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
             conf[f"{prefix}.jdbc.user"] = url.username
         if url.password:
             conf[f"{prefix}.jdbc.password"] = str(url.password)
-        conf[f"{prefix}.jdbc.options"] = f"-c idle_session_timeout={JDBC_IDLE_SESSION_TIMEOUT_MS}"
         conf[f"{prefix}.jdbc.ApplicationName"] = JDBC_APPLICATION_NAME
-        conf[f"{prefix}.retryable_status_codes"] = IDLE_SESSION_TERMINATED
     elif kind in ("rest", "hive", "glue"):
         conf[f"{prefix}.type"] = kind
         if uri:
@@ -179,10 +175,28 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
     else:
         raise SparkCatalogUnmappable(f"catalog {name!r}: Spark has no Iceberg catalog of type {kind or '(none)'!r}")
     conf.update({f"{prefix}.{key}": value for key, value in properties.items() if key not in PYICEBERG_ONLY})
+    if kind == "sql":
+        conf.update(_idle_sessions_closed(prefix, properties))
     if "io-impl" not in properties and any(key.startswith("s3.") for key in properties):
         # The FileIO the s3.* properties are Iceberg's settings of (Hadoop's, the default, reads none of them).
         conf[f"{prefix}.io-impl"] = S3_FILE_IO
     return conf
+
+
+def _idle_sessions_closed(prefix: str, properties: Mapping[str, str]) -> dict[str, str]:
+    """The JDBC catalog's settings that have PostgreSQL close its idle connections and Iceberg make them again,
+    added to the catalog's own ``jdbc.options`` and ``retryable_status_codes``; none when the timeout is 0."""
+    from django.conf import settings
+
+    timeout_ms = settings.SPARK_CATALOG_IDLE_TIMEOUT_SECONDS * 1000
+    options = properties.get("jdbc.options", "").strip()
+    if not timeout_ms or "idle_session_timeout" in options:
+        return {}
+    codes = [c.strip() for c in properties.get("retryable_status_codes", "").split(",") if c.strip()]
+    return {
+        f"{prefix}.jdbc.options": f"{options} -c idle_session_timeout={timeout_ms}".strip(),
+        f"{prefix}.retryable_status_codes": ",".join(dict.fromkeys([*codes, IDLE_SESSION_TERMINATED])),
+    }
 
 
 def default_spark_catalog_conf() -> dict[str, str]:

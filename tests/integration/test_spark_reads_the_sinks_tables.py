@@ -7,11 +7,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from connectors import actions
 from connectors.config import SinkConfig
-from sinks.iceberg.tables import JDBC_APPLICATION_NAME, JDBC_IDLE_SESSION_TIMEOUT_MS
+from sinks.iceberg.tables import JDBC_APPLICATION_NAME
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
     caught_up,
@@ -51,7 +52,7 @@ def test_the_spark_catalogs_postgres_connections_close_when_idle_and_open_again_
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str
 ) -> None:
     """Iceberg's JDBC catalog keeps the connections it opens for the catalog's life, and Spark never closes a
-    catalog: PostgreSQL closes them once idle (``JDBC_IDLE_SESSION_TIMEOUT_MS``), so that the Spark server
+    catalog: PostgreSQL closes them once idle (``SPARK_CATALOG_IDLE_TIMEOUT_SECONDS``), so that the Spark server
     does not hold one for every catalog it has opened, and the next read connects again."""
     create_topic(kafka_bootstrap, topic_name, 1)
     ends = produce(kafka_bootstrap, topic_name, json_records(0, 50), partitions=1)
@@ -71,5 +72,7 @@ def test_the_spark_catalogs_postgres_connections_close_when_idle_and_open_again_
 
     assert_same_rows("Spark's Iceberg reader", topic, spark_iceberg_rows(SinkConfig.parse(config), "db.idle"))
     assert catalog_connections() >= 1
-    wait_until(lambda: catalog_connections() == 0, JDBC_IDLE_SESSION_TIMEOUT_MS / 1000 + 60, "idle ones to close")
+    wait_until(
+        lambda: catalog_connections() == 0, settings.SPARK_CATALOG_IDLE_TIMEOUT_SECONDS + 60, "idle ones to close"
+    )
     assert_same_rows("Spark, connected again", topic, spark_iceberg_rows(SinkConfig.parse(config), "db.idle"))
