@@ -47,7 +47,7 @@ import pyarrow.json as pj
 
 from workers.json_text import json_text, parse_json
 from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
-from workers.schemas import inferred_from_parsed, new_fields_of, unified
+from workers.schemas import inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
 NOT_AN_OBJECT = "value is not a JSON object"
@@ -221,7 +221,7 @@ class JsonDecoder:
         if read is not None and read != self.parse_schema:
             # The new fields of records that decoded (those of a bad record are not the table's to take); of
             # every part, when parts are parsed apart to isolate a bad record.
-            self._read_schema = read if self._read_schema is None else unified(self._read_schema, read)
+            self._read_schema = read if self._read_schema is None else widened(self._read_schema, read, promote=True)
         return table
 
     def _new_fields_in_python_columns(self, records: Sequence[Any]) -> list[pa.Field]:

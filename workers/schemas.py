@@ -18,6 +18,7 @@ The sources, as the connectors we replace read them:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -133,9 +134,11 @@ def new_fields_of(values: Sequence[Any], struct_type: pa.StructType) -> list[pa.
     return found
 
 
-def widened(schema: pa.Schema, additions: pa.Schema) -> pa.Schema:
-    """``schema`` with the fields of ``additions`` it lacks appended (into structs for nested ones); a field
-    both have keeps ``schema``'s type."""
+def widened(schema: pa.Schema, additions: pa.Schema, *, promote: bool = False) -> pa.Schema:
+    """``schema`` with the fields of ``additions`` it lacks appended (into structs for nested ones). A field
+    both have keeps ``schema``'s type; with ``promote``, the type Arrow's JSON reader gives the values of both
+    read at once, where there is one: a field null in one takes the other's type, and an integer and a double
+    make a double (a number and text keep ``schema``'s)."""
     fields = list(schema)
     names = {f.name: i for i, f in enumerate(fields)}
     for extra in additions:
@@ -143,32 +146,12 @@ def widened(schema: pa.Schema, additions: pa.Schema) -> pa.Schema:
         if at is None:
             fields.append(extra)
         elif pa.types.is_struct(fields[at].type) and pa.types.is_struct(extra.type):
-            inner = widened(pa.schema(list(fields[at].type)), pa.schema(list(extra.type)))
+            inner = widened(pa.schema(list(fields[at].type)), pa.schema(list(extra.type)), promote=promote)
             fields[at] = fields[at].with_type(pa.struct(list(inner)))
-    return pa.schema(fields)
-
-
-def unified(schema: pa.Schema, other: pa.Schema) -> pa.Schema:
-    """The fields of both, as Arrow's JSON reader types the values of both read at once: a field null in one
-    takes the other's type, an integer and a double make a double, and structs unify field by field (new
-    ones appended); a field whose types do not unify (a number and text) keeps ``schema``'s."""
-    fields = list(schema)
-    names = {f.name: i for i, f in enumerate(fields)}
-    for extra in other:
-        at = names.get(extra.name)
-        if at is None:
-            fields.append(extra)
-            continue
-        mine = fields[at]
-        if pa.types.is_struct(mine.type) and pa.types.is_struct(extra.type):
-            inner = unified(pa.schema(list(mine.type)), pa.schema(list(extra.type)))
-            fields[at] = mine.with_type(pa.struct(list(inner)))
-            continue
-        try:
-            both = pa.unify_schemas([pa.schema([mine]), pa.schema([extra])], promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            continue
-        fields[at] = both.field(0)
+        elif promote:
+            with contextlib.suppress(pa.ArrowInvalid, pa.ArrowTypeError):
+                both = pa.schema([fields[at]]), pa.schema([extra])
+                fields[at] = pa.unify_schemas(list(both), promote_options="permissive").field(0)
     return pa.schema(fields)
 
 
