@@ -65,29 +65,47 @@ def _relayed_os_errors(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip().startswith("OSError: ")]
 
 
-# The user metadata of a file on S3: the next offset of its Kafka partition after the commit that wrote it, as
-# the ledger had it (for rebuilding a lost ledger from files whose names, as the S3 sink's, give no last offset).
+# The user metadata of a file on S3: the commit that moved it there, and its Kafka partition's next offset after
+# that commit, as the ledger had it (for rebuilding a lost ledger from files whose names, as the S3 sink's, give
+# no last offset).
+COMMIT_METADATA = "sinkadmin-commit-id"
 NEXT_OFFSET_METADATA = "sinkadmin-next-offset"
 
 
 def move(fs: pafs.FileSystem, source: str | None, target: str, metadata: dict[str, str] | None = None) -> None:
-    """Put a file at ``target`` from ``source``, idempotently; on S3 with ``metadata`` as its user metadata
-    (given with the copy: a file at ``target`` has it)."""
+    """Put a file at ``target`` from ``source``, idempotently: a file found at ``target`` is this move's, done.
+
+    On S3 with ``metadata`` (the commit's, ``COMMIT_METADATA``), given with the copy: a file found at ``target``
+    is this move's only if its metadata names the same commit. One that names another (offsets rewound, and the
+    S3 sink's name, by the first offset alone, given again to other records) is replaced, as the S3 sink replaces
+    an object."""
     found = fs.get_file_info([target] + ([source] if source else []))
-    if found[0].type == pafs.FileType.File:
-        if source and found[1].type == pafs.FileType.File:
-            fs.delete_file(source)  # an S3 move cut between its copy and its delete
+    staged = source if source and found[1].type == pafs.FileType.File else None
+    there = found[0].type == pafs.FileType.File
+    if there and _moved_by(fs, target, metadata):
+        if staged:
+            fs.delete_file(staged)  # (a move cut between its copy and its delete)
         return
-    if not source or found[1].type != pafs.FileType.File:
-        raise RuntimeError(f"{target} is missing and so is its temporary file {source}: the commit cannot be finished")
+    if staged is None:
+        what = "holds another commit's file" if there else "is missing"
+        raise RuntimeError(f"{target} {what} and the temporary file {source} is missing: the commit cannot be finished")
     # The final directory, on a store that has directories (on S3 nothing is created: sinks.files.s3).
     fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-    if metadata is not None:
-        handler: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
-        handler.copy_object(source, target, metadata)
-        fs.delete_file(source)
-    else:
-        fs.move(source, target)
+    if metadata is None:
+        fs.move(staged, target)
+        return
+    s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
+    s3.copy_object(staged, target, metadata)
+    fs.delete_file(staged)
+
+
+def _moved_by(fs: pafs.FileSystem, target: str, metadata: dict[str, str] | None) -> bool:
+    """Whether the file at ``target`` is the move's: any file there, or on S3 one whose metadata names the move's
+    commit."""
+    if metadata is None:
+        return True
+    s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
+    return s3.user_metadata(target).get(COMMIT_METADATA) == metadata[COMMIT_METADATA]
 
 
 class FilesCommitter:
@@ -125,7 +143,7 @@ class FilesCommitter:
             metadata = None
             if on_s3:
                 next_offset = prepared.offsets[f["topic"]][str(f["partition"])][1]
-                metadata = {NEXT_OFFSET_METADATA: str(next_offset)}
+                metadata = {COMMIT_METADATA: str(prepared.commit_id), NEXT_OFFSET_METADATA: str(next_offset)}
             move(fs, f.get("staged_path"), self._fs_path(f["path"], root), metadata)
         # What is left of this commit: files of a write that was superseded or retried.
         leftovers = tmp_root(self.settings, root, prepared.commit_id)
@@ -189,10 +207,10 @@ def committed_file_ranges(config: SinkConfig) -> tuple[dict[tuple[str, int], tup
     latest: dict[tuple[str, int], tuple[str, int]] = {}
     newest = 0.0
     for info in fs.get_file_info(selector):
-        relative = info.path[len(base) :].lstrip("/")
-        if info.type != pafs.FileType.File or relative.split("/", 1)[0] == TMP_DIR:
+        directory = info.path[len(base) :].lstrip("/").split("/", 1)[0]
+        if info.type != pafs.FileType.File or directory == TMP_DIR:
             continue
-        parsed = settings.parse_file_name(info.base_name)
+        parsed = settings.parse_file_name(info.base_name, topic=directory)
         if parsed is None:
             continue
         topic, partition, first, last = parsed
@@ -215,5 +233,5 @@ def committed_file_ranges(config: SinkConfig) -> tuple[dict[tuple[str, int], tup
                 f"s3://{path} has no {NEXT_OFFSET_METADATA} metadata, so where its partition's records end is not "
                 "known (a file this sink did not move there)"
             )
-        ranges[key] = (ranges[key][0], int(found))
+        ranges[key] = (ranges[key][0], max(ranges[key][1], int(found)))
     return ranges, datetime.fromtimestamp(newest, tz=UTC) if newest else datetime.now(tz=UTC)

@@ -90,7 +90,8 @@ class ObjectsOnlyS3(pafs.FileSystemHandler):
         bucket, key = _bucket_and_key(dest)
         extra: dict[str, Any] = {"ACL": self.storage.acl} if self.storage.acl else {}
         if metadata is not None:
-            extra |= {"Metadata": metadata, "MetadataDirective": "REPLACE"}
+            # (Replacing the metadata replaces its content type too: pyarrow's, which its uploads set.)
+            extra |= {"Metadata": metadata, "MetadataDirective": "REPLACE", "ContentType": "application/octet-stream"}
         self._call(
             f"copying {src} to {dest}",
             lambda s3: s3.copy_object(

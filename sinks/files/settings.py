@@ -490,13 +490,17 @@ class FilesSettings:
         end = None if self.first_offset_names else last
         return file_name(topic, partition, first, end, self.extension, self.pad_width, self.file_delim)
 
-    def parse_file_name(self, name: str) -> tuple[str, int, int, int | None] | None:
+    def parse_file_name(self, name: str, topic: str | None = None) -> tuple[str, int, int, int | None] | None:
         """(topic, partition, first offset, last offset, or None in the S3 sink's names) of a committed file's
-        name; None for another file."""
+        name; None for another file. With ``topic``, the directory the file is in: a name of that topic only,
+        and besides the S3 sink's names, the HDFS sinks' (this sink's S3 class wrote them until 2026-11-30)."""
+        found: list[tuple[str, int, int, int | None] | None] = []
         if self.first_offset_names:
-            found = parse_start_file_name(name, self.file_delim)
-            return (*found, None) if found else None
-        return parse_file_name(name, self.file_delim)
+            start = parse_start_file_name(name, self.file_delim)
+            found.append((*start, None) if start else None)
+        if not self.first_offset_names or topic is not None:
+            found.append(parse_file_name(name, self.file_delim))
+        return next((f for f in found if f is not None and topic in (None, f[0])), None)
 
     def topics_path(self, root: str) -> str:
         """``<root>/<topics.dir>``: the directory the topics' directories are in."""

@@ -8,8 +8,9 @@ and plane; each record then goes to its directory (the partitioner), and
 files are closed when ``flush.size`` or ``rotate.interval.ms`` says, when a
 record brings a new schema, and at the end of the commit. Each file is
 written under ``<topics.dir>/+tmp/<commit>/...`` and named for its final
-place, ``<topic>+<partition>+<first>+<last>.<ext>``, which the coordinator's
-commit moves it to (``sinks.files.committer``).
+place (``FilesSettings.file_name``: ``<topic>+<partition>+<first>+<last>.<ext>``,
+or the S3 sink's ``<topic>+<partition>+<first>.<ext>``), which the
+coordinator's commit moves it to (``sinks.files.committer``).
 """
 
 from __future__ import annotations
