@@ -87,3 +87,14 @@ def test_two_readers_rows_are_the_same_whatever_each_reader_gives_a_value_as() -
 def test_a_row_missing_or_read_twice_is_told() -> None:
     missing, extra = same_rows([{"id": 1}, {"id": 2}], [{"id": 1}, {"id": 1}])
     assert sum(missing.values()) == 1 and sum(extra.values()) == 1
+
+
+def test_the_uris_connection_parameters_reach_the_jdbc_driver_and_an_unknown_one_is_refused() -> None:
+    uri = "postgresql+psycopg://u:p@db/lake?sslmode=verify-full&sslrootcert=/ca.pem&options=-c%20search_path%3Dcat"
+    conf = spark_catalog_conf("c", {"type": "sql", "uri": uri})
+    assert conf["spark.sql.catalog.c.uri"] == "jdbc:postgresql://db:5432/lake"
+    assert conf["spark.sql.catalog.c.jdbc.sslmode"] == "verify-full"
+    assert conf["spark.sql.catalog.c.jdbc.sslrootcert"] == "/ca.pem"
+    assert conf["spark.sql.catalog.c.jdbc.options"] == "-c search_path=cat -c idle_session_timeout=30000"
+    with pytest.raises(SparkCatalogUnmappable, match="the connection parameter 'gssencmode' of its uri"):
+        spark_catalog_conf("c", {"type": "sql", "uri": "postgresql://u:p@db/lake?gssencmode=disable"})

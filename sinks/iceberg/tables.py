@@ -132,6 +132,18 @@ JDBC_APPLICATION_NAME = "sinkadmin Spark catalog"
 # SQLSTATE of PostgreSQL's "terminating connection due to idle-session timeout": Iceberg's JdbcClientPool
 # makes a connection the server closed so again (it retries its SQLSTATEs of a lost connection, and these).
 IDLE_SESSION_TERMINATED = "57P05"
+# A SQL catalog's connection parameters (its uri's query, as libpq names them) that PostgreSQL's JDBC driver
+# takes, and its names for them.
+LIBPQ_TO_PGJDBC = {
+    "sslmode": "sslmode",
+    "sslcert": "sslcert",
+    "sslkey": "sslkey",
+    "sslrootcert": "sslrootcert",
+    "sslpassword": "sslpassword",
+    "options": "options",
+    "connect_timeout": "connectTimeout",
+    "application_name": "ApplicationName",
+}
 
 
 def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, str]:
@@ -168,6 +180,15 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
         if url.password:
             conf[f"{prefix}.jdbc.password"] = str(url.password)
         conf[f"{prefix}.jdbc.ApplicationName"] = JDBC_APPLICATION_NAME
+        for key, value in url.query.items():
+            # The URI's connection parameters (libpq's names) as the JDBC driver's.
+            driver_key = LIBPQ_TO_PGJDBC.get(key)
+            if driver_key is None:
+                raise SparkCatalogUnmappable(
+                    f"catalog {name!r}: the connection parameter {key!r} of its uri has no counterpart in Spark's "
+                    f"JDBC catalog (it takes {', '.join(sorted(LIBPQ_TO_PGJDBC))})"
+                )
+            conf[f"{prefix}.jdbc.{driver_key}"] = value if isinstance(value, str) else value[-1]
     elif kind in ("rest", "hive", "glue"):
         conf[f"{prefix}.type"] = kind
         if uri:
@@ -176,23 +197,24 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
         raise SparkCatalogUnmappable(f"catalog {name!r}: Spark has no Iceberg catalog of type {kind or '(none)'!r}")
     conf.update({f"{prefix}.{key}": value for key, value in properties.items() if key not in PYICEBERG_ONLY})
     if kind == "sql":
-        conf.update(_idle_sessions_closed(prefix, properties))
+        conf.update(_idle_sessions_closed(prefix, conf))
     if "io-impl" not in properties and any(key.startswith("s3.") for key in properties):
         # The FileIO the s3.* properties are Iceberg's settings of (Hadoop's, the default, reads none of them).
         conf[f"{prefix}.io-impl"] = S3_FILE_IO
     return conf
 
 
-def _idle_sessions_closed(prefix: str, properties: Mapping[str, str]) -> dict[str, str]:
+def _idle_sessions_closed(prefix: str, conf: Mapping[str, str]) -> dict[str, str]:
     """The JDBC catalog's settings that have PostgreSQL close its idle connections and Iceberg make them again,
-    added to the catalog's own ``jdbc.options`` and ``retryable_status_codes``; none when the timeout is 0."""
+    added to the catalog's own ``jdbc.options`` and ``retryable_status_codes`` (in ``conf``); none when the
+    timeout is 0."""
     from django.conf import settings
 
     timeout_ms = settings.SPARK_CATALOG_IDLE_TIMEOUT_SECONDS * 1000
-    options = properties.get("jdbc.options", "").strip()
+    options = conf.get(f"{prefix}.jdbc.options", "").strip()
     if not timeout_ms or "idle_session_timeout" in options:
         return {}
-    codes = [c.strip() for c in properties.get("retryable_status_codes", "").split(",") if c.strip()]
+    codes = [c.strip() for c in conf.get(f"{prefix}.retryable_status_codes", "").split(",") if c.strip()]
     return {
         f"{prefix}.jdbc.options": f"{options} -c idle_session_timeout={timeout_ms}".strip(),
         f"{prefix}.retryable_status_codes": ",".join(dict.fromkeys([*codes, IDLE_SESSION_TERMINATED])),
