@@ -186,3 +186,44 @@ def test_a_task_that_keeps_failing_fails_its_connector() -> None:
     connector = Connector.objects.get(pk=task.connector_id)
     assert connector.failed_at is not None
     assert f"task 0 failed {runtime_state.MAX_CRASHES} times" in connector.failure_message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connector_deleted_while_its_tasks_are_assigned_goes_with_no_deadlock() -> None:
+    """The supervisor assigns a connector's tasks (a changed share of an uncoordinated connector records the
+    tasks to fence on the connector's row) while the API deletes it. Both take the connector's row before its
+    tasks': the assignment waits for the delete, and finds the connector gone. (In the other order each waited
+    for the other, and PostgreSQL failed the DELETE with "deadlock detected".)"""
+    import threading
+
+    from django.db import connection, transaction
+
+    connector = actions.create_connector("c", CONFIG)
+    runtime_state.assign_tasks(connector, PARTITIONS[:1], coordinated=False)
+    assigned: list[list[ConnectorTask]] = []
+    failed: list[BaseException] = []
+
+    def assign() -> None:
+        try:
+            assigned.append(runtime_state.assign_tasks(connector, PARTITIONS, coordinated=False))
+        except BaseException as exc:  # (reported below, with the thread's own connection closed)
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        # As delete_connector does: the connector's row first, then the delete, which takes its tasks' rows.
+        Connector.objects.select_for_update().get(pk=connector.pk)
+        supervisor = threading.Thread(target=assign)
+        supervisor.start()
+        with connection.cursor() as cursor:
+            for _ in range(200):  # (until the assignment waits on a lock)
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                if cursor.fetchone()[0]:
+                    break
+                threading.Event().wait(0.05)
+        Connector.objects.get(pk=connector.pk).delete()
+    supervisor.join(30)
+    assert not failed, failed
+    assert assigned == [[]]
+    assert not Connector.objects.filter(pk=connector.pk).exists() and not ConnectorTask.objects.exists()

@@ -162,6 +162,8 @@ class Supervisor:
             connector.pk, source_warnings(metadata, config.topics, config.topics_regex, named)
         )
         tasks = runtime_state.assign_tasks(connector, partitions, coordinated=plugin.coordinated)
+        if not tasks:
+            return  # (deleted meanwhile)
         if not plugin.coordinated and not self._fence(connector, config, plugin):
             return
         coordinator, waiting, held = runtime_state.runners_to_start(connector.pk, tasks, coordinated=plugin.coordinated)

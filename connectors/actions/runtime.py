@@ -280,15 +280,22 @@ def assign_tasks(
     commit on their own) nothing refuses an old owner's last writes, so the
     tasks that lose partitions are recorded in ``fence_pending``, in the
     same transaction: no task of the connector starts before they are fenced.
+    None are assigned to a connector deleted meanwhile (an empty list).
     """
     count = max(1, min(connector.tasks_max, len(partitions)))
     shares = [[list(tp) for tp in sorted(partitions)[i::count]] for i in range(count)]
     with transaction.atomic():
+        # The connector's row before its tasks', the order in which deleting it (its tasks go with it) and
+        # failing it take them: in the other order, a connector deleted while its tasks were assigned was a
+        # deadlock, and the DELETE failed with it.
+        locked = Connector.objects.select_for_update().filter(pk=connector.pk).values_list("fence_pending", flat=True)
+        found = list(locked)
+        if not found:
+            return []  # (deleted meanwhile)
         existing = {t.task_index: t for t in ConnectorTask.objects.select_for_update().filter(connector=connector)}
         changed = {i for i, t in existing.items() if i >= count or t.assigned_partitions != shares[i]}
         if changed and not coordinated:
-            pending = Connector.objects.select_for_update().values_list("fence_pending", flat=True).get(pk=connector.pk)
-            Connector.objects.filter(pk=connector.pk).update(fence_pending=sorted(changed | set(pending)))
+            Connector.objects.filter(pk=connector.pk).update(fence_pending=sorted(changed | set(found[0])))
         for index, task in existing.items():
             if index >= count:
                 task.delete()
