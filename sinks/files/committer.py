@@ -82,7 +82,7 @@ def move(fs: pafs.FileSystem, source: str | None, target: str, metadata: dict[st
     found = fs.get_file_info([target] + ([source] if source else []))
     staged = source if source and found[1].type == pafs.FileType.File else None
     there = found[0].type == pafs.FileType.File
-    if there and _moved_by(fs, target, metadata):
+    if there and _moved_by(fs, target, metadata, staged):
         if staged:
             fs.delete_file(staged)  # (a move cut between its copy and its delete)
         return
@@ -99,13 +99,15 @@ def move(fs: pafs.FileSystem, source: str | None, target: str, metadata: dict[st
     fs.delete_file(staged)
 
 
-def _moved_by(fs: pafs.FileSystem, target: str, metadata: dict[str, str] | None) -> bool:
-    """Whether the file at ``target`` is the move's: any file there, or on S3 one whose metadata names the move's
-    commit."""
+def _moved_by(fs: pafs.FileSystem, target: str, metadata: dict[str, str] | None, staged: str | None) -> bool:
+    """Whether the file at ``target`` is the move's: any file there; on S3, one whose metadata names the move's
+    commit, or, its temporary file gone, one that names none (moved by this sink before its files named their
+    commits, 2026-11-30: a commit prepared then, rolled forward now)."""
     if metadata is None:
         return True
     s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
-    return s3.user_metadata(target).get(COMMIT_METADATA) == metadata[COMMIT_METADATA]
+    commit = s3.user_metadata(target).get(COMMIT_METADATA)
+    return commit == metadata[COMMIT_METADATA] or (commit is None and staged is None)
 
 
 class FilesCommitter:

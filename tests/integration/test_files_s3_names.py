@@ -84,6 +84,20 @@ def test_a_name_given_again_once_offsets_are_rewound_holds_the_new_records_and_a
     )
     assert committed_file_ranges(config)[0] == {(TOPIC, 0): (0, 10)}
 
+    # A file moved by this sink before its files named their commits, its temporary file gone (the move done, the
+    # ledger not told): a commit prepared then and rolled forward now finds it done.
+    legacy = commit(config, range(10, 12))
+    legacy_key = f"topics/{TOPIC}/partition=0/{TOPIC}+0+0000000010.json"
+    client.copy_object(
+        Bucket=bucket,
+        Key=legacy_key,
+        CopySource={"Bucket": bucket, "Key": legacy.files[0]["staged_path"].split("/", 1)[1]},
+    )
+    client.delete_object(Bucket=bucket, Key=legacy.files[0]["staged_path"].split("/", 1)[1])
+    FilesCommitter("names", config).commit(legacy)
+    assert client.head_object(Bucket=bucket, Key=legacy_key)["Metadata"] == {}
+    client.delete_object(Bucket=bucket, Key=legacy_key)
+
     # A file this sink's S3 class named with both offsets before 2026-11-30, in the same directory, counts too
     # when a lost ledger is rebuilt; a file of another topic's name in this topic's directory does not.
     for name in (f"{TOPIC}+0+0000000010+0000000019.json", "other+0+0000000050+0000000059.json"):
