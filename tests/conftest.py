@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.conf import LazySettings, settings
@@ -165,6 +165,16 @@ def s3_client(endpoint: str) -> pafs.S3FileSystem:
         endpoint_override=endpoint.removeprefix("http://"),
         scheme="http",
         allow_bucket_creation=True,
+    )
+
+
+def s3_boto_client(endpoint: str) -> Any:
+    """A boto3 client of the S3-compatible server at ``endpoint`` (moto's: any keys): the tests' own reader of
+    objects, their metadata and ACLs, apart from the sink's clients."""
+    import boto3
+
+    return boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
     )
 
 

@@ -228,8 +228,8 @@ def committed_file_ranges(config: SinkConfig) -> tuple[dict[tuple[str, int], tup
         if info.mtime is not None:
             newest = max(newest, info.mtime.timestamp())
     for key, (path, _) in latest.items():
-        handler: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
-        found = handler.user_metadata(path).get(NEXT_OFFSET_METADATA)
+        s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
+        found = s3.user_metadata(path).get(NEXT_OFFSET_METADATA)
         if found is None or not found.isdigit():
             raise RuntimeError(
                 f"s3://{path} has no {NEXT_OFFSET_METADATA} metadata, so where its partition's records end is not "

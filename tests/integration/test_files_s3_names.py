@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
-import boto3
 import pytest
 
 from connectors.config import SinkConfig
 from sinks.files.committer import FilesCommitter, committed_file_ranges
 from sinks.files.writer import PartitionFiles
-from tests.conftest import s3_client
+from tests.conftest import s3_boto_client, s3_client
 from workers.coordinator import PreparedCommit
 
 # moto and the writer and committer in this process: no broker, no Spark.
@@ -55,9 +53,7 @@ def test_a_name_given_again_once_offsets_are_rewound_holds_the_new_records_and_a
     bucket = f"names-{uuid.uuid4().hex[:8]}"
     s3_client(s3_endpoint).create_dir(bucket)
     config = s3_config(s3_endpoint, bucket)
-    client: Any = boto3.client(
-        "s3", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
+    client = s3_boto_client(s3_endpoint)
     key = f"topics/{TOPIC}/partition=0/{TOPIC}+0+0000000000.json"
 
     def committed() -> tuple[list[int], dict[str, str]]:

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
-import boto3
 import fastavro
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -31,7 +30,7 @@ from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector, PartitionOffset
 from sinks.files.layout import parse_file_name, parse_start_file_name
 from sinks.files.settings import probe
-from tests.conftest import free_port, s3_client, serving
+from tests.conftest import free_port, s3_boto_client, s3_client, serving
 from tests.integration.helpers import (
     Processes,
     TcpProxy,
@@ -143,9 +142,7 @@ def assert_named_as_the_s3_sink_names_them(
 ) -> None:
     """Each file is ``<topic>+<partition>+<first offset>.<ext>``, as the S3 sink names it; each partition's last
     file has the partition's next offset in its user metadata (for a ledger rebuilt from the files)."""
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
+    client = s3_boto_client(endpoint)
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"topics/{topic}/")["Contents"]]
     last: dict[int, tuple[int, str]] = {}
     for key in keys:
@@ -162,9 +159,7 @@ def assert_no_directory_markers(endpoint: str, bucket: str) -> None:
     """Every object in the bucket, listed with boto3 (not the sink's S3 client), is a file: no ``<dir>/`` key and no
     empty object but a data file's. The Confluent S3 sink writes no directory markers, and a reader of its layout
     (a Hive or Athena table over the topics directory) would list them as empty files."""
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
+    client = s3_boto_client(endpoint)
     listed = [
         o for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket) for o in page.get("Contents", [])
     ]
@@ -651,9 +646,7 @@ def test_files_reach_s3_through_an_http_proxy_with_the_canned_acl(
     ends = produce(kafka_bootstrap, topic_name, json_records(0, COUNT), PARTITIONS)
     run_until_committed(name, files_config(topic_name, None, **proxied), ends)
     assert_files_hold_each_record_once(bucket, topic_name, ends, kafka_bootstrap, fs=s3)
-    client = boto3.client(
-        "s3", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
+    client = s3_boto_client(s3_endpoint)
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="topics/")["Contents"]]
     assert keys and all(k.startswith(f"topics/{topic_name}/") for k in keys)
     forwarded = proxy_log.read_text()
