@@ -167,6 +167,10 @@ SPARK_PRELOAD_PYTHON = env_bool("SINKADMIN_SPARK_PRELOAD_PYTHON", True)
 
 LAKE_WAREHOUSE = env_str("LAKE_WAREHOUSE", str(VAR_DIR / "warehouse"))
 STAGING_DIR = Path(env_str("SINKADMIN_STAGING_DIR", str(VAR_DIR / "staging")))
+# Upsert commits into Iceberg keep each live data file's text keys indexed here (sinks.iceberg.key_index), on
+# each machine their lookups run on, up to this many MiB; 0: none (each commit reads the identifier columns).
+KEY_INDEX_DIR = env_str("SINKADMIN_KEY_INDEX_DIR", str(VAR_DIR / "key-index"))
+KEY_INDEX_MB = env_int("SINKADMIN_KEY_INDEX_MB", 2048, minimum=0)
 
 # --- Celery -----------------------------------------------------------------
 

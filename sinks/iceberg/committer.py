@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from connectors.config import SinkConfig
+from sinks.iceberg.key_index import KeyIndexCache
 from sinks.iceberg.settings import IcebergSettings
 from sinks.iceberg.tables import CommitFile, TableCommit, catalog_for, catalog_outage, commit_to_table
 from sinks.iceberg.upserts import commit_upserts
@@ -12,6 +15,13 @@ from workers.coordinator import CommitNotApplied, PreparedCommit, SinkUnavailabl
 from workers.events import TableVersion
 from workers.failpoints import failpoint
 from workers.spark_writer import UnitRunner
+
+
+def key_cache() -> KeyIndexCache | None:
+    """Where upsert lookups keep the live files' key indexes (settings.KEY_INDEX_DIR), if anywhere."""
+    if not settings.KEY_INDEX_MB:
+        return None
+    return KeyIndexCache(settings.KEY_INDEX_DIR, settings.KEY_INDEX_MB << 20)
 
 
 class IcebergCommitter:
@@ -85,6 +95,7 @@ class IcebergCommitter:
                         self.settings.cdc_field,
                         self._run_units,
                         ordering_field=self.settings.ordering_field,
+                        key_cache=key_cache(),
                     )
                 else:
                     committed = commit_to_table(self.catalog, table_name, commit)

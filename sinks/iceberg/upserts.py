@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sinks.iceberg.key_index import KeyIndexCache, WantedKeys
 from sinks.iceberg.writes import file_io_properties, table_filesystem
 from workers.failpoints import failpoint
 
@@ -354,6 +355,10 @@ class UpsertJob:
     integer_keys: np.ndarray | None = None  # (Winners.integer_keys)
     # The catalog's properties the table's files are reached with (sinks.iceberg.writes.table_filesystem).
     io_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Text keys: where the live files' key indexes are kept, and the commit's keys as the indexes look them up
+    # (``keys`` hashed); None: the identifier columns are read and hashed each time.
+    key_cache: KeyIndexCache | None = None
+    wanted: WantedKeys | None = field(default=None, repr=False)
 
     @property
     def count(self) -> int:
@@ -371,24 +376,43 @@ class UpsertJob:
         """For the live data file at ``path``: the positions of the rows the commit replaces or deletes (its
         identifier columns, and the ordering field, are read; rows the ``deleted`` delete files delete are
         not live) and their keys; and the keys whose row there is later than the commit's record by the
-        ordering field, which stays (the record is then stale)."""
+        ordering field, which stays (the record is then stale).
+
+        Text keys are looked up in the file's key index (``key_cache``: built from its identifier columns
+        the first time, then read instead of them); integer keys as numbers, in the column itself."""
         fs, at = table_filesystem(path, self.io_properties)
-        names = pq.read_schema(at, filesystem=fs).names
-        wanted = [*self.id_columns, *([self.ordering_field.split(".")[0]] if self.ordering_field else [])]
-        rows = pq.read_table(at, columns=[c for c in dict.fromkeys(wanted) if c in names], filesystem=fs)
-        positions = None
-        keys = None  # (every row's key as text: only when they were looked up as text)
-        if self.integer_keys is not None and self.id_columns[0] in rows.column_names:
+        parquet = pq.ParquetFile(at, filesystem=fs)
+        names = parquet.schema_arrow.names
+        present = [c for c in self.id_columns if c in names]
+        ordering = [self.ordering_field.split(".")[0]] if self.ordering_field else []
+        positions = hit = None
+        if self.key_cache is not None and self.wanted is not None:
+            indexed = self.key_cache.file_keys(
+                path,
+                self.id_columns,
+                parquet.metadata.num_rows,
+                lambda: key_column(parquet.read(columns=present), self.id_columns),
+            )
+            positions, hit = indexed.where(self.wanted)
+            wanted = ordering if self.orders is not None and positions.size else []
+        else:
+            wanted = [*present, *ordering]
+        rows = parquet.read(columns=[c for c in dict.fromkeys(wanted) if c in names])
+        keys = None  # (every row's key as text: only when they were looked up as text, in the columns)
+        if positions is None and self.integer_keys is not None and self.id_columns[0] in rows.column_names:
             positions = integer_where(rows.column(self.id_columns[0]), self.integer_keys)
         if positions is None:
             keys = key_column(rows, self.id_columns)
             positions = _where(keys, self.keys)
         if positions.size and deleted:
-            positions = np.setdiff1d(
-                positions, deleted_positions(deleted, path, self.io_properties), assume_unique=True
-            )
-        taken = pa.array(positions)
-        hit = keys.take(taken) if keys is not None else key_column(rows.take(taken), self.id_columns)
+            gone = np.zeros(parquet.metadata.num_rows, dtype=bool)
+            gone[deleted_positions(deleted, path, self.io_properties)] = True
+            live = ~gone[positions]
+            positions = positions[live]
+            hit = hit.filter(pa.array(live)) if hit is not None else None
+        if hit is None:
+            taken = pa.array(positions)
+            hit = keys.take(taken) if keys is not None else key_column(rows.take(taken), self.id_columns)
         if self.orders is None or not positions.size:
             return positions, hit, []
         incoming = self.orders.take(pc.index_in(hit, self.keys))
@@ -466,14 +490,15 @@ POSITION_DELETE_SCHEMA = pa.schema(
 
 
 def deleted_positions(delete_files: Sequence[str], data_file: str, io_properties: Mapping[str, str] = {}) -> np.ndarray:
-    """The positions of ``data_file`` that the position delete files at ``delete_files`` delete."""
+    """The positions of ``data_file`` that the position delete files at ``delete_files`` delete (a position
+    two of them delete is there twice)."""
     found = [np.zeros(0, dtype=np.int64)]
     for path in delete_files:
         fs, at = table_filesystem(path, io_properties)
         rows = pq.read_table(at, columns=["file_path", "pos"], filesystem=fs)
         mine = rows.filter(pc.equal(rows.column("file_path"), data_file))
         found.append(mine.column("pos").to_numpy())
-    return np.unique(np.concatenate(found))
+    return np.concatenate(found)
 
 
 @dataclass(frozen=True)
@@ -632,10 +657,12 @@ def commit_upserts(
     run_units: Any,
     attempts: int = 8,
     ordering_field: str | None = None,
+    key_cache: KeyIndexCache | None = None,
 ) -> CommittedTable:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
     in one snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends): merge-on-read or
-    copy-on-write as the table's ``write.merge.mode`` says."""
+    copy-on-write as the table's ``write.merge.mode`` says. Text keys are looked up in the live files' key
+    indexes kept in ``key_cache``, if any."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, LessThanOrEqual
 
@@ -698,6 +725,8 @@ def commit_upserts(
         added: list[Any] = []
         deletes: list[Any] = []
         kind = PositionDeletes if mode == MERGE_ON_READ else UpsertRewrite
+        # (Integer keys are looked up as numbers, in the column: no index.)
+        indexed = key_cache is not None and found.integer_keys is None and bool(live)
         template = kind(
             (),
             tuple(id_columns),
@@ -708,6 +737,8 @@ def commit_upserts(
             found.orders,
             found.integer_keys,
             io_properties,
+            key_cache if indexed else None,
+            WantedKeys.of(found.keys) if indexed else None,
         )
         ran = _run_units(run_units, template, template.live_units(sorted(live), live_deletes), ordered, found)
         if mode == MERGE_ON_READ:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from connectors import actions
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector
+from sinks.iceberg import key_index
 from sinks.iceberg.maintenance import SparkProcedures, TableMaintenance
 from sinks.iceberg.tables import catalog_for, connector_catalog_properties
 from tests.conftest import sink_config
@@ -105,6 +107,16 @@ def compact(name: str, **changes: int) -> dict[str, Any]:
     return figures.recorded
 
 
+def key_indexed_files(directory: Path) -> list[str]:
+    """The data files whose key index entries are in ``directory``."""
+    from pyarrow import ipc
+
+    return [
+        ipc.open_file(str(entry)).schema.metadata[b"data_file"].decode()
+        for entry in sorted(directory.glob(f"*{key_index.SUFFIX}"))
+    ]
+
+
 def start(bootstrap: str, topic: str, name: str, count: int, seed: int, **overrides: str) -> dict[tuple[str, int], int]:
     create_topic(bootstrap, topic, PARTITIONS)
     ends = produce(bootstrap, topic, changes(count, 150, PARTITIONS, seed), PARTITIONS)
@@ -112,16 +124,30 @@ def start(bootstrap: str, topic: str, name: str, count: int, seed: int, **overri
     return ends
 
 
-@pytest.mark.parametrize(("writer", "mode"), [("spark", "merge-on-read"), ("arrow", "copy-on-write")])
+@pytest.mark.parametrize(
+    ("writer", "mode", "id_columns"), [("spark", "merge-on-read", "id,region"), ("arrow", "copy-on-write", "id")]
+)
 def test_upserts_leave_the_last_record_of_each_key(
-    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str, mode: str
+    lake: dict[str, str],
+    kafka_bootstrap: str,
+    topic_name: str,
+    writer: str,
+    mode: str,
+    id_columns: str,
+    settings: Any,
+    tmp_path: Path,
 ) -> None:
+    """With a composite key (a key's region is its id's), keys are looked up as text, through the live files'
+    key indexes (sinks.iceberg.key_index), which Spark's Python workers build and keep; with the id alone, as
+    numbers."""
+    settings.KEY_INDEX_DIR = str(tmp_path / "key-index")
     name = f"iceberg-upsert-{writer}"
     overrides = {
         "sinkadmin.writer": writer,
         "tasks.max": "2",
         "iceberg.table.db.orders.partition-by": "region",
         "iceberg.tables.auto-create-props.write.merge.mode": mode,
+        "iceberg.tables.default-id-columns": id_columns,
     }
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
     actions.create_connector(name, upsert_config(topic_name, **overrides))
@@ -141,7 +167,13 @@ def test_upserts_leave_the_last_record_of_each_key(
             ends = produce(kafka_bootstrap, topic_name, changes(500, 150, PARTITIONS, 13), PARTITIONS)
             wait_until(caught_up(name, ends), 180, f"{name} to commit a copy-on-write wave")
     assert_table_equals_model(name, kafka_bootstrap, ends)
-    assert table_of(name, TABLE).schema().identifier_field_names() == {"id"}
+    assert table_of(name, TABLE).schema().identifier_field_names() == set(id_columns.split(","))
+    indexed = key_indexed_files(tmp_path / "key-index")
+    if "," in id_columns:
+        location = table_of(name, TABLE).location()
+        assert indexed and all(path.startswith(location) for path in indexed), (location, indexed)
+    else:
+        assert not indexed
     if mode == "merge-on-read":
         assert_upserts_merged_on_read(name, TABLE, merged_on_read)
         rewrites = [s.summary.additional_properties for s in sink_snapshots(name, TABLE)[merged_on_read:]]

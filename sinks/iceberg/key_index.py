@@ -1,0 +1,214 @@
+"""Each data file's keys, indexed once and kept on local disk, for the key lookups of upsert commits
+(decision 020).
+
+An upsert commit finds the rows its keys replace in the table's live data files (``sinks.iceberg.upserts``).
+Keys that arrive in no order (UUIDs) touch every file, so without an index each commit reads the identifier
+columns of the whole table and hashes them against its keys: the cost grows with the table, not the commit.
+
+A data file never changes once written (Iceberg's files are immutable, and named uniquely), so what its keys
+are is known for good the first time it is read. This cache keeps, per data file, its keys sorted by their
+64-bit hash, with each key's row position: a commit's lookup in it is a binary search of the commit's hashes,
+then an exact comparison of the keys whose hashes match (a hash collision never matches a wrong row). The
+entry is an Arrow IPC file, memory-mapped: only the pages of the keys compared are read.
+
+It is a cache, not state: an entry is checked against the data file's path, identifier columns and row count
+before use, and anything missing, stale, torn or unreadable is rebuilt from the data file. Deletes are not in
+it (a position delete file leaves its data file as it was): the commit subtracts them as before. Entries are
+evicted oldest-used first beyond a size budget; those of files compaction replaced are never used again, and
+go that way. The units that use it run where Spark runs them, so each machine keeps its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import mmh3
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import ipc
+
+log = logging.getLogger(__name__)
+
+# The entries' layout: a change of it (or of how keys are hashed) changes the version, and entries of another
+# version are rebuilt.
+VERSION = "1"
+SUFFIX = ".keys.arrow"
+PARTIAL = ".partial-"
+# A partial entry older than this was left by a process that died writing it.
+ABANDONED_SECONDS = 3600
+
+
+def key_hashes(keys: pa.Array) -> np.ndarray:
+    """Each key's 64-bit MurmurHash3 (x64, 128-bit variant's first half) of its UTF-8 text, as int64."""
+    return np.fromiter((mmh3.hash64(key)[0] for key in keys.to_pylist()), dtype=np.int64, count=len(keys))
+
+
+@dataclass(frozen=True)
+class FileKeys:
+    """A data file's keys (nulls left out: a row without a key is never looked up), sorted by ``hashes``, each
+    with its row ``positions`` in the file."""
+
+    hashes: np.ndarray  # int64, ascending
+    positions: np.ndarray  # int64, aligned with hashes
+    keys: pa.Array  # string, aligned with hashes
+
+    @classmethod
+    def of(cls, keys: pa.Array) -> FileKeys:
+        """The index of a file whose rows' keys are ``keys`` (in row order)."""
+        present = np.nonzero(np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool))[0]
+        valid = keys.take(pa.array(present))
+        hashes = key_hashes(valid)
+        order = np.argsort(hashes, kind="stable")
+        return cls(hashes[order], present[order].astype(np.int64), valid.take(pa.array(order)))
+
+    def where(self, wanted: WantedKeys) -> tuple[np.ndarray, pa.Array]:
+        """The positions of the file's rows whose key is one of ``wanted``'s, ascending, and those rows' keys
+        (aligned with the positions)."""
+        size = len(self.hashes)
+        # Each wanted hash's first place among the file's (the wanted ones sorted: the search walks the file's
+        # once), then the run of equal hashes from there: of one row, but for a collision or a repeated key.
+        first = np.searchsorted(self.hashes, wanted.hashes, side="left")
+        candidates, which = [], []
+        active = np.arange(len(wanted.hashes))
+        step = 0
+        while active.size:
+            at = first[active] + step
+            inside = at < size
+            active, at = active[inside], at[inside]
+            equal = self.hashes[at] == wanted.hashes[active]
+            active, at = active[equal], at[equal]
+            candidates.append(at)
+            which.append(active)
+            step += 1
+        rows = np.concatenate(candidates)
+        wanted_at = wanted.order[np.concatenate(which)]
+        # Only the rows whose keys are equal, not just their hashes.
+        equal = pc.equal(self.keys.take(pa.array(rows)), wanted.keys.take(pa.array(wanted_at)))
+        matched = rows[np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)]
+        positions = self.positions[matched]
+        order = np.argsort(positions, kind="stable")
+        return positions[order], self.keys.take(pa.array(matched[order]))
+
+
+@dataclass(frozen=True)
+class WantedKeys:
+    """A commit's keys, looked up in the files' indexes: their ``hashes``, sorted, and the ``order`` that sorts
+    the keys by them (``keys.take(order)`` is aligned with ``hashes``). Made once per commit."""
+
+    keys: pa.Array
+    hashes: np.ndarray
+    order: np.ndarray
+
+    @classmethod
+    def of(cls, keys: pa.Array) -> WantedKeys:
+        hashes = key_hashes(keys)
+        order = np.argsort(hashes, kind="stable")
+        return cls(keys, hashes[order], order)
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+@dataclass(frozen=True)
+class KeyIndexCache:
+    """The cache's ``directory`` on the machine the lookups run on, and its budget in bytes."""
+
+    directory: str
+    budget_bytes: int
+
+    def entry(self, data_file: str, id_columns: Sequence[str]) -> Path:
+        name = hashlib.sha256("\x1f".join([data_file, *id_columns]).encode()).hexdigest()[:40]
+        return Path(self.directory) / f"{name}{SUFFIX}"
+
+    def file_keys(
+        self, data_file: str, id_columns: Sequence[str], rows: int, read_keys: Callable[[], pa.Array]
+    ) -> FileKeys:
+        """The index of the data file at ``data_file`` (``rows`` rows), from its entry, or built from its keys
+        (``read_keys``: each row's key, in row order) and kept."""
+        entry = self.entry(data_file, id_columns)
+        found = self._load(entry, data_file, id_columns, rows)
+        if found is not None:
+            return found
+        keys = read_keys()
+        if len(keys) != rows:
+            raise ValueError(f"{data_file}: {len(keys)} keys read for {rows} rows")
+        built = FileKeys.of(keys)
+        self._keep(entry, built, data_file, id_columns, rows)
+        return built
+
+    def _load(self, entry: Path, data_file: str, id_columns: Sequence[str], rows: int) -> FileKeys | None:
+        try:
+            table = ipc.open_file(pa.memory_map(str(entry))).read_all()
+            meta = table.schema.metadata or {}
+            if (
+                meta.get(b"version") != VERSION.encode()
+                or meta.get(b"data_file") != data_file.encode()
+                or meta.get(b"id_columns") != "\x1f".join(id_columns).encode()
+                or meta.get(b"rows") != str(rows).encode()
+            ):
+                log.info("key index entry %s is not %s's: rebuilt", entry, data_file)
+                return None
+            os.utime(entry)  # (used: evicted last)
+        except FileNotFoundError:
+            return None
+        except (OSError, pa.ArrowException) as exc:
+            log.info("key index entry %s is unreadable (%s): rebuilt", entry, exc)
+            return None
+        # (One record batch, whose columns are views of the mapped file: nothing is copied, and only the pages
+        # a lookup touches are read.)
+        hashes, positions, keys = (_one_chunk(table.column(name)) for name in ("hash", "position", "key"))
+        return FileKeys(hashes.to_numpy(), positions.to_numpy(), keys)
+
+    def _keep(self, entry: Path, keys: FileKeys, data_file: str, id_columns: Sequence[str], rows: int) -> None:
+        """Write the entry whole under another name, then rename it into place (a reader never sees a torn
+        one), and evict beyond the budget. A cache that cannot be written is only not kept."""
+        meta = {"version": VERSION, "data_file": data_file, "id_columns": "\x1f".join(id_columns), "rows": str(rows)}
+        table = pa.table({"hash": keys.hashes, "position": keys.positions, "key": keys.keys}).replace_schema_metadata(
+            meta
+        )
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            fd, partial = tempfile.mkstemp(dir=entry.parent, prefix=PARTIAL)
+            try:
+                with os.fdopen(fd, "wb") as out, ipc.new_file(out, table.schema) as writer:
+                    writer.write_table(table)
+                os.replace(partial, entry)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(partial)
+                raise
+        except OSError as exc:
+            log.warning("key index of %s not kept in %s: %s", data_file, entry.parent, exc)
+            return
+        self.evict()
+
+    def evict(self) -> None:
+        """Remove entries, least recently used first, until the rest fit the budget; and partial ones that a
+        process which died writing them left."""
+        entries = []
+        now = time.time()
+        with contextlib.suppress(FileNotFoundError):
+            for found in os.scandir(self.directory):
+                with contextlib.suppress(FileNotFoundError):
+                    if found.name.endswith(SUFFIX):
+                        stat = found.stat()
+                        entries.append((stat.st_mtime, stat.st_size, found.path))
+                    elif found.name.startswith(PARTIAL) and now - found.stat().st_mtime > ABANDONED_SECONDS:
+                        os.unlink(found.path)
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries):
+            if total <= self.budget_bytes:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            total -= size

@@ -1,0 +1,202 @@
+"""The key index of upsert lookups (sinks.iceberg.key_index): exact lookups, a cache that is only ever a cache,
+and upsert commits of text keys through it that leave the table as the records say."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from sinks.iceberg import key_index
+from sinks.iceberg.key_index import SUFFIX, FileKeys, KeyIndexCache, WantedKeys
+from sinks.iceberg.tables import CommitFile, TableCommit
+from sinks.iceberg.upserts import COPY_ON_WRITE, MERGE_MODE, MERGE_ON_READ, commit_upserts
+
+
+def _expected(keys: pa.Array, wanted: pa.Array) -> list[int]:
+    hit = pc.is_in(keys, wanted, skip_nulls=True).fill_null(False)
+    return np.nonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))[0].tolist()
+
+
+def test_a_lookup_finds_every_row_of_each_key_and_no_other() -> None:
+    rng = random.Random(7)
+    pool = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(300)]
+    # Keys repeat (a file written before upsert mode, or rows deleted by position since), and some are null.
+    keys = pa.array([rng.choice(pool) if rng.random() > 0.05 else None for _ in range(2000)])
+    wanted = pa.array([*rng.sample(pool, 40), "absent", ""])
+    positions, hit = FileKeys.of(keys).where(WantedKeys.of(wanted))
+    assert positions.tolist() == _expected(keys, wanted)
+    assert hit.to_pylist() == keys.take(pa.array(positions)).to_pylist()
+    empty, none = FileKeys.of(keys).where(WantedKeys.of(pa.array(["absent"])))
+    assert empty.tolist() == [] and none.to_pylist() == []
+
+
+def test_keys_whose_hashes_collide_are_told_apart_by_their_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every key hashes alike: a lookup is then only the exact comparison, and must still be right.
+    monkeypatch.setattr(key_index, "key_hashes", lambda keys: np.zeros(len(keys), dtype=np.int64))
+    keys = pa.array(["a", "b", "a", "c", None, "b"])
+    wanted = pa.array(["b", "z"])
+    positions, hit = FileKeys.of(keys).where(WantedKeys.of(wanted))
+    assert positions.tolist() == [1, 5] and hit.to_pylist() == ["b", "b"]
+
+
+def _never_read() -> pa.Array:
+    raise AssertionError("the data file's keys were read again")
+
+
+def test_an_entry_is_built_once_then_read_instead_of_the_data_file(tmp_path: Path) -> None:
+    cache = KeyIndexCache(str(tmp_path / "cache"), 1 << 30)
+    keys = pa.array(["k1", "k2", "k3"])
+    wanted = pa.array(["k2"])
+    built = cache.file_keys("s3://b/t/data/f1.parquet", ("id",), 3, lambda: keys)
+    again = cache.file_keys("s3://b/t/data/f1.parquet", ("id",), 3, _never_read)
+    assert again.where(WantedKeys.of(wanted))[0].tolist() == built.where(WantedKeys.of(wanted))[0].tolist()
+    assert again.where(WantedKeys.of(wanted))[0].tolist() == [1]
+    # Another file, or the same file keyed by other columns, has an entry of its own.
+    assert cache.entry("s3://b/t/data/f1.parquet", ("id",)) != cache.entry("s3://b/t/data/f2.parquet", ("id",))
+    assert cache.entry("s3://b/t/data/f1.parquet", ("id",)) != cache.entry("s3://b/t/data/f1.parquet", ("id", "x"))
+
+
+def test_an_entry_that_is_not_the_data_files_or_is_torn_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = KeyIndexCache(str(tmp_path), 1 << 30)
+    path = "file:///t/data/f.parquet"
+    cache.file_keys(path, ("id",), 2, lambda: pa.array(["a", "b"]))
+    # The same path with other rows (a file that is not the one indexed) is read again.
+    rebuilt = cache.file_keys(path, ("id",), 3, lambda: pa.array(["a", "b", "c"]))
+    assert rebuilt.where(WantedKeys.of(pa.array(["c"])))[0].tolist() == [2]
+    entry = cache.entry(path, ("id",))
+    entry.write_bytes(entry.read_bytes()[:100])
+    with caplog.at_level(logging.INFO, logger="sinks.iceberg.key_index"):
+        torn = cache.file_keys(path, ("id",), 3, lambda: pa.array(["a", "b", "c"]))
+    assert torn.where(WantedKeys.of(pa.array(["b"])))[0].tolist() == [1]
+    assert "unreadable" in caplog.text
+    assert cache.file_keys(path, ("id",), 3, _never_read).keys.to_pylist() == torn.keys.to_pylist()
+    with pytest.raises(ValueError, match="2 keys read for 3 rows"):
+        KeyIndexCache(str(tmp_path / "other"), 1 << 30).file_keys(path, ("id",), 3, lambda: pa.array(["a", "b"]))
+
+
+def test_a_cache_that_cannot_be_written_only_costs_a_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    cache = KeyIndexCache(str(blocked / "cache"), 1 << 30)
+    with caplog.at_level(logging.WARNING, logger="sinks.iceberg.key_index"):
+        found = cache.file_keys("file:///f.parquet", ("id",), 2, lambda: pa.array(["a", "b"]))
+    assert found.where(WantedKeys.of(pa.array(["b"])))[0].tolist() == [1]
+    assert "not kept" in caplog.text
+
+
+def test_entries_beyond_the_budget_go_least_recently_used_first(tmp_path: Path) -> None:
+    keys = pa.array([f"key-{n:06d}" for n in range(2000)])
+    probe = KeyIndexCache(str(tmp_path / "probe"), 1 << 30)
+    probe.file_keys("f0", ("id",), len(keys), lambda: keys)
+    size = probe.entry("f0", ("id",)).stat().st_size
+    cache = KeyIndexCache(str(tmp_path / "cache"), int(size * 2.5))
+    for n in range(2):
+        cache.file_keys(f"f{n}", ("id",), len(keys), lambda: keys)
+        entry = cache.entry(f"f{n}", ("id",))
+        os.utime(entry, (time.time() - 100 + n, time.time() - 100 + n))
+    cache.file_keys("f0", ("id",), len(keys), _never_read)  # (f0 is used: f1 is now the least recent)
+    abandoned = tmp_path / "cache" / f"{key_index.PARTIAL}dead"
+    abandoned.write_bytes(b"x")
+    os.utime(abandoned, (time.time() - 2 * key_index.ABANDONED_SECONDS,) * 2)
+    cache.file_keys("f2", ("id",), len(keys), lambda: keys)
+    kept = {p.name for p in (tmp_path / "cache").iterdir()}
+    assert kept == {cache.entry(n, ("id",)).name for n in ("f0", "f2")}
+    assert all(name.endswith(SUFFIX) for name in kept)
+
+
+# --- upsert commits of text keys through the index ---------------------------------------------------------
+
+
+def _catalog(tmp_path: Path, mode: str) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    tmp_path.mkdir()
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    catalog.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", StringType(), required=False),
+        NestedField(2, "op", StringType(), required=False),
+        NestedField(3, "v", StringType(), required=False),
+        NestedField(4, "lsn", LongType(), required=False),
+    )
+    catalog.create_table("db.t", schema, properties={"format-version": "2", MERGE_MODE: mode})
+    return catalog
+
+
+@pytest.mark.parametrize("ordering_field", [None, "lsn"])
+@pytest.mark.parametrize("mode", [MERGE_ON_READ, COPY_ON_WRITE])
+def test_upserts_of_text_keys_through_the_index_leave_the_table_the_records_say(
+    tmp_path: Path, mode: str, ordering_field: str | None
+) -> None:
+    """Random commits of inserts, updates and deletes of UUID keys (repeated within a commit, deletes of keys
+    never written, with and without an ordering field): the table after each equals a model of the records,
+    the same with the index as without it, and from the second commit on the index is read, not the files."""
+    rng = random.Random(f"{mode}{ordering_field}")
+    pool = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(120)]
+    catalogs = {indexed: _catalog(tmp_path / str(indexed), mode) for indexed in (True, False)}
+    cache = KeyIndexCache(str(tmp_path / "cache"), 1 << 30)
+    model: dict[str, tuple[str, int]] = {}
+    jobs: list[Any] = []
+
+    def run_units(job: Any) -> list[dict[str, Any]]:
+        jobs.append(job)
+        return [job.run_unit(n) for n in range(job.count)]
+
+    lsn = 0
+    for number in range(6):
+        rows = []
+        for _ in range(rng.randint(20, 60)):
+            lsn += 1
+            key = rng.choice(pool)
+            # (With the ordering field, some records carry an older position than the table's row of their key.)
+            at = lsn - rng.choice([0, 0, 0, 500]) if ordering_field else lsn
+            op = rng.choice(["c", "u", "u", "d"])
+            rows.append({"id": key, "op": op, "v": None if op == "d" else f"{key[:4]}@{at}", "lsn": at})
+        for row in sorted(rows, key=lambda r: r["lsn"]) if ordering_field else rows:
+            key = str(row["id"])
+            if ordering_field and key in model and model[key][1] > int(str(row["lsn"])):
+                continue
+            if row["op"] == "d":
+                model.pop(key, None)
+            else:
+                model[key] = (str(row["v"]), int(str(row["lsn"])))
+        for indexed, catalog in catalogs.items():
+            path = tmp_path / str(indexed) / f"commit-{number}.parquet"
+            pq.write_table(pa.Table.from_pylist(rows), path)
+            commit = TableCommit("t", f"commit-{number}", 1, (CommitFile(str(path)),), {"t": {"0": [0, 1]}}, None)
+            commit_upserts(
+                catalog,
+                "db.t",
+                commit,
+                [CommitFile(str(path))],
+                ["id"],
+                "op",
+                run_units,
+                ordering_field=ordering_field,
+                key_cache=cache if indexed else None,
+            )
+        tables = {
+            indexed: {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}
+            for indexed, catalog in catalogs.items()
+        }
+        assert tables[True] == {k: v for k, (v, _) in model.items()}
+        assert tables[False] == tables[True]
+    indexed_jobs = [job for job in jobs if job.key_cache is not None]
+    assert indexed_jobs and all(job.wanted is not None for job in indexed_jobs)
+    assert all(job.key_cache is None for job in jobs if job not in indexed_jobs)
+    assert len(list((tmp_path / "cache").glob(f"*{SUFFIX}"))) >= 5
