@@ -837,14 +837,14 @@ def test_a_task_that_stops_saying_so_is_given_up_on_at_the_timeout_and_no_wait_o
 
 
 # How many fields each event version added at the end (workers.events).
-FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1, 8: 1, 9: 1}
+FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1, 8: 1, 9: 1, 10: 1}
 
 
 @pytest.mark.parametrize("version", [1, 2, 5])
 def test_a_reader_of_an_earlier_event_version_still_decodes_a_status(version: int) -> None:
     # Events are written without their schema; fields added at the end
     # (version 2: file_partitions, 3: end_requested, ... 6: end_cause and
-    # end_reason, 7: write_seconds, 8: catch_up, 9: table_versions) are trailing bytes to an older reader, and a type added at
+    # end_reason, 7: write_seconds, 8: catch_up, 9: table_versions, 10: file_offsets) are trailing bytes to an older reader, and a type added at
     # the end of the enum is one it cannot decode, so it skips that event
     # (as ControlChannel.poll does).
     assert max(FIELDS_ADDED) == events.SCHEMA_VERSION

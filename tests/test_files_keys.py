@@ -43,9 +43,10 @@ IGNORED = {
     "s3.acl.canned=private": None,  # (honoured, as are the other canned ACLs of objects)
     "s3.acl.canned=bucket-owner-full-control": None,
     "s3.proxy.url=http://proxy:3128": None,
-    "s3.object.tagging=false": "as with false",
-    "s3.object.tagging.key.value.pairs=team:data": "not tagged",
-    "s3.object.behavior.on.tagging.error=fail": "not tagged",
+    "s3.object.tagging=false": None,
+    "s3.object.tagging=true": None,  # (honoured: the S3 sink's tags)
+    "s3.object.tagging.key.value.pairs=team:data": "not tagged (s3.object.tagging=false)",
+    "s3.object.behavior.on.tagging.error=fail": "not tagged (s3.object.tagging=false)",
     "s3.http.send.expect.continue=false": "changes no file",
     "s3.send.digest=true": "changes no file",
     "s3.wan.mode=true": "Transfer Acceleration",
@@ -59,7 +60,7 @@ REFUSED = {
     "s3.ssl.enabled=false": "follows store.url's scheme",
     "s3.acl.canned=log-delivery-write": "a bucket's ACL",
     "s3.acl.canned=public": "unknown canned ACL 'public'; use one of private, public-read",
-    "s3.object.tagging=true": "object tagging is not supported yet",
+    "s3.object.behavior.on.tagging.error=warn": "ignore, fail",
     "s3.proxy.url=socks5://proxy:1080": "is not a proxy URL: use http://host:port",
     "s3.proxy.url=http://proxy:3128/path": "has no path",
     "s3.proxy.url=http://proxy:port": "not a proxy URL",
@@ -85,6 +86,51 @@ def test_s3_keys_the_sink_cannot_honour_are_refused_with_why_not_as_typos(settin
     key, value = setting.split("=", 1)
     [why] = validate_config(s3_config(**{key: value})).errors[key]
     assert REFUSED[setting] in why and TYPO not in why
+
+
+# s3.object.tagging.key.value.pairs (with s3.object.tagging=true) -> the words of the reason it is refused with.
+TAG_PAIRS_REFUSED = {
+    "team": "is not key:value",
+    "url:http://x": "is not key:value (the S3 sink reads a pair up to its second ':'",
+    ":data": "a tag key of 1 to 128 characters",
+    "aws.x:y, aws:z:w": "is not key:value",
+    "AWS;x:y": "letters, digits, spaces and + - = . _ : / @ only",
+    "endOffset:9": "one of the tags every file gets",
+    "team:a, team:b": "given twice",
+    ",".join(f"k{n}:v" for n in range(8)): "at most 10 tags",
+}
+
+
+@pytest.mark.parametrize("pairs", list(TAG_PAIRS_REFUSED))
+def test_tags_s3_would_refuse_are_refused_at_validation(pairs: str) -> None:
+    config = s3_config(**{"s3.object.tagging": "true", "s3.object.tagging.key.value.pairs": pairs})
+    [why] = validate_config(config).errors["s3.object.tagging.key.value.pairs"]
+    assert TAG_PAIRS_REFUSED[pairs] in why
+
+
+def test_tagging_applies_to_s3_only_and_its_pairs_are_the_files_tags(tmp_path: Path) -> None:
+    local = {
+        "connector.class": "files",
+        "topics": "t",
+        "store.url": str(tmp_path),
+        "format.class": "json",
+        "flush.size": "9",
+    }
+    [why] = validate_config({**local, "s3.object.tagging": "true"}).errors["s3.object.tagging"]
+    assert "applies to S3 storage only" in why
+    assert validate_config({**local, "s3.object.tagging": "false"}).ok
+    tagging = SinkConfig.parse(
+        s3_config(**{"s3.object.tagging": "true", "s3.object.tagging.key.value.pairs": " team : data ,env:prod"})
+    ).settings.tagging
+    assert tagging is not None and not tagging.fail
+    assert tagging.tags(5, 9, 4) == {
+        "startOffset": "5",
+        "endOffset": "9",
+        "recordCount": "4",
+        "team": "data",
+        "env": "prod",
+    }
+    assert SinkConfig.parse(s3_config()).settings.tagging is None
 
 
 def test_an_s3_typo_is_still_refused_as_one() -> None:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import fastavro
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class EventType(StrEnum):
@@ -139,6 +139,13 @@ _SCHEMA = fastavro.parse_schema(
             # its version and its metadata file, by table name.
             {"name": "table_versions", "type": {"type": "map", "values": "string"}, "default": {}},
             {"name": "table_metadata", "type": {"type": "map", "values": "string"}, "default": {}},
+            # Version 10: each data file's first and last record offsets, by path, for sinks that name or tag
+            # their files by them (the files sink's S3 object tags).
+            {
+                "name": "file_offsets",
+                "type": {"type": "map", "values": {"type": "array", "items": "long"}},
+                "default": {},
+            },
         ],
     }
 )
@@ -158,6 +165,9 @@ class DataFile:
     # Where the file was written, if the commit moves it to ``path`` (the files
     # sink); None when it is written under its final name.
     staged_path: str | None = None
+    # The offsets of the file's first and last records (the files sink's), if known.
+    first_offset: int | None = None
+    last_offset: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -169,6 +179,8 @@ class DataFile:
             "bytes": self.bytes,
             "partition_values": self.partition_values,
             "staged_path": self.staged_path,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
         }
 
 
@@ -247,6 +259,11 @@ class ControlEvent:
             "catch_up": self.catch_up,
             "table_versions": {name: t.version for name, t in self.table_versions.items()},
             "table_metadata": {name: t.metadata_location for name, t in self.table_versions.items()},
+            "file_offsets": {
+                f.path: [f.first_offset, f.last_offset]
+                for f in self.files
+                if f.first_offset is not None and f.last_offset is not None
+            },
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -272,6 +289,8 @@ class ControlEvent:
                     **f,
                     partition_values=record["file_partitions"].get(f["path"]),
                     staged_path=record["file_sources"].get(f["path"]),
+                    first_offset=record["file_offsets"].get(f["path"], (None, None))[0],
+                    last_offset=record["file_offsets"].get(f["path"], (None, None))[1],
                 )
                 for f in record["files"]
             ),

@@ -24,7 +24,7 @@ from connectors.config import SinkConfig
 from sinks.files.s3 import ObjectsOnlyS3
 from sinks.files.settings import FilesSettings
 from sinks.files.writer import TMP_DIR, tmp_root
-from workers.coordinator import PreparedCommit, SinkUnavailable
+from workers.coordinator import CommitNotApplied, PreparedCommit, SinkUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,12 @@ class FilesCommitter:
             if on_s3:
                 next_offset = prepared.offsets[f["topic"]][str(f["partition"])][1]
                 metadata = {COMMIT_METADATA: str(prepared.commit_id), NEXT_OFFSET_METADATA: str(next_offset)}
-            move(fs, f.get("staged_path"), self._fs_path(f["path"], root), metadata)
+            target = self._fs_path(f["path"], root)
+            move(fs, f.get("staged_path"), target, metadata)
+            if self.settings.tagging is not None:
+                # (After the move, found done or not: a commit rolled forward after a crash between the two tags
+                # its files then.)
+                self._tag(fs, target, f, prepared)
         # What is left of this commit: files of a write that was superseded or retried.
         leftovers = tmp_root(self.settings, root, prepared.commit_id)
         if fs.get_file_info(leftovers).type == pafs.FileType.Directory:
@@ -155,6 +160,36 @@ class FilesCommitter:
             self._sweep(prepared)
         # Files have no snapshots: the ledger's entry is the commit's record.
         return {}
+
+    def _tag(self, fs: pafs.FileSystem, target: str, file: dict[str, Any], prepared: PreparedCommit) -> None:
+        """Tag a committed file on S3 as the S3 sink tags it (s3.object.tagging). A store that cannot be reached is
+        an outage; tags S3 refuses are logged (s3.object.behavior.on.tagging.error=ignore) or fail the commit."""
+        tagging = self.settings.tagging
+        assert tagging is not None
+        first, last = file.get("first_offset"), file.get("last_offset")
+        if first is None or last is None:
+            log.warning(
+                "%s: s3://%s is not tagged: commit %s was prepared by a version that did not record its files' offsets",
+                self.connector,
+                target,
+                prepared.commit_id,
+            )
+            return
+        s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
+        try:
+            s3.tag_object(target, tagging.tags(first, last, file["records"]))
+        except OSError as exc:
+            if storage_outage(exc, self.settings) is not None:
+                raise
+            if tagging.fail:
+                reason = f"S3 did not tag it (s3.object.behavior.on.tagging.error=fail): {exc}"
+                raise CommitNotApplied(self.connector, prepared.commit_id, reason, f"s3://{target}") from exc
+            log.warning(
+                "%s: s3://%s is committed untagged (s3.object.behavior.on.tagging.error=ignore): %s",
+                self.connector,
+                target,
+                exc,
+            )
 
     def _fs_path(self, path: str, root: str) -> str:
         # The ledger keeps the URL readers use; the filesystem wants its own path.

@@ -161,6 +161,38 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("s3.proxy.user", KeyType.STRING, "The proxy's user name (Basic authentication).", _G_STORAGE, order=11),
     ConfigKey("s3.proxy.password", KeyType.PASSWORD, "The proxy user's password.", _G_STORAGE, order=12),
     ConfigKey(
+        "s3.object.tagging",
+        KeyType.BOOLEAN,
+        "true: each file is tagged, as the S3 sink tags it, with startOffset and endOffset (the offsets of its "
+        "first and last records) and recordCount, when its commit moves it to its name (a lifecycle rule or a "
+        "reader can select files by them).",
+        _G_STORAGE,
+        default="false",
+        importance=Importance.LOW,
+        order=13,
+    ),
+    ConfigKey(
+        "s3.object.tagging.key.value.pairs",
+        KeyType.LIST,
+        "More tags for every file, with s3.object.tagging=true: key:value pairs, comma-separated "
+        "(team:data,env:prod); at most 7, as S3 takes 10 tags on an object.",
+        _G_STORAGE,
+        importance=Importance.LOW,
+        order=14,
+    ),
+    ConfigKey(
+        "s3.object.behavior.on.tagging.error",
+        KeyType.STRING,
+        "What a file S3 would not tag does (tags refused, or the permission s3:PutObjectTagging missing): ignore "
+        "(logged; the file is committed untagged) or fail (its commit is not applied, and is retried at the "
+        "connector's next start). A store that cannot be reached is an outage either way, retried.",
+        _G_STORAGE,
+        default="ignore",
+        choices=("ignore", "fail"),
+        importance=Importance.LOW,
+        order=15,
+    ),
+    ConfigKey(
         "format.class",
         KeyType.CLASS,
         "File format: parquet, avro or json (JSON lines), or the Confluent sinks' format class names. Required, "

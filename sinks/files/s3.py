@@ -99,6 +99,14 @@ class ObjectsOnlyS3(pafs.FileSystemHandler):
             ),
         )
 
+    def tag_object(self, path: str, tags: dict[str, str]) -> None:
+        """Set the object's tags (PutObjectTagging: they replace any it had, so a retry changes nothing)."""
+        bucket, key = _bucket_and_key(path)
+        tag_set = [{"Key": k, "Value": v} for k, v in tags.items()]
+        self._call(
+            f"tagging {path}", lambda s3: s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": tag_set})
+        )
+
     def user_metadata(self, path: str) -> dict[str, str]:
         """The object's user metadata (``x-amz-meta-*``, without the prefix)."""
         bucket, key = _bucket_and_key(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,7 +51,6 @@ AWS_DEFAULT_CREDENTIALS = (
     "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
     "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
 )
-UNTAGGED = "objects are not tagged (s3.object.tagging is refused unless false), so its tagging settings change nothing"
 S3_CLIENT_MEMORY = "how the S3 client buffers a file's parts in memory; it changes no file"
 # Keys of the Confluent sinks that this sink does not take as its own keys, and what it does with each: ignored
 # with a note when that changes nothing written, refused when it would.
@@ -107,14 +107,6 @@ KEY_RULES = {
         refused="not a key of the S3 sink (it is Trino's and Flink's): whether S3 is reached over TLS follows "
         "store.url's scheme, https:// or http:// (AWS itself, without store.url: https); remove it",
     ),
-    "s3.object.tagging": KeyRule(
-        ignored="objects are not tagged, as with false",
-        refused="object tagging is not supported yet: objects are not tagged with their offsets and record count "
-        "(their names hold their first offsets, their metadata the next offset after their commit)",
-        harmless=("false",),
-    ),
-    "s3.object.tagging.key.value.pairs": KeyRule(ignored=UNTAGGED),
-    "s3.object.behavior.on.tagging.error": KeyRule(ignored=UNTAGGED),
     "s3.http.send.expect.continue": KeyRule(
         ignored="an HTTP handshake of the S3 client's multipart uploads; it changes no file",
     ),
@@ -244,16 +236,26 @@ def _check_storage(result: ConfigValidation, config: dict[str, str]) -> None:
         result.add("topics.dir", "a directory under the store: relative, without '..'")
 
 
-S3_CLIENT_KEYS = ("s3.acl.canned", "s3.proxy.url", "s3.proxy.user", "s3.proxy.password")
+S3_CLIENT_KEYS = ("s3.acl.canned", "s3.proxy.url", "s3.proxy.user", "s3.proxy.password", "s3.object.tagging")
 
 
 def _check_s3_client(result: ConfigValidation, config: dict[str, str], s3: bool) -> None:
-    """s3.acl.canned and s3.proxy.*: S3's canned ACLs of objects; a proxy URL S3's clients can take."""
+    """s3.acl.canned, s3.proxy.* and s3.object.tagging*: S3's canned ACLs of objects; a proxy URL S3's clients
+    can take; tags S3 takes."""
     if not s3:
         for key in S3_CLIENT_KEYS:
-            if _get(config, key):
+            if _get(config, key) and not (key == "s3.object.tagging" and _get(config, key).lower() == "false"):
                 result.add(key, "applies to S3 storage only (s3.bucket.name), and files go to store.url")
         return
+    if _get(config, "s3.object.tagging").lower() == "true":
+        try:
+            ObjectTagging.parse(config)
+        except ValueError as exc:
+            result.add("s3.object.tagging.key.value.pairs", str(exc))
+    else:
+        for key in ("s3.object.tagging.key.value.pairs", "s3.object.behavior.on.tagging.error"):
+            if key in config:
+                result.ignore(key, "objects are not tagged (s3.object.tagging=false), so it changes nothing")
     acl = _get(config, "s3.acl.canned")
     if acl == "log-delivery-write":
         result.add("s3.acl.canned", "log-delivery-write is a bucket's ACL: S3 does not grant it on the files written")
@@ -398,6 +400,57 @@ class S3Proxy:
         return f"{self.scheme}://{credentials}{self.netloc_host}:{self.port}"
 
 
+# The tags the S3 sink gives a file (s3.object.tagging), and the rules S3 holds tags to: at most 10 on an
+# object; a key of 1 to 128 characters (not starting "aws:", which a key read up to a ':' cannot); a value of up
+# to 256; letters, digits, white space and + - = . _ : / @.
+OFFSET_TAGS = ("startOffset", "endOffset", "recordCount")
+MAX_TAGS = 10
+_TAG_TEXT = re.compile(r"[\w\s+\-=._:/@]*")
+
+
+@dataclass(frozen=True)
+class ObjectTagging:
+    """s3.object.tagging=true: each committed file on S3 is tagged, as the S3 sink tags it, with the offsets of its
+    first and last records and its record count, and the ``extra`` pairs (s3.object.tagging.key.value.pairs).
+    ``fail``: s3.object.behavior.on.tagging.error=fail (a file that cannot be tagged fails its commit), else
+    ignore (it is logged)."""
+
+    extra: tuple[tuple[str, str], ...] = ()
+    fail: bool = False
+
+    def tags(self, first: int, last: int, records: int) -> dict[str, str]:
+        offsets = dict(zip(OFFSET_TAGS, (str(first), str(last), str(records)), strict=True))
+        return offsets | dict(self.extra)
+
+    @classmethod
+    def parse(cls, config: Mapping[str, str]) -> ObjectTagging:
+        """From the config; ValueError for pairs that S3 or the S3 sink would not take as they are written."""
+        extra: dict[str, str] = {}
+        for pair in (p.strip() for p in _get(config, "s3.object.tagging.key.value.pairs").split(",")):
+            if not pair:
+                continue
+            if pair.count(":") != 1:
+                raise ValueError(
+                    f"{pair!r} is not key:value (the S3 sink reads a pair up to its second ':', so a tag's "
+                    "value cannot hold one)"
+                )
+            key, value = (part.strip() for part in pair.split(":"))
+            if not key or len(key) > 128 or len(value) > 256:
+                raise ValueError(f"{pair!r}: S3 takes a tag key of 1 to 128 characters and a value of up to 256")
+            if not _TAG_TEXT.fullmatch(key) or not _TAG_TEXT.fullmatch(value):
+                raise ValueError(f"{pair!r}: S3 takes tags of letters, digits, spaces and + - = . _ : / @ only")
+            if key in OFFSET_TAGS:
+                raise ValueError(f"{pair!r}: {key} is one of the tags every file gets ({', '.join(OFFSET_TAGS)})")
+            if key in extra:
+                raise ValueError(f"{pair!r}: the tag {key} is given twice")
+            extra[key] = value
+        if len(extra) + len(OFFSET_TAGS) > MAX_TAGS:
+            raise ValueError(
+                f"{len(extra)} tags besides {', '.join(OFFSET_TAGS)}: S3 takes at most {MAX_TAGS} tags on an object"
+            )
+        return cls(tuple(extra.items()), _get(config, "s3.object.behavior.on.tagging.error").lower() == "fail")
+
+
 @dataclass(frozen=True)
 class Storage:
     """Where files go: a pyarrow filesystem and the root path on it (no trailing slash)."""
@@ -484,6 +537,7 @@ class FilesSettings:
     # The S3 sink's names (<topic>+<partition>+<first offset>.<ext>), or the HDFS sinks' with the last offset
     # too: by connector.class, as the sink each class names does.
     first_offset_names: bool = False
+    tagging: ObjectTagging | None = None
 
     def file_name(self, topic: str, partition: int, first: int, last: int) -> str:
         """A committed file's name, in its topic's partition's directory."""
@@ -555,6 +609,7 @@ class FilesSettings:
             compression=_get(raw, "s3.compression.type"),
             compression_level=int(_get(raw, "s3.compression.level")),
             first_offset_names=_get(raw, "connector.class") in (S3_CLASS, S3_CLASS.rsplit(".", 1)[-1]),
+            tagging=ObjectTagging.parse(raw) if _get(raw, "s3.object.tagging").lower() == "true" else None,
         )
 
 

@@ -366,6 +366,8 @@ class PartitionFiles(RecordRuns):
                 bytes=self.fs.get_file_info(opened.tmp_path).size,
                 partition_values=directory,
                 staged_path=opened.tmp_path,
+                first_offset=opened.first,
+                last_offset=opened.last,
             )
         )
 

@@ -5,15 +5,18 @@ partition's next offset, are in the file's user metadata (``sinks.files.committe
 from __future__ import annotations
 
 import json
+import logging
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from connectors.config import SinkConfig
-from sinks.files.committer import FilesCommitter, committed_file_ranges
+from sinks.files.committer import COMMIT_METADATA, NEXT_OFFSET_METADATA, FilesCommitter, committed_file_ranges, move
+from sinks.files.settings import ObjectTagging
 from sinks.files.writer import PartitionFiles
 from tests.conftest import s3_boto_client, s3_client
-from workers.coordinator import PreparedCommit
+from workers.coordinator import CommitNotApplied, PreparedCommit
 
 # moto and the writer and committer in this process: no broker, no Spark.
 pytestmark = [pytest.mark.integration, pytest.mark.beside]
@@ -21,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.beside]
 TOPIC = "orders"
 
 
-def s3_config(endpoint: str, bucket: str) -> SinkConfig:
+def s3_config(endpoint: str, bucket: str, **keys: str) -> SinkConfig:
     return SinkConfig.parse(
         {
             "connector.class": "io.confluent.connect.s3.S3SinkConnector",
@@ -33,15 +36,18 @@ def s3_config(endpoint: str, bucket: str) -> SinkConfig:
             "aws.secret.access.key": "test",
             "format.class": "io.confluent.connect.s3.format.json.JsonFormat",
             "flush.size": "1000",
+            **keys,
         }
     )
 
 
-def commit(config: SinkConfig, ids: range) -> PreparedCommit:
-    """A prepared commit of partition 0's offsets ``ids``, each record ``{"id": offset}``, its file staged."""
+def commit(config: SinkConfig, ids: range, tombstones: tuple[int, ...] = ()) -> PreparedCommit:
+    """A prepared commit of partition 0's offsets ``ids``, each record ``{"id": offset}`` (those in ``tombstones``
+    without a value), its file staged."""
     commit_id = uuid.uuid4()
     files = PartitionFiles(config, config.settings, commit_id, TOPIC, 0)
-    files.write(list(ids), [0] * len(ids), [json.dumps({"id": i}).encode() for i in ids], [None] * len(ids))
+    values = [None if i in tombstones else json.dumps({"id": i}).encode() for i in ids]
+    files.write(list(ids), [0] * len(ids), values, [None] * len(ids))
     files.close_all()
     offsets = {TOPIC: {"0": [ids.start, ids.stop]}}
     return PreparedCommit(commit_id, 1, [f.as_dict() for f in files.closed], offsets, None)
@@ -99,3 +105,70 @@ def test_a_name_given_again_once_offsets_are_rewound_holds_the_new_records_and_a
     for name in (f"{TOPIC}+0+0000000010+0000000019.json", "other+0+0000000050+0000000059.json"):
         client.put_object(Bucket=bucket, Key=f"topics/{TOPIC}/partition=0/{name}", Body=b'{"id": 10}\n')
     assert committed_file_ranges(config)[0] == {(TOPIC, 0): (0, 20)}
+
+
+def test_files_are_tagged_with_their_offsets_and_count_and_a_commit_rolled_forward_tags_them(s3_endpoint: str) -> None:
+    """s3.object.tagging=true: each file gets the S3 sink's tags (its first and last records' offsets, its record
+    count) and the configured pairs, when its commit moves it; a commit whose moves were done before a crash,
+    and whose tags were not, is rolled forward and tags its files then."""
+    bucket = f"tags-{uuid.uuid4().hex[:8]}"
+    s3_client(s3_endpoint).create_dir(bucket)
+    config = s3_config(
+        s3_endpoint,
+        bucket,
+        **{
+            "s3.object.tagging": "true",
+            "s3.object.tagging.key.value.pairs": "team:data, env:prod",
+            "behavior.on.null.values": "ignore",
+        },
+    )
+    client = s3_boto_client(s3_endpoint)
+
+    def tags(first: int) -> dict[str, str]:
+        key = f"topics/{TOPIC}/partition=0/{TOPIC}+0+{first:010d}.json"
+        return {t["Key"]: t["Value"] for t in client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}
+
+    # Offsets 0..6 less 3 (a tombstone, skipped with behavior.on.null.values=ignore): six records.
+    prepared = commit(config, range(0, 7), tombstones=(3,))
+    FilesCommitter("tags", config).commit(prepared)
+    assert tags(0) == {"startOffset": "0", "endOffset": "6", "recordCount": "6", "team": "data", "env": "prod"}
+
+    # The coordinator died after the move and before the tags: the next one finds the move done, and tags.
+    crashed = commit(config, range(7, 9))
+    fs, _ = config.settings.storage.filesystem()
+    moved = crashed.files[0]
+    metadata = {COMMIT_METADATA: str(crashed.commit_id), NEXT_OFFSET_METADATA: "9"}
+    move(fs, moved["staged_path"], moved["path"].removeprefix("s3://"), metadata)
+    assert tags(7) == {}
+    FilesCommitter("tags", config).commit(crashed)
+    assert tags(7) == {"startOffset": "7", "endOffset": "8", "recordCount": "2", "team": "data", "env": "prod"}
+
+
+@pytest.mark.parametrize("on_error", ["ignore", "fail"])
+def test_tags_s3_refuses_leave_the_file_committed_untagged_or_fail_the_commit(
+    s3_endpoint: str, on_error: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """s3.object.behavior.on.tagging.error: tags S3 refuses (eight pairs besides the three offsets' tags: S3 takes
+    ten; the config's validation refuses them, so they are set here behind it) are logged and the file committed
+    untagged (ignore), or fail the commit, saying which file and why (fail), which its next start rolls forward."""
+    bucket = f"tagerr-{uuid.uuid4().hex[:8]}"
+    s3_client(s3_endpoint).create_dir(bucket)
+    config = s3_config(s3_endpoint, bucket)
+    too_many = ObjectTagging(tuple((f"k{n}", "v") for n in range(8)), fail=on_error == "fail")
+    config = replace(config, settings=replace(config.settings, tagging=too_many))
+    prepared = commit(config, range(0, 3))
+    committer = FilesCommitter("tag-errors", config)
+    client = s3_boto_client(s3_endpoint)
+    key = f"topics/{TOPIC}/partition=0/{TOPIC}+0+0000000000.json"
+    if on_error == "ignore":
+        with caplog.at_level(logging.WARNING, logger="sinks.files.committer"):
+            committer.commit(prepared)
+        assert "committed untagged (s3.object.behavior.on.tagging.error=ignore)" in caplog.text
+        assert "cannot be greater than 10" in caplog.text
+    else:
+        with pytest.raises(CommitNotApplied, match=r"to s3://.*\+0000000000\.json: S3 did not tag it") as failed:
+            committer.commit(prepared)
+        assert "cannot be greater than 10" in str(failed.value)
+    # Moved either way: the file is at its name, with its records, untagged.
+    assert client.get_object(Bucket=bucket, Key=key)["Body"].read().count(b"\n") == 3
+    assert client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"] == []

@@ -155,6 +155,21 @@ def assert_named_as_the_s3_sink_names_them(
         assert metadata["sinkadmin-next-offset"] == str(end) and "sinkadmin-commit-id" in metadata, metadata
 
 
+def assert_tagged_as_the_s3_sink_tags_them(endpoint: str, bucket: str, topic: str, extra: dict[str, str]) -> None:
+    """Each file's tags (s3.object.tagging=true), read with boto3: the offsets of its first and last records (the
+    name's, and as many after it as the file has records: none is skipped here), its record count, and the
+    ``extra`` pairs."""
+    client = s3_boto_client(endpoint)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"topics/{topic}/")["Contents"]]
+    assert keys
+    for key in keys:
+        records = len(client.get_object(Bucket=bucket, Key=key)["Body"].read().splitlines())
+        tags = {t["Key"]: t["Value"] for t in client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}
+        _, _, first = parse_start_file_name(key.rsplit("/", 1)[1]) or ("", -1, -1)
+        expected = {"startOffset": str(first), "endOffset": str(first + records - 1), "recordCount": str(records)}
+        assert tags == {**expected, **extra}, (key, tags)
+
+
 def assert_no_directory_markers(endpoint: str, bucket: str) -> None:
     """Every object in the bucket, listed with boto3 (not the sink's S3 client), is a file: no ``<dir>/`` key and no
     empty object but a data file's. The Confluent S3 sink writes no directory markers, and a reader of its layout
@@ -327,7 +342,13 @@ def test_files_land_once_in_an_s3_bucket(
     name = "files-s3"
     bucket = f"lake-{topic_name}"
     s3, store = s3_bucket(s3_endpoint, bucket)
-    config = {**store, "format.class": "io.confluent.connect.s3.format.json.JsonFormat", "tasks.max": "2"}
+    config = {
+        **store,
+        "format.class": "io.confluent.connect.s3.format.json.JsonFormat",
+        "tasks.max": "2",
+        "s3.object.tagging": "true",
+        "s3.object.tagging.key.value.pairs": "pipeline:orders",
+    }
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
     ends = produce(kafka_bootstrap, topic_name, json_records(0, COUNT), PARTITIONS)
     # "Test connection" first: it writes and deletes a probe file under the topics directory.
@@ -338,6 +359,7 @@ def test_files_land_once_in_an_s3_bucket(
     commit = Commit.objects.filter(connector_name=name, state=CommitState.COMMITTED).exclude(files_count=0).first()
     assert commit is not None and all(f["path"].startswith(f"s3://{bucket}/topics/") for f in commit.files)
     assert_named_as_the_s3_sink_names_them(s3_endpoint, bucket, topic_name, ends)
+    assert_tagged_as_the_s3_sink_tags_them(s3_endpoint, bucket, topic_name, {"pipeline": "orders"})
     # Files were written under +tmp, moved (a copy and a delete) and their commits' +tmp directories deleted.
     assert_no_directory_markers(s3_endpoint, bucket)
 
