@@ -546,6 +546,10 @@ def warm_spark_server() -> list[dict[str, float]]:
     return curve
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 class Product:
     """The product as ``make run`` starts it (``manage.py runstack``: web, Celery connectors worker,
     supervisor, beat), on the benchmark's broker and Spark; connectors are created through its
@@ -563,6 +567,10 @@ class Product:
             env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": settings.KAFKA_BOOTSTRAP_SERVERS}
             if settings.SPARK_REMOTE:
                 env["SPARK_REMOTE"] = settings.SPARK_REMOTE
+        # The stack runs in a session of its own, which a SIGTERM to the benchmark (kill, a CI timeout) does not
+        # reach, and Python's default SIGTERM skips the finally that stops it: stop by SystemExit instead.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
         self.began = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "runstack", "--addr", f"127.0.0.1:{self.port}", *options],
