@@ -20,7 +20,7 @@ import pytest
 from sinks.iceberg import key_index
 from sinks.iceberg.key_index import SUFFIX, FileKeys, KeyIndexCache, WantedKeys
 from sinks.iceberg.tables import CommitFile, TableCommit
-from sinks.iceberg.upserts import COPY_ON_WRITE, MERGE_MODE, MERGE_ON_READ, commit_upserts
+from sinks.iceberg.upserts import COPY_ON_WRITE, KEY_TEXT_FORMAT, MERGE_MODE, MERGE_ON_READ, commit_upserts, key_column
 
 
 def _expected(keys: pa.Array, wanted: pa.Array) -> list[int]:
@@ -48,6 +48,47 @@ def test_keys_whose_hashes_collide_are_told_apart_by_their_text(monkeypatch: pyt
     wanted = pa.array(["b", "z"])
     positions, hit = FileKeys.of(keys).where(WantedKeys.of(wanted))
     assert positions.tolist() == [1, 5] and hit.to_pylist() == ["b", "b"]
+
+
+def test_a_key_held_many_times_and_keys_that_are_not_utf8_are_found() -> None:
+    # A commit's own file keeps its superseded records of a key (deleted by position): a run of one key.
+    keys = pa.array(["hot"] * 1000 + ["cold"] + ["hot"] * 5)
+    positions, _ = FileKeys.of(keys).where(WantedKeys.of(pa.array(["hot"])))
+    assert positions.tolist() == [*range(1000), *range(1001, 1006)]
+    # Text another engine wrote that is not valid UTF-8 is compared as its bytes, as the columns' lookup does.
+    raw = pa.array([b"ok", b"\xff\xfe", b"ok2"], pa.binary()).cast(pa.string(), safe=False)
+    wanted = pa.array([b"\xff\xfe"], pa.binary()).cast(pa.string(), safe=False)
+    assert FileKeys.of(raw).where(WantedKeys.of(wanted))[0].tolist() == [1]
+
+
+def test_keys_are_written_as_text_as_the_key_text_format_says() -> None:
+    """The texts of KEY_TEXT_FORMAT "1". A change of how keys are written as text must change KEY_TEXT_FORMAT:
+    the key indexes kept on disk hold keys as they were written, and would miss keys written another way."""
+    from decimal import Decimal
+
+    rows = pa.table(
+        {
+            "s": pa.array(["a"]),
+            "i": pa.array([7], pa.int32()),
+            "u": pa.array([uuid.UUID(int=1).bytes], pa.uuid()),
+            "f": pa.array([b"\x01\x02"], pa.binary(2)),
+            "b": pa.array([b"\xff"], pa.binary()),
+            "d": pa.array([Decimal("1.50")], pa.decimal128(5, 2)),
+            "t": pa.array([1_700_000_000_000_000], pa.timestamp("us", "UTC")),
+        }
+    )
+    texts = {name: key_column(rows, [name]).to_pylist()[0] for name in rows.column_names}
+    assert KEY_TEXT_FORMAT == "1"
+    assert texts == {
+        "s": "a",
+        "i": "7",
+        "u": "00000000000000000000000000000001",
+        "f": "0102",
+        "b": "ff",
+        "d": "1.50",
+        "t": "2023-11-14 22:13:20.000000Z",
+    }
+    assert key_column(rows, ["s", "i"]).to_pylist() == ["a\x1f7"]
 
 
 def _never_read() -> pa.Array:
@@ -83,18 +124,27 @@ def test_an_entry_that_is_not_the_data_files_or_is_torn_is_rebuilt(
     assert torn.where(WantedKeys.of(pa.array(["b"])))[0].tolist() == [1]
     assert "unreadable" in caplog.text
     assert cache.file_keys(path, ("id",), 3, _never_read).keys.to_pylist() == torn.keys.to_pylist()
+    # Keys written as text another way (another key_text, Arrow version or column type): rebuilt.
+    other = cache.file_keys(path, ("id",), 3, lambda: pa.array(["x", "y", "z"]), rendering="another")
+    assert sorted(other.keys.to_pylist()) == ["x", "y", "z"]
     with pytest.raises(ValueError, match="2 keys read for 3 rows"):
         KeyIndexCache(str(tmp_path / "other"), 1 << 30).file_keys(path, ("id",), 3, lambda: pa.array(["a", "b"]))
 
 
-def test_a_cache_that_cannot_be_written_only_costs_a_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_cache_that_cannot_be_written_is_given_up_by_the_process(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A directory that cannot be written: the index built is used, once, and the process builds none there
+    again (each would be built at every commit), saying so once."""
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     cache = KeyIndexCache(str(blocked / "cache"), 1 << 30)
     with caplog.at_level(logging.WARNING, logger="sinks.iceberg.key_index"):
         found = cache.file_keys("file:///f.parquet", ("id",), 2, lambda: pa.array(["a", "b"]))
-    assert found.where(WantedKeys.of(pa.array(["b"])))[0].tolist() == [1]
-    assert "not kept" in caplog.text
+        assert found is not None and found.where(WantedKeys.of(pa.array(["b"])))[0].tolist() == [1]
+        assert cache.file_keys("file:///g.parquet", ("id",), 2, _never_read) is None
+    assert caplog.text.count("cannot be kept") == 1
+    key_index._UNWRITABLE.discard(cache.directory)
 
 
 def test_entries_beyond_the_budget_go_least_recently_used_first(tmp_path: Path) -> None:
@@ -108,13 +158,45 @@ def test_entries_beyond_the_budget_go_least_recently_used_first(tmp_path: Path) 
         entry = cache.entry(f"f{n}", ("id",))
         os.utime(entry, (time.time() - 100 + n, time.time() - 100 + n))
     cache.file_keys("f0", ("id",), len(keys), _never_read)  # (f0 is used: f1 is now the least recent)
+    # What cannot be removed (here a directory named like an entry; another user's entry) is passed over.
+    (tmp_path / "cache" / f"stray{SUFFIX}").mkdir()
     abandoned = tmp_path / "cache" / f"{key_index.PARTIAL}dead"
     abandoned.write_bytes(b"x")
     os.utime(abandoned, (time.time() - 2 * key_index.ABANDONED_SECONDS,) * 2)
     cache.file_keys("f2", ("id",), len(keys), lambda: keys)
     kept = {p.name for p in (tmp_path / "cache").iterdir()}
-    assert kept == {cache.entry(n, ("id",)).name for n in ("f0", "f2")}
+    assert kept == {cache.entry(n, ("id",)).name for n in ("f0", "f2")} | {f"stray{SUFFIX}"}
     assert all(name.endswith(SUFFIX) for name in kept)
+
+
+def test_a_commit_with_a_null_key_looks_it_up_in_the_columns_as_before(tmp_path: Path) -> None:
+    """A null key (a keyless record keyed by _kafka_key, say) matches the rows without a key, as the columns'
+    lookup always has; an index leaves null keys out, so such a commit looks its keys up in the columns."""
+    catalog = _catalog(tmp_path / "t", MERGE_ON_READ)
+    cache = KeyIndexCache(str(tmp_path / "cache"), 1 << 30)
+    indexed: dict[int, set[bool]] = {}
+    number = 0
+
+    def run_units(job: Any) -> list[dict[str, Any]]:
+        indexed.setdefault(number, set()).add(job.key_cache is not None)
+        return [job.run_unit(n) for n in range(job.count)]
+
+    schema = pa.schema([("id", pa.string()), ("op", pa.string()), ("v", pa.string()), ("lsn", pa.int64())])
+    for number, rows in enumerate(
+        [
+            [{"id": "a", "op": "c", "v": "1", "lsn": 1}, {"id": None, "op": "c", "v": "n1", "lsn": 2}],
+            [{"id": None, "op": "u", "v": "n2", "lsn": 3}],
+            [{"id": "a", "op": "u", "v": "2", "lsn": 4}],
+        ]
+    ):
+        path = tmp_path / f"commit-{number}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows, schema), path)
+        commit = TableCommit("t", f"commit-{number}", 1, (CommitFile(str(path)),), {"t": {"0": [0, 1]}}, None)
+        commit_upserts(catalog, "db.t", commit, [CommitFile(str(path))], ["id"], "op", run_units, key_cache=cache)
+    table = catalog.load_table("db.t").scan().to_arrow().to_pylist()
+    assert sorted((r["id"] or "", r["v"]) for r in table) == [("", "n2"), ("a", "2")]
+    # (The second commit's null key: looked up in the columns; the third's: in the index.)
+    assert indexed[1] == {False} and indexed[2] == {True}
 
 
 # --- upsert commits of text keys through the index ---------------------------------------------------------

@@ -39,8 +39,8 @@ from pyarrow import ipc
 log = logging.getLogger(__name__)
 
 # The entries' layout: a change of it (or of how keys are hashed) changes the version, and entries of another
-# version are rebuilt.
-VERSION = "1"
+# version are rebuilt. (How a key is written as text is the ``rendering`` an entry is checked against too.)
+VERSION = "2"
 SUFFIX = ".keys.arrow"
 PARTIAL = ".partial-"
 # A partial entry older than this was left by a process that died writing it.
@@ -48,8 +48,10 @@ ABANDONED_SECONDS = 3600
 
 
 def key_hashes(keys: pa.Array) -> np.ndarray:
-    """Each key's 64-bit MurmurHash3 (x64, 128-bit variant's first half) of its UTF-8 text, as int64."""
-    return np.fromiter((mmh3.hash64(key)[0] for key in keys.to_pylist()), dtype=np.int64, count=len(keys))
+    """Each key's 64-bit MurmurHash3 (x64, 128-bit variant's first half) of its bytes (text that is not valid
+    UTF-8 included, as another engine may have written it), as int64. No key may be null."""
+    raw = keys.cast(pa.binary()).to_pylist()
+    return np.fromiter((mmh3.hash64(key)[0] for key in raw), dtype=np.int64, count=len(keys))
 
 
 @dataclass(frozen=True)
@@ -73,24 +75,18 @@ class FileKeys:
     def where(self, wanted: WantedKeys) -> tuple[np.ndarray, pa.Array]:
         """The positions of the file's rows whose key is one of ``wanted``'s, ascending, and those rows' keys
         (aligned with the positions)."""
+        # Each wanted hash's place among the file's (the wanted ones sorted: the search walks the file's once);
+        # for those found there, the run of equal hashes from it (one row, but for a collision or a key the
+        # file holds more than once).
         size = len(self.hashes)
-        # Each wanted hash's first place among the file's (the wanted ones sorted: the search walks the file's
-        # once), then the run of equal hashes from there: of one row, but for a collision or a repeated key.
         first = np.searchsorted(self.hashes, wanted.hashes, side="left")
-        candidates, which = [], []
-        active = np.arange(len(wanted.hashes))
-        step = 0
-        while active.size:
-            at = first[active] + step
-            inside = at < size
-            active, at = active[inside], at[inside]
-            equal = self.hashes[at] == wanted.hashes[active]
-            active, at = active[equal], at[equal]
-            candidates.append(at)
-            which.append(active)
-            step += 1
-        rows = np.concatenate(candidates)
-        wanted_at = wanted.order[np.concatenate(which)]
+        found = np.nonzero(self.hashes[np.minimum(first, size - 1)] == wanted.hashes)[0] if size else first[:0]
+        ends = np.searchsorted(self.hashes, wanted.hashes[found], side="right")
+        counts = ends - first[found]
+        which = np.repeat(found, counts)
+        # (Each run's rows: its start, plus 0, 1, ... within the run.)
+        rows = np.repeat(first[found] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        wanted_at = wanted.order[which]
         # Only the rows whose keys are equal, not just their hashes.
         equal = pc.equal(self.keys.take(pa.array(rows)), wanted.keys.take(pa.array(wanted_at)))
         matched = rows[np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)]
@@ -115,6 +111,11 @@ class WantedKeys:
         return cls(keys, hashes[order], order)
 
 
+# The cache directories this process could not write to (a path that the coordinator's settings name but a
+# Spark executor's machine lacks, a disk that is full or read-only): no index is built for them again.
+_UNWRITABLE: set[str] = set()
+
+
 def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
@@ -126,56 +127,68 @@ class KeyIndexCache:
     directory: str
     budget_bytes: int
 
-    def entry(self, data_file: str, id_columns: Sequence[str]) -> Path:
-        name = hashlib.sha256("\x1f".join([data_file, *id_columns]).encode()).hexdigest()[:40]
+    def entry(self, data_file: str, id_columns: Sequence[str], rendering: str = "") -> Path:
+        name = hashlib.sha256("\x1f".join([data_file, *id_columns, rendering]).encode()).hexdigest()[:40]
         return Path(self.directory) / f"{name}{SUFFIX}"
 
     def file_keys(
-        self, data_file: str, id_columns: Sequence[str], rows: int, read_keys: Callable[[], pa.Array]
-    ) -> FileKeys:
+        self,
+        data_file: str,
+        id_columns: Sequence[str],
+        rows: int,
+        read_keys: Callable[[], pa.Array],
+        rendering: str = "",
+    ) -> FileKeys | None:
         """The index of the data file at ``data_file`` (``rows`` rows), from its entry, or built from its keys
-        (``read_keys``: each row's key, in row order) and kept."""
-        entry = self.entry(data_file, id_columns)
-        found = self._load(entry, data_file, id_columns, rows)
+        (``read_keys``: each row's key as text, in row order) and kept. ``rendering`` says how that text was
+        made (the columns' types, the code and library that wrote them): an entry of another is stale.
+
+        None where the directory cannot be written (this process found it so before): an index kept nowhere
+        would cost its building at every commit, more than looking the keys up in the file."""
+        if self.directory in _UNWRITABLE:
+            return None
+        entry = self.entry(data_file, id_columns, rendering)
+        identity = {
+            "version": VERSION,
+            "data_file": data_file,
+            "id_columns": "\x1f".join(id_columns),
+            "rendering": rendering,
+            "rows": str(rows),
+        }
+        found = self._load(entry, identity)
         if found is not None:
             return found
         keys = read_keys()
         if len(keys) != rows:
             raise ValueError(f"{data_file}: {len(keys)} keys read for {rows} rows")
         built = FileKeys.of(keys)
-        self._keep(entry, built, data_file, id_columns, rows)
+        self._keep(entry, built, identity)
         return built
 
-    def _load(self, entry: Path, data_file: str, id_columns: Sequence[str], rows: int) -> FileKeys | None:
+    def _load(self, entry: Path, identity: dict[str, str]) -> FileKeys | None:
+        """The entry, if it is the index ``identity`` describes (else None: it is rebuilt)."""
         try:
             table = ipc.open_file(pa.memory_map(str(entry))).read_all()
-            meta = table.schema.metadata or {}
-            if (
-                meta.get(b"version") != VERSION.encode()
-                or meta.get(b"data_file") != data_file.encode()
-                or meta.get(b"id_columns") != "\x1f".join(id_columns).encode()
-                or meta.get(b"rows") != str(rows).encode()
-            ):
-                log.info("key index entry %s is not %s's: rebuilt", entry, data_file)
+            meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+            if meta != identity:
+                log.info("key index entry %s is not that of %s now: rebuilt", entry, identity["data_file"])
                 return None
+            # (One record batch, whose columns are views of the mapped file: nothing is copied, and only the
+            # pages a lookup touches are read.)
+            hashes, positions, keys = (_one_chunk(table.column(name)) for name in ("hash", "position", "key"))
             os.utime(entry)  # (used: evicted last)
         except FileNotFoundError:
             return None
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, KeyError, UnicodeDecodeError, pa.ArrowException) as exc:
             log.info("key index entry %s is unreadable (%s): rebuilt", entry, exc)
             return None
-        # (One record batch, whose columns are views of the mapped file: nothing is copied, and only the pages
-        # a lookup touches are read.)
-        hashes, positions, keys = (_one_chunk(table.column(name)) for name in ("hash", "position", "key"))
         return FileKeys(hashes.to_numpy(), positions.to_numpy(), keys)
 
-    def _keep(self, entry: Path, keys: FileKeys, data_file: str, id_columns: Sequence[str], rows: int) -> None:
+    def _keep(self, entry: Path, keys: FileKeys, identity: dict[str, str]) -> None:
         """Write the entry whole under another name, then rename it into place (a reader never sees a torn
         one), and evict beyond the budget. A cache that cannot be written is only not kept."""
-        meta = {"version": VERSION, "data_file": data_file, "id_columns": "\x1f".join(id_columns), "rows": str(rows)}
-        table = pa.table({"hash": keys.hashes, "position": keys.positions, "key": keys.keys}).replace_schema_metadata(
-            meta
-        )
+        table = pa.table({"hash": keys.hashes, "position": keys.positions, "key": keys.keys})
+        table = table.replace_schema_metadata(identity)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
             fd, partial = tempfile.mkstemp(dir=entry.parent, prefix=PARTIAL)
@@ -188,27 +201,40 @@ class KeyIndexCache:
                     os.unlink(partial)
                 raise
         except OSError as exc:
-            log.warning("key index of %s not kept in %s: %s", data_file, entry.parent, exc)
+            _UNWRITABLE.add(self.directory)
+            log.warning(
+                "key indexes cannot be kept in %s (%s): this process looks keys up in the data files instead",
+                self.directory,
+                exc,
+            )
             return
-        self.evict()
+        try:
+            self.evict()
+        except OSError as exc:  # (a cache that cannot be trimmed fails no commit)
+            log.warning("key indexes in %s not evicted: %s", self.directory, exc)
 
     def evict(self) -> None:
         """Remove entries, least recently used first, until the rest fit the budget; and partial ones that a
-        process which died writing them left."""
+        process which died writing them left. An entry that cannot be removed (another user's) is passed."""
         entries = []
         now = time.time()
-        with contextlib.suppress(FileNotFoundError):
-            for found in os.scandir(self.directory):
-                with contextlib.suppress(FileNotFoundError):
-                    if found.name.endswith(SUFFIX):
-                        stat = found.stat()
-                        entries.append((stat.st_mtime, stat.st_size, found.path))
-                    elif found.name.startswith(PARTIAL) and now - found.stat().st_mtime > ABANDONED_SECONDS:
-                        os.unlink(found.path)
+        for found in os.scandir(self.directory):
+            try:
+                if found.name.endswith(SUFFIX) and found.is_file(follow_symlinks=False):
+                    stat = found.stat()
+                    entries.append((stat.st_mtime, stat.st_size, found.path))
+                elif found.name.startswith(PARTIAL) and now - found.stat().st_mtime > ABANDONED_SECONDS:
+                    os.unlink(found.path)
+            except OSError:
+                continue
         total = sum(size for _, size, _ in entries)
         for _, size, path in sorted(entries):
             if total <= self.budget_bytes:
                 break
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
             total -= size

@@ -60,6 +60,9 @@ def key_column(rows: pa.Table, id_columns: Sequence[str]) -> pa.Array:
 
 
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+# How key_column writes keys as text: a change of it changes this, so that the files' key indexes written the
+# old way are rebuilt (sinks.iceberg.key_index; tests/test_key_index.py holds the texts this version writes).
+KEY_TEXT_FORMAT = "1"
 
 
 def key_text(column: pa.Array) -> pa.Array:
@@ -386,13 +389,18 @@ class UpsertJob:
         present = [c for c in self.id_columns if c in names]
         ordering = [self.ordering_field.split(".")[0]] if self.ordering_field else []
         positions = hit = None
+        indexed = None
         if self.key_cache is not None and self.wanted is not None:
+            # (The keys' text depends on the columns' types, on key_column and on Arrow's casts.)
+            types = ",".join(str(parquet.schema_arrow.field(c).type) for c in present)
             indexed = self.key_cache.file_keys(
                 path,
                 self.id_columns,
                 parquet.metadata.num_rows,
                 lambda: key_column(parquet.read(columns=present), self.id_columns),
+                rendering=f"{KEY_TEXT_FORMAT};pyarrow {pa.__version__};{','.join(present)}:{types}",
             )
+        if indexed is not None and self.wanted is not None:
             positions, hit = indexed.where(self.wanted)
             wanted = ordering if self.orders is not None and positions.size else []
         else:
@@ -725,8 +733,9 @@ def commit_upserts(
         added: list[Any] = []
         deletes: list[Any] = []
         kind = PositionDeletes if mode == MERGE_ON_READ else UpsertRewrite
-        # (Integer keys are looked up as numbers, in the column: no index.)
-        indexed = key_cache is not None and found.integer_keys is None and bool(live)
+        # (Integer keys are looked up as numbers, in the column: no index. A null key, which an index leaves
+        # out, is looked up in the columns, where it matches the rows without a key, as it always has.)
+        indexed = key_cache is not None and found.integer_keys is None and bool(live) and not found.keys.null_count
         template = kind(
             (),
             tuple(id_columns),
