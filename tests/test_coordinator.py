@@ -7,6 +7,7 @@ import contextlib
 import io
 import uuid
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -674,6 +675,16 @@ def test_events_round_trip_through_avro() -> None:
         write_seconds=1.75,
     )
     assert ControlEvent.decode(event.encode()) == event
+    # The files sink's files carry their first and last offsets (a file may have none known: the order holds).
+    files = replace(
+        event,
+        files=(
+            DataFile("orders", "/a", "orders", 0, 3, 10, staged_path="/t/a", first_offset=5, last_offset=8),
+            DataFile("orders", "/b", "orders", 0, 1, 10),
+            DataFile("orders", "/c", "orders", 1, 2, 10, first_offset=0, last_offset=1),
+        ),
+    )
+    assert ControlEvent.decode(files.encode()) == files
     progress = ControlEvent(
         EventType.STAGING_PROGRESS,
         "c",
@@ -837,7 +848,7 @@ def test_a_task_that_stops_saying_so_is_given_up_on_at_the_timeout_and_no_wait_o
 
 
 # How many fields each event version added at the end (workers.events).
-FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1, 8: 1, 9: 1, 10: 1}
+FIELDS_ADDED = {2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 1, 8: 1, 9: 2, 10: 1}
 
 
 @pytest.mark.parametrize("version", [1, 2, 5])

@@ -95,6 +95,7 @@ TAG_PAIRS_REFUSED = {
     ":data": "a tag key of 1 to 128 characters",
     "aws.x:y, aws:z:w": "is not key:value",
     "AWS;x:y": "letters, digits, spaces and + - = . _ : / @ only",
+    "team:a\tb": "letters, digits, spaces and + - = . _ : / @ only",
     "endOffset:9": "one of the tags every file gets",
     "team:a, team:b": "given twice",
     ",".join(f"k{n}:v" for n in range(8)): "at most 10 tags",
@@ -131,6 +132,27 @@ def test_tagging_applies_to_s3_only_and_its_pairs_are_the_files_tags(tmp_path: P
         "env": "prod",
     }
     assert SinkConfig.parse(s3_config()).settings.tagging is None
+    # Its settings on a store that is not S3 change nothing, and say so.
+    noted = validate_config({**local, "s3.object.tagging.key.value.pairs": "team:data"})
+    assert noted.ok and "not tagged" in noted.notes["s3.object.tagging.key.value.pairs"][0]
+
+
+@pytest.mark.parametrize("value", ["FAIL", " Fail ", "fail"])
+def test_the_s3_sinks_enum_keys_are_taken_in_any_case_as_it_takes_them(value: str) -> None:
+    """The S3 sink's validator of s3.object.behavior.on.tagging.error and behavior.on.null.values lower-cases
+    the value: a config written FAIL works there, and here."""
+    config = s3_config(
+        **{
+            "s3.object.tagging": "TRUE",
+            "s3.object.behavior.on.tagging.error": value,
+            "behavior.on.null.values": value.replace("ail", "AIL"),
+        }
+    )
+    assert validate_config(config).ok, validate_config(config).errors
+    settings = SinkConfig.parse(config).settings
+    assert settings.tagging is not None and settings.tagging.fail and settings.null_values == "fail"
+    [why] = validate_config(s3_config(**{"behavior.on.null.values": "skip"})).errors["behavior.on.null.values"]
+    assert "must be one of ignore, fail" in why
 
 
 def test_an_s3_typo_is_still_refused_as_one() -> None:

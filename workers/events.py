@@ -139,12 +139,13 @@ _SCHEMA = fastavro.parse_schema(
             # its version and its metadata file, by table name.
             {"name": "table_versions", "type": {"type": "map", "values": "string"}, "default": {}},
             {"name": "table_metadata", "type": {"type": "map", "values": "string"}, "default": {}},
-            # Version 10: each data file's first and last record offsets, by path, for sinks that name or tag
-            # their files by them (the files sink's S3 object tags).
+            # Version 10: each data file's first and last record offsets, for sinks that tag their files by
+            # them (the files sink's S3 object tags): [first, last] per file, in the order of ``files`` ([]
+            # where unknown), or none at all when no file's are known.
             {
                 "name": "file_offsets",
-                "type": {"type": "map", "values": {"type": "array", "items": "long"}},
-                "default": {},
+                "type": {"type": "array", "items": {"type": "array", "items": "long"}},
+                "default": [],
             },
         ],
     }
@@ -259,11 +260,12 @@ class ControlEvent:
             "catch_up": self.catch_up,
             "table_versions": {name: t.version for name, t in self.table_versions.items()},
             "table_metadata": {name: t.metadata_location for name, t in self.table_versions.items()},
-            "file_offsets": {
-                f.path: [f.first_offset, f.last_offset]
+            "file_offsets": [
+                [f.first_offset, f.last_offset] if f.first_offset is not None and f.last_offset is not None else []
                 for f in self.files
-                if f.first_offset is not None and f.last_offset is not None
-            },
+            ]
+            if any(f.first_offset is not None for f in self.files)
+            else [],
         }
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _SCHEMA, record)
@@ -289,10 +291,12 @@ class ControlEvent:
                     **f,
                     partition_values=record["file_partitions"].get(f["path"]),
                     staged_path=record["file_sources"].get(f["path"]),
-                    first_offset=record["file_offsets"].get(f["path"], (None, None))[0],
-                    last_offset=record["file_offsets"].get(f["path"], (None, None))[1],
+                    first_offset=offsets[0] if offsets else None,
+                    last_offset=offsets[1] if offsets else None,
                 )
-                for f in record["files"]
+                for f, offsets in zip(
+                    record["files"], record["file_offsets"] or [[]] * len(record["files"]), strict=True
+                )
             ),
             error=record["error"],
             retriable=record["retriable"],

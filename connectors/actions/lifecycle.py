@@ -409,6 +409,22 @@ def abandon_commit(name: str, commit_id: uuid.UUID) -> Commit:
             f"the sink already holds commit {commit_id} ({', '.join(sorted(held[0].snapshot_ids))}): abandoning it "
             "would write its records twice; fix what its error names and restart the connector to finish it"
         )
+    # (A sink whose commit is applied in parts, the files sink's moves, says which parts it holds.)
+    commit_held = getattr(runtime, "commit_held", None)
+    if commit_held is not None:
+        try:
+            parts = commit_held(name, SinkConfig.parse(connector.config), list(commit.files), str(commit_id))
+        except Exception as exc:
+            raise CommitNotAbandonable(
+                f"cannot tell whether the sink holds part of commit {commit_id}, so it is not abandoned: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if parts:
+            more = f" and {len(parts) - 1} more" if len(parts) > 1 else ""
+            raise CommitNotAbandonable(
+                f"the sink already holds part of commit {commit_id} ({parts[0]}{more}): abandoning it would write "
+                "those records twice; fix what its error names and restart the connector to finish it"
+            )
     return ledger.abandon_commit(connector.pk, commit_id, f"by an operator, after: {_last_error(connector)}")
 
 

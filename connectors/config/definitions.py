@@ -42,6 +42,9 @@ class ConfigKey:
     importance: Importance = Importance.MEDIUM
     required: bool = False
     choices: tuple[str, ...] = ()
+    # Whether a choice is taken in any case, trimmed (the Confluent connectors' enum keys, whose validator
+    # lower-cases the value: behavior.on.null.values=IGNORE).
+    choices_any_case: bool = False
     minimum: int | None = None
     order: int = 0
     width: str = "MEDIUM"

@@ -428,7 +428,8 @@ def _check_key(result: ConfigValidation, key: ConfigKey, value: str | None) -> N
             key.name,
             f"Invalid value {value} for configuration {key.name}: Expected value to be either true or false",
         )
-    if key.choices and value not in key.choices:
+    chosen = value.strip().lower() if key.choices_any_case else value
+    if key.choices and chosen not in key.choices:
         result.add(
             key.name, f"Invalid value {value} for configuration {key.name}: must be one of {', '.join(key.choices)}"
         )

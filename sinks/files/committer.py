@@ -72,13 +72,19 @@ COMMIT_METADATA = "sinkadmin-commit-id"
 NEXT_OFFSET_METADATA = "sinkadmin-next-offset"
 
 
-def move(fs: pafs.FileSystem, source: str | None, target: str, metadata: dict[str, str] | None = None) -> None:
+def move(
+    fs: pafs.FileSystem,
+    source: str | None,
+    target: str,
+    metadata: dict[str, str] | None = None,
+    tags: dict[str, str] | None = None,
+) -> None:
     """Put a file at ``target`` from ``source``, idempotently: a file found at ``target`` is this move's, done.
 
     On S3 with ``metadata`` (the commit's, ``COMMIT_METADATA``), given with the copy: a file found at ``target``
     is this move's only if its metadata names the same commit. One that names another (offsets rewound, and the
     S3 sink's name, by the first offset alone, given again to other records) is replaced, as the S3 sink replaces
-    an object."""
+    an object. ``tags``: the copy's (s3.object.tagging)."""
     found = fs.get_file_info([target] + ([source] if source else []))
     staged = source if source and found[1].type == pafs.FileType.File else None
     there = found[0].type == pafs.FileType.File
@@ -95,7 +101,7 @@ def move(fs: pafs.FileSystem, source: str | None, target: str, metadata: dict[st
         fs.move(staged, target)
         return
     s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
-    s3.copy_object(staged, target, metadata)
+    s3.copy_object(staged, target, metadata, tags)
     fs.delete_file(staged)
 
 
@@ -108,6 +114,43 @@ def _moved_by(fs: pafs.FileSystem, target: str, metadata: dict[str, str] | None,
     s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
     commit = s3.user_metadata(target).get(COMMIT_METADATA)
     return commit == metadata[COMMIT_METADATA] or (commit is None and staged is None)
+
+
+def fs_path(settings: FilesSettings, path: str) -> str:
+    """A file's path on the store's file system, from the URL the ledger keeps (the one readers use)."""
+    if settings.storage.bucket:
+        return path.removeprefix("s3://")
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    if "://" in path:
+        return "/" + path.split("://", 1)[1].split("/", 1)[1]
+    return path
+
+
+def held_files(config: SinkConfig, files: list[dict[str, Any]], commit_id: str) -> list[str]:
+    """The files of a prepared commit that are at their names already (its commit moved them before it
+    stopped): abandoning the commit would write their records again. On S3, a file there is the commit's if its
+    metadata names it (or names none and its temporary file is gone: moved by the version before); elsewhere, a
+    file at the name is taken as the commit's (a move is a rename)."""
+    settings: FilesSettings = config.settings
+    fs, _ = settings.storage.filesystem()
+    held = []
+    for f in files:
+        target = fs_path(settings, f["path"])
+        if fs.get_file_info(target).type != pafs.FileType.File:
+            continue
+        if settings.storage.bucket:
+            staged = f.get("staged_path")
+            if not _moved_by(
+                fs, target, {COMMIT_METADATA: commit_id}, staged if staged and _exists(fs, staged) else None
+            ):
+                continue
+        held.append(f["path"])
+    return held
+
+
+def _exists(fs: pafs.FileSystem, path: str) -> bool:
+    return bool(fs.get_file_info(path).type == pafs.FileType.File)
 
 
 class FilesCommitter:
@@ -141,17 +184,18 @@ class FilesCommitter:
     def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
         fs, root = self.filesystem()
         on_s3 = self.settings.storage.bucket is not None
+        moves = []
         for f in prepared.files:
             metadata = None
             if on_s3:
                 next_offset = prepared.offsets[f["topic"]][str(f["partition"])][1]
                 metadata = {COMMIT_METADATA: str(prepared.commit_id), NEXT_OFFSET_METADATA: str(next_offset)}
-            target = self._fs_path(f["path"], root)
-            move(fs, f.get("staged_path"), target, metadata)
-            if self.settings.tagging is not None:
-                # (After the move, found done or not: a commit rolled forward after a crash between the two tags
-                # its files then.)
-                self._tag(fs, target, f, prepared)
+            moves.append((f, f.get("staged_path"), fs_path(self.settings, f["path"]), metadata))
+        # Tags (s3.object.tagging) first, set on the temporary files, so that a file S3 will not tag is known
+        # before any file of the commit is visible; each copy then names its file's tags.
+        tags = {target: self._tags(fs, f, staged, target, prepared) for f, staged, target, _ in moves}
+        for _, staged, target, metadata in moves:
+            move(fs, staged, target, metadata, tags.get(target))
         # What is left of this commit: files of a write that was superseded or retried.
         leftovers = tmp_root(self.settings, root, prepared.commit_id)
         if fs.get_file_info(leftovers).type == pafs.FileType.Directory:
@@ -161,11 +205,17 @@ class FilesCommitter:
         # Files have no snapshots: the ledger's entry is the commit's record.
         return {}
 
-    def _tag(self, fs: pafs.FileSystem, target: str, file: dict[str, Any], prepared: PreparedCommit) -> None:
-        """Tag a committed file on S3 as the S3 sink tags it (s3.object.tagging). A store that cannot be reached is
-        an outage; tags S3 refuses are logged (s3.object.behavior.on.tagging.error=ignore) or fail the commit."""
+    def _tags(
+        self, fs: pafs.FileSystem, file: dict[str, Any], staged: str | None, target: str, prepared: PreparedCommit
+    ) -> dict[str, str] | None:
+        """The tags of a file the commit moves (s3.object.tagging), as the S3 sink tags it, once S3 has taken them
+        on its temporary file (None: no tagging, or tags S3 refused with s3.object.behavior.on.tagging.error
+        =ignore). A file whose move was done before (a commit rolled forward) is tagged at its name. A store
+        that cannot be reached is an outage; tags S3 refuses are logged (ignore) or fail the commit (fail),
+        before any of its files is moved."""
         tagging = self.settings.tagging
-        assert tagging is not None
+        if tagging is None:
+            return None
         first, last = file.get("first_offset"), file.get("last_offset")
         if first is None or last is None:
             log.warning(
@@ -174,10 +224,15 @@ class FilesCommitter:
                 target,
                 prepared.commit_id,
             )
-            return
+            return None
+        tags = tagging.tags(first, last, file["records"])
+        found = fs.get_file_info([p for p in (staged, target) if p])
+        at = next((info.path for info in found if info.type == pafs.FileType.File), None)
+        if at is None:
+            return None  # (neither is there: the move says why the commit cannot be finished)
         s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
         try:
-            s3.tag_object(target, tagging.tags(first, last, file["records"]))
+            s3.tag_object(at, tags)
         except OSError as exc:
             if storage_outage(exc, self.settings) is not None:
                 raise
@@ -190,16 +245,8 @@ class FilesCommitter:
                 target,
                 exc,
             )
-
-    def _fs_path(self, path: str, root: str) -> str:
-        # The ledger keeps the URL readers use; the filesystem wants its own path.
-        if self.settings.storage.bucket:
-            return path.removeprefix("s3://")
-        if path.startswith("file://"):
-            return path.removeprefix("file://")
-        if "://" in path:
-            return "/" + path.split("://", 1)[1].split("/", 1)[1]
-        return path
+            return None
+        return tags
 
     # Temporary directories of commits that will never be prepared are
     # removed once they are this old: a write in flight (this commit's, or a

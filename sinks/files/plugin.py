@@ -189,6 +189,7 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_STORAGE,
         default="ignore",
         choices=("ignore", "fail"),
+        choices_any_case=True,
         importance=Importance.LOW,
         order=15,
     ),
@@ -306,6 +307,7 @@ FILES_OWN_KEYS: tuple[ConfigKey, ...] = (
         _G_COMMIT,
         default="fail",
         choices=("ignore", "fail"),
+        choices_any_case=True,
         order=6,
     ),
     ConfigKey(

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from connectors.config import SinkConfig
-from sinks.files.committer import FilesCommitter
+from sinks.files.committer import FilesCommitter, held_files
 from sinks.files.writer import FilesWriter
 
 
@@ -46,3 +46,9 @@ def recovered_commits(connector: str, config: SinkConfig) -> list[Any]:
             watermark=None,
         )
     ]
+
+
+def commit_held(connector: str, config: SinkConfig, files: list[dict[str, Any]], commit_id: str) -> list[str]:
+    """Where the sink holds part of a prepared commit already (its files at their names, moved before it stopped):
+    such a commit is finished by a restart, never abandoned (its records would be written twice)."""
+    return held_files(config, files, commit_id)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import pyarrow.fs as pafs
 
@@ -82,16 +83,21 @@ class ObjectsOnlyS3(pafs.FileSystemHandler):
     def copy_file(self, src: str, dest: str) -> None:
         self.copy_object(src, dest)
 
-    def copy_object(self, src: str, dest: str, metadata: dict[str, str] | None = None) -> None:
+    def copy_object(
+        self, src: str, dest: str, metadata: dict[str, str] | None = None, tags: dict[str, str] | None = None
+    ) -> None:
         """A CopyObject, which writes ``dest`` only; with ``metadata``, ``dest`` has that user metadata (not the
-        source's). boto3's, not pyarrow's: S3 gives a copy no ACL but the one the request names, and pyarrow's
-        names none (nor any metadata)."""
+        source's); with ``tags``, those tags (named by the request, which takes s3:PutObjectTagging only; a copy
+        of the source's would take s3:GetObjectTagging too). boto3's, not pyarrow's: S3 gives a copy no ACL but
+        the one the request names, and pyarrow's names none (nor any metadata)."""
         src_bucket, src_key = _bucket_and_key(src)
         bucket, key = _bucket_and_key(dest)
         extra: dict[str, Any] = {"ACL": self.storage.acl} if self.storage.acl else {}
         if metadata is not None:
             # (Replacing the metadata replaces its content type too: pyarrow's, which its uploads set.)
             extra |= {"Metadata": metadata, "MetadataDirective": "REPLACE", "ContentType": "application/octet-stream"}
+        if tags is not None:
+            extra |= {"Tagging": urlencode(tags), "TaggingDirective": "REPLACE"}
         self._call(
             f"copying {src} to {dest}",
             lambda s3: s3.copy_object(

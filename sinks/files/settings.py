@@ -236,6 +236,7 @@ def _check_storage(result: ConfigValidation, config: dict[str, str]) -> None:
         result.add("topics.dir", "a directory under the store: relative, without '..'")
 
 
+TAGGING_SETTINGS = ("s3.object.tagging.key.value.pairs", "s3.object.behavior.on.tagging.error")
 S3_CLIENT_KEYS = ("s3.acl.canned", "s3.proxy.url", "s3.proxy.user", "s3.proxy.password", "s3.object.tagging")
 
 
@@ -246,6 +247,9 @@ def _check_s3_client(result: ConfigValidation, config: dict[str, str], s3: bool)
         for key in S3_CLIENT_KEYS:
             if _get(config, key) and not (key == "s3.object.tagging" and _get(config, key).lower() == "false"):
                 result.add(key, "applies to S3 storage only (s3.bucket.name), and files go to store.url")
+        for key in TAGGING_SETTINGS:
+            if key in config:
+                result.ignore(key, "files go to store.url, not S3, and are not tagged, so it changes nothing")
         return
     if _get(config, "s3.object.tagging").lower() == "true":
         try:
@@ -253,7 +257,7 @@ def _check_s3_client(result: ConfigValidation, config: dict[str, str], s3: bool)
         except ValueError as exc:
             result.add("s3.object.tagging.key.value.pairs", str(exc))
     else:
-        for key in ("s3.object.tagging.key.value.pairs", "s3.object.behavior.on.tagging.error"):
+        for key in TAGGING_SETTINGS:
             if key in config:
                 result.ignore(key, "objects are not tagged (s3.object.tagging=false), so it changes nothing")
     acl = _get(config, "s3.acl.canned")
@@ -405,7 +409,7 @@ class S3Proxy:
 # to 256; letters, digits, white space and + - = . _ : / @.
 OFFSET_TAGS = ("startOffset", "endOffset", "recordCount")
 MAX_TAGS = 10
-_TAG_TEXT = re.compile(r"[\w\s+\-=._:/@]*")
+_TAG_TEXT = re.compile(r"[\w +\-=._:/@]*")
 
 
 @dataclass(frozen=True)
@@ -448,7 +452,7 @@ class ObjectTagging:
             raise ValueError(
                 f"{len(extra)} tags besides {', '.join(OFFSET_TAGS)}: S3 takes at most {MAX_TAGS} tags on an object"
             )
-        return cls(tuple(extra.items()), _get(config, "s3.object.behavior.on.tagging.error").lower() == "fail")
+        return cls(tuple(extra.items()), _get(config, "s3.object.behavior.on.tagging.error").strip().lower() == "fail")
 
 
 @dataclass(frozen=True)
@@ -605,7 +609,7 @@ class FilesSettings:
             pad_width=int(_get(raw, "filename.offset.zero.pad.width")),
             directory_delim=_get(raw, "directory.delim") or "/",
             file_delim=_get(raw, "file.delim") or "+",
-            null_values=_get(raw, "behavior.on.null.values"),
+            null_values=_get(raw, "behavior.on.null.values").strip().lower(),
             compression=_get(raw, "s3.compression.type"),
             compression_level=int(_get(raw, "s3.compression.level")),
             first_offset_names=_get(raw, "connector.class") in (S3_CLASS, S3_CLASS.rsplit(".", 1)[-1]),

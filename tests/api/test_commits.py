@@ -11,8 +11,9 @@ from rest_framework.test import APIClient
 
 from connectors import actions
 from connectors.actions import runtime as runtime_state
+from connectors.actions.ledger import PartitionRange
 from connectors.models import Commit, CommitState, Connector, CoordinatorStatus
-from tests.api.conftest import BASE, commit, run_coordinator
+from tests.api.conftest import BASE, commit, run_coordinator, seed_offsets
 
 pytestmark = pytest.mark.django_db
 
@@ -203,3 +204,52 @@ def test_an_abandoned_commit_is_aborted_and_its_records_are_read_again(api: APIC
     # A coordinator that still held it can prepare nothing more.
     assert Connector.objects.get(pk=connector.pk).coordinator_epoch == epoch_before + 1
     assert abandon(api, prepared.commit_id).status_code == 409
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_files_commit_some_of_whose_files_were_moved_is_not_abandoned(api: APIClient, tmp_path: Any) -> None:
+    """The files sink applies a commit file by file (its moves): a commit stopped after moving some of them holds
+    those records in the store already, so it is finished by a restart, never abandoned (its records would be
+    written twice)."""
+    connector = actions.create_connector(
+        "orders-sink",
+        {"connector.class": "files", "topics": "orders", "store.url": str(tmp_path), "format.class": "json"}
+        | {"flush.size": "10"},
+    )
+    epoch = run_coordinator(connector)
+    seed_offsets(connector.pk, epoch, {("orders", 0): 0})
+    final = tmp_path / "topics" / "orders" / "partition=0"
+    files = [
+        {
+            "table": "orders",
+            "path": f"file://{final}/orders+0+{first:010d}+{first + 9:010d}.json",
+            "staged_path": f"{tmp_path}/topics/+tmp/c/orders+0+{first:010d}-a.json",
+            "topic": "orders",
+            "partition": 0,
+            "records": 10,
+            "bytes": 100,
+        }
+        for first in (0, 10)
+    ]
+    prepared = actions.prepare_commit(
+        connector.pk,
+        epoch=epoch,
+        commit_id=uuid.uuid4(),
+        started_at=timezone.now(),
+        ranges=[PartitionRange("orders", 0, 0, 20, records=20)],
+        files=files,
+        watermark=None,
+        complete=True,
+    )
+    stopped_without_a_coordinator(connector, epoch)
+    # The first file was moved to its name before the coordinator stopped.
+    final.mkdir(parents=True)
+    (final / "orders+0+0000000000+0000000009.json").write_text('{"id": 0}\n')
+    response = abandon(api, prepared.commit_id)
+    assert response.status_code == 409
+    message = response.json()["message"]
+    assert "already holds part of commit" in message and "orders+0+0000000000+0000000009.json" in message
+    assert Commit.objects.get(pk=prepared.pk).state == CommitState.PREPARED
+    # None moved: the commit is abandoned, and its records will be written again.
+    (final / "orders+0+0000000000+0000000009.json").unlink()
+    assert abandon(api, prepared.commit_id).status_code == 200

@@ -145,30 +145,42 @@ def test_files_are_tagged_with_their_offsets_and_count_and_a_commit_rolled_forwa
 
 
 @pytest.mark.parametrize("on_error", ["ignore", "fail"])
-def test_tags_s3_refuses_leave_the_file_committed_untagged_or_fail_the_commit(
+def test_tags_s3_refuses_leave_the_files_committed_untagged_or_fail_the_commit_before_any_is_visible(
     s3_endpoint: str, on_error: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """s3.object.behavior.on.tagging.error: tags S3 refuses (eight pairs besides the three offsets' tags: S3 takes
-    ten; the config's validation refuses them, so they are set here behind it) are logged and the file committed
-    untagged (ignore), or fail the commit, saying which file and why (fail), which its next start rolls forward."""
+    ten; the config's validation refuses them, so they are set here behind it) are logged and the files committed
+    untagged (ignore), or fail the commit, saying which file and why, before any of its files is at its name
+    (fail): nothing is half applied, and the next start rolls the commit forward."""
     bucket = f"tagerr-{uuid.uuid4().hex[:8]}"
     s3_client(s3_endpoint).create_dir(bucket)
-    config = s3_config(s3_endpoint, bucket)
+    config = s3_config(s3_endpoint, bucket, **{"flush.size": "2"})
     too_many = ObjectTagging(tuple((f"k{n}", "v") for n in range(8)), fail=on_error == "fail")
     config = replace(config, settings=replace(config.settings, tagging=too_many))
-    prepared = commit(config, range(0, 3))
+    prepared = commit(config, range(0, 6))
+    assert len(prepared.files) == 3
     committer = FilesCommitter("tag-errors", config)
     client = s3_boto_client(s3_endpoint)
-    key = f"topics/{TOPIC}/partition=0/{TOPIC}+0+0000000000.json"
+    final = [f"topics/{TOPIC}/partition=0/{TOPIC}+0+{first:010d}.json" for first in (0, 2, 4)]
+    listed = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
     if on_error == "ignore":
         with caplog.at_level(logging.WARNING, logger="sinks.files.committer"):
             committer.commit(prepared)
-        assert "committed untagged (s3.object.behavior.on.tagging.error=ignore)" in caplog.text
+        assert caplog.text.count("committed untagged (s3.object.behavior.on.tagging.error=ignore)") == 3
         assert "cannot be greater than 10" in caplog.text
-    else:
-        with pytest.raises(CommitNotApplied, match=r"to s3://.*\+0000000000\.json: S3 did not tag it") as failed:
-            committer.commit(prepared)
-        assert "cannot be greater than 10" in str(failed.value)
-    # Moved either way: the file is at its name, with its records, untagged.
-    assert client.get_object(Bucket=bucket, Key=key)["Body"].read().count(b"\n") == 3
-    assert client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"] == []
+        for key in final:
+            assert client.get_object(Bucket=bucket, Key=key)["Body"].read().count(b"\n") == 2
+            assert client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"] == []
+        return
+    with pytest.raises(CommitNotApplied, match=r"to s3://.*\+0000000000\.json: S3 did not tag it") as failed:
+        committer.commit(prepared)
+    assert "cannot be greater than 10" in str(failed.value)
+    # No file of the commit is at its name: each is still where its task wrote it.
+    assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])] == listed
+    # S3 takes the tags again (a permission granted): the next start rolls the commit forward, tagged.
+    FilesCommitter("tag-errors", replace(config, settings=replace(config.settings, tagging=ObjectTagging()))).commit(
+        prepared
+    )
+    for key, first in zip(final, (0, 2, 4), strict=True):
+        tags = {t["Key"]: t["Value"] for t in client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}
+        assert tags == {"startOffset": str(first), "endOffset": str(first + 1), "recordCount": "2"}
