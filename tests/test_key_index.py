@@ -21,6 +21,7 @@ from sinks.iceberg import key_index
 from sinks.iceberg.key_index import SUFFIX, FileKeys, KeyIndexCache, WantedKeys
 from sinks.iceberg.tables import CommitFile, TableCommit
 from sinks.iceberg.upserts import COPY_ON_WRITE, KEY_TEXT_FORMAT, MERGE_MODE, MERGE_ON_READ, commit_upserts, key_column
+from tests.test_upserts import _sql_catalog
 
 
 def _expected(keys: pa.Array, wanted: pa.Array) -> list[int]:
@@ -203,21 +204,7 @@ def test_a_commit_with_a_null_key_looks_it_up_in_the_columns_as_before(tmp_path:
 
 
 def _catalog(tmp_path: Path, mode: str) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField, StringType
-
-    tmp_path.mkdir()
-    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
-    catalog.create_namespace("db")
-    schema = Schema(
-        NestedField(1, "id", StringType(), required=False),
-        NestedField(2, "op", StringType(), required=False),
-        NestedField(3, "v", StringType(), required=False),
-        NestedField(4, "lsn", LongType(), required=False),
-    )
-    catalog.create_table("db.t", schema, properties={"format-version": "2", MERGE_MODE: mode})
-    return catalog
+    return _sql_catalog(tmp_path, text_ids=True, **{MERGE_MODE: mode})
 
 
 @pytest.mark.parametrize("ordering_field", [None, "lsn"])

@@ -136,15 +136,17 @@ def _commit(
     )
 
 
-def _sql_catalog(tmp_path: Path, **properties: str) -> Any:
+def _sql_catalog(tmp_path: Path, text_ids: bool = False, **properties: str) -> Any:
+    """A SQL catalog (SQLite) with the table db.t (id, op, v, lsn): its id a long, or text with ``text_ids``."""
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
+    tmp_path.mkdir(exist_ok=True)
     catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
     catalog.create_namespace("db")
     schema = Schema(
-        NestedField(1, "id", LongType(), required=False),
+        NestedField(1, "id", StringType() if text_ids else LongType(), required=False),
         NestedField(2, "op", StringType(), required=False),
         NestedField(3, "v", StringType(), required=False),
         NestedField(4, "lsn", LongType(), required=False),
