@@ -413,8 +413,10 @@ class UpsertJob:
             keys = key_column(rows, self.id_columns)
             positions = _where(keys, self.keys)
         if positions.size and deleted:
-            gone = np.zeros(parquet.metadata.num_rows, dtype=bool)
-            gone[deleted_positions(deleted, path, self.io_properties)] = True
+            size = parquet.metadata.num_rows
+            gone = np.zeros(size, dtype=bool)
+            dead = deleted_positions(deleted, path, self.io_properties)
+            gone[dead[dead < size]] = True  # (a position past the file's rows deletes nothing)
             live = ~gone[positions]
             positions = positions[live]
             hit = hit.filter(pa.array(live)) if hit is not None else None
