@@ -656,6 +656,14 @@ def test_a_passing_write_error_aborts_the_commit_and_starts_over(world: Any) -> 
     assert channel.last(EventType.START_COMMIT).commit_id != start.commit_id
 
 
+def _with_offsets(event: ControlEvent, offsets: list[list[int]]) -> bytes:
+    """``event`` encoded with its files' offsets replaced by ``offsets``."""
+    record = fastavro.schemaless_reader(io.BytesIO(event.encode()), events._SCHEMA, events._SCHEMA)
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, events._SCHEMA, {**record, "file_offsets": offsets})  # type: ignore[dict-item]
+    return buffer.getvalue()
+
+
 def test_events_round_trip_through_avro() -> None:
     event = ControlEvent(
         EventType.WRITE_STATUS,
@@ -685,6 +693,8 @@ def test_events_round_trip_through_avro() -> None:
         ),
     )
     assert ControlEvent.decode(files.encode()) == files
+    # Offsets that are not one per file (a writer that knew no file's, or another layout) are unknown.
+    assert [f.first_offset for f in events.ControlEvent.decode(_with_offsets(files, [[1, 2]])).files] == [None] * 3
     progress = ControlEvent(
         EventType.STAGING_PROGRESS,
         "c",

@@ -295,7 +295,7 @@ class ControlEvent:
                     last_offset=offsets[1] if offsets else None,
                 )
                 for f, offsets in zip(
-                    record["files"], record["file_offsets"] or [[]] * len(record["files"]), strict=True
+                    record["files"], _aligned(record["file_offsets"], len(record["files"])), strict=True
                 )
             ),
             error=record["error"],
@@ -312,6 +312,11 @@ class ControlEvent:
                 for name, version in record["table_versions"].items()
             },
         )
+
+
+def _aligned(offsets: list[list[int]], files: int) -> list[list[int]]:
+    """The files' [first, last] offsets, one per file: none known ([] each) unless the list is one per file."""
+    return offsets if len(offsets) == files else [[]] * files
 
 
 class ControlPort(Protocol):

@@ -193,9 +193,9 @@ class FilesCommitter:
             moves.append((f, f.get("staged_path"), fs_path(self.settings, f["path"]), metadata))
         # Tags (s3.object.tagging) first, set on the temporary files, so that a file S3 will not tag is known
         # before any file of the commit is visible; each copy then names its file's tags.
-        tags = {target: self._tags(fs, f, staged, target, prepared) for f, staged, target, _ in moves}
+        tags = {target: self._tags(fs, f, staged, target, metadata, prepared) for f, staged, target, metadata in moves}
         for _, staged, target, metadata in moves:
-            move(fs, staged, target, metadata, tags.get(target))
+            self._move(fs, staged, target, metadata, tags.get(target))
         # What is left of this commit: files of a write that was superseded or retried.
         leftovers = tmp_root(self.settings, root, prepared.commit_id)
         if fs.get_file_info(leftovers).type == pafs.FileType.Directory:
@@ -205,14 +205,47 @@ class FilesCommitter:
         # Files have no snapshots: the ledger's entry is the commit's record.
         return {}
 
+    def _move(
+        self,
+        fs: pafs.FileSystem,
+        staged: str | None,
+        target: str,
+        metadata: dict[str, str] | None,
+        tags: dict[str, str] | None,
+    ) -> None:
+        """``move``, its copy naming the file's tags. With s3.object.behavior.on.tagging.error=ignore, a copy S3
+        refuses with them (a bucket policy that lets the temporary files be tagged but not the final ones) is
+        made again without them, logged."""
+        try:
+            move(fs, staged, target, metadata, tags)
+        except OSError as exc:
+            tagging = self.settings.tagging
+            if tags is None or tagging is None or tagging.fail or storage_outage(exc, self.settings) is not None:
+                raise
+            log.warning(
+                "%s: s3://%s is committed untagged: S3 refused its copy with its tags "
+                "(s3.object.behavior.on.tagging.error=ignore): %s",
+                self.connector,
+                target,
+                exc,
+            )
+            move(fs, staged, target, metadata)
+
     def _tags(
-        self, fs: pafs.FileSystem, file: dict[str, Any], staged: str | None, target: str, prepared: PreparedCommit
+        self,
+        fs: pafs.FileSystem,
+        file: dict[str, Any],
+        staged: str | None,
+        target: str,
+        metadata: dict[str, str] | None,
+        prepared: PreparedCommit,
     ) -> dict[str, str] | None:
         """The tags of a file the commit moves (s3.object.tagging), as the S3 sink tags it, once S3 has taken them
         on its temporary file (None: no tagging, or tags S3 refused with s3.object.behavior.on.tagging.error
-        =ignore). A file whose move was done before (a commit rolled forward) is tagged at its name. A store
-        that cannot be reached is an outage; tags S3 refuses are logged (ignore) or fail the commit (fail),
-        before any of its files is moved."""
+        =ignore). A file this commit moved before (a commit rolled forward) is tagged at its name; another
+        commit's file there is left alone (the move says why the commit cannot be finished). A store that
+        cannot be reached is an outage; tags S3 refuses are logged (ignore) or fail the commit (fail), before
+        any of its files is moved."""
         tagging = self.settings.tagging
         if tagging is None:
             return None
@@ -226,10 +259,11 @@ class FilesCommitter:
             )
             return None
         tags = tagging.tags(first, last, file["records"])
-        found = fs.get_file_info([p for p in (staged, target) if p])
-        at = next((info.path for info in found if info.type == pafs.FileType.File), None)
+        at = staged if staged and _exists(fs, staged) else None
+        if at is None and _exists(fs, target) and _moved_by(fs, target, metadata, None):
+            at = target
         if at is None:
-            return None  # (neither is there: the move says why the commit cannot be finished)
+            return None
         s3: ObjectsOnlyS3 = fs.handler  # type: ignore[attr-defined]
         try:
             s3.tag_object(at, tags)

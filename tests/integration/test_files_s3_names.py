@@ -143,6 +143,51 @@ def test_files_are_tagged_with_their_offsets_and_count_and_a_commit_rolled_forwa
     FilesCommitter("tags", config).commit(crashed)
     assert tags(7) == {"startOffset": "7", "endOffset": "8", "recordCount": "2", "team": "data", "env": "prod"}
 
+    # Offsets rewound to 7, and a commit of them whose temporary file is gone: its move cannot be finished, and
+    # the file of the commit before at that name keeps its own tags.
+    rewound = commit(config, range(7, 12))
+    client.delete_object(Bucket=bucket, Key=rewound.files[0]["staged_path"].split("/", 1)[1])
+    with pytest.raises(RuntimeError, match="holds another commit's file"):
+        FilesCommitter("tags", config).commit(rewound)
+    assert tags(7)["recordCount"] == "2"
+
+
+def test_a_copy_s3_refuses_with_its_tags_is_made_without_them_when_tagging_errors_are_ignored(
+    s3_endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bucket policy may let the temporary files be tagged and not the final ones: the copy that names the tags
+    is refused. With s3.object.behavior.on.tagging.error=ignore the file is copied again without them (eleven
+    tags here, which S3 refuses in a copy as it would a tagging it does not allow)."""
+    bucket = f"tagcopy-{uuid.uuid4().hex[:8]}"
+    s3_client(s3_endpoint).create_dir(bucket)
+    config = s3_config(s3_endpoint, bucket, **{"s3.object.tagging": "true"})
+    prepared = commit(config, range(0, 2))
+    staged, target = prepared.files[0]["staged_path"], prepared.files[0]["path"].removeprefix("s3://")
+    metadata = {COMMIT_METADATA: str(prepared.commit_id), NEXT_OFFSET_METADATA: "2"}
+    fs, _ = config.settings.storage.filesystem()
+    committer = FilesCommitter("tag-copy", config)
+    with caplog.at_level(logging.WARNING, logger="sinks.files.committer"):
+        committer._move(fs, staged, target, metadata, {f"k{n}": "v" for n in range(11)})
+    assert "refused its copy with its tags" in caplog.text
+    client = s3_boto_client(s3_endpoint)
+    key = target.split("/", 1)[1]
+    assert client.get_object(Bucket=bucket, Key=key)["Metadata"] == {
+        "sinkadmin-commit-id": str(prepared.commit_id),
+        "sinkadmin-next-offset": "2",
+    }
+    assert client.get_object_tagging(Bucket=bucket, Key=key)["TagSet"] == []
+    # With fail, the refusal is the commit's.
+    failing = replace(config, settings=replace(config.settings, tagging=ObjectTagging(fail=True)))
+    again = commit(config, range(2, 4))
+    with pytest.raises(OSError, match="cannot be greater than 10"):
+        FilesCommitter("tag-copy", failing)._move(
+            fs,
+            again.files[0]["staged_path"],
+            again.files[0]["path"].removeprefix("s3://"),
+            {COMMIT_METADATA: str(again.commit_id), NEXT_OFFSET_METADATA: "4"},
+            {f"k{n}": "v" for n in range(11)},
+        )
+
 
 @pytest.mark.parametrize("on_error", ["ignore", "fail"])
 def test_tags_s3_refuses_leave_the_files_committed_untagged_or_fail_the_commit_before_any_is_visible(
