@@ -397,35 +397,31 @@ def abandon_commit(name: str, commit_id: uuid.UUID) -> Commit:
         raise CommitNotAbandonable(f"the {connector.connector_class} sink cannot say whether it holds the commit")
     runtime = importlib.import_module(plugin.runtime)
     try:
-        recovered = runtime.recovered_commits(name, SinkConfig.parse(connector.config))
+        held = _held_by_sink(runtime, name, SinkConfig.parse(connector.config), commit)
     except Exception as exc:
         raise CommitNotAbandonable(
             f"cannot tell whether the sink holds commit {commit_id}, so it is not abandoned: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    held = [c for c in recovered if c.commit_id == commit_id]
-    if held:
+    if held is not None:
         raise CommitNotAbandonable(
-            f"the sink already holds commit {commit_id} ({', '.join(sorted(held[0].snapshot_ids))}): abandoning it "
-            "would write its records twice; fix what its error names and restart the connector to finish it"
+            f"the sink already holds {held}: abandoning it would write its records twice; fix what its error names "
+            "and restart the connector to finish it"
         )
-    # (A sink whose commit is applied in parts, the files sink's moves, says which parts it holds.)
+    return ledger.abandon_commit(connector.pk, commit_id, f"by an operator, after: {_last_error(connector)}")
+
+
+def _held_by_sink(runtime: Any, name: str, config: SinkConfig, commit: Commit) -> str | None:
+    """What of a prepared commit the sink holds already, in words; None: nothing. A sink that applies a commit
+    in parts (the files sink's moves) names the parts it holds (``runtime.commit_held``); the others are asked
+    which commits they hold (``runtime.recovered_commits``: the tables holding it)."""
     commit_held = getattr(runtime, "commit_held", None)
     if commit_held is not None:
-        try:
-            parts = commit_held(name, SinkConfig.parse(connector.config), list(commit.files), str(commit_id))
-        except Exception as exc:
-            raise CommitNotAbandonable(
-                f"cannot tell whether the sink holds part of commit {commit_id}, so it is not abandoned: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if parts:
-            more = f" and {len(parts) - 1} more" if len(parts) > 1 else ""
-            raise CommitNotAbandonable(
-                f"the sink already holds part of commit {commit_id} ({parts[0]}{more}): abandoning it would write "
-                "those records twice; fix what its error names and restart the connector to finish it"
-            )
-    return ledger.abandon_commit(connector.pk, commit_id, f"by an operator, after: {_last_error(connector)}")
+        parts = commit_held(name, config, list(commit.files), str(commit.commit_id))
+        more = f" and {len(parts) - 1} more" if len(parts) > 1 else ""
+        return f"part of commit {commit.commit_id} ({parts[0]}{more})" if parts else None
+    held = [c for c in runtime.recovered_commits(name, config) if c.commit_id == commit.commit_id]
+    return f"commit {commit.commit_id} ({', '.join(sorted(held[0].snapshot_ids))})" if held else None
 
 
 def _last_error(connector: Connector) -> str:

@@ -134,23 +134,20 @@ def held_files(config: SinkConfig, files: list[dict[str, Any]], commit_id: str) 
     file at the name is taken as the commit's (a move is a rename)."""
     settings: FilesSettings = config.settings
     fs, _ = settings.storage.filesystem()
-    held = []
-    for f in files:
+
+    def held(f: dict[str, Any]) -> bool:
         target = fs_path(settings, f["path"])
-        if fs.get_file_info(target).type != pafs.FileType.File:
-            continue
-        if settings.storage.bucket:
-            staged = f.get("staged_path")
-            if not _moved_by(
-                fs, target, {COMMIT_METADATA: commit_id}, staged if staged and _exists(fs, staged) else None
-            ):
-                continue
-        held.append(f["path"])
-    return held
+        if _present(fs, target) is None:
+            return False
+        on_s3 = settings.storage.bucket is not None
+        return not on_s3 or _moved_by(fs, target, {COMMIT_METADATA: commit_id}, _present(fs, f.get("staged_path")))
+
+    return [f["path"] for f in files if held(f)]
 
 
-def _exists(fs: pafs.FileSystem, path: str) -> bool:
-    return bool(fs.get_file_info(path).type == pafs.FileType.File)
+def _present(fs: pafs.FileSystem, path: str | None) -> str | None:
+    """``path``, if a file is there."""
+    return path if path and fs.get_file_info(path).type == pafs.FileType.File else None
 
 
 class FilesCommitter:
@@ -259,8 +256,8 @@ class FilesCommitter:
             )
             return None
         tags = tagging.tags(first, last, file["records"])
-        at = staged if staged and _exists(fs, staged) else None
-        if at is None and _exists(fs, target) and _moved_by(fs, target, metadata, None):
+        at = _present(fs, staged)
+        if at is None and _present(fs, target) and _moved_by(fs, target, metadata, None):
             at = target
         if at is None:
             return None
