@@ -20,11 +20,13 @@ from sinks.iceberg.upserts import (
     COPY_ON_WRITE,
     MERGE_MODE,
     MERGE_ON_READ,
+    POSITION_DELETE_SCHEMA,
     STALE_RECORDS,
     RewriteUnit,
     UnappliableRows,
     UpsertRewrite,
     commit_upserts,
+    deleted_positions,
     integer_where,
     key_column,
     winners,
@@ -245,6 +247,26 @@ def test_more_keys_than_a_list_filters_prune_the_files_outside_their_span(tmp_pa
     rows = {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}
     assert len(rows) == 4000
     assert {k for k, v in rows.items() if v == "new"} == set(range(5200, 6700))
+
+
+def test_the_positions_delete_files_delete_are_read_by_data_file_with_or_without_their_statistics(
+    tmp_path: Path,
+) -> None:
+    def deletes(name: str, rows: list[tuple[str, int]], **options: Any) -> str:
+        table = pa.Table.from_pylist([{"file_path": f, "pos": p} for f, p in rows], schema=POSITION_DELETE_SCHEMA)
+        pq.write_table(table, tmp_path / name, row_group_size=2, **options)
+        return str(tmp_path / name)
+
+    a, b, c = "s3://w/t/data/a.parquet", "s3://w/t/data/b.parquet", "s3://w/t/data/c.parquet"
+    only_a = deletes("only-a.parquet", [(a, 1), (a, 4), (a, 9)])  # one data file's, as an upsert writes them
+    a_and_c = deletes("a-and-c.parquet", [(a, 2), (c, 3), (c, 5)])  # row groups: (a, c), then (c)
+    unsorted = deletes("no-stats.parquet", [(c, 7), (a, 6), (b, 8)], write_statistics=False)
+    files = [only_a, a_and_c, unsorted]
+    assert sorted(deleted_positions(files, a)) == [1, 2, 4, 6, 9]
+    assert sorted(deleted_positions(files, b)) == [8]  # (between a's and c's paths: read, and found)
+    assert sorted(deleted_positions(files, c)) == [3, 5, 7]
+    assert deleted_positions(files, "s3://w/t/data/d.parquet").size == 0
+    assert deleted_positions([], a).size == 0
 
 
 def test_copy_on_write_rewrites_the_files_holding_the_keys(tmp_path: Path) -> None:

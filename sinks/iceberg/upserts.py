@@ -505,10 +505,42 @@ def deleted_positions(delete_files: Sequence[str], data_file: str, io_properties
     found = [np.zeros(0, dtype=np.int64)]
     for path in delete_files:
         fs, at = table_filesystem(path, io_properties)
-        rows = pq.read_table(at, columns=["file_path", "pos"], filesystem=fs)
+        parquet = pq.ParquetFile(at, filesystem=fs)
+        holds = _holds_only(parquet.metadata, data_file)
+        if holds is False:
+            continue
+        if holds:
+            # (Every row is of this data file, as in the delete files an upsert writes: its paths not read.)
+            found.append(parquet.read(columns=["pos"]).column("pos").to_numpy())
+            continue
+        rows = parquet.read(columns=["file_path", "pos"])
         mine = rows.filter(pc.equal(rows.column("file_path"), data_file))
         found.append(mine.column("pos").to_numpy())
     return np.concatenate(found)
+
+
+def _holds_only(metadata: pq.FileMetaData, data_file: str) -> bool | None:
+    """From a position delete file's ``file_path`` statistics: True when each of its rows is of ``data_file``,
+    False when none is, None when they do not say (no statistics, or rows of several files). (A truncated
+    minimum is a prefix, a truncated maximum a bound above: neither equals a path it does not hold.)"""
+    leaves = [metadata.schema.column(j).path for j in range(metadata.num_columns)]
+    if "file_path" not in leaves or metadata.num_row_groups == 0:
+        return None
+    column = leaves.index("file_path")
+    verdicts = set()
+    for i in range(metadata.num_row_groups):
+        stats = metadata.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return None
+        if stats.min == data_file == stats.max:
+            verdicts.add(True)
+        elif not isinstance(stats.min, str) or not isinstance(stats.max, str):
+            return None
+        elif data_file < stats.min or stats.max < data_file:
+            verdicts.add(False)
+        else:
+            return None
+    return verdicts.pop() if len(verdicts) == 1 else None
 
 
 @dataclass(frozen=True)
