@@ -553,3 +553,94 @@ def test_keys_of_uuid_fixed_and_binary_columns_are_their_bytes_in_hexadecimal() 
     assert key_column(rows, ["u"]).to_pylist() == [uid.hex, None]
     assert key_column(rows.slice(1), ["f"]).to_pylist() == ["0102"]
     assert key_column(rows, ["b", "n"]).to_pylist() == ["ff\x1f7", "\x00\x1f8"]
+
+
+def test_the_last_record_of_a_key_wins_by_offset_when_a_partitioned_tables_files_are_not_in_offset_order(
+    tmp_path: Path,
+) -> None:
+    """A Kafka partition's rows go to a file per Iceberg partition, numbered as each partition is first seen:
+    here a delete opens the null partition's file before the insert it deletes, and an update's partition was
+    opened by another key before the insert it updates. The files' footers give their rows' offsets."""
+    from connectors.config import SinkConfig
+    from connectors.config.transforms import PartitionField
+    from sinks.iceberg.arrow_writer import ArrowPartitionWriter, publish_decoded
+    from sinks.iceberg.settings import TableTarget
+    from sinks.iceberg.writes import TargetTable
+    from tests.conftest import sink_config
+
+    catalog = _sql_catalog(tmp_path, **{MERGE_MODE: MERGE_ON_READ})
+    _commit(catalog, tmp_path, 1, [{"id": 2, "op": "c", "v": "old"}])
+    with catalog.load_table("db.t").update_spec() as update:
+        update.add_identity("v")
+    table = catalog.load_table("db.t")
+    config = SinkConfig.parse(
+        sink_config(
+            "jobs",
+            "db.t",
+            **{
+                "value.converter": "json",
+                "value.converter.schemas.enable": "false",
+                "iceberg.tables.upsert-mode-enabled": "true",
+                "iceberg.tables.default-id-columns": "id",
+                "iceberg.tables.cdc-field": "op",
+            },
+        )
+    )
+    target = TargetTable(
+        TableTarget("db.t", (PartitionField("identity", "v"),), None, ("id",)),
+        table.schema(),
+        table.location(),
+        table.spec(),
+    )
+    events = {
+        100: {"id": 2, "op": "d"},  # the null partition's file first
+        101: {"id": 1, "op": "c", "v": "new"},
+        102: {"id": 1, "op": "d"},  # ... so it is before this insert in the files' order
+        103: {"id": 3, "op": "c", "v": "shipped"},
+        104: {"id": 5, "op": "c", "v": "pending"},
+        105: {"id": 5, "op": "u", "v": "shipped"},  # in the file key 3 opened, before the insert's
+    }
+    n = len(events)
+    chunk = RecordChunk(
+        "jobs",
+        0,
+        list(events),
+        [0] * n,
+        [None] * n,
+        [json.dumps(e).encode() for e in events.values()],
+        [None] * n,
+        [None] * n,
+    )
+    writer = ArrowPartitionWriter(
+        config.sink_view, lambda *_: target, lambda *_: target, uuid.uuid4(), "jobs", 0, 100, tmp_path
+    )
+    writer.write(chunk)
+    staged = writer.finish(StagedPartition("jobs", 0, 100, 100 + n, n, None, None))
+    files = sorted(publish_decoded(uuid.uuid4(), staged, {}), key=lambda f: (f.topic, f.partition, f.path))
+    assert len(files) == 4
+    ordered = [CommitFile(f.path, f.partition_values) for f in files]
+    commit = TableCommit("mor", "commit-2", 1, tuple(ordered), {"jobs": {"0": [100, 100 + n]}}, None)
+    commit_upserts(
+        catalog, "db.t", commit, ordered, ["id"], "op", lambda job: [job.run_unit(i) for i in range(job.count)]
+    )
+    rows = {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}
+    assert rows == {3: "shipped", 5: "shipped"}
+
+
+def test_a_files_footer_orders_its_rows_by_offset_and_one_that_does_not_fit_is_not_read() -> None:
+    from sinks.iceberg.upserts import STREAM_METADATA, _stream_order, stream_metadata, stream_of
+
+    offsets = np.array([7, 9, 10, 11, 40], dtype=np.int64)
+    footer = {k.encode(): v.encode() for k, v in stream_metadata("t", 3, offsets).items()}
+    found = stream_of(footer, 5)
+    assert found is not None and found[:2] == ("t", 3) and found[2].tolist() == offsets.tolist()
+    assert stream_of(footer, 4) is None  # (rows the footer does not count)
+    assert stream_of({STREAM_METADATA.encode(): b"{not json"}, 5) is None
+    assert stream_of(None, 5) is None
+    # Two files of partition 0 whose rows interleave, a file without offsets, and one of partition 1.
+    a = ("t", 0, np.array([5, 8]))
+    b = ("t", 0, np.array([6, 7, 9]))
+    c = ("t", 1, np.array([1]))
+    order = _stream_order([a, b, None, c], [2, 3, 2, 1])
+    # Concatenated: a = 0-1, b = 2-4, the one without = 5-6, c = 7.
+    assert order.tolist() == [0, 2, 3, 1, 4, 5, 6, 7]

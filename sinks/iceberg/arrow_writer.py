@@ -28,7 +28,7 @@ from pyiceberg.schema import Schema
 from connectors.config import SinkConfig
 from sinks.iceberg.routing import router_for
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
-from sinks.iceberg.upserts import UnappliableRows
+from sinks.iceberg.upserts import UnappliableRows, stream_metadata
 from sinks.iceberg.writes import TargetTable, Unshaped, shaped, table_filesystem
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
@@ -44,9 +44,14 @@ def split_by_partition(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[A
     is the hash every Iceberg engine computes, and a file's partition need not
     be read back from its column bounds.
     """
+    return [(values, rows if at is None else rows.take(at)) for values, at in partition_rows(rows, table)]
+
+
+def partition_rows(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[Any, ...], pa.Array | None]]:
+    """``split_by_partition``'s groups as the positions of their rows, in order (None: every row)."""
     spec, schema = table.spec, table.schema
     if not spec.fields or rows.num_rows == 0:
-        return [((), rows)]
+        return [((), None)]
     names = [f"_k{i}" for i in range(len(spec.fields))]
     keys = []
     for pf in spec.fields:
@@ -60,7 +65,7 @@ def split_by_partition(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[A
             partition_record_value(pf, groups.column(n)[j].as_py(), schema)
             for pf, n in zip(spec.fields, names, strict=True)
         )
-        split.append((values, rows.take(groups.column("_row_list")[j].values)))
+        split.append((values, groups.column("_row_list")[j].values))
     return split
 
 
@@ -70,22 +75,39 @@ class ArrowTableOutput:
     Decoded rows wait in memory until ``row_group_bytes`` of them make a row
     group: records are decoded in small chunks, as they arrive, but files
     keep row groups of a useful size.
+
+    ``stream``: the Kafka partition the rows are of, when each file must say its rows' offsets (upserts: a
+    partitioned table's files do not keep the stream's order between them, ``sinks.iceberg.upserts``).
     """
 
-    def __init__(self, table: TargetTable, tmp_dir: str, prefix: str, row_group_bytes: int) -> None:
+    def __init__(
+        self,
+        table: TargetTable,
+        tmp_dir: str,
+        prefix: str,
+        row_group_bytes: int,
+        stream: tuple[str, int] | None = None,
+    ) -> None:
         self.table = table
         self.row_group_bytes = row_group_bytes
-        self.pending: dict[tuple[Any, ...], list[pa.Table]] = {}
+        self.stream = stream
+        self.pending: dict[tuple[Any, ...], list[tuple[pa.Table, np.ndarray | None]]] = {}
         self.pending_bytes: dict[tuple[Any, ...], int] = {}
+        self.offsets: dict[str, list[np.ndarray]] = {}
         self.arrow_schema = table.arrow_schema
         self.fs, self.tmp_path = table_filesystem(tmp_dir, table.io_properties)
         self.prefix = prefix
         self.writers: dict[tuple[Any, ...], tuple[pq.ParquetWriter, str]] = {}
         self.records: dict[str, int] = {}
 
-    def write(self, rows: pa.Table) -> None:
+    def write(self, rows: pa.Table, offsets: np.ndarray | None = None) -> None:
+        """Rows in their records' order; ``offsets``: theirs (needed with a ``stream``)."""
         if not rows.num_rows:
             return
+        if self.stream is None:
+            offsets = None
+        elif offsets is None or len(offsets) != rows.num_rows:
+            raise ValueError("rows written for upserts need their offsets, one per row")
         if rows.schema != self.arrow_schema:
             # The table's columns in its order: a column the records lack is null.
             rows = pa.Table.from_arrays(
@@ -95,10 +117,12 @@ class ArrowTableOutput:
                 ],
                 schema=self.arrow_schema,
             )
-        for key, part in split_by_partition(rows, self.table):
+        for key, at in partition_rows(rows, self.table):
+            part = rows if at is None else rows.take(at)
             if not part.num_rows:
                 continue
-            self.pending.setdefault(key, []).append(part)
+            part_offsets = None if offsets is None else (offsets if at is None else offsets[at.to_numpy()])
+            self.pending.setdefault(key, []).append((part, part_offsets))
             self.pending_bytes[key] = self.pending_bytes.get(key, 0) + part.nbytes
             if self.pending_bytes[key] >= self.row_group_bytes:
                 self._flush(key)
@@ -114,15 +138,20 @@ class ArrowTableOutput:
                 path = f"{self.tmp_path}/{self.prefix}-{len(self.writers):03d}.parquet"
                 writer = pq.ParquetWriter(path, self.arrow_schema, compression="zstd", filesystem=self.fs)
                 opened = self.writers[key] = (writer, path)
-            rows = pa.concat_tables(parts)
+            rows = pa.concat_tables([rows for rows, _ in parts])
             opened[0].write_table(rows, row_group_size=rows.num_rows)
             self.records[opened[1]] = self.records.get(opened[1], 0) + rows.num_rows
+            if self.stream is not None:
+                self.offsets.setdefault(opened[1], []).extend(o for _, o in parts if o is not None)
 
     def close(self) -> list[StagedFile]:
         for key in list(self.pending):
             self._flush(key)
         files = []
         for key, (writer, path) in self.writers.items():
+            if self.stream is not None:
+                offsets = np.concatenate(self.offsets.pop(path, [np.zeros(0, dtype=np.int64)]))
+                writer.add_key_value_metadata(stream_metadata(*self.stream, offsets))
             writer.close()
             partition = partition_values_json(self.table.spec, key)
             files.append(StagedFile(self.table.target.name, self.table.location, path, self.records[path], partition))
@@ -132,6 +161,7 @@ class ArrowTableOutput:
     def discard(self) -> None:
         self.pending.clear()
         self.pending_bytes.clear()
+        self.offsets.clear()
         for writer, path in self.writers.values():
             writer.close()
             self.fs.delete_file(path)
@@ -152,8 +182,12 @@ def unshaped_records(
 class TableLane:
     """One table's share of a staged partition: the decoder of its columns, and its open data files."""
 
-    def __init__(self, config: SinkConfig, table: TargetTable, tmp_name: str, file_prefix: str) -> None:
+    def __init__(
+        self, config: SinkConfig, table: TargetTable, tmp_name: str, file_prefix: str, stream: tuple[str, int]
+    ) -> None:
         self.config = config
+        # (In upsert mode each file says its rows' offsets in this Kafka partition: ArrowTableOutput.)
+        self.stream = stream if config.settings.upsert_mode else None
         self.name = table.target.name
         self.tmp_name = tmp_name
         self.file_prefix = file_prefix
@@ -202,7 +236,7 @@ class TableLane:
         prefix = self.file_prefix + (f"-s{self.schemas}" if self.schemas else "")
         self.schemas += 1
         tmp_dir = f"{table.location.rstrip('/')}/data/_tmp/{self.tmp_name}"
-        self.output = ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes)
+        self.output = ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes, self.stream)
 
     def decode(self, chunk: RecordChunk) -> Decoded:
         if self.decoder is not None:
@@ -223,9 +257,9 @@ class TableLane:
             return []
         return [(decoded.positions[row], reason) for row, reason in self.unappliable(decoded.columns)]
 
-    def write(self, rows: pa.Table) -> None:
+    def write(self, rows: pa.Table, offsets: np.ndarray) -> None:
         assert self.output is not None
-        self.output.write(rows)
+        self.output.write(rows, offsets)
 
     def close(self) -> list[StagedFile]:
         files = self.closed + (self.output.close() if self.output is not None else [])
@@ -334,7 +368,8 @@ class ArrowPartitionWriter:
                 decoded.columns = decoded.columns.filter(pa.array(keep))
                 decoded.positions = [p for p, k in zip(decoded.positions, keep, strict=True) if k]
             if decoded.positions:
-                lane.write(self._with_metadata(decoded, run))
+                offsets = np.asarray(run.offsets, dtype=np.int64)[decoded.positions]
+                lane.write(self._with_metadata(decoded, run), offsets)
         self._reject(
             chunk, sorted(unconverted.items()), sorted((p, r) for p, r in refused.items() if p not in unconverted)
         )
@@ -350,7 +385,8 @@ class ArrowPartitionWriter:
         except Unshaped as unshaped:
             return unshaped
         tmp_name = f"{self.staging_id}-{self.attempt}"
-        lane = self.lanes[name] = TableLane(self.config, table, tmp_name, f"{self.topic}+{self.partition}+{self.start}")
+        prefix = f"{self.topic}+{self.partition}+{self.start}"
+        lane = self.lanes[name] = TableLane(self.config, table, tmp_name, prefix, (self.topic, self.partition))
         return lane
 
     def _decode(self, lane: TableLane, run: RecordChunk) -> Decoded:

@@ -64,8 +64,8 @@ class IcebergCommitter:
 
     def _commit(self, prepared: PreparedCommit) -> dict[str, int]:
         by_table: dict[str, list[CommitFile]] = {}
-        # In stream order (topic, partition, then the files' names, which number a task's files in
-        # the order it wrote them): upserts take the last record of a key.
+        # By Kafka partition (topic, partition, then name): upserts take the last record of a key, ordering
+        # a partition's rows by the offsets their files' footers give (upserts.winners).
         for f in sorted(prepared.files, key=lambda f: (f["topic"], f["partition"], f["path"])):
             by_table.setdefault(f["table"], []).append(CommitFile(f["path"], f.get("partition_values")))
         if self.config.allow_empty_commit:

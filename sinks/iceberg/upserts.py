@@ -4,8 +4,10 @@ The participants write the commit's records to data files as for appends.
 The coordinator's commit then, for each table:
 
 1. reads the identifier columns (and the CDC field) of the commit's files, in
-   stream order (files by topic, partition and name; rows in offset order):
-   the last record of each key wins; a record whose CDC field starts with
+   stream order (by topic, partition and offset: each file the writers write
+   for upserts says its rows' offsets in its footer, ``stream_metadata``,
+   since a partitioned table's rows of one Kafka partition go to a file per
+   Iceberg partition): the last record of each key wins; a record whose CDC field starts with
    ``D`` deletes its key (Iceberg's sink: D delete, U update, I insert;
    here an insert of a key that is there replaces it, as upsert mode does);
 2. finds the table's live data files that may hold those keys (by their
@@ -24,8 +26,11 @@ check, and its retry finds the commit's snapshot.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import uuid
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -150,6 +155,53 @@ def _nested(rows: pa.Table, path: str) -> pa.ChunkedArray | None:
     return column
 
 
+# The footer key (Parquet key-value metadata) of a data file written for upserts: the Kafka partition of its
+# rows and their offsets, in the file's order (``stream_metadata``).
+STREAM_METADATA = "sinkadmin.stream"
+
+
+def stream_metadata(topic: str, partition: int, offsets: np.ndarray) -> dict[str, str]:
+    """A data file's footer entry saying its rows' offsets in their Kafka partition (the differences between
+    them compressed: consecutive offsets take a few bytes)."""
+    steps = np.diff(np.asarray(offsets, dtype="<i8"), prepend=np.int64(0)).astype("<i8")
+    packed = base64.b64encode(zlib.compress(steps.tobytes())).decode()
+    return {
+        STREAM_METADATA: json.dumps({"topic": topic, "partition": partition, "rows": len(steps), "offsets": packed})
+    }
+
+
+def stream_of(metadata: Mapping[bytes, bytes] | None, rows: int) -> tuple[str, int, np.ndarray] | None:
+    """A data file's Kafka partition and its rows' offsets from its footer (``stream_metadata``); None when it
+    has none (a file written before it, or by another writer) or one that does not fit its ``rows``."""
+    raw = (metadata or {}).get(STREAM_METADATA.encode())
+    if raw is None:
+        return None
+    try:
+        entry = json.loads(raw)
+        steps = np.frombuffer(zlib.decompress(base64.b64decode(entry["offsets"])), dtype="<i8")
+        if entry["rows"] != rows or len(steps) != rows:
+            return None
+        return str(entry["topic"]), int(entry["partition"]), np.cumsum(steps).astype(np.int64)
+    except (ValueError, KeyError, TypeError, zlib.error):
+        return None
+
+
+def _stream_order(streams: Sequence[tuple[str, int, np.ndarray] | None], sizes: Sequence[int]) -> np.ndarray:
+    """The commit's rows (concatenated in the files' order) in stream order: by Kafka partition, in the order
+    the files first name them, then by offset. A file without its offsets is a stream of its own, its rows in
+    its order, where it stands."""
+    groups: dict[tuple[str, int] | int, int] = {}
+    group_of, offsets = [], []
+    for n, (stream, size) in enumerate(zip(streams, sizes, strict=True)):
+        key: tuple[str, int] | int = (stream[0], stream[1]) if stream is not None else n
+        group_of.append(np.full(size, groups.setdefault(key, len(groups)), dtype=np.int64))
+        offsets.append(stream[2] if stream is not None else np.arange(size, dtype=np.int64))
+    if not sizes:
+        return np.zeros(0, dtype=np.int64)
+    # (np.lexsort sorts by its last key first, and is stable.)
+    return np.lexsort((np.concatenate(offsets), np.concatenate(group_of))).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Winners:
     """What the commit's own records come to: per file, the rows that stay; and every key they touch."""
@@ -191,7 +243,9 @@ def winners(
     ordering_field: str | None = None,
     io_properties: Mapping[str, str] = {},
 ) -> Winners:
-    """The last record of each key across the commit's files (in the order given), and the keys.
+    """The last record of each key across the commit's files, and the keys. The files are given by Kafka
+    partition; a file's rows are ordered among those of its partition by the offsets its footer gives
+    (``stream_metadata``), else where it stands.
 
     ``ordering_field`` (``sinkadmin.upsert.ordering-field``): the record with the greatest value of it wins
     instead, of equal ones (or none) the later in the stream."""
@@ -202,11 +256,14 @@ def winners(
     typed: list[Any] = []
     integers: list[pa.Array] = []  # (the identifier column of each file, while it is of an integer type)
     sizes = []
+    streams = []
     for path in paths:
         fs, at = table_filesystem(path, io_properties)
-        names = pq.read_schema(at, filesystem=fs).names
+        parquet = pq.ParquetFile(at, filesystem=fs)
+        names = parquet.schema_arrow.names
         present = list(dict.fromkeys(c.split(".")[0] for c in columns if c.split(".")[0] in names))
-        rows = pq.read_table(at, columns=present, filesystem=fs)
+        rows = parquet.read(columns=present)
+        streams.append(stream_of(parquet.metadata.metadata, len(rows)))
         keys.append(key_column(rows, id_columns))
         deletes.append(deleting(rows, cdc_field))
         if ordering_field:
@@ -220,12 +277,14 @@ def winners(
     if not paths:
         return Winners((), pa.array([], pa.string()), ())
     every = pa.concat_arrays(keys) if keys else pa.array([], pa.string())
-    # Each record's rank in the order that decides which wins: the stream's, or the ordering field's.
-    rank = np.arange(len(every), dtype=np.int64)
-    stream_order = rank
+    # Each record's rank in the order that decides which wins: the stream's, or the ordering field's (ties in
+    # the stream's). ``stream_order``: the records by rank.
+    stream_order = _stream_order(streams, sizes)
+    rank = np.empty_like(stream_order)
+    rank[stream_order] = np.arange(len(every), dtype=np.int64)
     values = None
     if ordering_field:
-        values, stream_order = _ordered(orderings, sizes)
+        values, stream_order = _ordered(orderings, sizes, rank)
         rank = np.empty_like(stream_order)
         rank[stream_order] = np.arange(len(every), dtype=np.int64)
     removes = np.concatenate(deletes)
@@ -292,16 +351,19 @@ def integer_where(column: pa.ChunkedArray | pa.Array, keys: np.ndarray) -> np.nd
     return np.nonzero(np.isin(values, keys))[0].astype(np.int64)
 
 
-def _ordered(orderings: Sequence[pa.Array | None], sizes: Sequence[int]) -> tuple[pa.Array, np.ndarray]:
-    """The records' ordering values, in stream order, and their stream positions sorted by them, ascending (a
-    null, or a file without the field, first), ties in stream order: the last of a key in it wins."""
+def _ordered(
+    orderings: Sequence[pa.Array | None], sizes: Sequence[int], stream_rank: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
+    """The records' ordering values (concatenated in the files' order), and their positions there sorted by
+    them, ascending (a null, or a file without the field, first), ties by ``stream_rank`` (each record's rank
+    in the stream): the last of a key in it wins."""
     types = [o.type for o in orderings if o is not None and not pa.types.is_null(o.type)]
     # (A field a later file types wider, after schema evolution, is compared in that wider type.)
     common = types[-1] if types else pa.null()
     values = pa.concat_arrays(
         [o.cast(common) if o is not None else pa.nulls(size, common) for o, size in zip(orderings, sizes, strict=True)]
     )
-    by = pa.table({"value": values, "at": np.arange(len(values), dtype=np.int64)})
+    by = pa.table({"value": values, "at": stream_rank})
     order = pc.sort_indices(by, sort_keys=[("value", "ascending", "at_start"), ("at", "ascending")])
     return values, np.asarray(order.to_numpy(), dtype=np.int64)
 
