@@ -115,7 +115,7 @@ def test_a_live_file_loses_the_rows_of_the_commits_keys_and_own_files_their_drop
         "c0ffee",
     )
     rewritten, kept, trimmed = (job.run_unit(n) for n in range(job.count))
-    assert kept == {"path": None, "found": 0, "stale": []}
+    assert kept == {"path": None, "found": [], "stale": []}
     assert rewritten["records"] == 3 and "-upsert-c0ffee-" in rewritten["path"]
     assert pq.read_table(rewritten["path"].removeprefix("file://")).column("id").to_pylist() == [0, 2, 4]
     assert pq.read_table(trimmed["path"].removeprefix("file://")).to_pylist() == [{"id": 1, "v": "newer1"}]
@@ -644,3 +644,17 @@ def test_a_files_footer_orders_its_rows_by_offset_and_one_that_does_not_fit_is_n
     order = _stream_order([a, b, None, c], [2, 3, 2, 1])
     # Concatenated: a = 0-1, b = 2-4, the one without = 5-6, c = 7.
     assert order.tolist() == [0, 2, 3, 1, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("mode", [MERGE_ON_READ, COPY_ON_WRITE])
+def test_deletes_of_keys_the_table_holds_twice_or_not_at_all_are_counted_by_key(tmp_path: Path, mode: str) -> None:
+    catalog = _sql_catalog(tmp_path, **{MERGE_MODE: mode})
+    # Key 5 twice, in two files (another writer's appends, which do not replace a key).
+    for v in ("a", "b"):
+        catalog.load_table("db.t").append(
+            pa.table({"id": pa.array([5], pa.int64()), "op": ["c"], "v": [v], "lsn": pa.array([1], pa.int64())})
+        )
+    _commit(catalog, tmp_path, 1, [{"id": 5, "op": "d", "v": None}, {"id": 6, "op": "d", "v": None}])
+    table = catalog.load_table("db.t")
+    assert table.scan().to_arrow().num_rows == 0
+    assert table.current_snapshot().summary[ABSENT_KEY_DELETES] == "1"  # (key 6)

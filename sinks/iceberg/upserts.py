@@ -396,12 +396,12 @@ def _where(keys: pa.Array, wanted: pa.Array) -> np.ndarray:
     return np.nonzero(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))[0].astype(np.int64)
 
 
-def _deletes_found(hit_keys: pa.Array, deleted_keys: pa.Array) -> int:
-    """How many of the rows whose keys are ``hit_keys`` hold a key of ``deleted_keys``: deletes that found
-    their key."""
+def _deletes_found(hit_keys: pa.Array, deleted_keys: pa.Array) -> list[str]:
+    """The keys of ``deleted_keys`` among ``hit_keys`` (those of the rows found), each once: deletes that found
+    their key. (Keys, not rows: a table may hold a key twice, written by another writer.)"""
     if not len(deleted_keys) or not len(hit_keys):
-        return 0
-    return len(_where(hit_keys, deleted_keys))
+        return []
+    return list(pc.unique(hit_keys.filter(pc.is_in(hit_keys, deleted_keys))).to_pylist())
 
 
 @dataclass(frozen=True)
@@ -511,23 +511,23 @@ class UpsertRewrite(UpsertJob):
 
     def run_unit(self, index: int) -> dict[str, Any]:
         """``{"path", "records", "found"}`` of the rewritten file (records 0: nothing stays, no file), or
-        ``{"path": None}`` when the file holds none of the keys and stays as it is. ``found``: rows the commit's
-        deletes removed."""
+        ``{"path": None}`` when the file holds none of the keys and stays as it is. ``found``: the keys of the
+        rows the commit's deletes removed, each once."""
         failpoint("upsert.rewrite")  # (a test's executor dies here: some files rewritten, no snapshot)
         unit = self.units[index]
         fs, at = table_filesystem(unit.path, self.io_properties)
-        found = 0
+        found: list[str] = []
         stale: list[str] = []
         if unit.own:
             if not unit.dropped:
-                return {"path": None, "found": 0}
+                return {"path": None, "found": []}
             rows = pq.read_table(at, filesystem=fs)
             keep = np.ones(len(rows), dtype=bool)
             keep[list(unit.dropped)] = False
         else:
             hit, hit_keys, stale = self._hits(unit.path, unit.deletes)
             if not hit.size:
-                return {"path": None, "found": 0, "stale": stale}
+                return {"path": None, "found": [], "stale": stale}
             found = _deletes_found(hit_keys, self.deleted_keys)
             rows = pq.read_table(at, filesystem=fs)
             keep = np.ones(len(rows), dtype=bool)
@@ -638,10 +638,10 @@ class PositionDeletes(UpsertJob):
     def run_unit(self, index: int) -> dict[str, Any]:
         """``{"path", "records", "size", "first", "last", "found"}``: the delete file written (records: the
         positions it deletes, first and last of them), or ``{"path": None}`` when the file holds none of the
-        keys. ``found``: rows the commit's deletes removed."""
+        keys. ``found``: the keys of the rows the commit's deletes removed, each once."""
         failpoint("upsert.rewrite")  # (a test's executor dies here: some files written, no snapshot)
         unit = self.units[index]
-        found = 0
+        found: list[str] = []
         stale: list[str] = []
         if unit.own:
             positions = np.asarray(unit.dropped, dtype=np.int64)
@@ -872,8 +872,9 @@ def commit_upserts(
                 elif outcome["records"]:
                     own_kept.append(replace(own_file, path=outcome["path"]))
             added += data_files(table, own_kept)
-        stale_deletes = int(pc.sum(pc.is_in(ran.stale, found.deleted_keys)).as_py() or 0)
-        absent = len(found.deleted_keys) - sum(o.get("found", 0) for _, o in ran.outcomes) - stale_deletes
+        # (The deletes whose key no live file holds; a key whose table row is later than the delete is held.)
+        held = {key for _, outcome in ran.outcomes for key in outcome.get("found", ())} | set(ran.stale.to_pylist())
+        absent = len(set(found.deleted_keys.to_pylist()) - held)
         if absent:
             log.info(
                 "upsert %s on %s: %d delete(s) of keys the table does not hold", commit.commit_id, table_name, absent
