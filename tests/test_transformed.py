@@ -151,11 +151,17 @@ def test_integers_beyond_64_bits_stay_whole_and_the_rest_reads_as_orjson_reads_i
         b'[1e300, 2.5, "x"]',
     ):
         assert parse_json(text) == orjson.loads(text)
+    # Beyond a double's range (orjson refuses it): an integer whole, a fraction an infinity, as Jackson reads them.
+    huge = b"1" + b"0" * 400
+    assert parse_json(b'{"i": -' + huge + b"}") == {"i": -int(huge)}
+    assert parse_json(b'{"f": ' + huge + b".5}") == {"f": float("inf")}
     # What orjson refuses is refused on either path.
     for text in (
         b'{"a": NaN}',
         b'{"a": 12345678901234567890123, "b": Infinity}',
         b'[12345678901234567890123, "\\ud800"]',
+        b'{"a": ' + huge + b', "b": Infinity}',
+        b"[" + huge + b', "\\ud800"]',
     ):
         with pytest.raises(ValueError):
             parse_json(text)
@@ -303,3 +309,58 @@ def test_the_iceberg_sinks_table_is_created_from_the_records_staged_without_an_e
     staged = StagedPartition("orders", 0, 0, 2, 2, path, None)
     writer = TableWriter(SinkConfig.parse(sink_config("orders", "db.t")))
     assert shaped(writer._staged_values([staged], "db.t"), lambda samples: list(samples())) == [b'{"amount": 1}']
+
+
+def test_a_cast_to_a_float_that_makes_nan_or_an_infinity_stages_jacksons_text_for_it_and_a_reader_reads_it() -> None:
+    cast = config(
+        **{
+            "transforms": "cast",
+            "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value",
+            "transforms.cast.spec": "x:float64",
+        }
+    )
+    assert cast.transforms is not None and cast.transforms.makes_floats
+    # Java's Double.parseDouble takes "NaN" and "-Infinity", and a hexadecimal beyond a double's range (an
+    # infinity); Number.doubleValue() of an integer beyond it is one too. (Python raised on the last two.)
+    values: list[dict[str, Any] | None] = [
+        {"id": 1, "x": "NaN", "note": None},
+        {"id": 2, "x": "-Infinity"},
+        {"id": 3, "x": "0x1p2000"},
+        {"id": 4, "x": 2.5},
+    ]
+    chunk = appended(run(values), b'{"id": 5, "x": 1' + b"0" * 400 + b"}")
+    out, dropped = RecordTransformer(cast, cast.transforms).apply(chunk)
+    assert dropped == 0 and out.errors == [None] * 5
+    assert [parse_json(v or b"") for v in out.values] == [
+        {"id": 1, "x": "NaN", "note": None},
+        {"id": 2, "x": "-Infinity"},
+        {"id": 3, "x": "Infinity"},
+        {"id": 4, "x": 2.5},
+        {"id": 5, "x": "Infinity"},
+    ]
+    from workers.json_decoder import JsonDecoder
+
+    decoded = JsonDecoder(pa.schema([("id", pa.int64()), ("x", pa.float64())])).decode(out.values, out.errors)
+    assert decoded.bad == []
+    assert str(decoded.columns.column("x").to_pylist()) == str(
+        [float("nan"), -float("inf"), float("inf"), 2.5, float("inf")]
+    )
+
+
+def test_an_exception_a_transformation_raises_on_a_record_makes_it_a_bad_record_not_a_failed_task() -> None:
+    """As Kafka Connect tolerates any exception of the TRANSFORMATION stage (errors.tolerance decides)."""
+    from connectors.smt.chain import Step, TransformChain
+    from connectors.smt.record import ConnectRecord, Props, Transformation
+
+    class Fragile(Transformation):
+        def apply(self, record: ConnectRecord) -> ConnectRecord:
+            if record.value.get("id") == 2:
+                raise ZeroDivisionError("division by zero")
+            return record
+
+    chain = TransformChain((Step("fragile", "com.example.Fragile", Fragile(Props({}))),))
+    out, dropped = RecordTransformer(config(), chain).apply(run([{"id": 1}, {"id": 2}, {"id": 3}]))
+    assert dropped == 0 and out.offsets == [10, 11, 12]
+    assert out.errors[0] is None and out.errors[2] is None
+    assert out.errors[1] == "transforms.fragile (Fragile): ZeroDivisionError: division by zero"
+    assert out.values[1] == b'{"id": 2}'  # (staged as consumed, for the dead letters)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 import orjson
@@ -21,18 +22,59 @@ def parse_json(raw: bytes) -> Any:
     what a transform costs: bench/transform_cost.py). orjson reads an integer beyond 64 bits as a float:
     text with a run of 19 digits or more, which such an integer has, is read again by the standard library,
     which keeps integers whole (what orjson refuses, such as NaN or a lone surrogate, stays refused)."""
-    value = orjson.loads(raw)
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        # orjson also refuses a number beyond a double's range, which is JSON (Jackson reads an integer of it
+        # whole, a fraction as an infinity), and may not have read on to what it would refuse after it.
+        if not str(exc).startswith("number is infinity"):
+            raise
+        value = json.loads(raw, parse_constant=_refused)
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError as surrogate:  # (a lone surrogate, which orjson refuses)
+            raise ValueError(f"not JSON text: {surrogate.reason}") from None
+        return value
     if len(raw) < len(_LONG_DIGITS):  # (a key, often)
         return value
-    return json.loads(raw) if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS) else value
+    return json.loads(raw, parse_constant=_refused) if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS) else value
 
 
-def json_text(value: Any) -> bytes:
-    """Compact JSON text, UTF-8 (integers beyond 64 bits by the standard library, which writes them whole)."""
+def _refused(constant: str) -> Any:
+    """The standard library's reading of ``NaN`` and ``Infinity``, which are not JSON: refused, as orjson does."""
+    raise ValueError(f"{constant} is not JSON")
+
+
+def json_text(value: Any, nonfinite: bool = False) -> bytes:
+    """Compact JSON text, UTF-8 (integers beyond 64 bits by the standard library, which writes them whole).
+
+    ``nonfinite``: the value may hold floats JSON has no number for (NaN, infinities: a Cast makes them), written
+    as the strings Jackson writes for them, ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (a reader of numbers
+    reads them back; orjson would write ``null``, a value lost)."""
     try:
-        return orjson.dumps(value, default=_json_default)
+        text = orjson.dumps(value, default=_json_default)
     except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
+    if nonfinite and b"null" in text:  # (what orjson writes for them)
+        finite = _nonfinite_as_text(value)
+        if finite is not value:
+            return json_text(finite)
+    return text
+
+
+def _nonfinite_as_text(value: Any) -> Any:
+    """``value`` with its non-finite floats as Jackson's strings for them; ``value`` itself when it has none."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        items = {k: _nonfinite_as_text(v) for k, v in value.items()}
+        return items if any(items[k] is not v for k, v in value.items()) else value
+    if isinstance(value, list):
+        elements = [_nonfinite_as_text(v) for v in value]
+        return elements if any(e is not v for e, v in zip(elements, value, strict=True)) else value
+    return value
 
 
 def _json_default(value: Any) -> Any:

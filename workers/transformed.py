@@ -45,6 +45,8 @@ class RecordTransformer:
         self.keys_used = chain.uses_keys
         # (A value in Kafka Connect's schema envelope is its payload to the sink, so it is always decoded.)
         self.values_used = chain.uses_values or self.envelope
+        # (A Cast to a float type may make NaN or an infinity: written as Jackson's strings for them.)
+        self.nonfinite = chain.makes_floats
 
     def apply(self, chunk: RecordChunk) -> tuple[RecordChunk, int]:
         """The run's records transformed (dropped ones left out), and how many were dropped."""
@@ -74,12 +76,18 @@ class RecordTransformer:
                         continue
                     out.offsets.append(offset)
                     out.timestamps.append(transformed.timestamp)
-                    out.keys.append(_encoded(transformed.key, self.key_converter) if self.keys_used else raw_key)
+                    out.keys.append(
+                        _encoded(transformed.key, self.key_converter, self.nonfinite) if self.keys_used else raw_key
+                    )
                     out.values.append(
-                        _encoded(transformed.value, self.value_converter) if self.values_used else raw_value
+                        _encoded(transformed.value, self.value_converter, self.nonfinite)
+                        if self.values_used
+                        else raw_value
                     )
                     out.headers.append(
-                        [(name, _header(value)) for name, value in transformed.headers] if transformed.headers else None
+                        [(name, _header(value, self.nonfinite)) for name, value in transformed.headers]
+                        if transformed.headers
+                        else None
                     )
                     out.errors.append(None)
                     continue
@@ -132,21 +140,22 @@ def shown(raw: bytes, limit: int = 80) -> str:
     return repr(raw[:limit].decode("utf-8", "backslashreplace")) + ("..." if len(raw) > limit else "")
 
 
-def _encoded(value: Any, converter: str) -> bytes | None:
-    """A transformed key or value as the sinks take it: JSON text, or the string or bytes themselves."""
+def _encoded(value: Any, converter: str, nonfinite: bool = False) -> bytes | None:
+    """A transformed key or value as the sinks take it: JSON text, or the string or bytes themselves
+    (``nonfinite``: it may hold NaN or infinities, ``json_text``)."""
     if value is None:
         return None
     if isinstance(value, bytes | bytearray):
         return bytes(value)
     if converter == "string" and isinstance(value, str):
         return value.encode()
-    return json_text(value)
+    return json_text(value, nonfinite)
 
 
-def _header(value: Any) -> bytes | None:
+def _header(value: Any, nonfinite: bool = False) -> bytes | None:
     """A header's value as Kafka carries it: strings as UTF-8, other values as JSON."""
     if value is None or isinstance(value, bytes):
         return value
     if isinstance(value, str):
         return value.encode()
-    return json_text(value)
+    return json_text(value, nonfinite)

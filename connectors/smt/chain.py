@@ -61,6 +61,11 @@ class TransformChain:
             for step in self.steps
         )
 
+    @property
+    def makes_floats(self) -> bool:
+        """Whether a step may make floats JSON has no number for (``Transformation.makes_floats``)."""
+        return any(step.transformation.makes_floats for step in self.steps)
+
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         """The record through each transformation in order (those whose predicate holds, or with
         ``negate`` does not); None when one drops it. Raises ``TransformFailed`` with the step's alias and
@@ -72,6 +77,11 @@ class TransformChain:
                 transformed = step.transformation.apply(record)
             except DataException as exc:
                 raise TransformFailed(f"{failure_prefix(step.alias, step.class_name)}{exc}") from None
+            except Exception as exc:
+                # (Kafka Connect tolerates any exception of a transformation as a failure of the record:
+                # RetryWithToleranceOperator's TRANSFORMATION stage. A record must not stop its task.)
+                reason = f"{failure_prefix(step.alias, step.class_name)}{type(exc).__name__}: {exc}"
+                raise TransformFailed(reason) from exc
             if transformed is None:
                 return None
             record = transformed

@@ -206,8 +206,19 @@ def java_parse_double(text: str) -> float:
         raise ValueError(f'For input string: "{text}"')
     literal = trimmed[:-1] if trimmed[-1] in "fFdD" else trimmed  # (a hexadecimal one ends in its exponent)
     if "x" in literal.lower():
-        return float.fromhex(literal)
+        try:
+            return float.fromhex(literal)
+        except OverflowError:  # (Java's is an infinity)
+            return -math.inf if literal.startswith("-") else math.inf
     return float(literal)
+
+
+def java_double_of(value: int | float) -> float:
+    """Java's ``Number.doubleValue()``: an integer beyond a double's range is an infinity (Python raises)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return -math.inf if value < 0 else math.inf
 
 
 def big_decimal(text: str) -> Decimal:
@@ -248,7 +259,7 @@ def cast_value(value: Any, target: str) -> Any:
         if isinstance(value, bool):
             real = 1.0 if value else 0.0
         elif isinstance(value, int | float):
-            real = float(value)
+            real = java_double_of(value)
         elif isinstance(value, str):
             real = java_parse_double(value)
         if real is not None:
@@ -309,6 +320,10 @@ class Cast(KeyOrValue):
                 "may only specify a single cast in their spec",
             )
         _schema_only(props)
+
+    @property
+    def makes_floats(self) -> bool:
+        return any(kind in ("float32", "float64") for kind in (self.whole, *self.casts.values()))
 
     def apply(self, record: ConnectRecord) -> ConnectRecord:
         value = self.operating(record)

@@ -158,6 +158,11 @@ class Transformation:
     def uses_value(self) -> bool:
         return self.USES_VALUE
 
+    @property
+    def makes_floats(self) -> bool:
+        """Whether it may make floats JSON has no number for (NaN, infinities): a Cast to a float type."""
+        return False
+
 
 class KeyOrValue(Transformation):
     """A transformation with ``$Key`` and ``$Value`` variants: it works on the key or on the value."""
