@@ -205,6 +205,21 @@ def test_replace_field_takes_the_names_kafka_took_before_4_0() -> None:
     assert apply(chain, record({"a": 1, "b": 2, "c": 3})).value == {"a": 1}
 
 
+@pytest.mark.parametrize(
+    ("props", "refused"),
+    [
+        ({"include": "a", "whitelist": "b"}, "whitelist"),
+        ({"include": "", "whitelist": "b"}, "whitelist"),
+        ({"exclude": "a", "blacklist": "b"}, "blacklist"),
+    ],
+)
+def test_replace_field_refuses_a_deprecated_name_beside_its_new_one(props: dict[str, str], refused: str) -> None:
+    # (Kafka 3 took the new name and ignored the old: refused here, as one of them would be ignored.)
+    errors = errors_of("ReplaceField$Value", props)
+    assert list(errors) == [refused]
+    assert "set too" in errors[refused][0] and "remove one" in errors[refused][0]
+
+
 @pytest.mark.parametrize("mapping", ["abc", "a:b:c", "a:", "a::"])
 def test_replace_field_config_refuses_a_rename_that_is_not_one_pair(mapping: str) -> None:
     # As Java's String.split(":"), trailing empty parts dropped: "a:" is one part.
@@ -1260,6 +1275,16 @@ def test_chain_refuses_keys_of_an_alias_not_listed() -> None:
 def test_chain_refuses_a_duplicate_alias() -> None:
     _, errors = parse_chain({"transforms": "t,t", "transforms.t.type": f"{K}Filter"})
     assert errors["transforms"] == ["Duplicate alias provided."]
+
+
+def test_chain_refuses_a_duplicate_predicate_alias() -> None:
+    config = {
+        **config_of("Filter", {"predicate": "p"}),
+        "predicates": "p, p",
+        "predicates.p.type": f"{K}predicates.RecordIsTombstone",
+    }
+    chain, errors = parse_chain(config)
+    assert chain is None and errors == {"predicates": ["Duplicate alias provided."]}
 
 
 def test_chain_refuses_a_predicate_not_listed() -> None:

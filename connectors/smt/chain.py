@@ -140,7 +140,9 @@ def parse_chain(config: Mapping[str, str]) -> tuple[TransformChain | None, dict[
 
     predicates: dict[str, tuple[str, Predicate]] = {}
     predicate_aliases = _split(config.get("predicates"))
-    for alias in predicate_aliases:
+    if len(set(predicate_aliases)) != len(predicate_aliases):
+        error("predicates", "Duplicate alias provided.")
+    for alias in dict.fromkeys(predicate_aliases):
         found = _build(config, f"predicates.{alias}.", PREDICATE_CLASSES, "predicate", (), error)
         if found is not None:
             predicates[alias] = found

@@ -88,12 +88,14 @@ class InsertField(KeyOrValue):
 
 class ReplaceField(KeyOrValue):
     """Keeps (``include``), drops (``exclude``, which wins) and renames (``renames``, ``old:new``) fields;
-    ``whitelist`` and ``blacklist`` are the names Kafka before 4.0 also took for ``include`` and ``exclude``."""
+    ``whitelist`` and ``blacklist`` are the names Kafka before 4.0 also took for ``include`` and ``exclude``
+    (``ConfigUtils.translateDeprecatedConfigs``: used when the new name is not set; with both set Kafka 3 used
+    the new one and ignored the old, which is refused here, since one of them would be ignored)."""
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)
-        self.exclude = set(props.list("exclude")) | set(props.list("blacklist"))
-        self.include = set(props.list("include")) | set(props.list("whitelist"))
+        self.exclude = set(self._renamed(props, "exclude", "blacklist"))
+        self.include = set(self._renamed(props, "include", "whitelist"))
         self.renames: dict[str, str] = {}
         for mapping in props.list("renames"):
             parts = java_split(mapping, ":")
@@ -102,6 +104,21 @@ class ReplaceField(KeyOrValue):
             else:
                 self.renames[parts[0]] = parts[1]
         _schema_only(props)
+
+    @staticmethod
+    def _renamed(props: Props, key: str, deprecated: str) -> list[str]:
+        if deprecated not in props.props:
+            return props.list(key)
+        if key in props.props:
+            props.read.add(deprecated)
+            props.list(key)
+            props.error(
+                deprecated,
+                f"{key} is set too: {deprecated} is its deprecated name, which Kafka Connect ignores when {key} "
+                "is set; remove one",
+            )
+            return []
+        return props.list(deprecated)
 
     def apply(self, record: ConnectRecord) -> ConnectRecord:
         value = self.operating(record)
