@@ -5,7 +5,6 @@ client from."""
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -14,6 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from connectors.config.kafka_clients import control_client_config, source_consumer_config
+from connectors.java_regex import compile_java
 from workers.events import ControlEvent
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def resolve_partitions(admin: AdminClient, topics: Iterable[str], topics_regex: 
 
 def partitions_in(metadata: ClusterMetadata, topics: Iterable[str], topics_regex: str | None) -> list[tuple[str, int]]:
     wanted = set(topics)
-    pattern = re.compile(topics_regex) if topics_regex else None
+    pattern = compile_java(topics_regex) if topics_regex else None
     return partitions_where(
         metadata,
         lambda name: not name.startswith("__") and (name in wanted or bool(pattern and pattern.fullmatch(name))),

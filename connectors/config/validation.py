@@ -35,6 +35,7 @@ from connectors.config.kafka_clients import (
 )
 from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
+from connectors.java_regex import compile_java
 from connectors.smt import TransformChain, parse_chain, transformation_classes
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
@@ -475,8 +476,8 @@ def _check_topics(result: ConfigValidation, plugin: Plugin, config: dict[str, st
             result.add("topics", f"{topic!r} is not a valid topic name (letters, digits, '.', '_', '-'; at most 249)")
     if regex:
         try:
-            re.compile(regex)
-        except re.error as exc:
+            compile_java(regex)
+        except ValueError as exc:
             result.add("topics.regex", f"not a valid regular expression: {exc}")
     if not plugin.coordinated:
         return
@@ -490,8 +491,8 @@ def _check_topics(result: ConfigValidation, plugin: Plugin, config: dict[str, st
 
 def _safe_fullmatch(pattern: str, text: str) -> bool:
     try:
-        return re.fullmatch(pattern, text) is not None
-    except re.error:
+        return compile_java(pattern).fullmatch(text) is not None
+    except ValueError:
         return False
 
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from connectors.java_regex import compile_java
+
 
 class DataException(Exception):
     """A transformation cannot apply to this record (Kafka Connect's DataException): a bad record."""
@@ -97,12 +99,12 @@ class Props:
         return default
 
     def pattern(self, key: str, *, non_empty: bool = False) -> re.Pattern[str] | None:
-        """A required Java regular expression (``RegexValidator``), compiled as Python's: their common
-        syntax, Java's named groups ``(?<name>...)`` read as Python's ``(?P<name>...)``."""
+        """A required Java regular expression (``RegexValidator``), compiled by Python's ``re`` as Java reads
+        it (``connectors.java_regex``)."""
         value = self.required(key, non_empty=non_empty)
         try:
-            return re.compile(java_regex(value))
-        except re.error as exc:
+            return compile_java(value)
+        except ValueError as exc:
             self.error(key, f"Invalid value {value} for configuration {key}: Invalid regex: {exc}")
             return None
 
@@ -115,12 +117,6 @@ class Props:
     def finish(self, name: str) -> None:
         for key in sorted(set(self.props) - self.read):
             self.error(key, f"{key} is not a key of {name}")
-
-
-def java_regex(pattern: str) -> str:
-    """A Java regular expression in Python's syntax: named groups ``(?<name>`` become ``(?P<name>`` (a
-    lookbehind, ``(?<=`` or ``(?<!``, is left as it is)."""
-    return re.sub(r"(?<!\\)\(\?<(?=[A-Za-z])", "(?P<", pattern)
 
 
 def java_split(text: str, separator: str) -> list[str]:

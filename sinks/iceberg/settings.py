@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from connectors.config.definitions import CONVERTERS
 from connectors.config.transforms import PartitionField, parse_partition_by
 from connectors.config.validation import KeyRule, apply_key_rules, split_list
+from connectors.java_regex import compile_java
 from sinks.iceberg.plugin import ICEBERG
 
 if TYPE_CHECKING:
@@ -157,8 +158,8 @@ def _check_tables(result: ConfigValidation, config: dict[str, str]) -> None:
                     "regex is matched: remove it, or route statically (dynamic-enabled=false)",
                 )
             try:
-                re.compile(value)
-            except re.error as exc:
+                compile_java(value)
+            except ValueError as exc:
                 result.add(key, f"not a valid regular expression: {exc}")
             if not route_field:
                 result.add(key, "route-regex needs iceberg.tables.route-field")
@@ -438,7 +439,7 @@ def _table_target(name: str, raw: Mapping[str, str]) -> TableTarget:
                 raw.get(f"iceberg.table.{name}.partition-by") or raw.get("iceberg.tables.default-partition-by", "")
             )
         ),
-        route_regex=re.compile(raw[f"iceberg.table.{name}.route-regex"])
+        route_regex=compile_java(raw[f"iceberg.table.{name}.route-regex"])
         if f"iceberg.table.{name}.route-regex" in raw
         else None,
         id_columns=tuple(
