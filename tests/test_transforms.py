@@ -944,6 +944,30 @@ def test_timestamp_router_formats() -> None:
     assert apply(chain, record(timestamp=1483425001864)).topic == "test_2017-01-03T06_test"
 
 
+# SimpleDateFormat("YYYY YY ww W F G LLL LLLL L yyyy-MM-dd E") in UTC, on JDK 17 with -Duser.language=en
+# -Duser.country=US (weeks start on Sunday; the week of the 1st of January is the first).
+JAVA_WEEKS = {
+    1703894400000: "2023 23 52 5 5 AD Dec December 12 2023-12-30 Sat",
+    1703980800000: "2024 24 01 6 5 AD Dec December 12 2023-12-31 Sun",
+    1704067200000: "2024 24 01 1 1 AD Jan January 1 2024-01-01 Mon",
+    1704499200000: "2024 24 01 1 1 AD Jan January 1 2024-01-06 Sat",
+    1671321600000: "2022 22 52 4 3 AD Dec December 12 2022-12-18 Sun",
+}
+
+
+@pytest.mark.parametrize(("millis", "java"), JAVA_WEEKS.items())
+def test_timestamp_router_writes_the_week_fields_and_era_as_an_english_jvm_does(millis: int, java: str) -> None:
+    chain = build("TimestampRouter", {"timestamp.format": "YYYY YY ww W F G LLL LLLL L yyyy-MM-dd E"})
+    assert apply(chain, record(timestamp=millis)).topic == f"test-{java}"
+
+
+def test_timestamp_converter_writes_week_fields_but_refuses_to_read_them() -> None:
+    to_text = build("TimestampConverter$Value", {"target.type": "string", "format": "YYYY-'W'ww"})
+    assert apply(to_text, record(1703980800000)).value == "2024-W01"
+    from_text = build("TimestampConverter$Value", {"target.type": "unix", "format": "YYYY-'W'ww"})
+    fails(from_text, record("2024-W01"), "week fields (Y, w)", "written, not read")
+
+
 def test_timestamp_router_needs_the_records_timestamp() -> None:
     fails(build("TimestampRouter"), record(timestamp=None), "Timestamp missing on record")
 
@@ -1793,6 +1817,8 @@ def test_simple_date_format_two_digit_year_is_within_80_years_before_and_20_afte
     assert timestamps.parse_millis("30-01-01", "yy-MM-dd", now_year=2025) == 1893456000000  # 2030
 
 
-def test_simple_date_format_refuses_letters_it_does_not_have() -> None:
+@pytest.mark.parametrize("pattern", ["yyyy-bb", "yyyy-q", "yyyy-T", "yyyy-e"])
+def test_simple_date_format_refuses_letters_it_does_not_have(pattern: str) -> None:
+    # (As Java's: "Illegal pattern character".)
     with pytest.raises(ValueError, match="Illegal pattern character"):
-        timestamps.tokens("yyyy-ww")
+        timestamps.tokens(pattern)

@@ -1,18 +1,26 @@
 """Java's ``SimpleDateFormat`` patterns, as Kafka's TimestampConverter and TimestampRouter use them (in UTC).
 
-Letters: ``y`` year (``yy`` two digits), ``M`` month (``MMM`` its short name, ``MMMM`` its name), ``d``
-day, ``D`` day of the year, ``E`` day of the week's name (``EEEE`` in full), ``u`` its number, ``a`` AM/PM,
-``H`` hour 0-23, ``k`` 1-24, ``K`` 0-11, ``h`` 1-12, ``m`` minute, ``s`` second, ``S`` millisecond, ``z``
-``Z`` ``X`` the zone; text in single quotes (``''`` a quote). Others are refused when configured.
+Letters: ``G`` era, ``y`` year (``yy`` two digits), ``M`` or ``L`` month (``MMM`` its short name,
+``MMMM`` its name), ``d`` day, ``D`` day of the year, ``E`` day of the week's name (``EEEE`` in full), ``u``
+its number, ``a`` AM/PM, ``H`` hour 0-23, ``k`` 1-24, ``K`` 0-11, ``h`` 1-12, ``m`` minute, ``s`` second,
+``S`` millisecond, ``z`` ``Z`` ``X`` the zone; text in single quotes (``''`` a quote). Others are refused
+when configured.
+
+The week fields, ``Y`` week year, ``w`` week of the year, ``W`` week of the month, ``F`` day of the week in
+the month, are written as an English (United States) JVM writes them, the default locale of Kafka Connect's
+images: weeks start on Sunday, and the first week of a year (or month) is the one its first day is in. They
+are not read (a string of them is a bad record).
 """
 
 from __future__ import annotations
 
 import calendar
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
-LETTERS = "yMdDEuaHkKhmsSzZX"
+LETTERS = "GyYMLwWdDFEuaHkKhmsSzZX"
+# The fields only written (``format_millis``), not read (``parse_millis``).
+WRITTEN_ONLY = "YwWF"
 _MONTHS = list(calendar.month_name)[1:]
 _DAYS = list(calendar.day_name)
 
@@ -72,9 +80,33 @@ def _zone(offset: timedelta, letter: str, count: int) -> str:
     return f"{sign}{hours:02d}{minutes:02d}"
 
 
+def _week_start(day: date) -> date:
+    """The Sunday that starts ``day``'s week (United States weeks)."""
+    return day - timedelta(days=(day.weekday() + 1) % 7)
+
+
+def week_fields(day: date) -> dict[str, int]:
+    """Java's week fields of ``day`` in an English (United States) locale (Sunday first, one day makes a first
+    week): ``Y`` week year, ``w`` week of it, ``W`` week of the month, ``F`` day of the week in the month."""
+    start = _week_start(day)
+    week_year = (start + timedelta(days=6)).year  # (a week holding the 1st of January is that year's first)
+    first = _week_start(date(week_year, 1, 1))
+    return {
+        "Y": week_year,
+        "w": (start - first).days // 7 + 1,
+        "W": (start - _week_start(day.replace(day=1))).days // 7 + 1,
+        "F": (day.day - 1) // 7 + 1,
+    }
+
+
 def format_millis(millis: int, pattern: str) -> str:
     """``millis`` since the epoch, formatted in UTC."""
     moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=millis)
+    weeks = (
+        week_fields(moment.date())
+        if any(isinstance(t, tuple) and t[0] in WRITTEN_ONLY for t in tokens(pattern))
+        else {}
+    )
     out = []
     for token in tokens(pattern):
         if isinstance(token, str):
@@ -83,6 +115,7 @@ def format_millis(millis: int, pattern: str) -> str:
         letter, count = token
         hour12 = moment.hour % 12 or 12
         numbers = {
+            **weeks,
             "y": moment.year % 100 if count == 2 else moment.year,
             "M": moment.month,
             "d": moment.day,
@@ -96,9 +129,13 @@ def format_millis(millis: int, pattern: str) -> str:
             "s": moment.second,
             "S": moment.microsecond // 1000,
         }
-        if letter == "M" and count >= 3:
+        if letter == "Y" and count == 2:
+            out.append(str(weeks["Y"] % 100).zfill(2))
+        elif letter in "ML" and count >= 3:
             name = _MONTHS[moment.month - 1]
             out.append(name if count >= 4 else name[:3])
+        elif letter == "G":
+            out.append("AD")
         elif letter == "E":
             name = _DAYS[moment.weekday()]
             out.append(name if count >= 4 else name[:3])
@@ -107,13 +144,13 @@ def format_millis(millis: int, pattern: str) -> str:
         elif letter in "zZX":
             out.append(_zone(timedelta(0), letter, count))
         else:
-            out.append(str(numbers[letter]).zfill(count))
+            out.append(str(numbers["M" if letter == "L" else letter]).zfill(count))
     return "".join(out)
 
 
 def _numeric(token: tuple[str, int] | str) -> bool:
     """Whether a pattern field is read as a number (a month of ``MMM`` or more is a name)."""
-    return isinstance(token, tuple) and token[0] in "yMdDuHkKhmsS" and not (token[0] == "M" and token[1] >= 3)
+    return isinstance(token, tuple) and token[0] in "yMLdDuHkKhmsS" and not (token[0] in "ML" and token[1] >= 3)
 
 
 def parse_millis(text: str, pattern: str, *, now_year: int | None = None) -> int:
@@ -125,6 +162,9 @@ def parse_millis(text: str, pattern: str, *, now_year: int | None = None) -> int
     pattern is ignored; out-of-range values roll over (the 32nd of January is the 1st of February); a
     two-digit ``yy`` year falls within 80 years before and 20 after ``now_year`` (this year)."""
     parsed = tokens(pattern)
+    written_only = sorted({t[0] for t in parsed if isinstance(t, tuple) and t[0] in WRITTEN_ONLY})
+    if written_only:
+        raise ValueError(f"the week fields ({', '.join(written_only)}) of {pattern!r} are written, not read, here")
     groups: list[tuple[str, int]] = []
     regex = []
     for i, token in enumerate(parsed):
@@ -135,8 +175,11 @@ def parse_millis(text: str, pattern: str, *, now_year: int | None = None) -> int
         if _numeric(token):
             abutting = i + 1 < len(parsed) and _numeric(parsed[i + 1])
             regex.append(rf"(\d{{1,{count}}})" if abutting else r"(\d+)")
-        elif letter == "M":
+        elif letter in "ML":
             regex.append("([A-Za-z]+)")
+        elif letter == "G":
+            regex.append("(?:AD|ad)")
+            continue
         elif letter == "E":
             regex.append("(?:[A-Za-z]+)")
             continue
@@ -154,7 +197,7 @@ def parse_millis(text: str, pattern: str, *, now_year: int | None = None) -> int
     hour12 = None
     offset = timedelta(0)
     for (letter, count), value in zip(groups, match.groups(), strict=True):
-        if letter == "M" and count >= 3:
+        if letter in "ML" and count >= 3:
             names = [n.lower() for n in _MONTHS]
             short = [n[:3] for n in names]
             name = value.lower()
@@ -174,7 +217,7 @@ def parse_millis(text: str, pattern: str, *, now_year: int | None = None) -> int
         elif letter == "k":
             parts["H"] = int(value) % 24
         elif letter != "u":
-            parts[letter] = int(value)
+            parts["M" if letter == "L" else letter] = int(value)
     if hour12 is not None:
         parts["H"] = hour12 + (12 if pm else 0)
     elif pm and parts["H"] < 12:
