@@ -226,6 +226,14 @@ def test_replace_field_config_refuses_a_rename_that_is_not_one_pair(mapping: str
     assert errors_of("ReplaceField$Value", {"renames": mapping})["renames"] == [f"Invalid rename mapping: {mapping}"]
 
 
+@pytest.mark.parametrize("props", [{"topic.field": ""}, {"topic.field": "", "offset.field": "o"}])
+def test_insert_field_refuses_a_field_key_that_names_no_field(props: dict[str, str]) -> None:
+    # (Kafka's would insert a field named "", beside the others.)
+    assert errors_of("InsertField$Value", props) == {
+        "topic.field": ["topic.field names no field: Kafka Connect would insert a field named ''; remove the key"]
+    }
+
+
 def test_replace_field_config_takes_a_rename_from_the_empty_name() -> None:
     # Java's ":b".split(":") is ["", "b"]: two parts, a valid mapping.
     out = apply(build("ReplaceField$Value", {"renames": ":b"}), record({"": 1, "c": 2}))

@@ -47,19 +47,24 @@ def _schema_only(props: Props) -> None:
 
 class InsertField(KeyOrValue):
     """Adds the record's topic, partition, offset, timestamp (epoch milliseconds, as Kafka's schemaless
-    InsertField) or a static value as fields; a record without a timestamp gets no timestamp field. (A field
-    name left empty counts as not configured.)"""
+    InsertField) or a static value as fields; a record without a timestamp gets no timestamp field. (A key set
+    to an empty name is refused: Kafka's would insert a field named ``""``, seldom what it meant.)"""
 
     def __init__(self, props: Props) -> None:
         super().__init__(props)
-        self.fields = [
-            (kind, _field_name(props.text(f"{kind}.field")))
-            for kind in ("topic", "partition", "offset", "timestamp", "static")
-        ]
-        self.fields = [(kind, name) for kind, name in self.fields if name]
+        self.fields = []
+        empty = False
+        for kind in ("topic", "partition", "offset", "timestamp", "static"):
+            key = f"{kind}.field"
+            name = _field_name(props.text(key))
+            if name:
+                self.fields.append((kind, name))
+            elif key in props.props:
+                props.error(key, f"{key} names no field: Kafka Connect would insert a field named ''; remove the key")
+                empty = True
         self.static_value = props.string("static.value")
         _schema_only(props)
-        if not self.fields:
+        if not self.fields and not empty:
             props.error(
                 "topic.field",
                 "No field insertion configured: set at least one of topic.field, partition.field, "
@@ -796,7 +801,9 @@ class InsertHeader(Transformation):
     """Adds the header ``header`` with the literal ``value.literal``.
 
     Kafka's parses the literal into a typed header value (``Values.parseString``: ``1`` a byte, ``true`` a
-    boolean); here it stays the text, which is what a header converter writes for those values."""
+    boolean), which its header converter writes back as text; here the header is the text as written. The
+    two differ where that text is not the value's canonical one: ``1.0`` and ``007`` are written ``1`` and
+    ``7`` by Kafka Connect, ``[1, 2]`` is written ``[1,2]``."""
 
     CLASSES = (f"{PACKAGE}.InsertHeader",)
     USES_VALUE = False
