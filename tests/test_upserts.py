@@ -658,3 +658,46 @@ def test_deletes_of_keys_the_table_holds_twice_or_not_at_all_are_counted_by_key(
     table = catalog.load_table("db.t")
     assert table.scan().to_arrow().num_rows == 0
     assert table.current_snapshot().summary[ABSENT_KEY_DELETES] == "1"  # (key 6)
+
+
+def test_a_record_without_a_kafka_key_is_a_bad_record_when_upserts_key_by_it(tmp_path: Path) -> None:
+    """Keyed by the ``_kafka_key`` metadata column, a record with a null key cannot be applied: a bad record with
+    the reason, not a write that fails (the table's column is required, an identifier field)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField, StringType
+
+    from connectors.config import SinkConfig
+    from sinks.iceberg.arrow_writer import ArrowPartitionWriter
+    from sinks.iceberg.settings import TableTarget
+    from sinks.iceberg.writes import TargetTable
+    from tests.conftest import sink_config
+
+    config = SinkConfig.parse(
+        sink_config(
+            "orders",
+            "db.t",
+            **{
+                "value.converter": "json",
+                "value.converter.schemas.enable": "false",
+                "iceberg.tables.upsert-mode-enabled": "true",
+                "iceberg.tables.default-id-columns": "_kafka_key",
+                "sinkadmin.metadata-columns": "key",
+            },
+        )
+    )
+    schema = Schema(
+        NestedField(1, "v", StringType(), required=False),
+        NestedField(2, "_kafka_key", StringType(), required=True),
+        identifier_field_ids=[2],
+    )
+    target = TargetTable(TableTarget("db.t", (), None, ("_kafka_key",)), schema, str(tmp_path / "t"))
+    writer = ArrowPartitionWriter(
+        config.sink_view, lambda *_: target, lambda *_: target, uuid.uuid4(), "orders", 0, 10, tmp_path
+    )
+    values = [json.dumps({"v": v}).encode() for v in ("a", "keyless", "b")]
+    writer.write(RecordChunk("orders", 0, [10, 11, 12], [0, 0, 0], [b"a", None, b"b"], values, [None] * 3, [None] * 3))
+    staged = writer.finish(StagedPartition("orders", 0, 10, 13, 3, None, None))
+    assert [(b.offset, b.stage) for b in staged.bad] == [(11, "TASK_PUT")]
+    assert "no value for _kafka_key" in staged.bad[0].reason
+    [written] = staged.files
+    assert pq.read_table(written.path).to_pylist() == [{"v": "a", "_kafka_key": "a"}, {"v": "b", "_kafka_key": "b"}]

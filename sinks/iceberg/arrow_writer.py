@@ -355,6 +355,8 @@ class ArrowPartitionWriter:
                 self.skipped += skipped
                 continue
             decoded = self._decode(lane, run)
+            # (With the metadata columns: an upsert key may be one, ``_kafka_key``, and a row without it refused.)
+            decoded.columns = self._with_metadata(decoded, run)
             for i, reason in decoded.bad:
                 unconverted.setdefault(at(i), reason)
             for i, reason in lane.refuse(decoded):
@@ -369,7 +371,7 @@ class ArrowPartitionWriter:
                 decoded.positions = [p for p, k in zip(decoded.positions, keep, strict=True) if k]
             if decoded.positions:
                 offsets = np.asarray(run.offsets, dtype=np.int64)[decoded.positions]
-                lane.write(self._with_metadata(decoded, run), offsets)
+                lane.write(decoded.columns, offsets)
         self._reject(
             chunk, sorted(unconverted.items()), sorted((p, r) for p, r in refused.items() if p not in unconverted)
         )
