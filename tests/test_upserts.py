@@ -701,3 +701,17 @@ def test_a_record_without_a_kafka_key_is_a_bad_record_when_upserts_key_by_it(tmp
     assert "no value for _kafka_key" in staged.bad[0].reason
     [written] = staged.files
     assert pq.read_table(written.path).to_pylist() == [{"v": "a", "_kafka_key": "a"}, {"v": "b", "_kafka_key": "b"}]
+
+
+@pytest.mark.parametrize("mode", [MERGE_ON_READ, COPY_ON_WRITE])
+def test_a_null_key_replaces_the_row_without_one_beside_other_keys(tmp_path: Path, mode: str) -> None:
+    """The commit's keys prune the files by their bounds (In): a file whose key column is all null is kept for a
+    commit with a null key, which matches the rows without one."""
+    catalog = _sql_catalog(tmp_path, text_ids=True, **{MERGE_MODE: mode})
+    for key, v in ((None, "n1"), ("a", "a1")):  # (two files: one of null keys only)
+        catalog.load_table("db.t").append(
+            pa.table({"id": pa.array([key], pa.string()), "op": ["c"], "v": [v], "lsn": pa.array([1], pa.int64())})
+        )
+    _commit(catalog, tmp_path, 2, [{"id": None, "op": "u", "v": "n2"}, {"id": "a", "op": "u", "v": "a2"}])
+    rows = sorted((r["id"] or "", r["v"]) for r in catalog.load_table("db.t").scan().to_arrow().to_pylist())
+    assert rows == [("", "n2"), ("a", "a2")]

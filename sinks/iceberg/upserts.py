@@ -208,7 +208,7 @@ class Winners:
 
     dropped: tuple[tuple[int, ...], ...]  # per incoming file (in order), the rows to leave out
     keys: pa.Array  # every key the commit writes or deletes
-    typed_keys: tuple[Any, ...]  # the same keys as the identifier column's values (one column only)
+    typed_keys: tuple[Any, ...]  # the same keys as the identifier column's values (one column only), but null
     sizes: tuple[int, ...] = ()  # per incoming file, its rows
     # The keys the commit deletes without writing them first: a delete of one the table lacks changes nothing
     # and is counted (``ABSENT_KEY_DELETES``).
@@ -221,6 +221,8 @@ class Winners:
     # The same keys as integers, sorted, when the one identifier column is of an integer type: the live
     # files' keys are then looked up as numbers (integer_where), not as text.
     integer_keys: np.ndarray | None = None
+    # Whether a record has no value in the one identifier column (its key then matches the rows without one).
+    null_key: bool = False
 
     def dropping(self, stale: pa.Array) -> tuple[tuple[int, ...], ...]:
         """``dropped``, and the rows of the winners of the ``stale`` keys (those the table holds a later row
@@ -316,6 +318,7 @@ def winners(
         winner_writes=~removes[winner],
         orders=values.take(pa.array(winner)) if values is not None else None,
         integer_keys=_integers(integers) if len(integers) == len(paths) else None,
+        null_key=len(id_columns) == 1 and any(v is None for v in typed),
     )
 
 
@@ -768,7 +771,7 @@ def commit_upserts(
     copy-on-write as the table's ``write.merge.mode`` says. Text keys are looked up in the live files' key
     indexes kept in ``key_cache``, if any."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
-    from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, LessThanOrEqual
+    from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, IsNull, LessThanOrEqual, Or
 
     from sinks.iceberg.row_delta import commit_row_delta, position_delete_file
     from sinks.iceberg.tables import (
@@ -805,6 +808,9 @@ def commit_upserts(
         if len(id_columns) == 1 and 0 < len(found.typed_keys) <= MAX_FILTERED_KEYS:
             # (pyiceberg's In is a pydantic model: mypy reads its fields for its signature.)
             row_filter = In(id_columns[0], found.typed_keys)  # type: ignore[arg-type, call-arg]
+            if found.null_key:
+                # (A null key matches the rows without one, which a file of nulls only holds: In would prune it.)
+                row_filter = Or(row_filter, IsNull(id_columns[0]))
         elif found.integer_keys is not None and len(found.integer_keys):
             # More keys, of an integer column: the files whose bounds cross the keys' span. Keys that arrive
             # in order (a table's auto-increment ids, inserted then updated soon after) touch a few files of a
