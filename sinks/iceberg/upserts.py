@@ -810,7 +810,7 @@ def commit_upserts(
             row_filter = In(id_columns[0], found.typed_keys)  # type: ignore[arg-type, call-arg]
             if found.null_key:
                 # (A null key matches the rows without one, which a file of nulls only holds: In would prune it.)
-                row_filter = Or(row_filter, IsNull(id_columns[0]))
+                row_filter = Or(row_filter, IsNull(id_columns[0]))  # type: ignore[arg-type, call-arg]
         elif found.integer_keys is not None and len(found.integer_keys):
             # More keys, of an integer column: the files whose bounds cross the keys' span. Keys that arrive
             # in order (a table's auto-increment ids, inserted then updated soon after) touch a few files of a
