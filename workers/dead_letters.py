@@ -166,7 +166,7 @@ class StagedForm:
         """``config``: the connector's, as its tasks were given it (not a sink's ``SinkConfig.sink_view``, which
         says JSON of values the tasks decoded)."""
         typed = SinkConfig.parse(config)
-        return cls(config, typed.decodes_values, typed.transforms is not None, typed.stages_headers)
+        return cls(config, typed.decodes_values, typed.staged_transforms is not None, typed.stages_headers)
 
     @property
     def as_consumed(self) -> bool:

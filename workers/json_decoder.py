@@ -36,13 +36,15 @@ poison record costs O(log chunk) parses, not one per record.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import arro3.core
 import arro3.io
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from workers.json_text import json_text, parse_json
@@ -50,9 +52,22 @@ from workers.json_values import column_of, column_of_text, converter, python_dec
 from workers.schemas import inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
+if TYPE_CHECKING:
+    from connectors.smt.debezium import ColumnarUnwrap
+
 NOT_AN_OBJECT = "value is not a JSON object"
 NO_PAYLOAD = "the Kafka Connect envelope has no payload (schemas.enable=true needs one)"
 PRESENT = "_payload_present"
+# With ``unwrap``: what became of each change event read (a column beside the rows): a row, dropped, or for the
+# transformation itself to take (``UNWRAP_FALLBACK``).
+UNWRAP_KIND = "_unwrap_kind"
+UNWRAP_ROW, UNWRAP_SKIP, UNWRAP_FALLBACK = 0, 1, 2
+DELETED = "__deleted"
+# A decoder's way through the chain for the values it cannot unwrap in columns
+# (``workers.transformed.RecordTransformer.transform_values``).
+Fallback = Callable[
+    [Sequence[bytes | None], Sequence[str | None]], tuple[list[int], list[bytes | None], list[str | None]]
+]
 DOES_NOT_FIT = "value is not valid JSON, or a field does not fit its column type"
 
 
@@ -98,9 +113,21 @@ class JsonDecoder:
         data_schema: pa.Schema,
         evolve: bool = False,
         envelope: bool = False,
+        unwrap: ColumnarUnwrap | None = None,
+        fallback: Fallback | None = None,
     ) -> None:
+        """``unwrap``: the values are Debezium change events, and the decoder applies ``ExtractNewRecordState``
+        to them as it reads them (``ColumnarUnwrap``): each event's row is read from its ``after`` (or, a delete
+        rewritten, its ``before``) straight into the columns. An event it cannot tell that way (no ``op``, no
+        state, a value that is not an event, or does not parse so) goes through ``fallback``, the
+        transformation record by record, then is decoded as it comes out: so each value comes to what the
+        transformation and this decoder without ``unwrap`` make of it."""
         self.data_schema = data_schema
         self.envelope = envelope
+        self.unwrap = unwrap
+        self.fallback = fallback
+        if unwrap is not None and (evolve or envelope or fallback is None):
+            raise ValueError("a decoder unwraps plain JSON values, without schema evolution, and with a fallback")
         # Columns of types neither reader reads, converted by Python (json_values): a UUID, binary or fixed
         # column from the text the readers read (``text_fields``), the others from the records parsed again.
         self._converters = {}
@@ -127,6 +154,38 @@ class JsonDecoder:
         # What a parsed chunk is cast to: the columns, and for an envelope
         # whether each record had a payload.
         self.cast_schema = read_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else read_schema
+        # A column the transformation writes itself (a rewritten event's __deleted) is not read from the row.
+        self._written_deleted = unwrap is not None and unwrap.rewrite and DELETED in columns.names
+        # Columns Python converts from the parsed records are read from the values the transformation makes.
+        self._plain: JsonDecoder | None = None
+        # The columns as decoded rows have them (``_with_python_columns``): in unwrap mode each may be null,
+        # since a chunk's events that are not rows are read beside them; the rows are held to the columns after.
+        self._output_schema = data_schema
+        # Whether the values' rows can be read from their events in columns at all (not when columns are
+        # converted from the parsed records: those would need each event's state picked record by record).
+        self._columnar = unwrap is not None and not self.python_fields
+        # add.fields' columns: each table column the transformation adds, with the field it takes (its struct
+        # in the event, or None for the event's own).
+        self._added: dict[str, tuple[str | None, str]] = {}
+        if unwrap is not None:
+            self._plain = JsonDecoder(data_schema)
+            columns = _relaxed(columns)
+            self._added = {added: (struct, name) for struct, name, added in unwrap.fields if added in columns.names}
+            written = set(self._added) | ({DELETED} if self._written_deleted else set())
+            row = pa.struct([f for f in columns if f.name not in written])
+            # (An empty struct tells an event's ``before`` from null without reading its fields.)
+            before = row if unwrap.rewrite else pa.struct([])
+            fields = _event_fields(row, before, self._added, columns)
+            if fields is None or len(self._added) != sum(added in columns.names for *_, added in unwrap.fields):
+                self._columnar = False  # (fields added twice, or that clash with the envelope's: record by record)
+                fields = {"op": pa.string(), "after": row, "before": before}
+            elif self._written_deleted and DELETED in self._added:
+                self._columnar = False
+            self.parse_schema = pa.schema(list(fields.items()))
+            self.columns_schema = columns
+            self.cast_schema = _relaxed(read_schema).append(pa.field(UNWRAP_KIND, pa.int8()))
+            self._output_schema = _relaxed(data_schema)
+            self.needs_cast = columns != _relaxed(read_schema)
         if evolve and envelope:
             raise ValueError("an envelope's new fields come from its schema, not from typing its values")
         # With schema evolution the reader also types the fields the table
@@ -142,6 +201,8 @@ class JsonDecoder:
         self._read_schema: pa.Schema | None = None
 
     def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
+        if self.unwrap is not None:
+            return self._decode_unwrapping(values, errors)
         self._read_schema = None
         lines: list[bytes] = []
         positions: list[int] = []
@@ -200,7 +261,9 @@ class JsonDecoder:
             # reader, which takes a line for a record, a line break).
             raise ValueError("value holds more than one JSON value")
         read = None
-        if self.envelope:
+        if self.unwrap is not None:
+            table = self._unwrapped(table)
+        elif self.envelope:
             payload = table.column("payload").combine_chunks()
             table = pa.Table.from_struct_array(payload).append_column(PRESENT, payload.is_valid())
         elif self.evolve:
@@ -224,6 +287,105 @@ class JsonDecoder:
             self._read_schema = read if self._read_schema is None else widened(self._read_schema, read, promote=True)
         return table
 
+    def _unwrapped(self, events: pa.Table) -> pa.Table:
+        """The rows of change events read with ``op``, ``after`` and ``before`` (``unwrap``), in the columns'
+        order, and beside them (``UNWRAP_KIND``) what each event is: a row (its ``after``; a delete rewritten,
+        its ``before``), dropped (a delete), or for the transformation to take record by record (no ``op``, no
+        state: a value that may be no event, or a truncate)."""
+        assert self.unwrap is not None
+        has_op = events.column("op").combine_chunks().is_valid()
+        after = events.column("after").combine_chunks()
+        before = events.column("before").combine_chunks()
+        has_after, has_before = after.is_valid(), before.is_valid()
+        row = pc.and_(has_op, has_after)
+        delete = pc.and_(pc.and_(has_op, pc.invert(has_after)), has_before)
+        if self.unwrap.rewrite:
+            states, taken = pc.if_else(has_after, after, before), pc.or_(row, delete)
+        else:
+            states, taken = after, row
+        rows = pa.Table.from_struct_array(states)
+        unclear = pa.array(np.zeros(len(events), dtype=bool))
+        written = {DELETED: pc.if_else(has_after, "false", "true")} if self._written_deleted else {}
+        for added, (struct, name) in self._added.items():
+            # Debezium's: the field of its struct; a struct that is null gives null; a struct without the field,
+            # or none at all, gives the event's own field of that name if it has one. An event where the columns
+            # cannot tell which (the struct's field null, the event's own set) goes record by record.
+            own = events.column(name).combine_chunks() if name in events.column_names else None
+            if struct is None:
+                assert own is not None
+                written[added] = own
+                continue
+            holder = events.column(struct).combine_chunks()
+            inner = pc.if_else(
+                holder.is_valid(),
+                pc.struct_field(holder, name),
+                pa.nulls(len(holder), own.type if own is not None else holder.type.field(name).type),
+            )
+            if own is not None:
+                unclear = pc.or_(unclear, pc.and_(inner.is_null(), own.is_valid()))
+            written[added] = inner
+        kind = pc.if_else(
+            pc.and_(taken, pc.invert(unclear)),
+            UNWRAP_ROW,
+            pc.if_else(pc.and_(delete, pc.invert(taken)), UNWRAP_SKIP, UNWRAP_FALLBACK),
+        ).cast(pa.int8())
+        arrays = [written[name] if name in written else rows.column(name) for name in self.columns_schema.names]
+        return pa.Table.from_arrays(
+            [*arrays, kind], schema=self.columns_schema.append(pa.field(UNWRAP_KIND, pa.int8()))
+        )
+
+    def _decode_unwrapping(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
+        """``decode`` with ``unwrap``: the events' rows read in columns; the values that cannot be read so go
+        through ``fallback`` (the transformation), then are decoded as plain JSON."""
+        assert self._plain is not None and self.fallback is not None
+        lines: list[bytes] = []
+        positions: list[int] = []
+        bad: list[tuple[int, str]] = []
+        skipped = 0
+        deferred: list[int] = []
+        for i, value in enumerate(values):
+            if errors[i] is not None:
+                bad.append((i, str(errors[i])))
+            elif value is None:
+                skipped += 1  # a tombstone: dropped by the transformation, or kept and skipped, alike
+            elif self._columnar and value[:1] == b"{":
+                lines.append(value)
+                positions.append(i)
+            else:
+                deferred.append(i)
+        parts: list[pa.Table] = []
+        at: list[int] = []
+        if lines:
+            tables: list[pa.Table] = []
+            good: list[int] = []
+            self._isolate(lines, positions, tables, good, bad, failed=deferred)
+            if tables:
+                events = pa.concat_tables(tables)
+                kind = events.column(UNWRAP_KIND).to_numpy()
+                skipped += int(np.count_nonzero(kind == UNWRAP_SKIP))
+                deferred += [p for p, k in zip(good, kind, strict=True) if k == UNWRAP_FALLBACK]
+                keep = kind == UNWRAP_ROW
+                rows = events.drop_columns([UNWRAP_KIND]).filter(pa.array(keep))
+                taken = [p for p, k in zip(good, keep, strict=True) if k]
+                try:
+                    parts.append(rows.cast(self.data_schema))
+                    at += taken
+                except (pa.ArrowInvalid, ValueError):
+                    deferred += taken  # (a row without a value its column requires: the fallback says why)
+        if deferred:
+            deferred.sort()
+            kept, out_values, out_errors = self.fallback([values[i] for i in deferred], [None] * len(deferred))
+            skipped += len(deferred) - len(kept)
+            origin = [deferred[k] for k in kept]
+            plain = self._plain.decode(out_values, out_errors)
+            parts.append(plain.columns)
+            at += [origin[p] for p in plain.positions]
+            bad += [(origin[p], reason) for p, reason in plain.bad]
+            skipped += plain.skipped
+        columns, at = _in_order(parts, at) if parts else (self.data_schema.empty_table(), [])
+        bad.sort()
+        return Decoded(columns, at, bad, skipped)
+
     def _new_fields_in_python_columns(self, records: Sequence[Any]) -> list[pa.Field]:
         """The struct columns Python converts, each as a struct of the fields the ``records`` have in it
         and the column lacks (at any depth of its structs); those without any left out."""
@@ -246,11 +408,14 @@ class JsonDecoder:
             if self.envelope:
                 records = [r.get("payload") if isinstance(r, dict) else None for r in records]
             converted |= {f.name: column_of(records, f, self._converters[f.name]) for f in self.python_fields}
-        arrays = [converted[f.name] if f.name in converted else table.column(f.name) for f in self.data_schema]
-        fields = list(self.data_schema)
+        arrays = [converted[f.name] if f.name in converted else table.column(f.name) for f in self._output_schema]
+        fields = list(self._output_schema)
         if self.envelope:
             arrays.append(table.column(PRESENT))
             fields.append(pa.field(PRESENT, pa.bool_()))
+        if self.unwrap is not None:
+            arrays.append(table.column(UNWRAP_KIND))
+            fields.append(pa.field(UNWRAP_KIND, pa.int8()))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def _read_rust(self, data: bytes, rows: int) -> pa.Table:
@@ -285,7 +450,10 @@ class JsonDecoder:
         tables: list[pa.Table],
         good: list[int],
         bad: list[tuple[int, str]],
+        failed: list[int] | None = None,
     ) -> None:
+        """Parse ``lines``, halving a part that fails until its bad records stand alone: those are ``bad``, or
+        given to ``failed`` (their positions) when there is one."""
         try:
             tables.append(self._parse(lines))
             good.extend(positions)
@@ -295,8 +463,11 @@ class JsonDecoder:
             # writer's fault, not the records'; it fails the write.)
             if len(lines) > 1:
                 middle = len(lines) // 2
-                self._isolate(lines[:middle], positions[:middle], tables, good, bad)
-                self._isolate(lines[middle:], positions[middle:], tables, good, bad)
+                self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed)
+                self._isolate(lines[middle:], positions[middle:], tables, good, bad, failed)
+                return
+            if failed is not None:
+                failed.append(positions[0])
                 return
             error = exc
         # One value alone: it may be pretty-printed (line breaks are only
@@ -308,6 +479,53 @@ class JsonDecoder:
         except (pa.ArrowInvalid, ValueError) as exc:
             error = exc
             bad.append((positions[0], f"{DOES_NOT_FIT}: {_reason(error)}"))
+
+
+def _event_fields(
+    row: pa.DataType, before: pa.DataType, added: dict[str, tuple[str | None, str]], columns: pa.Schema
+) -> dict[str, pa.DataType] | None:
+    """The fields a change event is read with for ``add.fields``' columns (``added``): ``op``, ``after``,
+    ``before``, each added field's struct with the field in it, and the event's own field of each name (which
+    Debezium takes when the struct lacks it). None when two of them would need one name with two types."""
+    fields: dict[str, pa.DataType] = {"op": pa.string(), "after": row, "before": before}
+    structs: dict[str, dict[str, pa.DataType]] = {}
+
+    def need(name: str, arrow_type: pa.DataType) -> bool:
+        return fields.setdefault(name, arrow_type) == arrow_type and name not in ("after", "before")
+
+    for column, (struct, name) in added.items():
+        arrow_type = columns.field(column).type
+        if not need(name, arrow_type):
+            return None
+        if struct is not None and structs.setdefault(struct, {}).setdefault(name, arrow_type) != arrow_type:
+            return None
+    for struct, members in structs.items():
+        if struct in fields:
+            return None
+        fields[struct] = pa.struct(list(members.items()))
+    return fields
+
+
+def _relaxed(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every field nullable, at every depth."""
+
+    def nullable(arrow_type: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(arrow_type):
+            return pa.struct([f.with_type(nullable(f.type)).with_nullable(True) for f in arrow_type])
+        if pa.types.is_list(arrow_type):
+            return pa.list_(arrow_type.value_field.with_type(nullable(arrow_type.value_type)).with_nullable(True))
+        return arrow_type
+
+    return pa.schema([f.with_type(nullable(f.type)).with_nullable(True) for f in schema], metadata=schema.metadata)
+
+
+def _in_order(tables: Sequence[pa.Table], positions: Sequence[int]) -> tuple[pa.Table, list[int]]:
+    """Rows of ``tables`` (their positions, in the tables' order) put back in their positions' order."""
+    table = pa.concat_tables(tables)
+    order = np.argsort(np.asarray(positions, dtype=np.int64), kind="stable")
+    if np.all(order[:-1] < order[1:]):
+        return table, list(positions)
+    return table.take(pa.array(order)), [positions[int(i)] for i in order]
 
 
 def _reason(exc: BaseException) -> str:

@@ -223,7 +223,9 @@ class TaskRunner:
         # Values that are not plain JSON to begin with (Avro, the wire format) become JSON as they are staged.
         self._decoder = value_decoder(config)
         # Then the connector's Kafka Connect transforms run over them (workers.transformed).
-        self._transformer = RecordTransformer(config, config.transforms) if config.transforms is not None else None
+        # (A chain the sink's decoders apply to columns is not the tasks': SinkConfig.staged_transforms.)
+        staged = config.staged_transforms
+        self._transformer = RecordTransformer(config, staged) if staged is not None else None
         # Headers only for the dead-letter topic and the transforms (``SinkConfig.stages_headers`` says why).
         self._stages_headers = config.stages_headers
         # How much one commit of this task stages at most, in staged bytes:

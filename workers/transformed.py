@@ -20,6 +20,7 @@ JSON or Avro are plain JSON (``SinkConfig.sink_view``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from connectors.config import SinkConfig
@@ -100,6 +101,19 @@ class RecordTransformer:
             out.errors.append(error)
         return out, dropped
 
+    def transform_values(
+        self, values: Sequence[bytes | None], errors: Sequence[str | None]
+    ) -> tuple[list[int], list[bytes | None], list[str | None]]:
+        """Values alone through the chain, as ``apply`` takes their records: the positions of those it keeps,
+        their values, and their errors (why a value could not be transformed, or its own). For a chain that
+        reads and writes nothing but values (``TransformChain.columnar_unwrap``'s, a decoder's fallback for the
+        values it cannot unwrap in columns): the records are given no key, topic, offset or header."""
+        assert not self.keys_used, "the chain reads keys"
+        n = len(values)
+        chunk = RecordChunk("", 0, list(range(n)), [None] * n, [None] * n, list(values), [None] * n, list(errors))
+        out, _ = self.apply(chunk)
+        return out.offsets, out.values, out.errors
+
     def _key(self, raw: bytes | None) -> Any:
         if raw is None or self.key_converter == "bytearray":
             return raw
@@ -125,6 +139,18 @@ class RecordTransformer:
             # (As Kafka Connect's JsonConverter refuses it, and the sinks' decoder when there are no transforms.)
             raise ValueError(NO_PAYLOAD)
         return decoded["payload"]
+
+
+def sink_values(
+    config: SinkConfig, batches: Iterable[tuple[Sequence[bytes | None], Sequence[str | None]]]
+) -> Iterable[tuple[Sequence[bytes | None], Sequence[str | None]]]:
+    """Staged values and their errors, batch by batch, as the sink's records are: through the chain its
+    decoders apply (``SinkConfig.decoder_transforms``), the values it drops left out; as staged otherwise.
+    For what is read of records apart from their decoding: the samples a table is created from."""
+    if config.decoder_transforms is None:
+        return batches
+    transformer = RecordTransformer(config, config.decoder_transforms)
+    return (transformer.transform_values(values, errors)[1:] for values, errors in batches)
 
 
 def _payload(decoded: Any) -> Any:

@@ -37,6 +37,7 @@ from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 from connectors.java_regex import compile_java
 from connectors.smt import TransformChain, parse_chain, transformation_classes
+from connectors.smt.debezium import ColumnarUnwrap
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
 # this: at short intervals a commit's cycle (its longest write, which on a
@@ -692,8 +693,29 @@ class SinkConfig:
     # The plugin's short name, and its own typed settings (Plugin.parse).
     plugin: str
     settings: Any
-    # Kafka Connect's transforms, which the tasks apply as they stage records (workers.transformed).
+    # Kafka Connect's transforms, which the tasks apply as they stage records (workers.transformed), except a
+    # chain the sink's decoders apply to columns (``columnar_unwrap``).
     transforms: TransformChain | None = None
+    # In a sink's view (``sink_view``): the chain its decoders apply, to columns where they can.
+    decoder_transforms: TransformChain | None = None
+
+    @property
+    def columnar_unwrap(self) -> ColumnarUnwrap | None:
+        """Debezium's unwrap, when the sink's decoders apply it to columns rather than the tasks record by
+        record: a chain of one ``ExtractNewRecordState`` (``TransformChain.columnar_unwrap``), of plain JSON
+        values, into a sink whose settings take it (``unwraps_in_decoder``: the Iceberg sink without a route
+        field or schema evolution). The decoder reads each event's row into the table's columns, several times
+        cheaper than a parse, the chain and a JSON text per record (docs/decisions/012)."""
+        if self.transforms is None or self.value_converter != "json" or self.schemas_enable:
+            return None
+        if not getattr(self.settings, "unwraps_in_decoder", False):
+            return None
+        return self.transforms.columnar_unwrap
+
+    @property
+    def staged_transforms(self) -> TransformChain | None:
+        """The chain the tasks apply as they stage records: the transforms, unless the sink's decoders do."""
+        return self.transforms if self.columnar_unwrap is None else None
 
     @property
     def decodes_values(self) -> bool:
@@ -708,14 +730,17 @@ class SinkConfig:
         docs/benchmarks.md, "Measurements behind the runtime's design"). A sink's own dead-letter table reads a
         connector's bad records again from their topic when their headers were not staged
         (``workers.dead_letters.StagedForm``)."""
-        return (self.errors_tolerance == "all" and self.dlq_topic is not None) or self.transforms is not None
+        return (self.errors_tolerance == "all" and self.dlq_topic is not None) or self.staged_transforms is not None
 
     @property
     def sink_view(self) -> SinkConfig:
         """The config as the sink sees its records: after transforms (which run schemaless), values that
-        were JSON or Avro are plain JSON, without a schema envelope or registry, and the chain is done."""
+        were JSON or Avro are plain JSON, without a schema envelope or registry, and the chain is done; or,
+        when the sink's decoders apply it (``columnar_unwrap``), the records as consumed and the chain theirs."""
         if self.transforms is None:
             return self
+        if self.columnar_unwrap is not None:
+            return replace(self, transforms=None, decoder_transforms=self.transforms)
         if self.value_converter not in ("json", "avro"):
             return replace(self, transforms=None)
         return replace(

@@ -62,6 +62,15 @@ class TransformChain:
         )
 
     @property
+    def columnar_unwrap(self) -> debezium.ColumnarUnwrap | None:
+        """The chain as a decoder can apply it to columns: one ``ExtractNewRecordState`` with no predicate and
+        neither ``add.fields`` nor ``add.headers`` (``debezium.ColumnarUnwrap``); else None."""
+        if len(self.steps) != 1 or self.steps[0].predicate is not None:
+            return None
+        step = self.steps[0].transformation
+        return step.columnar if isinstance(step, debezium.ExtractNewRecordState) else None
+
+    @property
     def makes_floats(self) -> bool:
         """Whether a step may make floats JSON has no number for (``Transformation.makes_floats``)."""
         return any(step.transformation.makes_floats for step in self.steps)

@@ -7,6 +7,7 @@ heartbeat, a schema change) passes unchanged, as with Debezium's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from connectors.smt.kafka import to_text
@@ -51,6 +52,19 @@ def _references(props: Props, key: str, prefix: str) -> list[tuple[str | None, s
     return found
 
 
+@dataclass(frozen=True)
+class ColumnarUnwrap:
+    """``ExtractNewRecordState`` as a decoder applies it to columns, reading each change event's ``after``
+    (and ``before``) straight into a table's columns (``workers.json_decoder``): an event with ``op`` and
+    ``after`` is its ``after``; a delete (``op``, ``before``, no ``after``) is dropped, or with ``rewrite`` is
+    its ``before``, and ``__deleted`` is ``"true"`` for it and ``"false"`` for the others. ``fields`` are
+    ``add.fields``' (struct, field, name added: ``_references``). Any other value goes through the
+    transformation itself, record by record."""
+
+    rewrite: bool
+    fields: tuple[tuple[str | None, str, str], ...] = ()
+
+
 class ExtractNewRecordState(Transformation):
     """A change event as its row: ``after`` (the row's state after the change), with deletes (no ``after``)
     and tombstones handled by ``delete.tombstone.handling.mode`` (or, set without it, the older
@@ -92,6 +106,15 @@ class ExtractNewRecordState(Transformation):
         props.boolean("drop.fields.from.key", False)
         props.boolean("drop.fields.keep.schema.compatible", True)
         props.boolean("replace.null.with.default", True)  # (a schema's default values: none here)
+
+    @property
+    def columnar(self) -> ColumnarUnwrap | None:
+        """This transformation as a decoder can apply it to columns; None when it adds headers (``add.headers``),
+        which only the record-by-record transformation adds. (A tombstone goes either way: dropped here, or kept
+        and skipped by the sink.)"""
+        if self.headers:
+            return None
+        return ColumnarUnwrap(rewrite=self.delete == "rewrite", fields=tuple(self.fields))
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         envelope = record.value

@@ -33,6 +33,7 @@ from sinks.iceberg.writes import TargetTable, Unshaped, shaped, table_filesystem
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
+from workers.transformed import RecordTransformer, sink_values
 from workers.writes import BadRecord, bad_records, publish
 
 
@@ -175,8 +176,15 @@ def unshaped_records(
     each with its converter's reason (not JSON, not an object, no envelope), else ``why``; and the tombstones
     skipped among them."""
     envelope = config.value_converter == "json" and config.schemas_enable
+    consumed = len(values)
+    kept = list(range(consumed))
+    if config.decoder_transforms is not None:
+        # (The values as the decoders' chain makes them: those it drops are skipped, as a decoder skips them.)
+        transformer = RecordTransformer(config, config.decoder_transforms)
+        kept, values, errors = transformer.transform_values(values, errors)
     decoded = JsonDecoder(pa.schema([]), envelope=envelope).decode(values, errors)
-    return sorted([*decoded.bad, *((i, why) for i in decoded.positions)]), decoded.skipped
+    bad = [(kept[i], reason) for i, reason in decoded.bad] + [(kept[i], why) for i in decoded.positions]
+    return sorted(bad), decoded.skipped + consumed - len(kept)
 
 
 class TableLane:
@@ -226,7 +234,13 @@ class TableLane:
             )
             # (The refusals are the writer's own, not the decoder's ``reject``: the sink's, not its converter's,
             # in the dead letters' error context.)
-            self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
+            chain = self.config.decoder_transforms
+            if chain is not None:
+                # Debezium's unwrap, applied as the events are read (SinkConfig.columnar_unwrap).
+                fallback = RecordTransformer(self.config, chain).transform_values
+                self.decoder = JsonDecoder(columns, unwrap=chain.columnar_unwrap, fallback=fallback)
+            else:
+                self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
         else:
             self.unappliable = None
             self.value_column = data_fields[0].name if data_fields else "value"
@@ -383,7 +397,9 @@ class ArrowPartitionWriter:
         if lane is not None:
             return lane
         try:
-            table = shaped([(run.values, run.errors)], lambda samples: self.table_for(name, samples))
+            table = shaped(
+                sink_values(self.config, [(run.values, run.errors)]), lambda samples: self.table_for(name, samples)
+            )
         except Unshaped as unshaped:
             return unshaped
         tmp_name = f"{self.staging_id}-{self.attempt}"

@@ -380,6 +380,13 @@ class IcebergSettings:
     raw_table_settings: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
+    def unwraps_in_decoder(self) -> bool:
+        """Whether the writer's decoders may apply Debezium's unwrap to columns (``SinkConfig.columnar_unwrap``):
+        not when a route field is read from the records, or new fields are typed from them (schema evolution),
+        which both need the unwrapped records themselves."""
+        return self.route_field is None and not self.dynamic and not self.evolve_schema
+
+    @property
     def table_names(self) -> list[str]:
         """Every table the sink writes: the targets, then the dead-letter table (a commit whose records
         were all bad is found there only)."""

@@ -42,6 +42,7 @@ from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
+from workers.transformed import sink_values
 from workers.writes import SAMPLES, WriteRefused, WriteResult
 
 log = logging.getLogger(__name__)
@@ -404,7 +405,8 @@ class TableWriter:
         batch of them after those that can shape it (``shaped``); else with why none can."""
         try:
             table = shaped(
-                self._staged_values(raw, name), lambda samples: self._target(self.settings.target(name), samples)
+                sink_values(self.config, self._staged_values(raw, name)),
+                lambda samples: self._target(self.settings.target(name), samples),
             )
         except Unshaped as unshaped:
             # (No table to write to yet: its records are bad; a later commit's may create it. One that is

@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from connectors import actions
+from connectors.config import SinkConfig
 from sinks.iceberg.upserts import STALE_RECORDS
 from tests.conftest import sink_config
 from tests.integration.helpers import (
@@ -196,6 +197,10 @@ def test_debezium_events_upsert_iceberg_and_hudi_tables_to_the_source_tables_sta
 ) -> None:
     create_topic(kafka_bootstrap, topic_name, PARTITIONS)
     configs = cdc_configs(topic_name, tmp_path / "customers")
+    # (Debezium's unwrap is applied by the Iceberg writer's decoder as it reads the events, not by the tasks;
+    # the DebeziumTransform, and the Hudi sink's chain, by the tasks as they stage them.)
+    assert SinkConfig.parse(configs["cdc-unwrap-rewrite"]).staged_transforms is None
+    assert SinkConfig.parse(configs["cdc-iceberg-transform"]).staged_transforms is not None
     for name, config in configs.items():
         actions.create_connector(name, config)
     source = SourceTable(seed=45)

@@ -1,0 +1,196 @@
+"""Debezium's unwrap applied by the decoder as it reads the events (``JsonDecoder``'s ``unwrap``, decision 012)
+against the tasks' stage, which applies it record by record before the sink decodes: for every kind of value,
+the two give the same rows, the same bad records with the same reasons, and the same count of skipped ones."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from connectors.config import SinkConfig
+from tests.conftest import sink_config
+from workers.json_decoder import JsonDecoder
+from workers.staging import RecordChunk
+from workers.transformed import RecordTransformer
+
+UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
+MODES = {
+    "default (tombstone)": {},
+    "drop": {"delete.handling.mode": "drop"},
+    "rewrite": {"delete.handling.mode": "rewrite"},
+    "rewrite-with-tombstone": {"delete.tombstone.handling.mode": "rewrite-with-tombstone"},
+    "none, tombstones kept": {"delete.handling.mode": "none", "drop.tombstones": "false"},
+    "rewrite, add.fields": {"delete.handling.mode": "rewrite", "add.fields": "op,table,source.ts_ms,lsn"},
+    "add.fields, prefixed and renamed": {"add.fields": "op:kind,source.ts_ms", "add.fields.prefix": "_"},
+}
+COLUMNS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("amount", pa.float64()),
+        ("tags", pa.list_(pa.string())),
+        ("address", pa.struct([("city", pa.string()), ("zip", pa.int32())])),
+        ("ref", pa.string()),
+        ("__deleted", pa.string()),
+        # add.fields' columns
+        ("__op", pa.string()),
+        ("__table", pa.string()),
+        ("__source_ts_ms", pa.int64()),
+        ("__lsn", pa.int64()),
+        ("_kind", pa.string()),
+        ("_source_ts_ms", pa.int64()),
+    ]
+)
+
+
+def config(mode: dict[str, str]) -> SinkConfig:
+    return SinkConfig.parse(
+        sink_config(
+            "dbserver1.public.orders",
+            "db.orders",
+            **{
+                "value.converter": "json",
+                "value.converter.schemas.enable": "false",
+                "transforms": "unwrap",
+                "transforms.unwrap.type": UNWRAP,
+                **{f"transforms.unwrap.{k}": v for k, v in mode.items()},
+            },
+        )
+    )
+
+
+def row(rng: random.Random, i: int) -> dict[str, Any]:
+    found: dict[str, Any] = {"id": i, "name": f"n{i}", "amount": i * 0.5}
+    if rng.random() < 0.5:
+        found["tags"] = [f"t{j}" for j in range(rng.randrange(3))]
+    if rng.random() < 0.5:
+        found["address"] = {"city": "Lyon", "zip": 69000 + i} if rng.random() < 0.8 else None
+    if rng.random() < 0.2:
+        found["extra"] = {"nested": [1, 2]}  # (no column: ignored either way)
+    if rng.random() < 0.1:
+        found["__deleted"] = "mine"  # (rewrite writes its own)
+    return found
+
+
+def value(rng: random.Random, i: int) -> bytes | None:
+    """A value as a Debezium topic may hold it, or one that is no change event, or that does not decode."""
+    kind = rng.randrange(24)
+    source = {"lsn": 100 + i, "ts_ms": 1_700_000_000_000 + i, "table": "orders"}
+    if rng.random() < 0.1:
+        del source["table"]  # (then an event's own "table", if it has one)
+    if rng.random() < 0.05:
+        source["lsn"] = None
+    if kind < 8:
+        event = {"op": rng.choice("crcu"), "before": None, "after": row(rng, i), "source": source}
+        if event["op"] == "u":
+            event["before"] = row(rng, i)
+    elif kind < 11:
+        event = {"op": "d", "before": row(rng, i), "after": None, "source": source}
+    elif kind == 11:
+        return None  # a tombstone
+    elif kind == 12:
+        event = {"op": "t", "before": None, "after": None, "source": source}  # a truncate
+    elif kind == 13:
+        event = {"op": "c", "after": row(rng, i)}  # no before field at all
+    elif kind == 14:
+        event = {"op": "d", "before": row(rng, i)}  # no after field at all
+    elif kind == 15:
+        event = row(rng, i)  # not a change event: passes unchanged
+    elif kind == 16:
+        event = {"op": None, "after": row(rng, i), "before": None}  # an envelope with a null op
+    elif kind == 17:
+        event = {"op": "c", "after": {**row(rng, i), "id": "not a number"}, "before": None}  # does not fit
+    elif kind == 18:
+        # A before that does not fit, on an update: only the after is the row.
+        event = {"op": "u", "after": row(rng, i), "before": {"id": [1], "name": {"x": 1}}}
+    elif kind == 19:
+        event = {"op": "c", "after": "a string", "before": None}
+    elif kind == 20:
+        event = {"op": 5, "after": row(rng, i), "before": None}  # an op that is no string
+    elif kind == 21:
+        return rng.choice([b"null", b"[1, 2]", b'"text"', b"17"])  # JSON, but no object
+    elif kind == 22:
+        return rng.choice([b"{not json", b'{"op": "c", "after": {"id": 1}', b"\xff\xfe"])
+    else:
+        event = {"op": "c", "after": row(rng, i), "before": None, "ts_ms": i}
+        text = json.dumps(event, indent=2)  # (line breaks inside the value)
+        return text.encode()
+    if isinstance(event, dict) and "op" in event:
+        event = {**event, "source": source, "ts_ms": 1_700_000_000_500 + i}
+        if rng.random() < 0.1:
+            event["table"] = "its own"
+        if rng.random() < 0.03:
+            event["source"] = None
+    return json.dumps(event).encode()
+
+
+def outcome(columns: pa.Table, positions: list[int], bad: list[tuple[int, str]], skipped: int) -> Any:
+    rows = dict(zip(positions, columns.to_pylist(), strict=True))
+    return rows, sorted(bad), skipped
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("seed", range(4))
+def test_the_decoders_unwrap_gives_what_the_stage_and_a_plain_decoder_give(mode: str, seed: int) -> None:
+    cfg = config(MODES[mode])
+    assert cfg.transforms is not None and cfg.columnar_unwrap is not None, "the unwrap is the decoder's"
+    assert cfg.staged_transforms is None and cfg.sink_view.decoder_transforms is cfg.transforms
+    rng = random.Random(seed)
+    n = 400
+    values = [value(rng, i) for i in range(n)]
+    errors: list[str | None] = [("a converter's error" if rng.random() < 0.02 else None) for _ in range(n)]
+    chunk = RecordChunk("t", 0, list(range(n)), [None] * n, [None] * n, values, [None] * n, errors)
+
+    # The stage, record by record, then the sink's decoder of plain JSON.
+    staged, dropped = RecordTransformer(cfg, cfg.transforms).apply(chunk)
+    plain = JsonDecoder(COLUMNS).decode(staged.values, staged.errors)
+    expected = outcome(
+        plain.columns,
+        [staged.offsets[p] for p in plain.positions],
+        [(staged.offsets[p], reason) for p, reason in plain.bad],
+        plain.skipped + dropped,
+    )
+
+    # The decoder, unwrapping as it reads.
+    view = cfg.sink_view
+    transformer = RecordTransformer(view, view.decoder_transforms)  # type: ignore[arg-type]
+    decoder = JsonDecoder(COLUMNS, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values)
+    decoded = decoder.decode(values, errors)
+    assert decoded.positions == sorted(decoded.positions)
+    assert outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped) == expected
+    assert decoded.columns.schema == plain.columns.schema
+    assert len(expected[0]) > n // 3  # (most events are rows)
+
+
+def test_a_table_with_a_required_column_takes_the_rows_that_have_it_and_the_stages_reason_for_the_others() -> None:
+    cfg = config(MODES["rewrite"])
+    columns = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("__deleted", pa.string())])
+    events = [
+        {"op": "c", "after": {"id": 1, "name": "a"}, "before": None},
+        {"op": "c", "after": {"name": "no id"}, "before": None},
+        {"op": "d", "before": {"id": 1, "name": "a"}, "after": None},
+        {"op": "d", "before": {"name": "no id"}, "after": None},
+    ]
+    values: list[bytes | None] = [json.dumps(e).encode() for e in events]
+    errors: list[str | None] = [None] * len(values)
+    chunk = RecordChunk("t", 0, list(range(4)), [None] * 4, [None] * 4, values, [None] * 4, errors)
+    staged, _ = RecordTransformer(cfg, cfg.transforms).apply(chunk)  # type: ignore[arg-type]
+    plain = JsonDecoder(columns).decode(staged.values, staged.errors)
+    transformer = RecordTransformer(cfg.sink_view, cfg.transforms)  # type: ignore[arg-type]
+    decoded = JsonDecoder(columns, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values).decode(
+        values, errors
+    )
+    assert (
+        decoded.columns.to_pylist()
+        == plain.columns.to_pylist()
+        == [
+            {"id": 1, "name": "a", "__deleted": "false"},
+            {"id": 1, "name": "a", "__deleted": "true"},
+        ]
+    )
+    assert decoded.positions == [0, 2] and [p for p, _ in decoded.bad] == [1, 3]
+    assert decoded.bad == [(staged.offsets[p], r) for p, r in plain.bad]
