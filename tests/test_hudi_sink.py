@@ -381,3 +381,85 @@ def test_a_compaction_another_run_executes_is_said_to_be_left_to_it() -> None:
     assert said.startswith("20261128110000000 is still executed by an earlier run")
     assert "not rolled back" in said
     assert failure_text(ValueError("disk full")) == "ValueError: disk full"
+
+
+COMMIT_ORDERED = {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}
+
+
+def test_a_tombstones_key_in_kafka_connects_schema_envelope_is_its_payload(tmp_path: Path) -> None:
+    """Debezium's keys through JsonConverter with schemas.enable=true (its default) carry their schema."""
+    config = SinkConfig.parse(hudi_config(tmp_path, **COMMIT_ORDERED))
+    enveloped = {"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]}, "payload": {"id": 4}}
+    rows, bad = rows_of(
+        config,
+        [(b"4", b'{"id": 4, "ts": 1}'), (json.dumps(enveloped).encode(), None)],
+        tmp_path / "rows.parquet",
+    )
+    assert bad == []
+    assert [(r["id"], r[IS_DELETED]) for r in rows] == [(4, False), (4, True)]
+
+
+def test_a_tombstone_with_an_avro_key_is_a_bad_record_that_says_so(tmp_path: Path) -> None:
+    config = SinkConfig.parse(
+        hudi_config(tmp_path, **COMMIT_ORDERED, **{"key.converter": "io.confluent.connect.avro.AvroConverter"})
+    )
+    rows, bad = rows_of(config, [(b"\x00\x00\x00\x00\x07\x06abc", None)], tmp_path / "rows.parquet")
+    assert rows == [] and [b.offset for b in bad] == [0] and "Avro" in bad[0].reason
+
+
+def test_a_partition_of_tombstones_alone_types_their_keys_as_their_json_values(tmp_path: Path) -> None:
+    """So that its file reads beside the other partitions' (Spark's mergeSchema), whose records have JSON ids."""
+    config = SinkConfig.parse(hudi_config(tmp_path, **COMMIT_ORDERED))
+    rows, bad = rows_of(config, [(b'{"id": 7}', None), (b"8", None)], tmp_path / "rows.parquet")
+    assert bad == [] and [(r["id"], r[IS_DELETED]) for r in rows] == [(7, True), (8, True)]
+    assert pq.read_schema(tmp_path / "rows.parquet").field("id").type == "int64"
+
+
+def test_tombstones_keyed_by_text_take_the_records_key_type_or_are_bad_records(tmp_path: Path) -> None:
+    config = SinkConfig.parse(hudi_config(tmp_path, **COMMIT_ORDERED, **{"key.converter": "string"}))
+    rows, bad = rows_of(
+        config,
+        [(b"x", None), (b"1", b'{"id": 1, "ts": 1}'), (b"abc", None)],
+        tmp_path / "rows.parquet",
+    )
+    assert [(r["id"], r[IS_DELETED]) for r in rows] == [(1, False)]
+    assert [b.offset for b in bad] == [0, 2] and "is no int64 value" in bad[0].reason
+    rows, bad = rows_of(config, [(b"5", None), (b"5", b'{"id": 5, "ts": 1}')], tmp_path / "more.parquet")
+    assert bad == [] and [(r["id"], r[IS_DELETED]) for r in rows] == [(5, True), (5, False)]
+
+
+def test_tombstones_delete_with_operation_delete_whatever_the_precombine_field(tmp_path: Path) -> None:
+    # (The precombine field orders upserts only: operation=delete takes no ordering.)
+    config = SinkConfig.parse(hudi_config(tmp_path, **{"hoodie.datasource.write.operation": "delete"}))
+    rows, bad = rows_of(config, [(b"1", b'{"id": 1}'), (b"2", None)], tmp_path / "rows.parquet")
+    assert bad == [] and [(r["id"], r[IS_DELETED]) for r in rows] == [(1, True), (2, True)]
+
+
+def test_the_iceberg_sinks_debezium_transform_deletes_by_its_nested_operation(tmp_path: Path) -> None:
+    dbz = {"transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform"}
+    # Without a delete field its deletes would be upserted as live rows: refused.
+    errors = validate_config(hudi_config(tmp_path, **dbz)).errors
+    assert "hoodie.payload.delete.field=_cdc.op" in errors["transforms.dbz.type"][0]
+    marked = {**dbz, "hoodie.payload.delete.field": "_cdc.op", "hoodie.payload.delete.marker": "D"}
+    assert validate_config(hudi_config(tmp_path, **marked)).ok
+    config = SinkConfig.parse(hudi_config(tmp_path, **marked))
+    # (Hudi's payloads read a delete field at the top level: the sink flags deletes itself.)
+    assert "hoodie.payload.delete.field" not in writer_options(config.settings, config.raw)
+    events = [{"id": 1, "ts": 1, "_cdc": {"op": "I"}}, {"id": 1, "ts": 2, "_cdc": {"op": "D"}}, {"id": 2, "ts": 3}]
+    rows, bad = rows_of(config, [(None, json.dumps(e).encode()) for e in events], tmp_path / "rows.parquet")
+    assert bad == [] and [(r["id"], r[IS_DELETED]) for r in rows] == [(1, False), (1, True), (2, False)]
+
+
+@pytest.mark.parametrize(
+    ("index", "identity"),
+    [("BUCKET", ("id", "region")), ("SIMPLE", ("id", "region")), ("GLOBAL_SIMPLE", ("id",)), ("RECORD_INDEX", ("id",))],
+)
+def test_a_commit_keeps_one_record_per_key_and_partition_path_unless_the_index_is_global(
+    tmp_path: Path, index: str, identity: tuple[str, ...]
+) -> None:
+    """A delete of a key in one partition and its insert in another are two records to an index that is not
+    global (Hudi's HoodieKey): both must reach Hudi."""
+    config = SinkConfig.parse(
+        hudi_config(tmp_path, **{"hoodie.datasource.write.partitionpath.field": "region", "hoodie.index.type": index})
+    )
+    assert config.settings.record_identity == identity

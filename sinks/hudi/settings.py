@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from connectors.config.definitions import CheckResult, CheckStatus
 from connectors.config.validation import KeyRule, apply_key_rules, closest
 from connectors.smt import parse_chain
-from connectors.smt.debezium import ExtractNewRecordState
+from connectors.smt.debezium import DebeziumTransform, ExtractNewRecordState
 from sinks.hudi.config_keys import HUDI_CONFIG_KEYS
 from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_FAMILIES, SYNONYMS, TABLE_TYPES
 from workers.storage import LOCAL_SCHEMES, S3A, StoragePath
@@ -347,6 +347,17 @@ def _check_deletes_as_rows(result: ConfigValidation, config: dict[str, str]) -> 
     chain = parse_chain(config)[0]
     for step in chain.steps if chain is not None else ():
         unwrap = step.transformation
+        if (
+            isinstance(unwrap, DebeziumTransform)
+            and _get(config, "hoodie.datasource.write.operation").lower() == "upsert"
+        ):
+            result.add(
+                f"transforms.{step.alias}.type",
+                "the Iceberg sink's DebeziumTransform makes each delete a row of the deleted state with _cdc.op=D, "
+                "and without hoodie.payload.delete.field nothing marks it a delete: every deleted row would be "
+                "upserted as a live row. Set hoodie.payload.delete.field=_cdc.op and hoodie.payload.delete.marker=D",
+            )
+            continue
         if not isinstance(unwrap, ExtractNewRecordState) or unwrap.delete != "rewrite":
             continue
         if unwrap.keep_tombstones and tombstones_delete:
@@ -359,6 +370,10 @@ def _check_deletes_as_rows(result: ConfigValidation, config: dict[str, str]) -> 
             "hoodie.payload.delete.field nothing marks it a delete: every deleted row would be upserted as a live "
             "row. Set hoodie.payload.delete.field=__deleted and hoodie.payload.delete.marker=true",
         )
+
+
+# Hudi's indexes that know a key across partitions (a key is one record whatever its partition path).
+GLOBAL_INDEXES = ("GLOBAL_SIMPLE", "GLOBAL_BLOOM", "RECORD_INDEX", "HBASE")
 
 
 def event_time_ordering(precombine_field: str | None, merge_mode: str) -> bool:
@@ -442,6 +457,15 @@ class HudiSettings:
         return self.operation == "upsert"
 
     @property
+    def record_identity(self) -> tuple[str, ...]:
+        """What makes records the same record to Hudi's index: the record key, and with an index that is not
+        global (BUCKET, SIMPLE, BLOOM: Hudi's HoodieKey) the partition path's fields too. A commit keeps one
+        record per identity (``sinks.hudi.commit.latest_per_key``), as Hudi's own deduplication does."""
+        if self.index_type in GLOBAL_INDEXES:
+            return self.record_key_fields
+        return (*self.record_key_fields, *(f for f in self.partition_fields if f not in self.record_key_fields))
+
+    @property
     def merge_on_read(self) -> bool:
         return self.table_type == "MERGE_ON_READ"
 
@@ -521,6 +545,11 @@ def writer_options(settings: HudiSettings, raw: Mapping[str, str]) -> dict[str, 
         options.setdefault("hoodie.datasource.compaction.async.enable", "false" if inline else "true")
     if settings.index_type == "RECORD_INDEX":
         options.setdefault("hoodie.metadata.record.index.enable", "true")
+    if "." in (settings.delete_field or ""):
+        # A field nested in a struct (the Iceberg sink's DebeziumTransform's _cdc.op), which Hudi's payloads read at
+        # the top level only: the sink flags each delete itself (_hoodie_is_deleted, sinks.hudi.writer).
+        options.pop("hoodie.payload.delete.field", None)
+        options.pop("hoodie.payload.delete.marker", None)
     options.update(concurrency_options(raw))
     return options
 

@@ -80,6 +80,8 @@ class PartitionRows(RecordRuns):
         self.topic = topic
         self.partition = partition
         self.pieces: list[pa.Table] = []
+        # The tombstones' rows (their keys, typed as the keys' JSON values): typed as the records' at the end.
+        self.tombstones: list[pa.Table] = []
         self.bad: list[BadRecord] = []
         self.skipped = 0
 
@@ -137,8 +139,9 @@ class PartitionRows(RecordRuns):
         if s.operation == "delete":
             deleting[:] = True
         elif s.upsert:
-            if s.delete_field and s.delete_field in rows.column_names:
-                marked = pc.equal(rows.column(s.delete_field).cast(pa.string()), s.delete_marker or "")
+            marker_field = _nested_field(rows, s.delete_field) if s.delete_field else None
+            if marker_field is not None:
+                marked = pc.equal(marker_field.cast(pa.string()), s.delete_marker or "")
                 deleting |= np.asarray(marked.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
             if IS_DELETED in rows.column_names and pa.types.is_boolean(rows.schema.field(IS_DELETED).type):
                 flagged = rows.column(IS_DELETED).fill_null(False)
@@ -154,13 +157,8 @@ class PartitionRows(RecordRuns):
         s = self.settings
         found: list[tuple[int, list[Any]]] = []
         for offset, raw in zip(offsets, keys, strict=True):
-            values = self._key_values(raw)
+            values, why = self._key_values(raw)
             if values is None:
-                why = (
-                    "a tombstone without a key deletes nothing"
-                    if raw is None
-                    else (f"a tombstone's key must hold the record key field(s) {', '.join(s.record_key_fields)}")
-                )
                 self.bad.append(BadRecord(self.topic, self.partition, offset, why, TASK_PUT))
             elif s.partition_fields:
                 self.bad.append(
@@ -173,7 +171,7 @@ class PartitionRows(RecordRuns):
                         TASK_PUT,
                     )
                 )
-            elif s.event_time_ordering:
+            elif s.upsert and s.event_time_ordering:
                 self.bad.append(
                     BadRecord(
                         self.topic,
@@ -190,34 +188,66 @@ class PartitionRows(RecordRuns):
         if not found:
             return
         columns: dict[str, pa.Array] = {}
-        schema = self.schema
         for i, name in enumerate(s.record_key_fields):
-            column = pa.array([str(values[i]) for _, values in found], pa.string())
-            wanted = schema.field(name).type if schema is not None and name in schema.names else pa.string()
-            columns[name] = column.cast(wanted)
+            columns[name] = _key_column([values[i] for _, values in found])
         n = len(found)
         columns[IS_DELETED] = pa.array([True] * n, pa.bool_())
         columns[SEQUENCE] = pa.array([o for o, _ in found], pa.int64())
-        self.pieces.append(pa.table(columns))
+        self.tombstones.append(pa.table(columns))
 
-    def _key_values(self, raw: bytes | None) -> list[Any] | None:
-        """The record key field values a Kafka key holds: the fields of a JSON object key, or for one key
-        field the key itself (its text, or a JSON scalar)."""
-        if raw is None:
-            return None
-        text = raw.decode("utf-8", "replace")
+    def _key_values(self, raw: bytes | None) -> tuple[list[Any] | None, str]:
+        """The record key field values a Kafka key holds: the fields of a JSON object key (the ``payload`` of
+        one in Kafka Connect's schema envelope, as its JsonConverter reads it), or for one key field the key
+        itself (its text, or a JSON scalar); else None, and why."""
         fields = self.settings.record_key_fields
+        if raw is None:
+            return None, "a tombstone without a key deletes nothing"
+        missing = f"a tombstone's key must hold the record key field(s) {', '.join(fields)}"
+        if self.config.key_converter == "avro" and raw[:1] == b"\x00":
+            return None, (
+                "a tombstone's key is Avro (key.converter=avro), which the sink does not decode: key the topic with "
+                "JSON or string keys, or delete with hoodie.payload.delete.field"
+            )
+        text = raw.decode("utf-8", "replace")
         try:
             parsed = json.loads(text)
         except ValueError:
-            return [text] if len(fields) == 1 else None
+            return ([text], "") if len(fields) == 1 else (None, missing)
+        if isinstance(parsed, dict) and parsed.keys() == {"schema", "payload"}:
+            parsed = parsed["payload"]
         if isinstance(parsed, dict):
             if all(f in parsed and parsed[f] is not None for f in fields):
-                return [parsed[f] for f in fields]
-            return None
+                return [parsed[f] for f in fields], ""
+            return None, missing
         if len(fields) == 1 and isinstance(parsed, (str, int, float)) and not isinstance(parsed, bool):
-            return [parsed]
-        return None
+            return [parsed], ""
+        return None, missing
+
+    def _typed_tombstones(self) -> list[pa.Table]:
+        """The tombstones' rows with their key columns typed as the records' (a string key of a numeric record
+        key field read as a number); a tombstone whose key is no value of that type is a bad record, with why."""
+        if not self.tombstones:
+            return []
+        rows = pa.concat_tables(self.tombstones, promote_options="permissive")
+        typed = {f.name: f.type for p in self.pieces for f in p.schema if f.name in self.settings.record_key_fields}
+        for name, wanted in typed.items():
+            column = rows.column(name)
+            if column.type == wanted:
+                continue
+            fits = np.ones(len(rows), dtype=bool)
+            cast = []
+            for j, value in enumerate(column.to_pylist()):
+                try:
+                    cast.append(pa.scalar(value).cast(wanted).as_py())
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+                    fits[j] = False
+                    cast.append(None)
+                    offset = rows.column(SEQUENCE)[j].as_py()
+                    reason = f"a tombstone's key {name}={value!r} is no {wanted} value, as the records' {name} is"
+                    self.bad.append(BadRecord(self.topic, self.partition, offset, reason, TASK_PUT))
+            rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(cast, wanted))
+            rows = rows.filter(pa.array(fits))
+        return [rows] if len(rows) else []
 
     @staticmethod
     def _missing(rows: pa.Table, name: str) -> list[int]:
@@ -228,9 +258,10 @@ class PartitionRows(RecordRuns):
     def finish(self, folder: StoragePath, name: str) -> DataFile | None:
         """Write the rows to the file ``name`` in ``folder``, in the stream's order; the write status of
         the file (its path as Spark reads it)."""
-        if not self.pieces:
+        pieces = self.pieces + self._typed_tombstones()
+        if not pieces:
             return None
-        rows = pa.concat_tables(self.pieces, promote_options="permissive").sort_by(SEQUENCE)
+        rows = pa.concat_tables(pieces, promote_options="permissive").sort_by(SEQUENCE)
         fs, root = folder.filesystem()
         fs.create_dir(root, recursive=True)
         path = f"{root}/{name}"
@@ -243,6 +274,30 @@ class PartitionRows(RecordRuns):
             records=len(rows),
             bytes=int(fs.get_file_info(path).size or 0),
         )
+
+
+def _nested_field(rows: pa.Table, path: str) -> pa.Array | None:
+    """The column at ``path``, nested with dots in structs (``_cdc.op``, the Iceberg sink's DebeziumTransform's
+    operation); None when the rows have no such field."""
+    head, *rest = path.split(".")
+    if head not in rows.column_names:
+        return None
+    column = rows.column(head).combine_chunks()
+    for part in rest:
+        if not pa.types.is_struct(column.type) or column.type.get_field_index(part) < 0:
+            return None
+        column = pc.struct_field(column, part)
+    return column
+
+
+def _key_column(values: Sequence[Any]) -> pa.Array:
+    """Tombstones' values of one record key field, typed as the JSON values they were (a number a number:
+    as a partition of tombstones alone writes them, the records of its key elsewhere decoded from JSON); as
+    text when they are of mixed kinds."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([str(v) for v in values], pa.string())
 
 
 @dataclass(frozen=True)
