@@ -547,6 +547,32 @@ def test_copy_on_write_upserts_with_delete_markers_ordered_by_event_time(
     assert "record_index" in properties["hoodie.table.metadata.partitions"].split(",")
 
 
+def test_a_key_deleted_in_one_partition_and_inserted_in_another_in_one_commit_leaves_the_inserted_row(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """Under an index that is not global (BUCKET, the default) a record is its key and its partition path, as
+    Hudi's index sees it: a delete of a key's row in one partition and the key's insert in another, in one
+    commit, are two records, and both reach Hudi (the commit once kept only the later one, and the deleted row
+    stayed beside the new)."""
+    name = "hudi-moves"
+    base = tmp_path / "orders"
+    create_topic(kafka_bootstrap, topic_name, 1)
+    actions.create_connector(name, hudi_config(topic_name, base))
+
+    def change(key: int, region: str, op: str, ts: int) -> bytes:
+        return json.dumps({"id": key, "ts": ts, "amount": 1.0, "op": op, "region": region}).encode()
+
+    with running_in_threads(name):
+        ends = produce(kafka_bootstrap, topic_name, [change(k, "eu", "c", 1) for k in range(3)], 1)
+        wait_until(caught_up(name, ends), 240, "the inserts to be committed")
+        # Key 0 moves from eu to us (its eu row deleted first), key 1 is deleted, key 2 stays.
+        moves = [change(0, "eu", "d", 2), change(0, "us", "c", 3), change(1, "eu", "d", 2)]
+        ends = produce(kafka_bootstrap, topic_name, moves, 1)
+        wait_until(caught_up(name, ends), 240, "the moves to be committed")
+    rows = sorted((r["id"], r["region"]) for r in read(base))
+    assert rows == [(0, "us"), (2, "eu")]
+
+
 def test_a_merge_on_read_table_on_s3_is_written_through_hadoops_s3a_connector(
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str
 ) -> None:
