@@ -194,3 +194,92 @@ def test_a_table_with_a_required_column_takes_the_rows_that_have_it_and_the_stag
     )
     assert decoded.positions == [0, 2] and [p for p, _ in decoded.bad] == [1, 3]
     assert decoded.bad == [(staged.offsets[p], r) for p, r in plain.bad]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"value.converter.schemas.enable": "true"},
+        {
+            "value.converter": "io.confluent.connect.json.JsonSchemaConverter",
+            "value.converter.schema.registry.url": "http://registry:8081",
+        },
+        {"iceberg.tables.evolve-schema-enabled": "true"},
+        {"iceberg.tables.route-field": "table", "iceberg.table.db.orders.route-regex": "orders"},
+        {"iceberg.tables": "db.orders,db.copies"},
+        {"transforms.unwrap.add.headers": "op"},
+        {"transforms": "unwrap,cast", "transforms.cast.type": "Cast$Value", "transforms.cast.spec": "id:int32"},
+    ],
+)
+def test_the_tasks_stage_the_unwrap_where_the_decoder_cannot_apply_it(keys: dict[str, str]) -> None:
+    raw = {
+        **sink_config("dbserver1.public.orders", "db.orders"),
+        "value.converter": "json",
+        "value.converter.schemas.enable": "false",
+        "transforms": "unwrap",
+        "transforms.unwrap.type": UNWRAP,
+        **keys,
+    }
+    cfg = SinkConfig.parse(raw)
+    assert cfg.columnar_unwrap is None and cfg.staged_transforms is cfg.transforms
+    assert cfg.sink_view.decoder_transforms is None
+
+
+def both_ways(cfg: SinkConfig, columns: pa.Schema, values: list[bytes | None]) -> tuple[Any, Any]:
+    """What the stage then a plain decoder make of ``values``, and what the decoder unwrapping makes of them."""
+    n = len(values)
+    errors: list[str | None] = [None] * n
+    chunk = RecordChunk("t", 0, list(range(n)), [None] * n, [None] * n, values, [None] * n, errors)
+    staged, dropped = RecordTransformer(cfg, cfg.transforms).apply(chunk)  # type: ignore[arg-type]
+    plain = JsonDecoder(columns).decode(staged.values, staged.errors)
+    expected = outcome(
+        plain.columns,
+        [staged.offsets[p] for p in plain.positions],
+        [(staged.offsets[p], r) for p, r in plain.bad],
+        plain.skipped + dropped,
+    )
+    transformer = RecordTransformer(cfg.sink_view, cfg.transforms)  # type: ignore[arg-type]
+    decoder = JsonDecoder(columns, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values)
+    decoded = decoder.decode(values, errors)
+    return expected, outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped)
+
+
+def test_a_row_keeps_its_own_field_where_the_event_lacks_the_one_add_fields_names() -> None:
+    cfg = config({"add.fields": "source.ts_ms,ts_ms"})
+    columns = pa.schema([("id", pa.int64()), ("__source_ts_ms", pa.int64()), ("__ts_ms", pa.int64())])
+    values: list[bytes | None] = [
+        b'{"op": "c", "after": {"id": 1, "__source_ts_ms": 99, "__ts_ms": 98}}',  # neither field: the row's own
+        b'{"op": "c", "after": {"id": 2, "__source_ts_ms": 99}, "source": {"ts_ms": 5}, "ts_ms": 6}',
+        b'{"op": "c", "after": {"id": 3}, "source": {"ts_ms": null}, "ts_ms": null}',
+    ]
+    expected, found = both_ways(cfg, columns, values)
+    assert found == expected
+    assert [found[0][p]["__source_ts_ms"] for p in range(3)] == [99, 5, None]
+
+
+@pytest.mark.parametrize("kind", [pa.bool_(), pa.int32(), pa.struct([("x", pa.string())])])
+def test_a_deleted_column_of_another_type_than_text_is_decoded_as_the_stage_writes_it(kind: pa.DataType) -> None:
+    cfg = config(MODES["rewrite"])
+    columns = pa.schema([("id", pa.int64()), ("__deleted", kind)])
+    values: list[bytes | None] = [b'{"op": "c", "after": {"id": 1}}', b'{"op": "d", "before": {"id": 1}}']
+    expected, found = both_ways(cfg, columns, values)
+    assert found == expected
+
+
+def test_values_that_end_open_never_run_into_the_next_ones_line() -> None:
+    """The readers take a line break for whitespace: an unterminated value followed by one holding two values
+    once made three rows out of three values that are not JSON, at the wrong positions."""
+    values: list[bytes | None] = [
+        b'{"op":"c","after":{"id":1},"z":',
+        b"{}}",
+        b'{"op":"c","after":{"id":2}}{"op":"c","after":{"id":3}}',
+        b'{"op":"c","after":{"id":4}}',
+    ]
+    expected, found = both_ways(config({}), COLUMNS, values)
+    assert found == expected
+    assert sorted(found[0]) == [3] and [p for p, _ in found[1]] == [0, 1, 2]
+    # And without transforms, the plain decoder.
+    plain = JsonDecoder(pa.schema([("id", pa.int64())])).decode(
+        [b'{"id":1,"z":', b"{}}", b'{"id":2}{"id":3}', b'{"id":4}'], [None] * 4
+    )
+    assert plain.positions == [3] and [p for p, _ in plain.bad] == [0, 1, 2]

@@ -171,16 +171,17 @@ class JsonDecoder:
             self._plain = JsonDecoder(data_schema)
             columns = _relaxed(columns)
             self._added = {added: (struct, name) for struct, name, added in unwrap.fields if added in columns.names}
-            written = set(self._added) | ({DELETED} if self._written_deleted else set())
-            row = pa.struct([f for f in columns if f.name not in written])
+            # (An added field's column is read from the row too: the row keeps its own when the event has no
+            # such field, which the columns cannot always tell from a null one.)
+            row = pa.struct([f for f in columns if not (self._written_deleted and f.name == DELETED)])
             # (An empty struct tells an event's ``before`` from null without reading its fields.)
             before = row if unwrap.rewrite else pa.struct([])
             fields = _event_fields(row, before, self._added, columns)
             if fields is None or len(self._added) != sum(added in columns.names for *_, added in unwrap.fields):
                 self._columnar = False  # (fields added twice, or that clash with the envelope's: record by record)
                 fields = {"op": pa.string(), "after": row, "before": before}
-            elif self._written_deleted and DELETED in self._added:
-                self._columnar = False
+            elif self._written_deleted and (DELETED in self._added or columns.field(DELETED).type != pa.string()):
+                self._columnar = False  # (a __deleted column of another type: the plain decoder says what of it)
             self.parse_schema = pa.schema(list(fields.items()))
             self.columns_schema = columns
             self.cast_schema = _relaxed(read_schema).append(pa.field(UNWRAP_KIND, pa.int8()))
@@ -228,7 +229,7 @@ class JsonDecoder:
         tables: list[pa.Table] = []
         good: list[int] = []
         if lines:
-            self._isolate(lines, positions, tables, good, bad)
+            self._read_lines(lines, positions, tables, good, bad)
         columns = pa.concat_tables(tables) if tables else self.data_schema.empty_table()
         if self.envelope and tables:
             present = columns.column(PRESENT).combine_chunks()
@@ -324,6 +325,10 @@ class JsonDecoder:
             if own is not None:
                 unclear = pc.or_(unclear, pc.and_(inner.is_null(), own.is_valid()))
             written[added] = inner
+        for added, value in list(written.items()):
+            if added in self._added and added in rows.column_names:
+                # Null added: the event had the field null, or lacked it and the row keeps its own.
+                unclear = pc.or_(unclear, pc.and_(value.is_null(), rows.column(added).is_valid()))
         kind = pc.if_else(
             pc.and_(taken, pc.invert(unclear)),
             UNWRAP_ROW,
@@ -358,7 +363,7 @@ class JsonDecoder:
         if lines:
             tables: list[pa.Table] = []
             good: list[int] = []
-            self._isolate(lines, positions, tables, good, bad, failed=deferred)
+            self._read_lines(lines, positions, tables, good, bad, failed=deferred)
             if tables:
                 events = pa.concat_tables(tables)
                 kind = events.column(UNWRAP_KIND).to_numpy()
@@ -442,6 +447,30 @@ class JsonDecoder:
             parse_options=self._options,
         )
         return reader.read_all()
+
+    def _read_lines(
+        self,
+        lines: Sequence[bytes],
+        positions: Sequence[int],
+        tables: list[pa.Table],
+        good: list[int],
+        bad: list[tuple[int, str]],
+        failed: list[int] | None = None,
+    ) -> None:
+        """Parse the values (``_isolate``), in runs of those that hold one line and close it, each other one
+        alone, in their order: the readers take a line break for whitespace, so a value that ends open (not
+        valid JSON) would run on into the next line and, with one after it holding two values, put rows at
+        the wrong positions; a value with a line break in it is pretty-printed, or not JSON."""
+        start = 0
+        for i, line in enumerate(lines):
+            if (line[-1:] == b"}" or line.rstrip()[-1:] == b"}") and b"\n" not in line and b"\r" not in line:
+                continue
+            if start < i:
+                self._isolate(lines[start:i], positions[start:i], tables, good, bad, failed)
+            self._isolate(lines[i : i + 1], positions[i : i + 1], tables, good, bad, failed)
+            start = i + 1
+        if start < len(lines):
+            self._isolate(lines[start:], positions[start:], tables, good, bad, failed)
 
     def _isolate(
         self,

@@ -706,8 +706,8 @@ class SinkConfig:
         values, into a sink whose settings take it (``unwraps_in_decoder``: the Iceberg sink without a route
         field or schema evolution). The decoder reads each event's row into the table's columns, several times
         cheaper than a parse, the chain and a JSON text per record (docs/decisions/012)."""
-        if self.transforms is None or self.value_converter != "json" or self.schemas_enable:
-            return None
+        if self.transforms is None or self.value_converter != "json" or self.schemas_enable or self.decodes_values:
+            return None  # (values in a schema envelope, or decoded while staging, a registry's, keep the stage)
         if not getattr(self.settings, "unwraps_in_decoder", False):
             return None
         return self.transforms.columnar_unwrap
