@@ -133,6 +133,30 @@ def outcome(columns: pa.Table, positions: list[int], bad: list[tuple[int, str]],
     return rows, sorted(bad), skipped
 
 
+def both_ways(
+    cfg: SinkConfig, columns: pa.Schema, values: list[bytes | None], errors: list[str | None] | None = None
+) -> tuple[Any, Any]:
+    """What the stage then a plain decoder make of ``values`` (rows by position, bad records, skipped count),
+    and what the decoder unwrapping them as it reads makes of them."""
+    n = len(values)
+    errors = errors or [None] * n
+    chunk = RecordChunk("t", 0, list(range(n)), [None] * n, [None] * n, values, [None] * n, errors)
+    staged, dropped = RecordTransformer(cfg, cfg.transforms).apply(chunk)  # type: ignore[arg-type]
+    plain = JsonDecoder(columns).decode(staged.values, staged.errors)
+    expected = outcome(
+        plain.columns,
+        [staged.offsets[p] for p in plain.positions],
+        [(staged.offsets[p], r) for p, r in plain.bad],
+        plain.skipped + dropped,
+    )
+    transformer = RecordTransformer(cfg.sink_view, cfg.transforms)  # type: ignore[arg-type]
+    decoder = JsonDecoder(columns, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values)
+    decoded = decoder.decode(values, errors)
+    assert decoded.positions == sorted(decoded.positions)
+    assert decoded.columns.schema == plain.columns.schema
+    return expected, outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("seed", range(4))
 def test_the_decoders_unwrap_gives_what_the_stage_and_a_plain_decoder_give(mode: str, seed: int) -> None:
@@ -143,26 +167,8 @@ def test_the_decoders_unwrap_gives_what_the_stage_and_a_plain_decoder_give(mode:
     n = 400
     values = [value(rng, i) for i in range(n)]
     errors: list[str | None] = [("a converter's error" if rng.random() < 0.02 else None) for _ in range(n)]
-    chunk = RecordChunk("t", 0, list(range(n)), [None] * n, [None] * n, values, [None] * n, errors)
-
-    # The stage, record by record, then the sink's decoder of plain JSON.
-    staged, dropped = RecordTransformer(cfg, cfg.transforms).apply(chunk)
-    plain = JsonDecoder(COLUMNS).decode(staged.values, staged.errors)
-    expected = outcome(
-        plain.columns,
-        [staged.offsets[p] for p in plain.positions],
-        [(staged.offsets[p], reason) for p, reason in plain.bad],
-        plain.skipped + dropped,
-    )
-
-    # The decoder, unwrapping as it reads.
-    view = cfg.sink_view
-    transformer = RecordTransformer(view, view.decoder_transforms)  # type: ignore[arg-type]
-    decoder = JsonDecoder(COLUMNS, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values)
-    decoded = decoder.decode(values, errors)
-    assert decoded.positions == sorted(decoded.positions)
-    assert outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped) == expected
-    assert decoded.columns.schema == plain.columns.schema
+    expected, found = both_ways(cfg, COLUMNS, values, errors)
+    assert found == expected
     assert len(expected[0]) > n // 3  # (most events are rows)
 
 
@@ -176,24 +182,11 @@ def test_a_table_with_a_required_column_takes_the_rows_that_have_it_and_the_stag
         {"op": "d", "before": {"name": "no id"}, "after": None},
     ]
     values: list[bytes | None] = [json.dumps(e).encode() for e in events]
-    errors: list[str | None] = [None] * len(values)
-    chunk = RecordChunk("t", 0, list(range(4)), [None] * 4, [None] * 4, values, [None] * 4, errors)
-    staged, _ = RecordTransformer(cfg, cfg.transforms).apply(chunk)  # type: ignore[arg-type]
-    plain = JsonDecoder(columns).decode(staged.values, staged.errors)
-    transformer = RecordTransformer(cfg.sink_view, cfg.transforms)  # type: ignore[arg-type]
-    decoded = JsonDecoder(columns, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values).decode(
-        values, errors
-    )
-    assert (
-        decoded.columns.to_pylist()
-        == plain.columns.to_pylist()
-        == [
-            {"id": 1, "name": "a", "__deleted": "false"},
-            {"id": 1, "name": "a", "__deleted": "true"},
-        ]
-    )
-    assert decoded.positions == [0, 2] and [p for p, _ in decoded.bad] == [1, 3]
-    assert decoded.bad == [(staged.offsets[p], r) for p, r in plain.bad]
+    expected, found = both_ways(cfg, columns, values)
+    assert found == expected
+    rows, bad, _ = found
+    assert rows == {0: {"id": 1, "name": "a", "__deleted": "false"}, 2: {"id": 1, "name": "a", "__deleted": "true"}}
+    assert [p for p, _ in bad] == [1, 3]
 
 
 @pytest.mark.parametrize(
@@ -223,25 +216,6 @@ def test_the_tasks_stage_the_unwrap_where_the_decoder_cannot_apply_it(keys: dict
     cfg = SinkConfig.parse(raw)
     assert cfg.columnar_unwrap is None and cfg.staged_transforms is cfg.transforms
     assert cfg.sink_view.decoder_transforms is None
-
-
-def both_ways(cfg: SinkConfig, columns: pa.Schema, values: list[bytes | None]) -> tuple[Any, Any]:
-    """What the stage then a plain decoder make of ``values``, and what the decoder unwrapping makes of them."""
-    n = len(values)
-    errors: list[str | None] = [None] * n
-    chunk = RecordChunk("t", 0, list(range(n)), [None] * n, [None] * n, values, [None] * n, errors)
-    staged, dropped = RecordTransformer(cfg, cfg.transforms).apply(chunk)  # type: ignore[arg-type]
-    plain = JsonDecoder(columns).decode(staged.values, staged.errors)
-    expected = outcome(
-        plain.columns,
-        [staged.offsets[p] for p in plain.positions],
-        [(staged.offsets[p], r) for p, r in plain.bad],
-        plain.skipped + dropped,
-    )
-    transformer = RecordTransformer(cfg.sink_view, cfg.transforms)  # type: ignore[arg-type]
-    decoder = JsonDecoder(columns, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values)
-    decoded = decoder.decode(values, errors)
-    return expected, outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped)
 
 
 def test_a_row_keeps_its_own_field_where_the_event_lacks_the_one_add_fields_names() -> None:
