@@ -153,7 +153,7 @@ class HudiCommitter:
 
 def latest_per_key(frame: Any, settings: HudiSettings) -> Any:
     """Of the commit's records of one key (of one key and partition path, with an index that is not global:
-    ``HudiSettings.record_identity``), the one Hudi would keep, decided here where Hudi's own combining
+    ``HudiSettings.identity_partition_fields``), the one Hudi would keep, decided here where Hudi's own combining
     would leave it to chance: in event-time ordering the greatest precombine value, of equal ones the later
     record in the stream (a tombstone has no precombine value: it deletes what came before it in the
     stream, and what comes after it wins over it); in commit-time ordering the last in the stream. (The
@@ -161,18 +161,24 @@ def latest_per_key(frame: Any, settings: HudiSettings) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    # The record key, and with an index that is not global the partition path's fields, a null one and an empty
+    # one alike (Hudi writes both to its default partition).
+    identity = [
+        *(F.col(k) for k in settings.record_key_fields),
+        *(F.coalesce(F.col(p).cast("string"), F.lit("")) for p in settings.identity_partition_fields),
+    ]
     order = [F.col(SEQUENCE).desc()]
     if settings.precombine_field and settings.event_time_ordering:
         precombine = F.col(settings.precombine_field)
         tombstone = F.when(precombine.isNull() & F.col(IS_DELETED), F.col(SEQUENCE))
-        last_tombstone = F.max(tombstone).over(Window.partitionBy(*settings.record_identity))
+        last_tombstone = F.max(tombstone).over(Window.partitionBy(*identity))
         frame = (
             frame.withColumn("_sinkadmin_tombstone", last_tombstone)
             .where(F.col("_sinkadmin_tombstone").isNull() | (F.col(SEQUENCE) >= F.col("_sinkadmin_tombstone")))
             .drop("_sinkadmin_tombstone")
         )
         order.insert(0, precombine.desc_nulls_last())
-    ranked = Window.partitionBy(*settings.record_identity).orderBy(*order)
+    ranked = Window.partitionBy(*identity).orderBy(*order)
     return (
         frame.withColumn("_sinkadmin_rank", F.row_number().over(ranked))
         .where("_sinkadmin_rank = 1")

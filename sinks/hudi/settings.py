@@ -13,6 +13,7 @@ from connectors.config.definitions import CheckResult, CheckStatus
 from connectors.config.validation import KeyRule, apply_key_rules, closest
 from connectors.smt import parse_chain
 from connectors.smt.debezium import DebeziumTransform, ExtractNewRecordState
+from connectors.smt.kafka import Filter, RecordIsTombstone
 from sinks.hudi.config_keys import HUDI_CONFIG_KEYS
 from sinks.hudi.plugin import HUDI, HUDI_WRITE_CONFIG_FAMILIES, SYNONYMS, TABLE_TYPES
 from workers.storage import LOCAL_SCHEMES, S3A, StoragePath
@@ -373,7 +374,7 @@ def _check_deletes_as_rows(result: ConfigValidation, config: dict[str, str]) -> 
 
 
 # Hudi's indexes that know a key across partitions (a key is one record whatever its partition path).
-GLOBAL_INDEXES = ("GLOBAL_SIMPLE", "GLOBAL_BLOOM", "RECORD_INDEX", "HBASE")
+GLOBAL_INDEXES = ("GLOBAL_SIMPLE", "GLOBAL_BLOOM", "RECORD_INDEX")
 
 
 def event_time_ordering(precombine_field: str | None, merge_mode: str) -> bool:
@@ -403,7 +404,25 @@ def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str
         )
 
     chain = parse_chain(config)[0]
+    tombstones_filtered = False
     for step in chain.steps if chain is not None else ():
+        if (
+            isinstance(step.transformation, Filter)
+            and isinstance(step.predicate, RecordIsTombstone)
+            and not step.negate
+        ):
+            tombstones_filtered = True  # (a Filter of tombstones before a step: none reach it)
+        elif isinstance(step.transformation, DebeziumTransform) and not tombstones_filtered:
+            # It passes Debezium's tombstones on, one after each delete (tombstones.on.delete, Debezium's default).
+            result.add(
+                f"transforms.{step.alias}.type",
+                f"the Iceberg sink's DebeziumTransform passes on the tombstone Debezium sends after each delete, and "
+                f"{why_not(event_time)}: every such tombstone would go to the dead letters (or fail the connector). "
+                "Drop them first: a Filter under a RecordIsTombstone predicate before it (transforms=drop,"
+                f"{step.alias}; transforms.drop.type=org.apache.kafka.connect.transforms.Filter; transforms.drop."
+                "predicate=tombstone; predicates=tombstone; predicates.tombstone.type=org.apache.kafka.connect."
+                "transforms.predicates.RecordIsTombstone)",
+            )
         if isinstance(step.transformation, ExtractNewRecordState) and step.transformation.delete == "tombstone":
             legacy = f"transforms.{step.alias}.delete.handling.mode"
             key = legacy if config.get(legacy) else f"transforms.{step.alias}.delete.tombstone.handling.mode"
@@ -457,13 +476,15 @@ class HudiSettings:
         return self.operation == "upsert"
 
     @property
-    def record_identity(self) -> tuple[str, ...]:
-        """What makes records the same record to Hudi's index: the record key, and with an index that is not
-        global (BUCKET, SIMPLE, BLOOM: Hudi's HoodieKey) the partition path's fields too. A commit keeps one
-        record per identity (``sinks.hudi.commit.latest_per_key``), as Hudi's own deduplication does."""
+    def identity_partition_fields(self) -> tuple[str, ...]:
+        """The partition path's fields that make records the same record to Hudi's index beside the record key:
+        with an index that is not global (BUCKET, SIMPLE, BLOOM: Hudi's HoodieKey), the partition fields (as
+        columns: a CustomKeyGenerator's ``field:type`` without its type); none with a global one. A commit keeps
+        one record per key and these (``sinks.hudi.commit.latest_per_key``), as Hudi's own deduplication does."""
         if self.index_type in GLOBAL_INDEXES:
-            return self.record_key_fields
-        return (*self.record_key_fields, *(f for f in self.partition_fields if f not in self.record_key_fields))
+            return ()
+        columns = dict.fromkeys(f.split(":")[0].strip() for f in self.partition_fields)
+        return tuple(c for c in columns if c and c not in self.record_key_fields)
 
     @property
     def merge_on_read(self) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +80,8 @@ class PartitionRows(RecordRuns):
         self.topic = topic
         self.partition = partition
         self.pieces: list[pa.Table] = []
-        # The tombstones' rows (their keys, typed as the keys' JSON values): typed as the records' at the end.
-        self.tombstones: list[pa.Table] = []
+        # The tombstones (their offsets and key field values), made rows typed as the records' keys at the end.
+        self.tombstones: list[tuple[int, list[Any]]] = []
         self.bad: list[BadRecord] = []
         self.skipped = 0
 
@@ -187,33 +187,35 @@ class PartitionRows(RecordRuns):
                 found.append((offset, values))
         if not found:
             return
-        columns: dict[str, pa.Array] = {}
-        for i, name in enumerate(s.record_key_fields):
-            columns[name] = _key_column([values[i] for _, values in found])
-        n = len(found)
-        columns[IS_DELETED] = pa.array([True] * n, pa.bool_())
-        columns[SEQUENCE] = pa.array([o for o, _ in found], pa.int64())
-        self.tombstones.append(pa.table(columns))
+        self.tombstones.extend(found)
 
     def _key_values(self, raw: bytes | None) -> tuple[list[Any] | None, str]:
         """The record key field values a Kafka key holds: the fields of a JSON object key (the ``payload`` of
         one in Kafka Connect's schema envelope, as its JsonConverter reads it), or for one key field the key
-        itself (its text, or a JSON scalar); else None, and why."""
+        itself (its text; a JSON scalar with key.converter=json); else None, and why."""
         fields = self.settings.record_key_fields
         if raw is None:
             return None, "a tombstone without a key deletes nothing"
         missing = f"a tombstone's key must hold the record key field(s) {', '.join(fields)}"
-        if self.config.key_converter == "avro" and raw[:1] == b"\x00":
-            return None, (
-                "a tombstone's key is Avro (key.converter=avro), which the sink does not decode: key the topic with "
-                "JSON or string keys, or delete with hoodie.payload.delete.field"
-            )
+        converter = self.config.key_converter
+        if raw[:1] == b"\x00" and len(raw) >= 5 and converter in ("json", "avro"):
+            # A Schema Registry's wire format (a zero byte, the schema's id): JSON Schema's is JSON after it.
+            if _key_converter_class(self.config.raw) not in JSON_SCHEMA_CONVERTERS:
+                return None, (
+                    f"a tombstone's key is in a Schema Registry's wire format (key.converter={converter}), which the "
+                    "sink does not decode: key the topic with JSON or string keys, or delete with "
+                    "hoodie.payload.delete.field"
+                )
+            raw = raw[5:]
         text = raw.decode("utf-8", "replace")
+        if converter != "json" and not text.lstrip().startswith("{"):
+            # (A key's text as it is, but a JSON object's fields: StringConverter's "1.50" is no number 1.5.)
+            return ([text], "") if len(fields) == 1 else (None, missing)
         try:
             parsed = json.loads(text)
         except ValueError:
             return ([text], "") if len(fields) == 1 else (None, missing)
-        if isinstance(parsed, dict) and parsed.keys() == {"schema", "payload"}:
+        if isinstance(parsed, dict) and parsed.keys() == {"schema", "payload"} and _key_schemas(self.config.raw):
             parsed = parsed["payload"]
         if isinstance(parsed, dict):
             if all(f in parsed and parsed[f] is not None for f in fields):
@@ -228,7 +230,14 @@ class PartitionRows(RecordRuns):
         key field read as a number); a tombstone whose key is no value of that type is a bad record, with why."""
         if not self.tombstones:
             return []
-        rows = pa.concat_tables(self.tombstones, promote_options="permissive")
+        columns = {
+            name: _key_column([values[i] for _, values in self.tombstones])
+            for i, name in enumerate(self.settings.record_key_fields)
+        }
+        n = len(self.tombstones)
+        columns[IS_DELETED] = pa.array([True] * n, pa.bool_())
+        columns[SEQUENCE] = pa.array([offset for offset, _ in self.tombstones], pa.int64())
+        rows = pa.table(columns)
         typed = {f.name: f.type for p in self.pieces for f in p.schema if f.name in self.settings.record_key_fields}
         for name, wanted in typed.items():
             column = rows.column(name)
@@ -276,6 +285,20 @@ class PartitionRows(RecordRuns):
         )
 
 
+# Confluent's JSON Schema converter: JSON after the registry's header (workers.converters takes values so).
+JSON_SCHEMA_CONVERTERS = ("json-schema", "io.confluent.connect.json.JsonSchemaConverter")
+
+
+def _key_converter_class(raw: Mapping[str, str]) -> str:
+    return (raw.get("key.converter") or "").strip()
+
+
+def _key_schemas(raw: Mapping[str, str]) -> bool:
+    """Whether JSON keys come in Kafka Connect's schema envelope (``key.converter.schemas.enable``, true by
+    default, as Kafka Connect's JsonConverter has it)."""
+    return (raw.get("key.converter.schemas.enable") or "true").strip().lower() != "false"
+
+
 def _nested_field(rows: pa.Table, path: str) -> pa.Array | None:
     """The column at ``path``, nested with dots in structs (``_cdc.op``, the Iceberg sink's DebeziumTransform's
     operation); None when the rows have no such field."""
@@ -296,7 +319,7 @@ def _key_column(values: Sequence[Any]) -> pa.Array:
     text when they are of mixed kinds."""
     try:
         return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # (mixed, or an integer beyond 64 bits)
         return pa.array([str(v) for v in values], pa.string())
 
 
