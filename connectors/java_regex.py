@@ -2,12 +2,14 @@
 by Python's ``re``: ``topics.regex``, the Iceberg sink's ``route-regex``, and the transforms' patterns
 (``RegexRouter``, ``TopicNameMatches``).
 
-The two engines share most of their syntax. What Java writes differently is translated: named groups
-``(?<name>...)`` and their references ``\\k<name>``, quoted text ``\\Q...\\E``, the end anchors ``\\z`` and
-``\\Z``, and the POSIX classes ``\\p{Lower}``, ``\\p{Alnum}``... (and ``\\P{...}``). What Python would read
-differently without an error, Java's class unions and intersections (``[a-z[0-9]]``, ``[a-z&&[^x]]``), is
-refused, as is what Python has no syntax for (Python's own error says so): a pattern never means one thing to
-Kafka Connect and another here.
+The two engines share most of their syntax; Python's is run in its ASCII mode, where ``\\w``, ``\\d``,
+``\\s`` and case-insensitive matching are ASCII's, as Java's are by default. What Java writes differently is
+translated: named groups ``(?<name>...)`` and their references ``\\k<name>``, quoted text ``\\Q...\\E``, the
+end anchors ``\\z`` and ``\\Z``, and the POSIX classes ``\\p{Lower}``, ``\\p{Alnum}``... (and ``\\P{...}``).
+Refused, with the reason: what Python would read otherwise without an error (Java's class unions and
+intersections, ``[a-z[0-9]]``, ``[a-z&&[^x]]``; Unicode properties, ``\\p{IsAlphabetic}``), Python's own syntax
+that Java refuses (``(?P<name>...)``, ``(?#...)``), and what Python has no syntax for (its error says so). Left
+as they differ: ``.`` matches ``\\r`` here, and ``\\v`` is only a vertical tab.
 """
 
 from __future__ import annotations
@@ -53,9 +55,12 @@ def translate(pattern: str) -> str:
                 continue
             if following in "pP":
                 name, i = _property_name(pattern, i + 2)
-                ranges = _POSIX.get(name.removeprefix("Is"))
+                ranges = _POSIX.get(name)
                 if ranges is None:
-                    raise ValueError(f"\\{following}{{{name}}}: only Java's POSIX classes are supported here")
+                    raise ValueError(
+                        f"\\{following}{{{name}}}: only Java's POSIX classes (\\p{{Lower}}, \\p{{Alnum}}...) are "
+                        "supported here, not Unicode properties"
+                    )
                 if in_class:
                     if following == "P":
                         raise ValueError(f"\\P{{{name}}} inside a character class is not supported here")
@@ -96,6 +101,8 @@ def translate(pattern: str) -> str:
             out.append("(?P<")
             i += 3
             continue
+        elif char == "(" and pattern.startswith(("(?P", "(?#"), i):
+            raise ValueError(f"{pattern[i : i + 3]} is Python's syntax, which Java refuses")
         out.append(char)
         i += 1
     return "".join(out)
@@ -120,7 +127,7 @@ def compile_java(pattern: str, flags: int = 0) -> re.Pattern[str]:
         # never changes its meaning under the same config.)
         warnings.simplefilter("error", FutureWarning)
         try:
-            return re.compile(translated, flags)
+            return re.compile(translated, flags | re.ASCII)
         except FutureWarning as warning:
             raise ValueError(
                 f"{warning}: a class Python's engine warns it will read otherwise; write the character class out"

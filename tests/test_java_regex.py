@@ -30,7 +30,11 @@ JAVA_MATCHES = [
     (r"[]a]+", "]a", True),
     (r"\p{Punct}+", "!/:@[`{~", True),
     (r"\p{Space}+", " \t\n", True),
-    (r"\p{IsAlpha}+", "ab", True),
+    # Java's \w, \d and case-insensitive matching are ASCII's by default.
+    (r"\w+", "café", False),
+    (r"\d+", "١٢", False),
+    (r"(?i)CAFÉ", "café", False),
+    (r"(?i)ORDERS", "orders", True),
 ]
 
 
@@ -49,6 +53,9 @@ def test_a_pattern_matches_what_javas_matches(pattern: str, text: str, matches: 
         # What Python has no syntax for, refused with its reason.
         (r"db\.(?i)ORDERS", "global flags"),
         (r"\p{L}+", "POSIX"),
+        (r"\p{IsAlpha}+", "Unicode properties"),  # (Java's: Unicode's alphabetic, not ASCII's)
+        (r"(?P<n>a)", "Python's syntax"),
+        (r"(?#note)a", "Python's syntax"),
         (r"[\P{Digit}x]", "inside a character class"),
         (r"\h+", "bad escape"),
     ],

@@ -25,11 +25,12 @@ def parse_json(raw: bytes) -> Any:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        # orjson also refuses a number beyond a double's range, which is JSON (Jackson reads an integer of it
-        # whole, a fraction as an infinity), and may not have read on to what it would refuse after it.
+        # orjson also refuses a number beyond a double's range: an integer of it is read whole (Jackson's
+        # BigInteger); one with a fraction or an exponent stays refused (JSON text here cannot carry it). The
+        # rest is read again, since orjson may not have read on to what it would refuse after it.
         if not str(exc).startswith("number is infinity"):
             raise
-        value = json.loads(raw, parse_constant=_refused)
+        value = json.loads(raw, parse_constant=_refused, parse_float=_finite_float)
         try:
             json.dumps(value, ensure_ascii=False).encode()
         except UnicodeEncodeError as surrogate:  # (a lone surrogate, which orjson refuses)
@@ -37,7 +38,17 @@ def parse_json(raw: bytes) -> Any:
         return value
     if len(raw) < len(_LONG_DIGITS):  # (a key, often)
         return value
-    return json.loads(raw, parse_constant=_refused) if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS) else value
+    if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZEROS):
+        return json.loads(raw, parse_constant=_refused, parse_float=_finite_float)
+    return value
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or an exponent, as orjson reads it: one beyond a double's range refused."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number is infinity when parsed as double: {text[:40]}")
+    return value
 
 
 def _refused(constant: str) -> Any:
@@ -54,7 +65,9 @@ def json_text(value: Any, nonfinite: bool = False) -> bytes:
     try:
         text = orjson.dumps(value, default=_json_default)
     except TypeError:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
+        if nonfinite:
+            value = _nonfinite_as_text(value)  # (the standard library would write NaN and Infinity bare)
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode()
     if nonfinite and b"null" in text:  # (what orjson writes for them)
         finite = _nonfinite_as_text(value)
         if finite is not value:

@@ -80,9 +80,9 @@ class TransformChain:
         ``negate`` does not); None when one drops it. Raises ``TransformFailed`` with the step's alias and
         class when one cannot transform it."""
         for step in self.steps:
-            if step.predicate is not None and step.predicate.test(record) == step.negate:
-                continue
             try:
+                if step.predicate is not None and step.predicate.test(record) == step.negate:
+                    continue
                 transformed = step.transformation.apply(record)
             except DataException as exc:
                 raise TransformFailed(f"{failure_prefix(step.alias, step.class_name)}{exc}") from None
