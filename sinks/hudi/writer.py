@@ -248,7 +248,7 @@ class PartitionRows(RecordRuns):
             for j, value in enumerate(column.to_pylist()):
                 try:
                     cast.append(pa.scalar(value).cast(wanted).as_py())
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
                     fits[j] = False
                     cast.append(None)
                     offset = rows.column(SEQUENCE)[j].as_py()
