@@ -189,6 +189,42 @@ def test_a_task_that_keeps_failing_fails_its_connector() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_task_fails_while_its_connector_is_locked_without_waiting_for_it() -> None:
+    """A task's failure locks its task's row only. Its model orders by its connector, a join that FOR UPDATE
+    locked too, after the task's row: against the supervisor's order (the connector's row, then its tasks'),
+    a deadlock, which PostgreSQL broke by failing the task's record of its own failure (seen on CI)."""
+    import threading
+
+    from django.db import connection, transaction
+
+    connector = actions.create_connector("c", CONFIG)
+    [task] = runtime_state.assign_tasks(connector, PARTITIONS[:1], coordinated=True)
+    epoch = runtime_state.request_task(task)
+    assert epoch is not None
+    recorded = threading.Event()
+    failed: list[BaseException] = []
+
+    def fail() -> None:
+        try:
+            runtime_state.task_failed(task.pk, epoch, RuntimeError("boom"))
+            recorded.set()
+        except BaseException as exc:  # (reported below, with the thread's own connection closed)
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        Connector.objects.select_for_update().get(pk=connector.pk)  # (as the supervisor's assignment does)
+        worker = threading.Thread(target=fail)
+        worker.start()
+        # The failure is recorded while the connector's row stays locked: it never waits for it.
+        assert recorded.wait(30), "the task's failure waited for its connector's row"
+    worker.join(30)
+    assert not failed, failed
+    assert ConnectorTask.objects.get(pk=task.pk).state == TaskState.FAILED
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_connector_deleted_while_its_tasks_are_assigned_goes_with_no_deadlock() -> None:
     """The supervisor assigns a connector's tasks (a changed share of an uncoordinated connector records the
     tasks to fence on the connector's row) while the API deletes it. Both take the connector's row before its

@@ -232,7 +232,12 @@ def restart_connector(name: str, *, include_tasks: bool = False, only_failed: bo
 def restart_task(name: str, task_index: int) -> ConnectorTask:
     connector = get_connector(name)
     with transaction.atomic():
-        task = ConnectorTask.objects.select_for_update().filter(connector=connector, task_index=task_index).first()
+        # (The task's row only, not its connector's too through the model's ordering: runtime.task_failed.)
+        task = (
+            ConnectorTask.objects.select_for_update(of=("self",))
+            .filter(connector=connector, task_index=task_index)
+            .first()
+        )
         if task is None:
             raise ConnectorNotFound(f"{name}/tasks/{task_index}")
         task.state = TaskState.RESTARTING

@@ -292,7 +292,9 @@ def assign_tasks(
         found = list(locked)
         if not found:
             return []  # (deleted meanwhile)
-        existing = {t.task_index: t for t in ConnectorTask.objects.select_for_update().filter(connector=connector)}
+        existing = {
+            t.task_index: t for t in ConnectorTask.objects.select_for_update(of=("self",)).filter(connector=connector)
+        }
         changed = {i for i, t in existing.items() if i >= count or t.assigned_partitions != shares[i]}
         if changed and not coordinated:
             Connector.objects.filter(pk=connector.pk).update(fence_pending=sorted(changed | set(found[0])))
@@ -444,7 +446,9 @@ def task_failed(task_id: int, epoch: int, error: BaseException, *, outage: bool 
     # Shown in the UI and the API: a password inside a URI is hidden.
     message, trace = _described(error)
     with transaction.atomic():
-        task = ConnectorTask.objects.select_for_update().filter(pk=task_id, epoch=epoch).first()
+        # (The task's row only: its model orders by its connector, a join that FOR UPDATE would lock too, the
+        # connector's row after the task's, against assign_tasks' order: a deadlock, seen on CI.)
+        task = ConnectorTask.objects.select_for_update(of=("self",)).filter(pk=task_id, epoch=epoch).first()
         if task is None:
             return
         if not outage:
