@@ -703,8 +703,8 @@ class SinkConfig:
     def columnar_unwrap(self) -> ColumnarUnwrap | None:
         """Debezium's unwrap, when the sink's decoders apply it to columns rather than the tasks record by
         record: a chain of one ``ExtractNewRecordState`` (``TransformChain.columnar_unwrap``), of plain JSON
-        values, into a sink whose settings take it (``unwraps_in_decoder``: the Iceberg sink without a route
-        field or schema evolution). The decoder reads each event's row into the table's columns, several times
+        values, into a sink whose settings take it (``unwraps_in_decoder``: the Iceberg sink with one table, no
+        route field and no schema evolution). The decoder reads each event's row into the table's columns, several times
         cheaper than a parse, the chain and a JSON text per record (docs/decisions/012)."""
         if self.transforms is None or self.value_converter != "json" or self.schemas_enable or self.decodes_values:
             return None  # (values in a schema envelope, or decoded while staging, a registry's, keep the stage)
