@@ -271,7 +271,7 @@ class TableLane:
             return []
         return [(decoded.positions[row], reason) for row, reason in self.unappliable(decoded.columns)]
 
-    def write(self, rows: pa.Table, offsets: np.ndarray) -> None:
+    def write(self, rows: pa.Table, offsets: np.ndarray | None) -> None:
         assert self.output is not None
         self.output.write(rows, offsets)
 
@@ -384,7 +384,8 @@ class ArrowPartitionWriter:
                 decoded.columns = decoded.columns.filter(pa.array(keep))
                 decoded.positions = [p for p, k in zip(decoded.positions, keep, strict=True) if k]
             if decoded.positions:
-                offsets = np.asarray(run.offsets, dtype=np.int64)[decoded.positions]
+                # (The rows' offsets only where the files keep them: upserts, ArrowTableOutput's stream.)
+                offsets = np.asarray(run.offsets, dtype=np.int64)[decoded.positions] if lane.stream else None
                 lane.write(decoded.columns, offsets)
         self._reject(
             chunk, sorted(unconverted.items()), sorted((p, r) for p, r in refused.items() if p not in unconverted)
