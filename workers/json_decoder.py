@@ -156,7 +156,7 @@ class JsonDecoder:
         self.cast_schema = read_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else read_schema
         # A column the transformation writes itself (a rewritten event's __deleted) is not read from the row.
         self._written_deleted = unwrap is not None and unwrap.rewrite and DELETED in columns.names
-        # Columns Python converts from the parsed records are read from the values the transformation makes.
+        # With ``unwrap``: the decoder of the values the fallback (the transformation) makes.
         self._plain: JsonDecoder | None = None
         # The columns as decoded rows have them (``_with_python_columns``): in unwrap mode each may be null,
         # since a chunk's events that are not rows are read beside them; the rows are held to the columns after.
@@ -184,9 +184,10 @@ class JsonDecoder:
                 self._columnar = False  # (a __deleted column of another type: the plain decoder says what of it)
             self.parse_schema = pa.schema(list(fields.items()))
             self.columns_schema = columns
-            self.cast_schema = _relaxed(read_schema).append(pa.field(UNWRAP_KIND, pa.int8()))
+            relaxed_read = _relaxed(read_schema)
+            self.cast_schema = relaxed_read.append(pa.field(UNWRAP_KIND, pa.int8()))
             self._output_schema = _relaxed(data_schema)
-            self.needs_cast = columns != _relaxed(read_schema)
+            self.needs_cast = columns != relaxed_read
         if evolve and envelope:
             raise ValueError("an envelope's new fields come from its schema, not from typing its values")
         # With schema evolution the reader also types the fields the table
