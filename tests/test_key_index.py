@@ -62,6 +62,65 @@ def test_a_key_held_many_times_and_keys_that_are_not_utf8_are_found() -> None:
     assert FileKeys.of(raw).where(WantedKeys.of(wanted))[0].tolist() == [1]
 
 
+def test_a_file_smaller_than_the_commit_is_searched_among_its_keys_and_finds_the_same_rows() -> None:
+    """A lookup searches the commit's keys in a file's, or a file's smaller than the commit in the commit's:
+    both find every row of each key and no other, a file's key held many times included."""
+    rng = random.Random(11)
+    pool = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(500)]
+    for rows, wanted_count in [(30, 400), (400, 30), (1, 1), (5, 0)]:
+        keys = pa.array([rng.choice(pool[:60]) if rng.random() > 0.1 else None for _ in range(rows)])
+        wanted = pa.array(rng.sample(pool, wanted_count), pa.string())
+        positions, hit = FileKeys.of(keys).where(WantedKeys.of(wanted))
+        assert positions.tolist() == _expected(keys, wanted)
+        assert hit.to_pylist() == keys.take(pa.array(positions)).to_pylist()
+
+
+def test_wanted_keys_whose_hashes_collide_are_searched_in_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two wanted keys hash alike: a file's hash may then match both, so the file is not searched among them.
+    monkeypatch.setattr(key_index, "key_hashes", lambda keys: np.zeros(len(keys), dtype=np.int64))
+    wanted = WantedKeys.of(pa.array(["b", "z", "y"]))
+    assert not wanted.distinct
+    positions, hit = FileKeys.of(pa.array(["z", "b"])).where(wanted)
+    assert positions.tolist() == [0, 1] and hit.to_pylist() == ["z", "b"]
+
+
+@pytest.mark.parametrize("kind", [pa.int8(), pa.int32(), pa.int64(), pa.uint32()])
+def test_integer_keys_are_their_own_hashes_and_found_as_their_text(kind: pa.DataType) -> None:
+    """An integer identifier column is indexed as its numbers (no hash, no text kept); a lookup finds each
+    key's rows, and gives their keys as key_column writes them, in both directions of the search."""
+    rng = random.Random(str(kind))
+    top = 100 if kind == pa.int8() else 2**31 - 1
+    low = 0 if kind == pa.uint32() else -top
+    for rows, wanted_count in [(2000, 40), (40, 2000)]:
+        values = pa.array([rng.randint(low, top) if rng.random() > 0.05 else None for _ in range(rows)], kind)
+        wanted = np.unique(
+            np.array(
+                [rng.randint(low, top) for _ in range(wanted_count)] + values.drop_null()[:5].to_pylist(),
+                dtype=np.int64,
+            )
+        )
+        index = FileKeys.of_integers(values)
+        assert index.keys is None
+        positions, hit = index.where(WantedKeys.of_integers(wanted))
+        text = key_column(pa.table({"id": values}), ["id"])
+        assert positions.tolist() == _expected(text, pa.array(wanted).cast(pa.string()))
+        assert hit.to_pylist() == text.take(pa.array(positions)).to_pylist()
+    with pytest.raises(ValueError, match="integer keys are looked up in an index of integer keys"):
+        FileKeys.of(pa.array(["1"])).where(WantedKeys.of_integers(np.array([1], dtype=np.int64)))
+
+
+def test_an_integer_entry_is_kept_apart_from_a_text_one(tmp_path: Path) -> None:
+    cache = KeyIndexCache(str(tmp_path), 1 << 30)
+    path = "file:///t/data/f.parquet"
+    cache.file_keys(path, ("id",), 3, lambda: pa.array([5, 6, 7]), integers=True)
+    found = cache.file_keys(path, ("id",), 3, _never_read, integers=True)
+    assert found is not None and found.keys is None
+    assert found.where(WantedKeys.of_integers(np.array([6], dtype=np.int64)))[0].tolist() == [1]
+    # The same file's text entry (other key columns' types: the rendering differs) is not the integers'.
+    text = cache.file_keys(path, ("id",), 3, lambda: pa.array(["5", "6", "7"]))
+    assert text is not None and text.keys is not None
+
+
 def test_keys_are_written_as_text_as_the_key_text_format_says() -> None:
     """The texts of KEY_TEXT_FORMAT "1". A change of how keys are written as text must change KEY_TEXT_FORMAT:
     the key indexes kept on disk hold keys as they were written, and would miss keys written another way."""
@@ -200,6 +259,32 @@ def test_a_commit_with_a_null_key_looks_it_up_in_the_columns_as_before(tmp_path:
     assert indexed[1] == {False} and indexed[2] == {True}
 
 
+def test_integer_keys_are_looked_up_in_the_columns_when_their_entries_would_not_fit_the_budget(
+    tmp_path: Path,
+) -> None:
+    """Entries of integer keys take 16 bytes a row: a table whose live files' entries exceed half the budget
+    looks its keys up in the columns (entries evicted and built again at each commit would cost more)."""
+    indexed: list[bool] = []
+
+    def run_units(job: Any) -> list[dict[str, Any]]:
+        indexed.append(job.key_cache is not None)
+        return [job.run_unit(n) for n in range(job.count)]
+
+    for budget, expected in [(1 << 30, True), (16 * 100, False)]:
+        catalog = _sql_catalog(tmp_path / str(budget), **{MERGE_MODE: MERGE_ON_READ})
+        cache = KeyIndexCache(str(tmp_path / f"cache-{budget}"), budget)
+        for number, keys in enumerate([range(200), [5, 150, 999]]):
+            path = tmp_path / str(budget) / f"commit-{number}.parquet"
+            pq.write_table(
+                pa.Table.from_pylist([{"id": k, "op": "u", "v": f"{k}@{number}", "lsn": 0} for k in keys]), path
+            )
+            commit = TableCommit("t", f"commit-{number}", 1, (CommitFile(str(path)),), {"t": {"0": [0, 1]}}, None)
+            commit_upserts(catalog, "db.t", commit, [CommitFile(str(path))], ["id"], "op", run_units, key_cache=cache)
+        rows = {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}
+        assert len(rows) == 201 and rows[5] == "5@1" and rows[150] == "150@1" and rows[999] == "999@1"
+        assert indexed[-1] is expected
+
+
 # --- upsert commits of text keys through the index ---------------------------------------------------------
 
 
@@ -207,17 +292,27 @@ def _catalog(tmp_path: Path, mode: str) -> Any:
     return _sql_catalog(tmp_path, text_ids=True, **{MERGE_MODE: mode})
 
 
+@pytest.mark.parametrize("key_type", ["uuid", "integer"])
 @pytest.mark.parametrize("ordering_field", [None, "lsn"])
 @pytest.mark.parametrize("mode", [MERGE_ON_READ, COPY_ON_WRITE])
-def test_upserts_of_text_keys_through_the_index_leave_the_table_the_records_say(
-    tmp_path: Path, mode: str, ordering_field: str | None
+def test_upserts_through_the_index_leave_the_table_the_records_say(
+    tmp_path: Path, mode: str, ordering_field: str | None, key_type: str
 ) -> None:
-    """Random commits of inserts, updates and deletes of UUID keys (repeated within a commit, deletes of keys
-    never written, with and without an ordering field): the table after each equals a model of the records,
-    the same with the index as without it, and from the second commit on the index is read, not the files."""
-    rng = random.Random(f"{mode}{ordering_field}")
-    pool = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(120)]
-    catalogs = {indexed: _catalog(tmp_path / str(indexed), mode) for indexed in (True, False)}
+    """Random commits of inserts, updates and deletes of UUID or integer keys (repeated within a commit,
+    deletes of keys never written, with and without an ordering field): the table after each equals a model
+    of the records, the same with the index as without it, and from the second commit on the index is read,
+    not the files. (Commits and files of 20 to 60 rows: a file is searched among a commit's keys, or they in
+    it, whichever is the fewer.)"""
+    rng = random.Random(f"{mode}{ordering_field}{key_type}")
+    pool: list[Any] = (
+        [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(120)]
+        if key_type == "uuid"
+        else [rng.randint(-(2**40), 2**40) for _ in range(120)]
+    )
+    catalogs = {
+        indexed: _sql_catalog(tmp_path / str(indexed), text_ids=key_type == "uuid", **{MERGE_MODE: mode})
+        for indexed in (True, False)
+    }
     cache = KeyIndexCache(str(tmp_path / "cache"), 1 << 30)
     model: dict[str, tuple[str, int]] = {}
     jobs: list[Any] = []
@@ -235,7 +330,7 @@ def test_upserts_of_text_keys_through_the_index_leave_the_table_the_records_say(
             # (With the ordering field, some records carry an older position than the table's row of their key.)
             at = lsn - rng.choice([0, 0, 0, 500]) if ordering_field else lsn
             op = rng.choice(["c", "u", "u", "d"])
-            rows.append({"id": key, "op": op, "v": None if op == "d" else f"{key[:4]}@{at}", "lsn": at})
+            rows.append({"id": key, "op": op, "v": None if op == "d" else f"{str(key)[:4]}@{at}", "lsn": at})
         for row in sorted(rows, key=lambda r: r["lsn"]) if ordering_field else rows:
             key = str(row["id"])
             if ordering_field and key in model and model[key][1] > int(str(row["lsn"])):
@@ -260,12 +355,14 @@ def test_upserts_of_text_keys_through_the_index_leave_the_table_the_records_say(
                 key_cache=cache if indexed else None,
             )
         tables = {
-            indexed: {r["id"]: r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}
+            indexed: {str(r["id"]): r["v"] for r in catalog.load_table("db.t").scan().to_arrow().to_pylist()}
             for indexed, catalog in catalogs.items()
         }
         assert tables[True] == {k: v for k, (v, _) in model.items()}
         assert tables[False] == tables[True]
     indexed_jobs = [job for job in jobs if job.key_cache is not None]
     assert indexed_jobs and all(job.wanted is not None for job in indexed_jobs)
+    # (Integer keys are indexed as numbers: their hashes are the keys.)
+    assert all((job.wanted.keys is None) == (key_type == "integer") for job in indexed_jobs)
     assert all(job.key_cache is None for job in jobs if job not in indexed_jobs)
     assert len(list((tmp_path / "cache").glob(f"*{SUFFIX}"))) >= 5

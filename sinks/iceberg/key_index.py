@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 VERSION = "2"
 SUFFIX = ".keys.arrow"
 PARTIAL = ".partial-"
+# What an entry of integer keys holds per row: the key and its position, 8 bytes each.
+INTEGER_ENTRY_BYTES = 16
 # A partial entry older than this was left by a process that died writing it.
 ABANDONED_SECONDS = 3600
 
@@ -57,36 +59,59 @@ def key_hashes(keys: pa.Array) -> np.ndarray:
 @dataclass(frozen=True)
 class FileKeys:
     """A data file's keys (nulls left out: a row without a key is never looked up), sorted by ``hashes``, each
-    with its row ``positions`` in the file."""
+    with its row ``positions`` in the file. Integer keys are their own hashes: ``keys`` is then None, and a
+    match of ``hashes`` is a match of the keys."""
 
     hashes: np.ndarray  # int64, ascending
     positions: np.ndarray  # int64, aligned with hashes
-    keys: pa.Array  # string, aligned with hashes
+    keys: pa.Array | None  # string, aligned with hashes; None: integer keys, ``hashes`` themselves
 
     @classmethod
     def of(cls, keys: pa.Array) -> FileKeys:
         """The index of a file whose rows' keys are ``keys`` (in row order)."""
-        present = np.nonzero(np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool))[0]
+        present = _present(keys)
         valid = keys.take(pa.array(present))
         hashes = key_hashes(valid)
         order = np.argsort(hashes, kind="stable")
         return cls(hashes[order], present[order].astype(np.int64), valid.take(pa.array(order)))
 
+    @classmethod
+    def of_integers(cls, column: pa.Array) -> FileKeys:
+        """The index of a file whose one identifier column, of an integer type that int64 holds, is ``column``."""
+        present = _present(column)
+        values = column.take(pa.array(present)).cast(pa.int64()).to_numpy()
+        order = np.argsort(values, kind="stable")
+        return cls(values[order], present[order].astype(np.int64), None)
+
     def where(self, wanted: WantedKeys) -> tuple[np.ndarray, pa.Array]:
         """The positions of the file's rows whose key is one of ``wanted``'s, ascending, and those rows' keys
-        (aligned with the positions)."""
-        # Each wanted hash's place among the file's (the wanted ones sorted: the search walks the file's once);
-        # for those found there, the run of equal hashes from it (one row, but for a collision or a key the
-        # file holds more than once).
-        size = len(self.hashes)
-        first = np.searchsorted(self.hashes, wanted.hashes, side="left")
-        found = np.nonzero(self.hashes[np.minimum(first, size - 1)] == wanted.hashes)[0] if size else first[:0]
-        ends = np.searchsorted(self.hashes, wanted.hashes[found], side="right")
-        counts = ends - first[found]
-        which = np.repeat(found, counts)
-        # (Each run's rows: its start, plus 0, 1, ... within the run.)
-        rows = np.repeat(first[found] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        wanted_at = wanted.order[which]
+        as text (aligned with the positions)."""
+        if (self.keys is None) != (wanted.keys is None):
+            raise ValueError("integer keys are looked up in an index of integer keys, text keys in one of text")
+        if len(self.hashes) < len(wanted.hashes) and wanted.distinct:
+            # A file smaller than the commit: each of its hashes is searched among the wanted ones, which are
+            # distinct, so a row matches one wanted key at most.
+            at = np.minimum(np.searchsorted(wanted.hashes, self.hashes), len(wanted.hashes) - 1)
+            rows = np.nonzero(wanted.hashes[at] == self.hashes)[0] if len(wanted.hashes) else at[:0]
+            wanted_at = wanted.order[at[rows]]
+        else:
+            # Each wanted hash's place among the file's (the wanted ones sorted: the search walks the file's
+            # once); for those found there, the run of equal hashes from it (one row, but for a collision or a
+            # key the file holds more than once).
+            size = len(self.hashes)
+            first = np.searchsorted(self.hashes, wanted.hashes, side="left")
+            found = np.nonzero(self.hashes[np.minimum(first, size - 1)] == wanted.hashes)[0] if size else first[:0]
+            ends = np.searchsorted(self.hashes, wanted.hashes[found], side="right")
+            counts = ends - first[found]
+            which = np.repeat(found, counts)
+            # (Each run's rows: its start, plus 0, 1, ... within the run.)
+            rows = np.repeat(first[found] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+            wanted_at = wanted.order[which]
+        if self.keys is None or wanted.keys is None:
+            # (Integers: the hash is the key. Their text is Arrow's cast, as ``upserts.key_text`` writes it.)
+            positions = self.positions[rows]
+            order = np.argsort(positions, kind="stable")
+            return positions[order], pa.array(self.hashes[rows[order]]).cast(pa.string())
         # Only the rows whose keys are equal, not just their hashes.
         equal = pc.equal(self.keys.take(pa.array(rows)), wanted.keys.take(pa.array(wanted_at)))
         matched = rows[np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)]
@@ -95,20 +120,32 @@ class FileKeys:
         return positions[order], self.keys.take(pa.array(matched[order]))
 
 
+def _present(keys: pa.Array) -> np.ndarray:
+    return np.nonzero(np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool))[0]
+
+
 @dataclass(frozen=True)
 class WantedKeys:
     """A commit's keys, looked up in the files' indexes: their ``hashes``, sorted, and the ``order`` that sorts
-    the keys by them (``keys.take(order)`` is aligned with ``hashes``). Made once per commit."""
+    the keys by them (``keys.take(order)`` is aligned with ``hashes``); ``distinct`` when no two share a hash.
+    Made once per commit. Integer keys are their own hashes (``keys`` None)."""
 
-    keys: pa.Array
+    keys: pa.Array | None
     hashes: np.ndarray
     order: np.ndarray
+    distinct: bool
 
     @classmethod
     def of(cls, keys: pa.Array) -> WantedKeys:
         hashes = key_hashes(keys)
         order = np.argsort(hashes, kind="stable")
-        return cls(keys, hashes[order], order)
+        hashes = hashes[order]
+        return cls(keys, hashes, order, not bool(np.any(hashes[1:] == hashes[:-1])))
+
+    @classmethod
+    def of_integers(cls, keys: np.ndarray) -> WantedKeys:
+        """Integer keys, distinct and sorted (``upserts.Winners.integer_keys``)."""
+        return cls(None, keys, np.arange(len(keys), dtype=np.int64), True)
 
 
 # The cache directories this process could not write to (a path that the coordinator's settings name but a
@@ -138,10 +175,12 @@ class KeyIndexCache:
         rows: int,
         read_keys: Callable[[], pa.Array],
         rendering: str = "",
+        integers: bool = False,
     ) -> FileKeys | None:
         """The index of the data file at ``data_file`` (``rows`` rows), from its entry, or built from its keys
-        (``read_keys``: each row's key as text, in row order) and kept. ``rendering`` says how that text was
-        made (the columns' types, the code and library that wrote them): an entry of another is stale.
+        (``read_keys``: each row's key as text, in row order; with ``integers``, its one identifier column, of
+        an integer type) and kept. ``rendering`` says how that text was made (the columns' types, the code and
+        library that wrote them): an entry of another is stale.
 
         None where the directory cannot be written (this process found it so before): an index kept nowhere
         would cost its building at every commit, more than looking the keys up in the file."""
@@ -153,6 +192,7 @@ class KeyIndexCache:
             "data_file": data_file,
             "id_columns": "\x1f".join(id_columns),
             "rendering": rendering,
+            "keys": "integers" if integers else "text",
             "rows": str(rows),
         }
         found = self._load(entry, identity)
@@ -161,7 +201,7 @@ class KeyIndexCache:
         keys = read_keys()
         if len(keys) != rows:
             raise ValueError(f"{data_file}: {len(keys)} keys read for {rows} rows")
-        built = FileKeys.of(keys)
+        built = FileKeys.of_integers(keys) if integers else FileKeys.of(keys)
         self._keep(entry, built, identity)
         return built
 
@@ -175,7 +215,8 @@ class KeyIndexCache:
                 return None
             # (One record batch, whose columns are views of the mapped file: nothing is copied, and only the
             # pages a lookup touches are read.)
-            hashes, positions, keys = (_one_chunk(table.column(name)) for name in ("hash", "position", "key"))
+            hashes, positions = (_one_chunk(table.column(name)) for name in ("hash", "position"))
+            keys = _one_chunk(table.column("key")) if "key" in table.schema.names else None
             os.utime(entry)  # (used: evicted last)
         except FileNotFoundError:
             return None
@@ -187,7 +228,8 @@ class KeyIndexCache:
     def _keep(self, entry: Path, keys: FileKeys, identity: dict[str, str]) -> None:
         """Write the entry whole under another name, then rename it into place (a reader never sees a torn
         one), and evict beyond the budget. A cache that cannot be written is only not kept."""
-        table = pa.table({"hash": keys.hashes, "position": keys.positions, "key": keys.keys})
+        columns = {"hash": keys.hashes, "position": keys.positions}
+        table = pa.table(columns if keys.keys is None else {**columns, "key": keys.keys})
         table = table.replace_schema_metadata(identity)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)

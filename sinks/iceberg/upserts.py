@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sinks.iceberg.key_index import KeyIndexCache, WantedKeys
+from sinks.iceberg.key_index import INTEGER_ENTRY_BYTES, KeyIndexCache, WantedKeys
 from sinks.iceberg.writes import file_io_properties, table_filesystem
 from workers.failpoints import failpoint
 
@@ -208,7 +209,9 @@ class Winners:
 
     dropped: tuple[tuple[int, ...], ...]  # per incoming file (in order), the rows to leave out
     keys: pa.Array  # every key the commit writes or deletes
-    typed_keys: tuple[Any, ...]  # the same keys as the identifier column's values (one column only), but null
+    # The same keys as the identifier column's values (one column only), but null; none beyond
+    # MAX_FILTERED_KEYS of them (so many filter no file by value).
+    typed_keys: tuple[Any, ...]
     sizes: tuple[int, ...] = ()  # per incoming file, its rows
     # The keys the commit deletes without writing them first: a delete of one the table lacks changes nothing
     # and is counted (``ABSENT_KEY_DELETES``).
@@ -255,8 +258,7 @@ def winners(
     keys: list[pa.Array] = []
     deletes: list[np.ndarray] = []
     orderings: list[pa.Array | None] = []
-    typed: list[Any] = []
-    integers: list[pa.Array] = []  # (the identifier column of each file, while it is of an integer type)
+    singles: list[pa.Array] = []  # (the one identifier column of each file that has it)
     sizes = []
     streams = []
     for path in paths:
@@ -272,9 +274,7 @@ def winners(
             found = _nested(rows, ordering_field)
             orderings.append(found.combine_chunks() if found is not None else None)
         if len(id_columns) == 1 and id_columns[0] in rows.column_names:
-            column = rows.column(id_columns[0]).combine_chunks()
-            typed.extend(column.to_pylist())
-            integers.append(column)
+            singles.append(rows.column(id_columns[0]).combine_chunks())
         sizes.append(len(rows))
     if not paths:
         return Winners((), pa.array([], pa.string()), ())
@@ -307,7 +307,10 @@ def winners(
         dropped.append(tuple(np.nonzero(~keep[start : start + size])[0].tolist()))
         start += size
     distinct = last.column("key").combine_chunks()
-    typed_keys = tuple(dict.fromkeys(v for v in typed if v is not None)) if len(id_columns) == 1 else ()
+    null_key = any(column.null_count for column in singles)
+    typed_keys: tuple[Any, ...] = ()
+    if len(id_columns) == 1 and len(distinct) - null_key <= MAX_FILTERED_KEYS:
+        typed_keys = tuple(dict.fromkeys(v for column in singles for v in column.to_pylist() if v is not None))
     return Winners(
         tuple(dropped),
         distinct,
@@ -317,8 +320,8 @@ def winners(
         winner_at=winner,
         winner_writes=~removes[winner],
         orders=values.take(pa.array(winner)) if values is not None else None,
-        integer_keys=_integers(integers) if len(integers) == len(paths) else None,
-        null_key=len(id_columns) == 1 and any(v is None for v in typed),
+        integer_keys=_integers(singles) if len(singles) == len(paths) else None,
+        null_key=null_key,
     )
 
 
@@ -334,6 +337,15 @@ def _integers(columns: Sequence[pa.Array]) -> np.ndarray | None:
 # The largest span of integer keys (greatest less least) looked up in a table of one byte per value (16 MiB):
 # beyond it, by hashing (a table lookup is several times a hash's speed, and what a commit's lookup costs).
 TABLE_LOOKUP_SPAN = 1 << 24
+
+
+def _integer_keyed(schema: pa.Schema, present: Sequence[str]) -> bool:
+    """Whether a file's identifier column is one, of an integer type int64 holds (its keys are then indexed as
+    numbers)."""
+    if len(present) != 1:
+        return False
+    kind = schema.field(present[0]).type
+    return pa.types.is_integer(kind) and not pa.types.is_uint64(kind)
 
 
 def integer_where(column: pa.ChunkedArray | pa.Array, keys: np.ndarray) -> np.ndarray | None:
@@ -446,30 +458,38 @@ class UpsertJob:
         not live) and their keys; and the keys whose row there is later than the commit's record by the
         ordering field, which stays (the record is then stale).
 
-        Text keys are looked up in the file's key index (``key_cache``: built from its identifier columns
-        the first time, then read instead of them); integer keys as numbers, in the column itself."""
+        Keys are looked up in the file's key index (``key_cache``: built from its identifier columns the first
+        time, then read instead of them), integer keys as numbers; without an index, in the columns."""
         fs, at = table_filesystem(path, self.io_properties)
         parquet = pq.ParquetFile(at, filesystem=fs)
-        names = parquet.schema_arrow.names
-        present = [c for c in self.id_columns if c in names]
+        schema = parquet.schema_arrow
+        present = [c for c in self.id_columns if c in schema.names]
         ordering = [self.ordering_field.split(".")[0]] if self.ordering_field else []
         positions = hit = None
         indexed = None
-        if self.key_cache is not None and self.wanted is not None:
+        integers = self.wanted is not None and self.wanted.keys is None
+        if self.key_cache is not None and self.wanted is not None and (not integers or _integer_keyed(schema, present)):
             # (The keys' text depends on the columns' types, on key_column and on Arrow's casts.)
-            types = ",".join(str(parquet.schema_arrow.field(c).type) for c in present)
+            types = ",".join(str(schema.field(c).type) for c in present)
+
+            def read_keys() -> pa.Array:
+                columns = parquet.read(columns=present)
+                return columns.column(0).combine_chunks() if integers else key_column(columns, self.id_columns)
+
             indexed = self.key_cache.file_keys(
                 path,
                 self.id_columns,
                 parquet.metadata.num_rows,
-                lambda: key_column(parquet.read(columns=present), self.id_columns),
+                read_keys,
                 rendering=f"{KEY_TEXT_FORMAT};pyarrow {pa.__version__};{','.join(present)}:{types}",
+                integers=integers,
             )
         if indexed is not None and self.wanted is not None:
             positions, hit = indexed.where(self.wanted)
             wanted = ordering if self.orders is not None and positions.size else []
         else:
             wanted = [*present, *ordering]
+        names = schema.names
         rows = parquet.read(columns=[c for c in dict.fromkeys(wanted) if c in names])
         keys = None  # (every row's key as text: only when they were looked up as text, in the columns)
         if positions is None and self.integer_keys is not None and self.id_columns[0] in rows.column_names:
@@ -803,7 +823,9 @@ def commit_upserts(
                 f"{table_name} is an Iceberg format v1 table, which has no delete files: set its "
                 f"{MERGE_MODE}={COPY_ON_WRITE} or upgrade it to format-version 2"
             )
+        began = time.monotonic()
         found = winners([f.path for f in ordered], id_columns, cdc_field, ordering_field, io_properties)
+        phases = {"winners": time.monotonic() - began}
         row_filter: Any = AlwaysTrue()
         if len(id_columns) == 1 and 0 < len(found.typed_keys) <= MAX_FILTERED_KEYS:
             # (pyiceberg's In is a pydantic model: mypy reads its fields for its signature.)
@@ -831,13 +853,24 @@ def commit_upserts(
                     )
                 live[task.file.file_path] = task.file
                 live_deletes[task.file.file_path] = tuple(sorted(d.file_path for d in task.delete_files))
+        phases["planning"] = time.monotonic() - began - sum(phases.values())
         replaced: list[Any] = []
         added: list[Any] = []
         deletes: list[Any] = []
         kind = PositionDeletes if mode == MERGE_ON_READ else UpsertRewrite
-        # (Integer keys are looked up as numbers, in the column: no index. A null key, which an index leaves
-        # out, is looked up in the columns, where it matches the rows without a key, as it always has.)
-        indexed = key_cache is not None and found.integer_keys is None and bool(live) and not found.keys.null_count
+        # (A null key, which an index leaves out, is looked up in the columns, where it matches the rows without
+        # a key, as it always has. Integer keys are indexed as numbers, while the live files' entries fit half
+        # the cache's budget: beyond it they would be evicted and built again at each commit, which costs more
+        # than the columns' lookup, a read and a table of the keys.)
+        indexed = key_cache is not None and bool(live) and not found.keys.null_count
+        if indexed and found.integer_keys is not None and key_cache is not None:
+            rows = sum(int(f.record_count) for f in live.values())
+            indexed = rows * INTEGER_ENTRY_BYTES <= key_cache.budget_bytes // 2
+        wanted = None
+        if indexed:
+            wanted = (
+                WantedKeys.of(found.keys) if found.integer_keys is None else WantedKeys.of_integers(found.integer_keys)
+            )
         template = kind(
             (),
             tuple(id_columns),
@@ -849,9 +882,10 @@ def commit_upserts(
             found.integer_keys,
             io_properties,
             key_cache if indexed else None,
-            WantedKeys.of(found.keys) if indexed else None,
+            wanted,
         )
         ran = _run_units(run_units, template, template.live_units(sorted(live), live_deletes), ordered, found)
+        phases["lookups"] = time.monotonic() - began - sum(phases.values())
         if mode == MERGE_ON_READ:
             added = data_files(
                 table, [f for f, d, size in zip(ordered, ran.dropped, found.sizes, strict=True) if len(d) < size]
@@ -910,6 +944,17 @@ def commit_upserts(
                 attempt + 1,
             )
             continue
+        phases["snapshot"] = time.monotonic() - began - sum(phases.values())
+        log.info(
+            "upsert %s on %s (%s): %d key(s), %d live file(s) looked up, %d unit(s); %s",
+            commit.commit_id,
+            table_name,
+            mode,
+            len(found.keys),
+            len(live),
+            len(ran.outcomes),
+            ", ".join(f"{name} {seconds:.3f} s" for name, seconds in phases.items()),
+        )
         snapshot = table.current_snapshot()
         assert snapshot is not None
         return CommittedTable(int(snapshot.snapshot_id), committed_version(table))
