@@ -109,16 +109,19 @@ def test_integer_keys_are_their_own_hashes_and_found_as_their_text(kind: pa.Data
         FileKeys.of(pa.array(["1"])).where(WantedKeys.of_integers(np.array([1], dtype=np.int64)))
 
 
-def test_an_integer_entry_is_kept_apart_from_a_text_one(tmp_path: Path) -> None:
+def test_a_files_integer_entry_is_kept_apart_from_its_text_one(tmp_path: Path) -> None:
     cache = KeyIndexCache(str(tmp_path), 1 << 30)
     path = "file:///t/data/f.parquet"
     cache.file_keys(path, ("id",), 3, lambda: pa.array([5, 6, 7]), integers=True)
     found = cache.file_keys(path, ("id",), 3, _never_read, integers=True)
     assert found is not None and found.keys is None
     assert found.where(WantedKeys.of_integers(np.array([6], dtype=np.int64)))[0].tolist() == [1]
-    # The same file's text entry (other key columns' types: the rendering differs) is not the integers'.
+    # The same file's text entry is another entry: each is read, not built again, after the other.
     text = cache.file_keys(path, ("id",), 3, lambda: pa.array(["5", "6", "7"]))
     assert text is not None and text.keys is not None
+    assert cache.entry(path, ("id",), integers=True) != cache.entry(path, ("id",))
+    assert cache.file_keys(path, ("id",), 3, _never_read, integers=True).keys is None
+    assert cache.file_keys(path, ("id",), 3, _never_read).keys is not None
 
 
 def test_keys_are_written_as_text_as_the_key_text_format_says() -> None:

@@ -8,8 +8,9 @@ columns of the whole table and hashes them against its keys: the cost grows with
 A data file never changes once written (Iceberg's files are immutable, and named uniquely), so what its keys
 are is known for good the first time it is read. This cache keeps, per data file, its keys sorted by their
 64-bit hash, with each key's row position: a commit's lookup in it is a binary search of the commit's hashes,
-then an exact comparison of the keys whose hashes match (a hash collision never matches a wrong row). The
-entry is an Arrow IPC file, memory-mapped: only the pages of the keys compared are read.
+then an exact comparison of the keys whose hashes match (a hash collision never matches a wrong row). Integer
+keys are their own hashes: their entry holds the values, and a match needs no comparison. The entry is an
+Arrow IPC file, memory-mapped: only the pages of the keys compared are read.
 
 It is a cache, not state: an entry is checked against the data file's path, identifier columns and row count
 before use, and anything missing, stale, torn or unreadable is rebuilt from the data file. Deletes are not in
@@ -93,7 +94,7 @@ class FileKeys:
             # distinct, so a row matches one wanted key at most.
             at = np.minimum(np.searchsorted(wanted.hashes, self.hashes), len(wanted.hashes) - 1)
             rows = np.nonzero(wanted.hashes[at] == self.hashes)[0] if len(wanted.hashes) else at[:0]
-            wanted_at = wanted.order[at[rows]]
+            which = at[rows]
         else:
             # Each wanted hash's place among the file's (the wanted ones sorted: the search walks the file's
             # once); for those found there, the run of equal hashes from it (one row, but for a collision or a
@@ -106,14 +107,14 @@ class FileKeys:
             which = np.repeat(found, counts)
             # (Each run's rows: its start, plus 0, 1, ... within the run.)
             rows = np.repeat(first[found] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-            wanted_at = wanted.order[which]
-        if self.keys is None or wanted.keys is None:
+        # (``which``: the place among the wanted hashes of each row's match.)
+        if self.keys is None or wanted.keys is None or wanted.order is None:
             # (Integers: the hash is the key. Their text is Arrow's cast, as ``upserts.key_text`` writes it.)
             positions = self.positions[rows]
             order = np.argsort(positions, kind="stable")
             return positions[order], pa.array(self.hashes[rows[order]]).cast(pa.string())
         # Only the rows whose keys are equal, not just their hashes.
-        equal = pc.equal(self.keys.take(pa.array(rows)), wanted.keys.take(pa.array(wanted_at)))
+        equal = pc.equal(self.keys.take(pa.array(rows)), wanted.keys.take(pa.array(wanted.order[which])))
         matched = rows[np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)]
         positions = self.positions[matched]
         order = np.argsort(positions, kind="stable")
@@ -128,11 +129,11 @@ def _present(keys: pa.Array) -> np.ndarray:
 class WantedKeys:
     """A commit's keys, looked up in the files' indexes: their ``hashes``, sorted, and the ``order`` that sorts
     the keys by them (``keys.take(order)`` is aligned with ``hashes``); ``distinct`` when no two share a hash.
-    Made once per commit. Integer keys are their own hashes (``keys`` None)."""
+    Made once per commit. Integer keys are their own hashes, sorted already (``keys`` and ``order`` None)."""
 
     keys: pa.Array | None
     hashes: np.ndarray
-    order: np.ndarray
+    order: np.ndarray | None
     distinct: bool
 
     @classmethod
@@ -145,7 +146,7 @@ class WantedKeys:
     @classmethod
     def of_integers(cls, keys: np.ndarray) -> WantedKeys:
         """Integer keys, distinct and sorted (``upserts.Winners.integer_keys``)."""
-        return cls(None, keys, np.arange(len(keys), dtype=np.int64), True)
+        return cls(None, keys, None, True)
 
 
 # The cache directories this process could not write to (a path that the coordinator's settings name but a
@@ -164,8 +165,9 @@ class KeyIndexCache:
     directory: str
     budget_bytes: int
 
-    def entry(self, data_file: str, id_columns: Sequence[str], rendering: str = "") -> Path:
-        name = hashlib.sha256("\x1f".join([data_file, *id_columns, rendering]).encode()).hexdigest()[:40]
+    def entry(self, data_file: str, id_columns: Sequence[str], rendering: str = "", integers: bool = False) -> Path:
+        kind = ["integers"] if integers else []  # (a file's entries of both kinds are two entries)
+        name = hashlib.sha256("\x1f".join([data_file, *id_columns, rendering, *kind]).encode()).hexdigest()[:40]
         return Path(self.directory) / f"{name}{SUFFIX}"
 
     def file_keys(
@@ -186,7 +188,7 @@ class KeyIndexCache:
         would cost its building at every commit, more than looking the keys up in the file."""
         if self.directory in _UNWRITABLE:
             return None
-        entry = self.entry(data_file, id_columns, rendering)
+        entry = self.entry(data_file, id_columns, rendering, integers)
         identity = {
             "version": VERSION,
             "data_file": data_file,

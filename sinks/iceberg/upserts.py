@@ -209,8 +209,8 @@ class Winners:
 
     dropped: tuple[tuple[int, ...], ...]  # per incoming file (in order), the rows to leave out
     keys: pa.Array  # every key the commit writes or deletes
-    # The same keys as the identifier column's values (one column only), but null; none beyond
-    # MAX_FILTERED_KEYS of them (so many filter no file by value).
+    # The same keys as the identifier column's values (one column only), but null; left empty when the keys
+    # are more than MAX_FILTERED_KEYS (so many filter no file by value).
     typed_keys: tuple[Any, ...]
     sizes: tuple[int, ...] = ()  # per incoming file, its rows
     # The keys the commit deletes without writing them first: a delete of one the table lacks changes nothing
@@ -222,7 +222,7 @@ class Winners:
     winner_writes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     orders: pa.Array | None = None
     # The same keys as integers, sorted, when the one identifier column is of an integer type: the live
-    # files' keys are then looked up as numbers (integer_where), not as text.
+    # files' keys are then looked up as numbers (in their key indexes, or with integer_where), not as text.
     integer_keys: np.ndarray | None = None
     # Whether a record has no value in the one identifier column (its key then matches the rows without one).
     null_key: bool = False
@@ -435,8 +435,8 @@ class UpsertJob:
     integer_keys: np.ndarray | None = None  # (Winners.integer_keys)
     # The catalog's properties the table's files are reached with (sinks.iceberg.writes.table_filesystem).
     io_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
-    # Text keys: where the live files' key indexes are kept, and the commit's keys as the indexes look them up
-    # (``keys`` hashed); None: the identifier columns are read and hashed each time.
+    # Where the live files' key indexes are kept, and the commit's keys as the indexes look them up (``keys``
+    # hashed, or integer keys as they are); None: the identifier columns are read each time.
     key_cache: KeyIndexCache | None = None
     wanted: WantedKeys | None = field(default=None, repr=False)
 
@@ -788,8 +788,8 @@ def commit_upserts(
 ) -> CommittedTable:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
     in one snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends): merge-on-read or
-    copy-on-write as the table's ``write.merge.mode`` says. Text keys are looked up in the live files' key
-    indexes kept in ``key_cache``, if any."""
+    copy-on-write as the table's ``write.merge.mode`` says. Keys are looked up in the live files' key indexes
+    kept in ``key_cache``, if any."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, IsNull, LessThanOrEqual, Or
 
