@@ -16,7 +16,9 @@ merge-on-read, or copy-on-write), and on a topic of Debezium change events
 instead (all sinks of the run must then be of these two): iceberg-cdc (the
 Iceberg sink's own CDC config: its DebeziumTransform, cdc-field, upsert mode,
 merge-on-read) against iceberg-cdc-append (the same events unwrapped by
-Debezium's ExtractNewRecordState and appended); ``--writers``: spark and
+Debezium's ExtractNewRecordState and appended), and hudi-cdc (the same
+unwrap, deletes rewritten as rows flagged ``__deleted``, upserted by key into a
+merge-on-read Hudi table); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
 ``run_connector`` processes, and in the product as ``make run`` starts it,
 the two modes in turn in each round) until the ledger reaches the topic's end
@@ -45,7 +47,7 @@ the make-run mode the connector is created once the stack has settled
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
         [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor,iceberg-upsert,iceberg-upsert-cow
-         | --sinks iceberg-cdc,iceberg-cdc-append]
+         | --sinks iceberg-cdc,iceberg-cdc-append,hudi-cdc]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...] [--repeat 1]
 
@@ -654,9 +656,16 @@ class Product:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
-HUDI_SINKS = ("hudi-insert", "hudi-upsert", "hudi-upsert-mor")
+HUDI_SINKS = ("hudi-insert", "hudi-upsert", "hudi-upsert-mor", "hudi-cdc")
 # The sinks of a topic of Debezium change events (produce(debezium=True)), and the run each is compared with.
-CDC_SINKS = {"iceberg-cdc": "iceberg-cdc-append", "iceberg-cdc-append": None}
+CDC_SINKS = {"iceberg-cdc": "iceberg-cdc-append", "iceberg-cdc-append": None, "hudi-cdc": None}
+# Debezium's JSON converter without schemas, as the CDC sinks read its events.
+CDC_CONVERTERS = {
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "key.converter.schemas.enable": "false",
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.schemas.enable": "false",
+}
 # The sinks whose records half update an earlier record's key (produce(): key = id % (records // 2)).
 UPSERT_SINKS = ("hudi-upsert", "hudi-upsert-mor", "iceberg-upsert", "iceberg-upsert-cow")
 
@@ -675,18 +684,29 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
     # the files just written would count as the sink's own work. It is
     # measured beside the sink by bench/maintenance.py.
     tables = {"sinkadmin.maintenance.enabled": "false"}
+    if sink == "hudi-cdc":
+        # Debezium's unwrap, its deletes as rows flagged __deleted (their tombstones dropped), upserted by key.
+        tables = {
+            **tables,
+            **CDC_CONVERTERS,
+            "transforms": "unwrap",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.delete.handling.mode": "rewrite",
+            "hoodie.payload.delete.field": "__deleted",
+            "hoodie.payload.delete.marker": "true",
+        }
     if sink in HUDI_SINKS:
         upsert = sink != "hudi-insert"
         return {
             **tables,
             "connector.class": "hudi",
             **common,
-            "hoodie.table.type": "MERGE_ON_READ" if sink == "hudi-upsert-mor" else "COPY_ON_WRITE",
+            "hoodie.table.type": "MERGE_ON_READ" if sink in ("hudi-upsert-mor", "hudi-cdc") else "COPY_ON_WRITE",
             "target.base.path": str(FILES_ROOT / run),
             "target.table.name": f"events_{run}",
             "hoodie.datasource.write.operation": "upsert" if upsert else "insert",
             "hoodie.datasource.write.recordkey.field": "key" if upsert else "id",
-            "hoodie.datasource.write.precombine.field": "id" if upsert else "",
+            "hoodie.datasource.write.precombine.field": "id" if upsert and sink != "hudi-cdc" else "",
             "hoodie.bucket.index.num.buckets": "16",
             "sinkadmin.control.topic": f"control-{run}",
             "sinkadmin.commit.interval-ms": str(args.interval_ms),
@@ -707,12 +727,7 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             **dict(item.split("=", 1) for item in args.set),
         }
     if sink in CDC_SINKS:
-        json_values = {
-            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "key.converter.schemas.enable": "false",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
-        }
+        json_values = CDC_CONVERTERS
         if sink == "iceberg-cdc":
             # The Iceberg sink's CDC config, as its users write it.
             tables = {
@@ -778,7 +793,7 @@ def run_sink(
             }
         else:
             measured = {"sink": sink, "writer": writer, **_run_connector_processes(args, name, config, ends, broker)}
-        if sink in UPSERT_SINKS or sink == "iceberg-cdc":
+        if sink in UPSERT_SINKS or sink in ("iceberg-cdc", "hudi-cdc"):
             # Records whose key an earlier record had (produce(): key = id % (records // 2)).
             measured["rows_updated_fraction"] = round(1 - max(1, args.records // 2) / args.records, 3)
         return measured
