@@ -727,12 +727,11 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             **dict(item.split("=", 1) for item in args.set),
         }
     if sink in CDC_SINKS:
-        json_values = CDC_CONVERTERS
         if sink == "iceberg-cdc":
             # The Iceberg sink's CDC config, as its users write it.
             tables = {
                 **tables,
-                **json_values,
+                **CDC_CONVERTERS,
                 "transforms": "dbz",
                 "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
                 "iceberg.tables.cdc-field": "_cdc.op",
@@ -744,7 +743,7 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             # The same events, their rows appended (Debezium's defaults: deletes and tombstones dropped).
             tables = {
                 **tables,
-                **json_values,
+                **CDC_CONVERTERS,
                 "transforms": "unwrap",
                 "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
             }
