@@ -32,7 +32,6 @@ Exactly once, with Hudi's mechanisms and ours:
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -40,14 +39,7 @@ from typing import Any
 
 from connectors.config import SinkConfig
 from sinks.hudi.settings import HudiSettings, writer_options
-from sinks.hudi.timeline import (
-    META_PREFIX,
-    commit_metadata,
-    completed_instants,
-    exists,
-    instant_of_commit,
-    pending_writes,
-)
+from sinks.hudi.timeline import META_PREFIX, commit_metadata, completed_instants, instant_of_commit, pending_writes
 from sinks.hudi.writer import INCOMING, IS_DELETED, SEQUENCE
 from workers.coordinator import PreparedCommit, SinkUnavailable
 from workers.failpoints import failpoint, failpoint_set, failpoint_while
@@ -103,7 +95,8 @@ class HudiCommitter:
             return found.timestamp
         if not paths:
             return None
-        frame = staged_rows(spark, paths, self.settings)
+        # (Partitions' files may differ in columns: a tombstone's has its key's only.)
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
         if self.settings.upsert:
             frame = latest_per_key(frame, self.settings)
         options = {
@@ -156,73 +149,6 @@ class HudiCommitter:
             if time.time() - newest > self.ORPHAN_AGE_S:
                 log.info("%s: removing %s/%s, left by a commit never prepared", self.connector, incoming.uri, folder)
                 incoming.delete(folder)
-
-
-# Spark's error when staged files hold one column in two types that its Parquet schema merge cannot merge.
-CANNOT_MERGE_SCHEMAS = "CANNOT_MERGE_SCHEMAS"
-
-
-def staged_rows(spark: Any, paths: list[str], settings: HudiSettings) -> Any:
-    """The commit's staged rows, read as one frame. The partitions' files may differ in columns (a tombstone's
-    has its key's only), which Spark's schema merge takes, and in a column's type, which it refuses: each task
-    infers its partitions' schema from their own plain JSON records, so one may give a column as a long and
-    another as a double, and a partition of tombstones alone has its keys as its Kafka keys wrote them (text,
-    with StringConverter) beside numeric keys elsewhere. Refused, the files are read one by one:
-
-    - a file of tombstones alone has its keys cast to the records' type (the table's, when the commit has
-      no records); a key that is not that type's text exactly (``1.50`` for a long) is no key a row can
-      hold, and its tombstone, which deletes nothing, is left out (the coordinator says so);
-    - the files are then unioned by name, each column widened to a type of both (a long and a double: a
-      double), as Spark widens a union's columns."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType
-
-    frame = spark.read.option("mergeSchema", "true").parquet(*paths)
-    try:
-        frame.schema  # noqa: B018 - the files' schemas are merged here, where a type conflict is refused
-        return frame
-    except Exception as exc:
-        if CANNOT_MERGE_SCHEMAS not in str(exc):
-            raise
-    frames = [spark.read.parquet(path) for path in paths]
-    keying = {*settings.record_key_fields, IS_DELETED, SEQUENCE}
-    schemas = [f.schema for f in frames]
-    records = [schema for schema in schemas if set(schema.names) - keying]
-    # The records' key types: of this commit's records, else of the table's (a commit of tombstones alone).
-    typed = records or ([spark.read.format("hudi").load(settings.base_path).schema] if exists(settings.base) else [])
-    key_types = {
-        field.name: field.dataType
-        for schema in reversed(typed)
-        for field in schema.fields
-        if field.name in settings.record_key_fields
-    }
-    unified = []
-    for path, staged, schema in zip(paths, frames, schemas, strict=True):
-        casts = {
-            name: key_types[name]
-            for name in schema.names
-            if name in key_types and schema[name].dataType != key_types[name] and not set(schema.names) - keying
-        }
-        if casts:
-            log.warning(
-                "%s: its tombstones' keys are cast to %s; one that is not such a value's text exactly can delete "
-                "no row, and is left out",
-                path,
-                ", ".join(f"{name} {kind.simpleString()}" for name, kind in casts.items()),
-            )
-            exact = [
-                F.col(name).cast(kind).cast(StringType()) == F.col(name).cast(StringType())
-                for name, kind in casts.items()
-            ]
-            unified.append(
-                staged.where(functools.reduce(lambda a, b: a & b, exact)).select(
-                    *(F.col(c).cast(casts[c]).alias(c) if c in casts else F.col(c) for c in schema.names)
-                )
-            )
-        else:
-            unified.append(staged)
-    log.info("the commit's staged files hold a column in several types: read one by one, the types widened")
-    return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), unified)
 
 
 def latest_per_key(frame: Any, settings: HudiSettings) -> Any:
