@@ -32,6 +32,7 @@ Exactly once, with Hudi's mechanisms and ours:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -95,10 +96,6 @@ class HudiCommitter:
             return found.timestamp
         if not paths:
             return None
-        # (Partitions' files may differ in columns: a tombstone's has its key's only.)
-        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
-        if self.settings.upsert:
-            frame = latest_per_key(frame, self.settings)
         options = {
             **writer_options(self.settings, self.config.raw),
             "hoodie.datasource.write.commitmeta.key.prefix": META_PREFIX,
@@ -106,12 +103,25 @@ class HudiCommitter:
         }
         failpoint("hudi.before_write")  # (a test's coordinator dies here: prepared, nothing written)
         pending = pending_writes(self.settings.base) if failpoint_set("hudi.during_write") else set()
-        try:
+
+        def write(frame: Any) -> None:
+            if self.settings.upsert:
+                frame = latest_per_key(frame, self.settings)
             # (Or once Hudi's write has requested its instant: the write goes on in the Spark server without it.)
             with failpoint_while("hudi.during_write", when=lambda: bool(pending_writes(self.settings.base) - pending)):
                 frame.drop(SEQUENCE).write.format("hudi").options(**options).mode("append").save(
                     self.settings.base_path
                 )
+
+        try:
+            try:
+                # (Partitions' files may differ in columns: a tombstone's has its key's only.)
+                write(spark.read.option("mergeSchema", "true").parquet(*paths))
+            except Exception as exc:
+                # Spark's schema merge refused the files before Hudi's write began: they are read by schema.
+                if CANNOT_MERGE_SCHEMAS not in str(exc):
+                    raise
+                write(typed_rows(spark, paths, self.settings))
         except Exception as exc:
             # Hudi's pre-commit check found the commit in another write's completed instant (a killed
             # predecessor's, which went on in the Spark server): that instant is the commit's.
@@ -149,6 +159,122 @@ class HudiCommitter:
             if time.time() - newest > self.ORPHAN_AGE_S:
                 log.info("%s: removing %s/%s, left by a commit never prepared", self.connector, incoming.uri, folder)
                 incoming.delete(folder)
+
+
+# Spark's error when staged files hold one column in two types, which its Parquet schema merge refuses.
+CANNOT_MERGE_SCHEMAS = "CANNOT_MERGE_SCHEMAS"
+# Spark's numeric types a column is widened among (to a long, or a double if one is fractional).
+INTEGRAL, FRACTIONAL = ("tinyint", "smallint", "int", "bigint"), ("float", "double")
+
+
+def typed_rows(spark: Any, paths: list[str], settings: HudiSettings) -> Any:
+    """The commit's staged rows when Spark's schema merge refused their files for a column's types. Each task
+    types its partitions' plain JSON columns from their own records, so one may give a column as a long and
+    another as a double; and a partition of tombstones alone has its keys as its Kafka keys wrote them (text,
+    with StringConverter). The files are read by schema, and each group cast:
+
+    - a column that makes a record's identity (a record key or partition field) is never widened, since
+      Hudi's record key and partition path are its text: it takes the table's type, or without a table the
+      type the records agree on; else the commit fails, saying so. A tombstone whose key is not the text of
+      such a value exactly (``1.0`` for a long) can delete no row, and is left out, counted in the log; a
+      record's fails the commit, saying so;
+    - another column of numbers of several types is widened: to a long, or to a double if one is fractional;
+    - other differences are left to Spark's union (it widens a long and a string to a string), with a
+      warning: Hudi's writer then evolves the table's column, or refuses it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, LongType
+
+    grouped: dict[str, list[str]] = {}
+    schemas: dict[str, Any] = {}
+    for path in paths:
+        schema = spark.read.parquet(path).schema
+        grouped.setdefault(schema.json(), []).append(path)
+        schemas[schema.json()] = schema
+    groups = [(schemas[key], spark.read.parquet(*group)) for key, group in grouped.items()]
+    keying = {*settings.record_key_fields, IS_DELETED, SEQUENCE}
+    records = [schema for schema, _ in groups if set(schema.names) - keying]
+    table = spark.read.format("hudi").load(settings.base_path).schema if completed_instants(settings.base) else None
+    identity = dict.fromkeys(
+        [*settings.record_key_fields, *(f.split(":")[0].strip() for f in settings.partition_fields)]
+    )
+    targets: dict[str, Any] = {}
+    for name in identity:
+        top = name.split(".")[0]
+        kinds = {schema[top].dataType for schema, _ in groups if top in schema.names}
+        if len(kinds) < 2:
+            continue
+        if top != name:
+            raise ValueError(
+                f"the commit's partitions give {top}, whose field {name} makes a record's identity, several types: "
+                "give its values one JSON type in every partition"
+            )
+        agreed = {schema[name].dataType for schema in records if name in schema.names}
+        if table is not None and name in table.names:
+            targets[name] = table[name].dataType
+        elif len(agreed) == 1:
+            targets[name] = agreed.pop()
+        else:
+            found = ", ".join(sorted(kind.simpleString() for kind in kinds))
+            raise ValueError(
+                f"the commit's partitions give {name}, which makes a record's identity, the types {found}, and "
+                "the table does not say which: give its values one JSON type in every partition"
+            )
+    for name in dict.fromkeys(n for schema, _ in groups for n in schema.names):
+        kinds = {schema[name].dataType.simpleString() for schema, _ in groups if name in schema.names}
+        if name in identity or len(kinds) < 2:
+            continue
+        if kinds <= {*INTEGRAL, *FRACTIONAL}:
+            targets[name] = DoubleType() if kinds & set(FRACTIONAL) else LongType()
+        else:
+            log.warning("the commit's partitions give %s the types %s: Spark's union widens them", name, kinds)
+    log.info(
+        "the commit's staged files hold a column in several types: read by schema, %s",
+        ", ".join(f"{name} cast to {kind.simpleString()}" for name, kind in targets.items()) or "none cast",
+    )
+    frames = []
+    for schema, read in groups:
+        casts = {name: kind for name, kind in targets.items() if name in schema.names and schema[name].dataType != kind}
+        exact = {
+            # (try_cast: with ANSI casts too, a text that is no such value is null, not an error.)
+            name: F.expr(f"try_cast(`{name}` AS {kind.simpleString()})")
+            .cast("string")
+            .eqNullSafe(F.col(name).cast("string"))
+            for name, kind in casts.items()
+            if name in identity
+        }
+        kept = read
+        if exact:
+            every = functools.reduce(lambda a, b: a & b, exact.values())
+            deleted = F.col(IS_DELETED)
+            wrong = read.agg(
+                F.count(F.when(~deleted & ~every, 1)).alias("records"),
+                F.count(F.when(deleted & ~every, 1)).alias("tombstones"),
+            ).first()
+            fields = ", ".join(exact)
+            types = ", ".join(casts[name].simpleString() for name in exact)
+            if wrong["records"]:
+                source = "table" if table is not None else "commit's other records"
+                raise ValueError(
+                    f"{wrong['records']} record(s) of the commit hold {fields} as no {types} value, the type the "
+                    f"{source} give(s) it: give the field one JSON type in every partition"
+                )
+            if wrong["tombstones"]:
+                log.warning(
+                    "%d tombstone(s) whose %s is no %s value delete no row: left out",
+                    wrong["tombstones"],
+                    fields,
+                    types,
+                )
+            kept = read.where(every)
+        frames.append(
+            kept.select(*(F.col(c).cast(casts[c]).alias(c) if c in casts else F.col(c) for c in schema.names))
+        )
+    while len(frames) > 1:  # (a balanced union: its plan as deep as the log of the groups)
+        frames = [
+            frames[i].unionByName(frames[i + 1], allowMissingColumns=True) if i + 1 < len(frames) else frames[i]
+            for i in range(0, len(frames), 2)
+        ]
+    return frames[0]
 
 
 def latest_per_key(frame: Any, settings: HudiSettings) -> Any:

@@ -573,6 +573,42 @@ def test_a_key_deleted_in_one_partition_and_inserted_in_another_in_one_commit_le
     assert rows == [(0, "us"), (2, "eu")]
 
 
+def test_partitions_whose_rows_give_a_column_other_types_are_written_in_one_commit(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """Each task infers its partitions' columns from their own plain JSON records: an amount 1 is a long in one
+    partition, 2.5 a double in another; and a partition of tombstones alone has its StringConverter keys as
+    text, beside the long ids of the records. Spark's schema merge refuses both, and the commit failed at every
+    try: the files are now read by schema, the amount widened to a double, the tombstones' keys cast to the
+    table's type (a key is never widened: Hudi's record key is its text). A key that is no long's text ("1.0")
+    deletes nothing."""
+    name = "hudi-types"
+    base = tmp_path / "orders"
+    create_topic(kafka_bootstrap, topic_name, 3)
+    config = hudi_config(
+        topic_name,
+        base,
+        **{
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "hoodie.datasource.write.partitionpath.field": "",
+            "hoodie.datasource.write.precombine.field": "",
+        },
+    )
+    actions.create_connector(name, config)
+
+    def record(key: int, amount: float | int) -> bytes:
+        return json.dumps({"id": key, "ts": 1, "amount": amount, "op": "c", "region": "eu"}).encode()
+
+    with running_in_threads(name):
+        # Round-robin over the 3 partitions: 0, 1, 2.
+        ends = produce(kafka_bootstrap, topic_name, [record(1, 1), record(2, 2.5), record(4, 4)], 3, [b"1", b"2", b"4"])
+        wait_until(caught_up(name, ends), 240, "the inserts to be committed")
+        ends = produce(kafka_bootstrap, topic_name, [record(3, 3), None, None], 3, [b"3", b"2", b"1.0"])
+        wait_until(caught_up(name, ends), 240, "the tombstones to be committed")
+    rows = sorted((r["id"], r["amount"]) for r in read(base))
+    assert rows == [(1, 1.0), (3, 3.0), (4, 4.0)]
+
+
 def test_a_merge_on_read_table_on_s3_is_written_through_hadoops_s3a_connector(
     lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str
 ) -> None:
