@@ -666,8 +666,24 @@ CDC_CONVERTERS = {
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
     "value.converter.schemas.enable": "false",
 }
+# Debezium's unwrap of those events to their rows.
+CDC_UNWRAP = {
+    **CDC_CONVERTERS,
+    "transforms": "unwrap",
+    "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+}
 # The sinks whose records half update an earlier record's key (produce(): key = id % (records // 2)).
 UPSERT_SINKS = ("hudi-upsert", "hudi-upsert-mor", "iceberg-upsert", "iceberg-upsert-cow")
+
+
+def own_control(args: argparse.Namespace, run: str) -> dict[str, str]:
+    """The commit keys of a run of a sink whose keys are sinkadmin's (Hudi, files), then ``--set``'s."""
+    return {
+        "sinkadmin.control.topic": f"control-{run}",
+        "sinkadmin.commit.interval-ms": str(args.interval_ms),
+        "sinkadmin.commit.timeout-ms": "120000",
+        **dict(item.split("=", 1) for item in args.set),
+    }
 
 
 def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, run: str) -> dict[str, str]:
@@ -688,9 +704,7 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
         # Debezium's unwrap, its deletes as rows flagged __deleted (their tombstones dropped), upserted by key.
         tables = {
             **tables,
-            **CDC_CONVERTERS,
-            "transforms": "unwrap",
-            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            **CDC_UNWRAP,
             "transforms.unwrap.delete.handling.mode": "rewrite",
             "hoodie.payload.delete.field": "__deleted",
             "hoodie.payload.delete.marker": "true",
@@ -708,10 +722,7 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             "hoodie.datasource.write.recordkey.field": "key" if upsert else "id",
             "hoodie.datasource.write.precombine.field": "id" if upsert and sink != "hudi-cdc" else "",
             "hoodie.bucket.index.num.buckets": "16",
-            "sinkadmin.control.topic": f"control-{run}",
-            "sinkadmin.commit.interval-ms": str(args.interval_ms),
-            "sinkadmin.commit.timeout-ms": "120000",
-            **dict(item.split("=", 1) for item in args.set),
+            **own_control(args, run),
         }
     if sink == "files":
         return {
@@ -721,10 +732,7 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             "format.class": "parquet",
             "parquet.codec": "zstd",
             "flush.size": str(args.records),
-            "sinkadmin.control.topic": f"control-{run}",
-            "sinkadmin.commit.interval-ms": str(args.interval_ms),
-            "sinkadmin.commit.timeout-ms": "120000",
-            **dict(item.split("=", 1) for item in args.set),
+            **own_control(args, run),
         }
     if sink in CDC_SINKS:
         if sink == "iceberg-cdc":
@@ -741,12 +749,7 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
             }
         else:
             # The same events, their rows appended (Debezium's defaults: deletes and tombstones dropped).
-            tables = {
-                **tables,
-                **CDC_CONVERTERS,
-                "transforms": "unwrap",
-                "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-            }
+            tables = {**tables, **CDC_UNWRAP}
     if sink in ("iceberg-upsert", "iceberg-upsert-cow"):
         tables = {
             **tables,

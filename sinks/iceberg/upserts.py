@@ -774,6 +774,20 @@ def merge_mode(properties: Mapping[str, str]) -> str:
     return mode
 
 
+class Laps:
+    """The time of each phase of a piece of work, from the end of the one before (the first: from its making)."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        self.phases[phase] = time.monotonic() - self.began - sum(self.phases.values())
+
+    def __str__(self) -> str:
+        return ", ".join(f"{phase} {seconds:.3f} s" for phase, seconds in self.phases.items())
+
+
 def commit_upserts(
     catalog: Any,
     table_name: str,
@@ -823,9 +837,9 @@ def commit_upserts(
                 f"{table_name} is an Iceberg format v1 table, which has no delete files: set its "
                 f"{MERGE_MODE}={COPY_ON_WRITE} or upgrade it to format-version 2"
             )
-        began = time.monotonic()
+        laps = Laps()
         found = winners([f.path for f in ordered], id_columns, cdc_field, ordering_field, io_properties)
-        phases = {"winners": time.monotonic() - began}
+        laps.lap("winners")
         row_filter: Any = AlwaysTrue()
         if len(id_columns) == 1 and 0 < len(found.typed_keys) <= MAX_FILTERED_KEYS:
             # (pyiceberg's In is a pydantic model: mypy reads its fields for its signature.)
@@ -853,7 +867,7 @@ def commit_upserts(
                     )
                 live[task.file.file_path] = task.file
                 live_deletes[task.file.file_path] = tuple(sorted(d.file_path for d in task.delete_files))
-        phases["planning"] = time.monotonic() - began - sum(phases.values())
+        laps.lap("planning")
         replaced: list[Any] = []
         added: list[Any] = []
         deletes: list[Any] = []
@@ -885,7 +899,7 @@ def commit_upserts(
             wanted,
         )
         ran = _run_units(run_units, template, template.live_units(sorted(live), live_deletes), ordered, found)
-        phases["lookups"] = time.monotonic() - began - sum(phases.values())
+        laps.lap("lookups")
         if mode == MERGE_ON_READ:
             added = data_files(
                 table, [f for f, d, size in zip(ordered, ran.dropped, found.sizes, strict=True) if len(d) < size]
@@ -944,7 +958,7 @@ def commit_upserts(
                 attempt + 1,
             )
             continue
-        phases["snapshot"] = time.monotonic() - began - sum(phases.values())
+        laps.lap("snapshot")
         log.info(
             "upsert %s on %s (%s): %d key(s), %d live file(s) looked up, %d unit(s); %s",
             commit.commit_id,
@@ -953,7 +967,7 @@ def commit_upserts(
             len(found.keys),
             len(live),
             len(ran.outcomes),
-            ", ".join(f"{name} {seconds:.3f} s" for name, seconds in phases.items()),
+            laps,
         )
         snapshot = table.current_snapshot()
         assert snapshot is not None
