@@ -16,7 +16,14 @@ from connectors.config import SinkConfig, validate_config
 from sinks.hudi.commit import HudiCommitter
 from sinks.hudi.services import failure_text
 from sinks.hudi.settings import writer_options
-from sinks.hudi.timeline import COMMIT_ID_KEY, KAFKA_OFFSETS_KEY, RANGES_KEY, commit_metadata, pending_compactions
+from sinks.hudi.timeline import (
+    COMMIT_ID_KEY,
+    KAFKA_OFFSETS_KEY,
+    RANGES_KEY,
+    Instant,
+    commit_metadata,
+    pending_compactions,
+)
 from sinks.hudi.writer import IS_DELETED, SEQUENCE, PartitionRows, incoming_root
 from workers.storage import StoragePath
 
@@ -274,6 +281,17 @@ def test_each_instant_carries_the_commit_and_its_offsets() -> None:
     assert all(k.startswith("sinkadmin.") for k in metadata)
     # Hudi's format names partitions only: with two topics it is left out.
     assert KAFKA_OFFSETS_KEY not in commit_metadata("orders-sink", "c-1", 3, {**ranges, "refunds": {"0": [0, 1]}})
+
+
+def test_an_instants_kafka_offsets_carry_every_partition_committed_so_far() -> None:
+    """As Hudi's coordinator writes its global committed offsets: a commit with records of some partitions only
+    keeps the others' ends from the connector's previous instant, unless that one was of another topic."""
+    first = Instant("1", "commit", 0, commit_metadata("orders-sink", "c-1", 1, {"orders": {"0": [0, 50], "2": [0, 7]}}))
+    second = commit_metadata("orders-sink", "c-2", 1, {"orders": {"1": [0, 60], "2": [7, 9]}}, first)
+    assert second[KAFKA_OFFSETS_KEY] == "0=50,1=60,2=9"
+    refunds = commit_metadata("orders-sink", "c-3", 2, {"refunds": {"1": [0, 4]}}, Instant("2", "commit", 0, second))
+    assert refunds[KAFKA_OFFSETS_KEY] == "1=4"
+    assert commit_metadata("orders-sink", "c-1", 1, {"orders": {"0": [0, 50]}}, None)[KAFKA_OFFSETS_KEY] == "0=50"
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])

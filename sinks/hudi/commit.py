@@ -40,7 +40,15 @@ from typing import Any
 
 from connectors.config import SinkConfig
 from sinks.hudi.settings import HudiSettings, writer_options
-from sinks.hudi.timeline import META_PREFIX, commit_metadata, completed_instants, instant_of_commit, pending_writes
+from sinks.hudi.timeline import (
+    META_PREFIX,
+    commit_metadata,
+    completed_instants,
+    instant_of_commit,
+    latest_of,
+    of_commit,
+    pending_writes,
+)
 from sinks.hudi.writer import INCOMING, IS_DELETED, SEQUENCE
 from workers.coordinator import PreparedCommit, SinkUnavailable
 from workers.failpoints import failpoint, failpoint_set, failpoint_while
@@ -91,15 +99,17 @@ class HudiCommitter:
         """The commit's instant: found on the timeline, or written now. (Run again as a whole when Spark's
         session was lost mid-way: the timeline is read again first.)"""
         commit_id = str(prepared.commit_id)
-        found = instant_of_commit(self.settings.base, commit_id)
+        instants = completed_instants(self.settings.base)
+        found = of_commit(instants, commit_id)
         if found is not None:
             return found.timestamp
         if not paths:
             return None
+        previous = latest_of(instants, self.connector)
         options = {
             **writer_options(self.settings, self.config.raw),
             "hoodie.datasource.write.commitmeta.key.prefix": META_PREFIX,
-            **commit_metadata(self.connector, commit_id, prepared.epoch, _ranges(prepared.offsets)),
+            **commit_metadata(self.connector, commit_id, prepared.epoch, _ranges(prepared.offsets), previous),
         }
         failpoint("hudi.before_write")  # (a test's coordinator dies here: prepared, nothing written)
         pending = pending_writes(self.settings.base) if failpoint_set("hudi.during_write") else set()

@@ -27,7 +27,8 @@ CONNECTOR_KEY = "sinkadmin.connector"
 EPOCH_KEY = "sinkadmin.epoch"
 # The commit's offsets, {"topic": {"partition": [start, end]}}.
 RANGES_KEY = "sinkadmin.offsets"
-# Its ends as Hudi's Kafka Connect coordinator writes kafka.commit.offsets: "partition=offset,...".
+# The ends of every partition committed so far, as Hudi's Kafka Connect coordinator writes kafka.commit.offsets:
+# "partition=offset,...".
 KAFKA_OFFSETS_KEY = "sinkadmin.kafka.commit.offsets"
 # The timeline's actions that add records: a copy-on-write table's commits, a merge-on-read table's delta commits.
 DATA_ACTIONS = ("commit", "deltacommit")
@@ -99,16 +100,28 @@ def _not_completed(base: StoragePath, started: tuple[str, ...]) -> set[str]:
 
 def instant_of_commit(base: StoragePath, commit_id: str) -> Instant | None:
     """The completed instant that holds the ledger's commit ``commit_id``, if any."""
-    return next((i for i in reversed(completed_instants(base)) if i.commit_id == commit_id), None)
+    return of_commit(completed_instants(base), commit_id)
+
+
+def of_commit(instants: list[Instant], commit_id: str) -> Instant | None:
+    """The instant among ``instants`` (oldest first) that holds the ledger's commit ``commit_id``, if any."""
+    return next((i for i in reversed(instants) if i.commit_id == commit_id), None)
+
+
+def latest_of(instants: list[Instant], connector: str) -> Instant | None:
+    """The connector's latest instant among ``instants`` (oldest first)."""
+    return next((i for i in reversed(instants) if i.extra.get(CONNECTOR_KEY) == connector), None)
 
 
 def commit_metadata(
-    connector: str, commit_id: str, epoch: int, ranges: dict[str, dict[str, list[int]]]
+    connector: str,
+    commit_id: str,
+    epoch: int,
+    ranges: dict[str, dict[str, list[int]]],
+    previous: Instant | None = None,
 ) -> dict[str, str]:
-    """The sink's commit metadata of one commit, as write options Hudi copies into the instant."""
-    ends = sorted(
-        ((int(partition), int(end)) for parts in ranges.values() for partition, (_, end) in parts.items()),
-    )
+    """The sink's commit metadata of one commit, as write options Hudi copies into the instant. ``previous`` is
+    the connector's latest instant: its Kafka offsets carry the partitions this commit has no records of."""
     metadata = {
         COMMIT_ID_KEY: commit_id,
         CONNECTOR_KEY: connector,
@@ -116,6 +129,20 @@ def commit_metadata(
         RANGES_KEY: json.dumps(ranges, sort_keys=True, separators=(",", ":")),
     }
     if len(ranges) == 1:
-        # (Hudi's format names partitions only: one topic's.)
-        metadata[KAFKA_OFFSETS_KEY] = ",".join(f"{p}={o}" for p, o in ends)
+        # (Hudi's format names partitions only: one topic's.) As Hudi's coordinator keeps its global committed
+        # offsets, every partition committed so far is there, not only those this commit has records of.
+        ((topic, parts),) = ranges.items()
+        ends = _kafka_offsets(previous, topic)
+        ends.update((int(partition), int(end)) for partition, (_, end) in parts.items())
+        metadata[KAFKA_OFFSETS_KEY] = ",".join(f"{p}={o}" for p, o in sorted(ends.items()))
     return metadata
+
+
+def _kafka_offsets(instant: Instant | None, topic: str) -> dict[int, int]:
+    """The ends ``instant`` recorded for ``topic``'s partitions; none if it recorded another topic's."""
+    if instant is None or KAFKA_OFFSETS_KEY not in instant.extra:
+        return {}
+    if set(json.loads(instant.extra.get(RANGES_KEY) or "{}")) != {topic}:
+        return {}
+    pairs = (item.split("=") for item in instant.extra[KAFKA_OFFSETS_KEY].split(",") if item)
+    return {int(partition): int(end) for partition, end in pairs}
