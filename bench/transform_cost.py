@@ -14,13 +14,13 @@ leaves) for each chain, against two baselines measured in the same run:
 - a JSON parse and serialisation of each value alone, as the stage does them
   (orjson: the floor of any schemaless transform).
 
-And, for Debezium's unwrap (its defaults, and ``rewrite`` with ``add.fields``),
-the two ways the product takes a change event to its row, run in turn on the
-same events: the transform stage then the sink's decoding of its rows
-(``JsonDecoder``: what a sink whose decoders cannot unwrap does, and the Iceberg
-sink with schema evolution or a route field), against the Iceberg writer's
-decoder unwrapping the events as it reads them (``SinkConfig.columnar_unwrap``,
-decision 012).
+And, for Debezium's unwrap (its defaults, and ``rewrite`` with ``add.fields``)
+and the Iceberg sink's DebeziumTransform, the two ways the product takes a
+change event to its row, run in turn on the same events: the transform stage
+then the sink's decoding of its rows (``JsonDecoder``: what a sink whose
+decoders cannot unwrap does, and the Iceberg sink with schema evolution or a
+route field), against the Iceberg writer's decoder applying the transformation
+as it reads the events (``SinkConfig.columnar_unwrap``, decision 012).
 
 In a process tuned as the tasks' are (``workers.runtime.tune_process_for_tasks``).
 No Spark, broker or database. Prints and writes bench/results/transform_cost.json.
@@ -89,9 +89,28 @@ ROW_SCHEMA = pa.schema(
 )
 UNWRAP = "ExtractNewRecordState (Debezium's defaults)"
 UNWRAP_REWRITE = "ExtractNewRecordState, rewrite, add.fields=op,table,source.ts_ms"
+DEBEZIUM = "the Iceberg sink's DebeziumTransform"
 # The columns of the rows each unwrap gives, as a table the sink created from them has them.
 UNWRAPPED_SCHEMAS = {
     UNWRAP: ROW_SCHEMA,
+    DEBEZIUM: pa.schema(
+        [
+            *ROW_SCHEMA,
+            (
+                "_cdc",
+                pa.struct(
+                    [
+                        ("op", pa.string()),
+                        ("ts", pa.int64()),
+                        ("offset", pa.int64()),
+                        ("source", pa.string()),
+                        ("target", pa.string()),
+                        ("key", pa.struct([("id", pa.int64())])),
+                    ]
+                ),
+            ),
+        ]
+    ),
     UNWRAP_REWRITE: pa.schema(
         [
             *ROW_SCHEMA,
@@ -112,7 +131,7 @@ def staged_then_decoded(transformer: RecordTransformer, decoder: JsonDecoder, ch
 
 def unwrapped_by_the_decoder(decoder: JsonDecoder, chunk: RecordChunk) -> pa.Table:
     """The Iceberg writer's decoder, unwrapping the events as it reads them."""
-    return decoder.decode(chunk.values, chunk.errors).columns
+    return decoder.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets).columns
 
 
 def in_turn(works: list[Callable[[], object]], records: int, rounds: int) -> list[float]:
@@ -159,7 +178,7 @@ CHAINS: dict[str, tuple[dict[str, str], bool]] = {
         },
         True,
     ),
-    "the Iceberg sink's DebeziumTransform": (
+    DEBEZIUM: (
         {"transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform"},
         True,
     ),
@@ -242,7 +261,7 @@ def main() -> None:
             "and text of it",
             flush=True,
         )
-    # Debezium's unwrap and the decoding of its rows: by the stage then the decoder, and by the decoder alone.
+    # Debezium's transforms and the decoding of their rows: by the stage then the decoder, and by the decoder alone.
     decoding = {}
     for chain, schema in UNWRAPPED_SCHEMAS.items():
         config = SinkConfig.parse({**BASE, **CHAINS[chain][0]})

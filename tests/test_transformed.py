@@ -25,7 +25,7 @@ from tests.test_staging import CollectingSink
 from workers.json_decoder import NO_PAYLOAD
 from workers.json_text import parse_json
 from workers.staging import STAGING_SCHEMA, RecordChunk, StagedPartition, StagingBuffer
-from workers.transformed import RecordTransformer
+from workers.transformed import RecordTransformer, sink_values
 from workers.writes import sample_values
 
 TOPIC = "dbserver1.public.orders"
@@ -309,8 +309,9 @@ def test_the_iceberg_sinks_table_is_created_from_the_records_staged_without_an_e
     ]
     pq.write_table(pa.Table.from_pylist(rows, schema=STAGING_SCHEMA), path)
     staged = StagedPartition("orders", 0, 0, 2, 2, path, None)
-    writer = TableWriter(SinkConfig.parse(sink_config("orders", "db.t")))
-    assert shaped(writer._staged_values([staged], "db.t"), lambda samples: list(samples())) == [b'{"amount": 1}']
+    config = SinkConfig.parse(sink_config("orders", "db.t"))
+    records = TableWriter(config)._staged_records([staged], "db.t")
+    assert shaped(sink_values(config, records), lambda samples: list(samples())) == [b'{"amount": 1}']
 
 
 def test_a_cast_to_a_float_that_makes_nan_or_an_infinity_stages_jacksons_text_for_it_and_a_reader_reads_it() -> None:

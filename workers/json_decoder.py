@@ -36,9 +36,10 @@ poison record costs O(log chunk) parses, not one per record.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import arro3.core
 import arro3.io
@@ -47,13 +48,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from connectors.smt.debezium import ColumnarDebezium, ColumnarUnwrap
 from workers.json_text import json_text, parse_json
 from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
 from workers.schemas import inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
 if TYPE_CHECKING:
-    from connectors.smt.debezium import ColumnarUnwrap
+    from connectors.smt.debezium import Columnar
 
 NOT_AN_OBJECT = "value is not a JSON object"
 NO_PAYLOAD = "the Kafka Connect envelope has no payload (schemas.enable=true needs one)"
@@ -63,10 +65,15 @@ PRESENT = "_payload_present"
 UNWRAP_KIND = "_unwrap_kind"
 UNWRAP_ROW, UNWRAP_SKIP, UNWRAP_FALLBACK = 0, 1, 2
 DELETED = "__deleted"
-# A decoder's way through the chain for the values it cannot unwrap in columns
-# (``workers.transformed.RecordTransformer.transform_values``).
+# DebeziumTransform's field of each row: the event's op (I, U or D), ts, offset, source, target and key.
+CDC = "_cdc"
+# What a change event's ``source`` is read with for DebeziumTransform's ``_cdc.source`` (``schema``, else ``db``).
+SOURCE = pa.struct([("schema", pa.string()), ("db", pa.string()), ("table", pa.string())])
+# A decoder's way through the chain for the values it cannot unwrap in columns, given them with their keys and
+# offsets (``workers.transformed.RecordTransformer.transform_values``).
 Fallback = Callable[
-    [Sequence[bytes | None], Sequence[str | None]], tuple[list[int], list[bytes | None], list[str | None]]
+    [Sequence[bytes | None], Sequence[str | None], Sequence[bytes | None] | None, Sequence[int] | None],
+    tuple[list[int], list[bytes | None], list[str | None]],
 ]
 DOES_NOT_FIT = "value is not valid JSON, or a field does not fit its column type"
 
@@ -113,15 +120,16 @@ class JsonDecoder:
         data_schema: pa.Schema,
         evolve: bool = False,
         envelope: bool = False,
-        unwrap: ColumnarUnwrap | None = None,
+        unwrap: Columnar | None = None,
         fallback: Fallback | None = None,
     ) -> None:
         """``unwrap``: the values are Debezium change events, and the decoder applies ``ExtractNewRecordState``
-        to them as it reads them (``ColumnarUnwrap``): each event's row is read from its ``after`` (or, a delete
-        rewritten, its ``before``) straight into the columns. An event it cannot tell that way (no ``op``, no
-        state, a value that is not an event, or does not parse so) goes through ``fallback``, the
-        transformation record by record, then is decoded as it comes out: so each value comes to what the
-        transformation and this decoder without ``unwrap`` make of it."""
+        (``ColumnarUnwrap``) or the Iceberg sink's ``DebeziumTransform`` (``ColumnarDebezium``) to them as it
+        reads them: each event's row is read from its ``after`` (or, a delete rewritten or DebeziumTransform's,
+        its ``before``) straight into the columns. An event it cannot tell that way (no ``op``, no state, a
+        value that is not an event, or does not parse so) goes through ``fallback``, the transformation record
+        by record, then is decoded as it comes out: so each value comes to what the transformation and this
+        decoder without ``unwrap`` make of it."""
         self.data_schema = data_schema
         self.envelope = envelope
         self.unwrap = unwrap
@@ -155,7 +163,7 @@ class JsonDecoder:
         # whether each record had a payload.
         self.cast_schema = read_schema.append(pa.field(PRESENT, pa.bool_())) if envelope else read_schema
         # A column the transformation writes itself (a rewritten event's __deleted) is not read from the row.
-        self._written_deleted = unwrap is not None and unwrap.rewrite and DELETED in columns.names
+        self._written_deleted = isinstance(unwrap, ColumnarUnwrap) and unwrap.rewrite and DELETED in columns.names
         # With ``unwrap``: the decoder of the values the fallback (the transformation) makes.
         self._plain: JsonDecoder | None = None
         # The columns as decoded rows have them (``_with_python_columns``): in unwrap mode each may be null,
@@ -167,7 +175,26 @@ class JsonDecoder:
         # add.fields' columns: each table column the transformation adds, with the field it takes (its struct
         # in the event, or None for the event's own).
         self._added: dict[str, tuple[str | None, str]] = {}
-        if unwrap is not None:
+        # With DebeziumTransform: the type of its ``_cdc`` column (if the table has one), of the column's ``key``
+        # field (or an empty struct: a key is then only read to tell it is JSON), and whether keys are JSON.
+        self._cdc: pa.StructType | None = None
+        self._key_type = pa.struct([])
+        self._keys_json = False
+        self._targets: list[str] = []
+        if isinstance(unwrap, ColumnarDebezium):
+            self._plain = JsonDecoder(data_schema)
+            columns = _relaxed(columns)
+            found = _debezium_fields(columns, unwrap.target_pattern)
+            if found is None:
+                self._columnar = False
+                fields = {"op": pa.string()}
+            else:
+                fields, self._cdc = found
+                if self._cdc is not None and "key" in self._cdc.names:
+                    self._key_type = self._cdc.field("key").type
+            self._keys_json = unwrap.json_keys
+            self._targets = _target_parts(unwrap.target_pattern)
+        elif unwrap is not None:
             self._plain = JsonDecoder(data_schema)
             columns = _relaxed(columns)
             self._added = {added: (struct, name) for struct, name, added in unwrap.fields if added in columns.names}
@@ -176,12 +203,14 @@ class JsonDecoder:
             row = pa.struct([f for f in columns if not (self._written_deleted and f.name == DELETED)])
             # (An empty struct tells an event's ``before`` from null without reading its fields.)
             before = row if unwrap.rewrite else pa.struct([])
-            fields = _event_fields(row, before, self._added, columns)
-            if fields is None or len(self._added) != sum(added in columns.names for *_, added in unwrap.fields):
+            event_fields = _event_fields(row, before, self._added, columns)
+            fields = event_fields if event_fields is not None else {}
+            if event_fields is None or len(self._added) != sum(added in columns.names for *_, added in unwrap.fields):
                 self._columnar = False  # (fields added twice, or that clash with the envelope's: record by record)
                 fields = {"op": pa.string(), "after": row, "before": before}
             elif self._written_deleted and (DELETED in self._added or columns.field(DELETED).type != pa.string()):
                 self._columnar = False  # (a __deleted column of another type: the plain decoder says what of it)
+        if unwrap is not None:
             self.parse_schema = pa.schema(list(fields.items()))
             self.columns_schema = columns
             relaxed_read = _relaxed(read_schema)
@@ -202,9 +231,17 @@ class JsonDecoder:
         # With schema evolution, what the records of the chunks parsed so far have, as read (new fields).
         self._read_schema: pa.Schema | None = None
 
-    def decode(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
+    def decode(
+        self,
+        values: Sequence[bytes | None],
+        errors: Sequence[str | None],
+        keys: Sequence[bytes | None] | None = None,
+        offsets: Sequence[int] | None = None,
+    ) -> Decoded:
+        """The values' rows, and which are bad or skipped. ``keys`` and ``offsets``, the records', are read with
+        ``unwrap`` only (DebeziumTransform's ``_cdc``)."""
         if self.unwrap is not None:
-            return self._decode_unwrapping(values, errors)
+            return self._decode_unwrapping(values, errors, keys, offsets)
         self._read_schema = None
         lines: list[bytes] = []
         positions: list[int] = []
@@ -263,7 +300,9 @@ class JsonDecoder:
             # reader, which takes a line for a record, a line break).
             raise ValueError("value holds more than one JSON value")
         read = None
-        if self.unwrap is not None:
+        if isinstance(self.unwrap, ColumnarDebezium):
+            table = self._debezium_rows(table, lines)
+        elif self.unwrap is not None:
             table = self._unwrapped(table)
         elif self.envelope:
             payload = table.column("payload").combine_chunks()
@@ -294,7 +333,7 @@ class JsonDecoder:
         order, and beside them (``UNWRAP_KIND``) what each event is: a row (its ``after``; a delete rewritten,
         its ``before``), dropped (a delete), or for the transformation to take record by record (no ``op``, no
         state: a value that may be no event, or a truncate)."""
-        assert self.unwrap is not None
+        assert isinstance(self.unwrap, ColumnarUnwrap)
         has_op = events.column("op").combine_chunks().is_valid()
         after = events.column("after").combine_chunks()
         before = events.column("before").combine_chunks()
@@ -340,20 +379,124 @@ class JsonDecoder:
             [*arrays, kind], schema=self.columns_schema.append(pa.field(UNWRAP_KIND, pa.int8()))
         )
 
-    def _decode_unwrapping(self, values: Sequence[bytes | None], errors: Sequence[str | None]) -> Decoded:
+    def _debezium_rows(self, events: pa.Table, lines: Sequence[bytes]) -> pa.Table:
+        """The rows of change events read with ``op``, ``after``, ``before``, ``source`` and ``ts_ms`` for
+        DebeziumTransform, in the columns' order, and beside them (``UNWRAP_KIND``) what each event is: a row
+        (its ``after``; a delete's ``before``), dropped (no such state: "payload is not a map, skipping"), or for
+        the transformation to take record by record (no ``op``, no source's names, or a ``source`` whose
+        ``schema`` the columns cannot tell absent from null). Their ``_cdc`` has no offset or key yet
+        (``_with_offsets_and_keys``)."""
+        n = len(events)
+        op = events.column("op").combine_chunks()
+        has_op = op.is_valid()
+        deletes = pc.fill_null(pc.equal(op, "d"), False)
+        state = pc.if_else(deletes, events.column("before").combine_chunks(), events.column("after").combine_chunks())
+        has_state = pc.and_(has_op, state.is_valid())
+        source = events.column("source").combine_chunks()
+        schema, db, table = (pc.struct_field(source, name) for name in ("schema", "db", "table"))
+        named = pc.coalesce(schema, db)
+        known = pc.and_(pc.and_(source.is_valid(), named.is_valid()), table.is_valid())
+        # The transformation takes ``schema`` when the source has it, even null: a null one is told from an
+        # absent one by the event's text (or, with an escape in it, record by record).
+        maybe = np.flatnonzero(pc.and_(pc.and_(has_state, known), schema.is_null()).to_numpy(zero_copy_only=False))
+        unclear = np.zeros(n, dtype=bool)
+        unclear[maybe] = [b'"schema"' in lines[i] or b"\\u" in lines[i] for i in maybe.tolist()]
+        if self._targets:
+            # (A name with a brace in it could make a placeholder of the pattern's as replaced in turn.)
+            for names in (named, table):
+                unclear |= pc.fill_null(pc.match_substring_regex(names, r"[{}]"), False).to_numpy(zero_copy_only=False)
+        taken = pc.and_(pc.and_(has_state, known), pa.array(~unclear))
+        kind = pc.if_else(
+            taken, UNWRAP_ROW, pc.if_else(pc.and_(has_op, pc.invert(has_state)), UNWRAP_SKIP, UNWRAP_FALLBACK)
+        ).cast(pa.int8())
+        rows = pa.Table.from_struct_array(state)
+        written = {}
+        if self._cdc is not None:
+            letters = pc.if_else(deletes, "D", pc.if_else(pc.fill_null(pc.equal(op, "u"), False), "U", "I"))
+            where = pc.binary_join_element_wise(named, table, ".")
+            if self._targets:
+                parts = {"{db}": named, "{table}": table}
+                target = pc.binary_join_element_wise(*(parts.get(p, p) for p in self._targets), "")
+            else:
+                target = where
+            made = {"op": letters, "source": where, "target": target}
+            if "ts" in self._cdc.names:
+                made["ts"] = events.column("ts_ms").combine_chunks()
+            written[CDC] = pa.StructArray.from_arrays(
+                [made[f.name].cast(f.type) if f.name in made else pa.nulls(n, f.type) for f in self._cdc],
+                fields=list(self._cdc),
+            )
+        arrays = [written[name] if name in written else rows.column(name) for name in self.columns_schema.names]
+        return pa.Table.from_arrays(
+            [*arrays, kind], schema=self.columns_schema.append(pa.field(UNWRAP_KIND, pa.int8()))
+        )
+
+    def _json_keys(self, keys: Sequence[bytes | None]) -> tuple[np.ndarray, pa.Array]:
+        """Which of ``keys`` the decoder can tell are JSON, as the transformation's stage reads a JSON key (a
+        missing key, or an object not in Kafka Connect's schema envelope), and each as ``_cdc.key``'s type
+        (null for a missing one, and for one it cannot tell: a key that may not be JSON, or not an object, or in
+        an envelope, goes record by record)."""
+        array = pa.array(keys, pa.binary())
+        readable = pc.and_(pc.starts_with(array, "{"), pc.ends_with(array, "}"))
+        for unclear in ("\n", "\r", '"payload"', "\\u"):
+            readable = pc.and_(readable, pc.invert(pc.match_substring(array, unclear)))
+        told = np.array(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        at = np.flatnonzero(pc.fill_null(readable, False).to_numpy(zero_copy_only=False))
+        lines = cast(list[bytes], [keys[i] for i in at.tolist()])  # (none null: each starts with a brace)
+        read = pa.schema(list(self._key_type))
+        parts: list[pa.Table] = []
+        found: list[int] = []
+
+        def parse(lines: Sequence[bytes], at: Sequence[int]) -> None:
+            # (Halved until an unreadable key stands alone, as ``_isolate`` does with values.)
+            try:
+                batches = arro3.io.read_json(b"\n".join(lines), arro3.core.Schema.from_arrow(read)).read_all()
+                part = pa.table(batches)
+                if part.num_rows != len(lines):
+                    raise ValueError("a key holds more than one JSON value")
+            except Exception:
+                if len(lines) > 1:
+                    middle = len(lines) // 2
+                    parse(lines[:middle], at[:middle])
+                    parse(lines[middle:], at[middle:])
+                return
+            parts.append(part)
+            found.extend(at)
+
+        if lines:
+            parse(lines, at.tolist())
+        told[found] = True
+        if not read.names:
+            return told, pa.nulls(len(keys), self._key_type)
+        index = np.full(len(keys), -1, dtype=np.int64)
+        index[found] = np.arange(len(found))
+        structs = pa.concat_tables(parts).to_struct_array().combine_chunks() if parts else pa.nulls(0, self._key_type)
+        return told, structs.take(pa.array(index, mask=index < 0))
+
+    def _decode_unwrapping(
+        self,
+        values: Sequence[bytes | None],
+        errors: Sequence[str | None],
+        keys: Sequence[bytes | None] | None,
+        offsets: Sequence[int] | None,
+    ) -> Decoded:
         """``decode`` with ``unwrap``: the events' rows read in columns; the values that cannot be read so go
         through ``fallback`` (the transformation), then are decoded as plain JSON."""
         assert self._plain is not None and self.fallback is not None
+        debezium = isinstance(self.unwrap, ColumnarDebezium)
+        if debezium:
+            assert keys is not None and offsets is not None, "DebeziumTransform reads keys and offsets"
         lines: list[bytes] = []
         positions: list[int] = []
         bad: list[tuple[int, str]] = []
         skipped = 0
         deferred: list[int] = []
+        tombstones: list[int] = []
         for i, value in enumerate(values):
             if errors[i] is not None:
                 bad.append((i, str(errors[i])))
             elif value is None:
-                skipped += 1  # a tombstone: dropped by the transformation, or kept and skipped, alike
+                tombstones.append(i)  # dropped by the transformation, or kept and skipped, alike
             elif self._columnar and value[:1] == b"{":
                 lines.append(value)
                 positions.append(i)
@@ -361,26 +504,53 @@ class JsonDecoder:
                 deferred.append(i)
         parts: list[pa.Table] = []
         at: list[int] = []
+        events: pa.Table | None = None
+        good: list[int] = []
         if lines:
             tables: list[pa.Table] = []
-            good: list[int] = []
             self._read_lines(lines, positions, tables, good, bad, failed=deferred)
             if tables:
                 events = pa.concat_tables(tables)
-                kind = events.column(UNWRAP_KIND).to_numpy()
-                skipped += int(np.count_nonzero(kind == UNWRAP_SKIP))
-                deferred += [p for p, k in zip(good, kind, strict=True) if k == UNWRAP_FALLBACK]
-                keep = kind == UNWRAP_ROW
-                rows = events.drop_columns([UNWRAP_KIND]).filter(pa.array(keep))
-                taken = [p for p, k in zip(good, keep, strict=True) if k]
-                try:
-                    parts.append(rows.cast(self.data_schema))
-                    at += taken
-                except (pa.ArrowInvalid, ValueError):
-                    deferred += taken  # (a row without a value its column requires: the fallback says why)
+        kind = events.column(UNWRAP_KIND).to_numpy() if events is not None else np.zeros(0, dtype=np.int8)
+        where = np.asarray(good, dtype=np.int64)
+        # (DebeziumTransform's: the positions whose keys were read, in order, and those keys as _cdc.key's type.)
+        asked = np.zeros(0, dtype=np.int64)
+        key_structs: pa.Array | None = None
+        if debezium and self._keys_json:
+            # A key that is not JSON makes its record bad even when the transformation drops it, as the stage
+            # reads every record's key first: those the decoder cannot tell are, go record by record.
+            assert keys is not None
+            dropped = np.asarray(tombstones, dtype=np.int64)
+            asked = np.sort(np.concatenate([dropped, where[kind != UNWRAP_FALLBACK]]))
+            told, key_structs = self._json_keys([keys[p] for p in asked.tolist()])
+            if not told.all():
+                untold = asked[~told]
+                gone = np.isin(dropped, untold)
+                deferred += dropped[gone].tolist()
+                tombstones = dropped[~gone].tolist()
+                kind = np.where(np.isin(where, untold), UNWRAP_FALLBACK, kind)
+        skipped += len(tombstones)
+        if events is not None:
+            skipped += int(np.count_nonzero(kind == UNWRAP_SKIP))
+            deferred += where[kind == UNWRAP_FALLBACK].tolist()
+            keep = kind == UNWRAP_ROW
+            rows = events.drop_columns([UNWRAP_KIND]).filter(pa.array(keep))
+            taken = where[keep]
+            if debezium and self._cdc is not None:
+                rows = self._with_offsets_and_keys(rows, taken, offsets, key_structs, asked)
+            try:
+                parts.append(rows.cast(self.data_schema))
+                at += taken.tolist()
+            except (pa.ArrowInvalid, ValueError):
+                deferred += taken.tolist()  # (a row without a value its column requires: the fallback says why)
         if deferred:
             deferred.sort()
-            kept, out_values, out_errors = self.fallback([values[i] for i in deferred], [None] * len(deferred))
+            kept, out_values, out_errors = self.fallback(
+                [values[i] for i in deferred],
+                [None] * len(deferred),
+                [keys[i] for i in deferred] if keys is not None else None,
+                [offsets[i] for i in deferred] if offsets is not None else None,
+            )
             skipped += len(deferred) - len(kept)
             origin = [deferred[k] for k in kept]
             plain = self._plain.decode(out_values, out_errors)
@@ -391,6 +561,27 @@ class JsonDecoder:
         columns, at = _in_order(parts, at) if parts else (self.data_schema.empty_table(), [])
         bad.sort()
         return Decoded(columns, at, bad, skipped)
+
+    def _with_offsets_and_keys(
+        self,
+        rows: pa.Table,
+        taken: np.ndarray,
+        offsets: Sequence[int] | None,
+        key_structs: pa.Array | None,
+        asked: np.ndarray,
+    ) -> pa.Table:
+        """``rows`` (of the values at ``taken``) with their records' offsets and keys (``key_structs``, of the
+        positions ``asked``) in ``_cdc``."""
+        assert self._cdc is not None and offsets is not None
+        cdc = rows.column(CDC).combine_chunks()
+        children = [cdc.field(i) for i in range(cdc.type.num_fields)]
+        for i, f in enumerate(cdc.type):
+            if f.name == "offset":
+                children[i] = pa.array(np.asarray(offsets, dtype=np.int64)[taken]).cast(f.type)
+            elif f.name == "key" and key_structs is not None:
+                children[i] = key_structs.take(pa.array(np.searchsorted(asked, taken))).cast(f.type)
+        filled = pa.StructArray.from_arrays(children, fields=list(cdc.type))
+        return rows.set_column(rows.schema.get_field_index(CDC), rows.schema.field(CDC), filled)
 
     def _new_fields_in_python_columns(self, records: Sequence[Any]) -> list[pa.Field]:
         """The struct columns Python converts, each as a struct of the fields the ``records`` have in it
@@ -534,6 +725,44 @@ def _event_fields(
             return None
         fields[struct] = pa.struct(list(members.items()))
     return fields
+
+
+def _debezium_fields(
+    columns: pa.Schema, pattern: str | None
+) -> tuple[dict[str, pa.DataType], pa.StructType | None] | None:
+    """The fields a change event is read with for DebeziumTransform, and the table's ``_cdc`` type if it has
+    that column; None when the columns cannot make ``_cdc`` as the transformation does (a column of another
+    shape, or a target pattern with braces of its own)."""
+    if pattern is not None and any("{" in p or "}" in p for p in _target_parts(pattern) if p not in PLACEHOLDERS):
+        return None
+    row = pa.struct([f for f in columns if f.name != CDC])
+    fields: dict[str, pa.DataType] = {"op": pa.string(), "after": row, "before": row, "source": SOURCE}
+    if CDC not in columns.names:
+        return fields, None
+    cdc = columns.field(CDC).type
+    if not pa.types.is_struct(cdc):
+        return None
+    for f in cdc:
+        if f.name in ("op", "source", "target") and not pa.types.is_string(f.type):
+            return None
+        if f.name == "offset" and not pa.types.is_integer(f.type):
+            return None
+        if f.name == "key" and not (pa.types.is_struct(f.type) and _rust_readable(f.type)):
+            return None
+        if f.name == "ts":
+            if not _rust_readable(f.type):
+                return None
+            fields["ts_ms"] = f.type
+    return fields, cdc
+
+
+# The placeholders of DebeziumTransform's cdc.target.pattern.
+PLACEHOLDERS = ("{db}", "{table}")
+
+
+def _target_parts(pattern: str | None) -> list[str]:
+    """``cdc.target.pattern`` split into its text and its placeholders (none without a pattern)."""
+    return [p for p in re.split(r"(\{db\}|\{table\})", pattern) if p] if pattern else []
 
 
 def _relaxed(schema: pa.Schema) -> pa.Schema:

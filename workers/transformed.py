@@ -28,6 +28,7 @@ from connectors.smt import ConnectRecord, TransformChain, TransformFailed
 from workers.json_decoder import NO_PAYLOAD
 from workers.json_text import json_text, parse_json
 from workers.staging import RecordChunk
+from workers.writes import Values
 
 # How the reason for a key the key converter cannot read starts (the dead letters name its stage by it).
 KEY_NOT_JSON = "the key is not JSON: "
@@ -51,8 +52,13 @@ class RecordTransformer:
 
     def apply(self, chunk: RecordChunk) -> tuple[RecordChunk, int]:
         """The run's records transformed (dropped ones left out), and how many were dropped."""
+        out, kept = self._apply(chunk)
+        return out, len(chunk) - len(kept)
+
+    def _apply(self, chunk: RecordChunk) -> tuple[RecordChunk, list[int]]:
+        """The run's records transformed (dropped ones left out), and the positions in ``chunk`` of those kept."""
         out = RecordChunk(chunk.topic, chunk.partition)
-        dropped = 0
+        kept: list[int] = []
         for i, offset in enumerate(chunk.offsets):
             raw_value, raw_key = chunk.values[i], chunk.keys[i]
             headers = chunk.headers[i] if chunk.headers else None
@@ -73,8 +79,8 @@ class RecordTransformer:
                     error = str(exc)
                 else:
                     if transformed is None:
-                        dropped += 1
                         continue
+                    kept.append(i)
                     out.offsets.append(offset)
                     out.timestamps.append(transformed.timestamp)
                     out.keys.append(
@@ -93,26 +99,41 @@ class RecordTransformer:
                     out.errors.append(None)
                     continue
             # Staged as consumed, with why it could not be transformed (or decoded).
+            kept.append(i)
             out.offsets.append(offset)
             out.timestamps.append(chunk.timestamps[i])
             out.keys.append(raw_key)
             out.values.append(raw_value)
             out.headers.append(headers)
             out.errors.append(error)
-        return out, dropped
+        return out, kept
 
     def transform_values(
-        self, values: Sequence[bytes | None], errors: Sequence[str | None]
+        self,
+        values: Sequence[bytes | None],
+        errors: Sequence[str | None],
+        keys: Sequence[bytes | None] | None = None,
+        offsets: Sequence[int] | None = None,
     ) -> tuple[list[int], list[bytes | None], list[str | None]]:
-        """Values alone through the chain, as ``apply`` takes their records: the positions of those it keeps,
-        their values, and their errors (why a value could not be transformed, or its own). For a chain that
-        reads and writes nothing but values (``TransformChain.columnar_unwrap``'s, a decoder's fallback for the
-        values it cannot unwrap in columns): the records are given no key, topic, offset or header."""
-        assert not self.keys_used, "the chain reads keys"
+        """Values (with their keys and offsets, for a chain that reads them) through the chain, as ``apply``
+        takes their records: the positions of those it keeps, their values, and their errors (why a value could
+        not be transformed, or its own). For a chain that writes nothing but values (``TransformChain.
+        columnar_unwrap``'s, a decoder's fallback for the values it cannot unwrap in columns): the records are
+        given no topic, timestamp or header."""
+        assert keys is not None or not self.keys_used, "the chain reads keys"
         n = len(values)
-        chunk = RecordChunk("", 0, list(range(n)), [None] * n, [None] * n, list(values), [None] * n, list(errors))
-        out, _ = self.apply(chunk)
-        return out.offsets, out.values, out.errors
+        chunk = RecordChunk(
+            "",
+            0,
+            list(offsets) if offsets is not None else list(range(n)),
+            [None] * n,
+            list(keys) if keys is not None else [None] * n,
+            list(values),
+            [None] * n,
+            list(errors),
+        )
+        out, kept = self._apply(chunk)
+        return kept, out.values, out.errors
 
     def _key(self, raw: bytes | None) -> Any:
         if raw is None or self.key_converter == "bytearray":
@@ -141,16 +162,14 @@ class RecordTransformer:
         return decoded["payload"]
 
 
-def sink_values(
-    config: SinkConfig, batches: Iterable[tuple[Sequence[bytes | None], Sequence[str | None]]]
-) -> Iterable[tuple[Sequence[bytes | None], Sequence[str | None]]]:
-    """Staged values and their errors, batch by batch, as the sink's records are: through the chain its
+def sink_values(config: SinkConfig, chunks: Iterable[RecordChunk]) -> Iterable[Values]:
+    """Staged records' values and their errors, chunk by chunk, as the sink's records are: through the chain its
     decoders apply (``SinkConfig.decoder_transforms``), the values it drops left out; as staged otherwise.
     For what is read of records apart from their decoding: the samples a table is created from."""
     if config.decoder_transforms is None:
-        return batches
+        return ((chunk.values, chunk.errors) for chunk in chunks)
     transformer = RecordTransformer(config, config.decoder_transforms)
-    return (transformer.transform_values(values, errors)[1:] for values, errors in batches)
+    return (transformer.transform_values(chunk.values, chunk.errors, chunk.keys, chunk.offsets)[1:] for chunk in chunks)
 
 
 def _payload(decoded: Any) -> Any:

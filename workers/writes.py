@@ -73,6 +73,9 @@ class BadRecord:
 
 
 # How many records a table or a file schema is settled from (the first of a partition's staged records).
+# A run of staged records: their values and errors (None where the record was converted and transformed).
+Values = tuple[Sequence[bytes | None], Sequence[str | None]]
+
 SAMPLES = 500
 
 

@@ -37,7 +37,7 @@ from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 from connectors.java_regex import compile_java
 from connectors.smt import TransformChain, parse_chain, transformation_classes
-from connectors.smt.debezium import ColumnarUnwrap
+from connectors.smt.debezium import Columnar, ColumnarDebezium
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
 # this: at short intervals a commit's cycle (its longest write, which on a
@@ -700,17 +700,21 @@ class SinkConfig:
     decoder_transforms: TransformChain | None = None
 
     @property
-    def columnar_unwrap(self) -> ColumnarUnwrap | None:
-        """Debezium's unwrap, when the sink's decoders apply it to columns rather than the tasks record by
-        record: a chain of one ``ExtractNewRecordState`` (``TransformChain.columnar_unwrap``), of plain JSON
-        values, into a sink whose settings take it (``unwraps_in_decoder``: the Iceberg sink with one table, no
-        route field and no schema evolution). The decoder reads each event's row into the table's columns, several times
-        cheaper than a parse, the chain and a JSON text per record (docs/decisions/012)."""
+    def columnar_unwrap(self) -> Columnar | None:
+        """Debezium's unwrap, or the Iceberg sink's DebeziumTransform, when the sink's decoders apply it to
+        columns rather than the tasks record by record: a chain of that one transformation
+        (``TransformChain.columnar_unwrap``), of plain JSON values, into a sink whose settings take it
+        (``unwraps_in_decoder``: the Iceberg sink with one table, no route field and no schema evolution). The
+        decoder reads each event's row into the table's columns, several times cheaper than a parse, the chain
+        and a JSON text per record (docs/decisions/012)."""
         if self.transforms is None or self.value_converter != "json" or self.schemas_enable or self.decodes_values:
             return None  # (values in a schema envelope, or decoded while staging, a registry's, keep the stage)
         if not getattr(self.settings, "unwraps_in_decoder", False):
             return None
-        return self.transforms.columnar_unwrap
+        columnar = self.transforms.columnar_unwrap
+        if isinstance(columnar, ColumnarDebezium):
+            return replace(columnar, json_keys=self.key_converter == "json")
+        return columnar
 
     @property
     def staged_transforms(self) -> TransformChain | None:

@@ -62,13 +62,16 @@ class TransformChain:
         )
 
     @property
-    def columnar_unwrap(self) -> debezium.ColumnarUnwrap | None:
+    def columnar_unwrap(self) -> debezium.Columnar | None:
         """The chain as a decoder can apply it to columns: one ``ExtractNewRecordState`` with no predicate and
-        neither ``add.fields`` nor ``add.headers`` (``debezium.ColumnarUnwrap``); else None."""
+        no ``add.headers`` (``debezium.ColumnarUnwrap``), or one ``DebeziumTransform`` with no predicate
+        (``debezium.ColumnarDebezium``); else None."""
         if len(self.steps) != 1 or self.steps[0].predicate is not None:
             return None
         step = self.steps[0].transformation
-        return step.columnar if isinstance(step, debezium.ExtractNewRecordState) else None
+        if isinstance(step, debezium.ExtractNewRecordState | debezium.DebeziumTransform):
+            return step.columnar
+        return None
 
     @property
     def makes_floats(self) -> bool:

@@ -65,6 +65,23 @@ class ColumnarUnwrap:
     fields: tuple[tuple[str | None, str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class ColumnarDebezium:
+    """The Iceberg sink's ``DebeziumTransform`` as a decoder applies it to columns (``workers.json_decoder``):
+    each change event's row is read from its ``after`` (``before`` for a delete) straight into the table's
+    columns, and the ``_cdc`` column is made from its ``op``, ``ts_ms`` and ``source``, the record's offset
+    and its key. ``json_keys``: the keys are JSON (``key.converter``), so a key that is an object is
+    ``_cdc.key``, and one that is not JSON makes its record bad, as the transformation's stage says. A value
+    the columns cannot tell goes through the transformation itself, record by record."""
+
+    target_pattern: str | None
+    json_keys: bool = True
+
+
+# How a chain of one Debezium transformation is applied to columns by the decoders.
+Columnar = ColumnarUnwrap | ColumnarDebezium
+
+
 class ExtractNewRecordState(Transformation):
     """A change event as its row: ``after`` (the row's state after the change), with deletes (no ``after``)
     and tombstones handled by ``delete.tombstone.handling.mode`` (or, set without it, the older
@@ -181,6 +198,11 @@ class DebeziumTransform(Transformation):
     def __init__(self, props: Props) -> None:
         super().__init__(props)
         self.target_pattern = props.text("cdc.target.pattern")
+
+    @property
+    def columnar(self) -> ColumnarDebezium:
+        """This transformation as a decoder applies it to columns."""
+        return ColumnarDebezium(self.target_pattern or None)
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         if record.value is None:

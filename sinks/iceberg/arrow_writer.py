@@ -169,19 +169,19 @@ class ArrowTableOutput:
         self.writers.clear()
 
 
-def unshaped_records(
-    config: SinkConfig, values: Sequence[bytes | None], errors: Sequence[str | None], why: str
-) -> tuple[list[tuple[int, str]], int]:
+def unshaped_records(config: SinkConfig, run: RecordChunk, why: str) -> tuple[list[tuple[int, str]], int]:
     """The records of a missing table that none of them could create (``Unshaped``): all bad (position, reason),
     each with its converter's reason (not JSON, not an object, no envelope), else ``why``; and the tombstones
     skipped among them."""
     envelope = config.value_converter == "json" and config.schemas_enable
-    consumed = len(values)
+    consumed = len(run)
     kept = list(range(consumed))
+    values: Sequence[bytes | None] = run.values
+    errors: Sequence[str | None] = run.errors
     if config.decoder_transforms is not None:
         # (The values as the decoders' chain makes them: those it drops are skipped, as a decoder skips them.)
         transformer = RecordTransformer(config, config.decoder_transforms)
-        kept, values, errors = transformer.transform_values(values, errors)
+        kept, values, errors = transformer.transform_values(values, errors, run.keys, run.offsets)
     decoded = JsonDecoder(pa.schema([]), envelope=envelope).decode(values, errors)
     bad = [(kept[i], reason) for i, reason in decoded.bad] + [(kept[i], why) for i in decoded.positions]
     return sorted(bad), decoded.skipped + consumed - len(kept)
@@ -254,7 +254,7 @@ class TableLane:
 
     def decode(self, chunk: RecordChunk) -> Decoded:
         if self.decoder is not None:
-            return self.decoder.decode(chunk.values, chunk.errors)
+            return self.decoder.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets)
         column, bad = text_column(chunk.values, as_string=self.config.value_converter == "string")
         bad += [(i, str(e)) for i, e in enumerate(chunk.errors) if e is not None]
         bad_positions = {i for i, _ in bad}
@@ -363,7 +363,7 @@ class ArrowPartitionWriter:
             lane = self._lane(name, run)
             if isinstance(lane, Unshaped):
                 # (No table to write to yet: its records are bad, and a later chunk may create it.)
-                bad, skipped = unshaped_records(self.config, run.values, run.errors, str(lane))
+                bad, skipped = unshaped_records(self.config, run, str(lane))
                 for i, reason in bad:
                     unconverted.setdefault(at(i), reason)
                 self.skipped += skipped
@@ -398,9 +398,7 @@ class ArrowPartitionWriter:
         if lane is not None:
             return lane
         try:
-            table = shaped(
-                sink_values(self.config, [(run.values, run.errors)]), lambda samples: self.table_for(name, samples)
-            )
+            table = shaped(sink_values(self.config, [run]), lambda samples: self.table_for(name, samples))
         except Unshaped as unshaped:
             return unshaped
         tmp_name = f"{self.staging_id}-{self.attempt}"

@@ -37,11 +37,11 @@ from sinks.iceberg.tables import (
     upsert_key,
     with_metadata_columns,
 )
-from sinks.iceberg.writes import NotCreated, TargetTable, Unshaped, Values, WritePlan, file_io_properties, shaped
+from sinks.iceberg.writes import NotCreated, TargetTable, Unshaped, WritePlan, file_io_properties, shaped
 from workers.converters import sample_json_objects, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
-from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
+from workers.staging import ChunkSink, RawStagingFile, RecordChunk, StagedPartition, raw_staging_path
 from workers.transformed import sink_values
 from workers.writes import SAMPLES, WriteRefused, WriteResult
 
@@ -405,7 +405,7 @@ class TableWriter:
         batch of them after those that can shape it (``shaped``); else with why none can."""
         try:
             table = shaped(
-                sink_values(self.config, self._staged_values(raw, name)),
+                sink_values(self.config, self._staged_records(raw, name)),
                 lambda samples: self._target(self.settings.target(name), samples),
             )
         except Unshaped as unshaped:
@@ -418,18 +418,20 @@ class TableWriter:
             self._routed_tables.add(name)
         return plan.with_table(table)
 
-    def _staged_values(self, staged: Sequence[StagedPartition], table: str) -> Iterator[Values]:
-        """The staged records' values and errors that go to ``table``, batch by batch, as read: staged files
-        can hold gigabytes."""
+    def _staged_records(self, staged: Sequence[StagedPartition], table: str) -> Iterator[RecordChunk]:
+        """The staged records that go to ``table``, batch by batch, as read (their values, errors, keys and
+        offsets): staged files can hold gigabytes."""
         router = self.router
         for s in staged:
             if s.path is not None:
-                for batch in pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=["value", "error"]):
-                    values, errors = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+                columns = ["offset", "key", "value", "error"]
+                for batch in pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=columns):
+                    offsets, keys, values, errors = (batch.column(c).to_pylist() for c in columns)
+                    n = len(offsets)
+                    chunk = RecordChunk("", 0, offsets, [None] * n, keys, values, [None] * n, errors)
                     if router is not None:
-                        routed = router.route(values, errors).tables.get(table, [])
-                        values, errors = [values[i] for i in routed], [errors[i] for i in routed]
-                    yield values, errors
+                        chunk = chunk.take(router.route(values, errors).tables.get(table, []))
+                    yield chunk
 
     def _schema_from(self, values: Sequence[bytes | None]) -> Any:
         from pyiceberg.types import BinaryType, NestedField, StringType

@@ -16,10 +16,7 @@ from pyiceberg.schema import Schema
 from connectors.config.transforms import PartitionField
 from sinks.iceberg.settings import TableTarget
 from sinks.iceberg.tables import spec_fields, upsert_key
-from workers.writes import SAMPLES, narrow_type, sample_values, uri
-
-# A run of staged records: their values and errors (None where the record was converted and transformed).
-Values = tuple[Sequence[bytes | None], Sequence[str | None]]
+from workers.writes import SAMPLES, Values, narrow_type, sample_values, uri
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
