@@ -138,6 +138,11 @@ def key(rng: random.Random, i: int) -> bytes | None:
             b"not json",
             b'{"id": 1',
             b'{"id": 1}{"id": 2}',  # (two values)
+            b'{"id": 1,}',  # (not JSON, though a lenient reader takes it)
+            b'{"id": 01}',
+            json.dumps({"schema": None, "payload": {"id": i}}).encode(),
+            json.dumps({"schema": {"type": "int64"}, "payload": i}).encode(),  # (an envelope of no map)
+            b'{\n "id": 4\n}',  # (line breaks inside)
             b"17",
             b'"text"',
             json.dumps({"schema": {"type": "struct"}, "payload": {"id": i}}).encode(),
@@ -174,15 +179,18 @@ def both_ways(
         [(staged.offsets[p] - FIRST_OFFSET, r) for p, r in plain.bad],
         plain.skipped + dropped,
     )
-    transformer = RecordTransformer(cfg.sink_view, cfg.transforms)  # type: ignore[arg-type]
-    decoder = JsonDecoder(columns, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values)
+    # (As the Iceberg writer's TableLane builds its decoder: from the sink's view of the config.)
+    view = cfg.sink_view
+    assert view.decoder_columnar == cfg.columnar_unwrap
+    transformer = RecordTransformer(view, view.decoder_transforms)  # type: ignore[arg-type]
+    decoder = JsonDecoder(columns, unwrap=view.decoder_columnar, fallback=transformer.transform_values)
     decoded = decoder.decode(values, errors, keys, offsets)
     assert decoded.positions == sorted(decoded.positions)
     assert decoded.columns.schema == plain.columns.schema
     return expected, outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped)
 
 
-@pytest.mark.parametrize("pattern", [None, "cdc_{db}_{table}", "{table}", "lake.{db}.{table}_copy"])
+@pytest.mark.parametrize("pattern", [None, "cdc_{db}_{table}", "{table}", "lake.{db}.{table}_copy", "lake.orders"])
 @pytest.mark.parametrize("seed", range(4))
 def test_the_decoders_transform_gives_what_the_stage_and_a_plain_decoder_give(pattern: str | None, seed: int) -> None:
     cfg = config(**({"transforms.dbz.cdc.target.pattern": pattern} if pattern else {}))
@@ -205,6 +213,9 @@ def test_the_decoders_transform_gives_what_the_stage_and_a_plain_decoder_give(pa
         pa.struct([("op", pa.string())]),  # no key: a key is still read, to tell it is JSON
         pa.struct([("op", pa.string()), ("offset", pa.int32()), ("note", pa.string())]),  # a field of its own
         pa.struct([("op", pa.int32())]),  # an op column of no text: record by record
+        pa.struct([("op", pa.string()), ("offset", pa.int32())]),  # (too narrow for some offsets: likewise)
+        pa.struct([("op", pa.string()), ("key", pa.struct([]))]),  # a key of no fields the type has
+        pa.struct([("key", pa.struct([("id", pa.int64()), ("tags", pa.list_(pa.string()))]))]),
         None,  # no _cdc column
     ],
 )
@@ -273,3 +284,25 @@ def test_a_target_pattern_with_braces_of_its_own_is_applied_record_by_record() -
     expected, found = both_ways(cfg, COLUMNS, values, [None])
     assert found == expected
     assert found[0][0]["_cdc"]["target"] == "orders"  # ("{ta" + "" + "ble}" is "{table}", then replaced)
+
+
+def test_an_offset_too_large_for_a_narrow_offset_field_is_the_plain_decoders_bad_record() -> None:
+    columns = pa.schema([("id", pa.int64()), ("_cdc", pa.struct([("op", pa.string()), ("offset", pa.int32())]))])
+    event = json.dumps({"op": "c", "after": {"id": 1}, "source": {"db": "d", "table": "t"}}).encode()
+    cfg = config()
+    view = cfg.sink_view
+    transformer = RecordTransformer(view, view.decoder_transforms)  # type: ignore[arg-type]
+    decoder = JsonDecoder(columns, unwrap=view.decoder_columnar, fallback=transformer.transform_values)
+    decoded = decoder.decode([event, event], [None, None], [None, None], [2**31 - 1, 2**31])
+    assert decoded.positions == [0] and [p for p, _ in decoded.bad] == [1]
+
+
+def test_the_keys_a_decoder_leaves_as_consumed_are_staged_as_the_stage_stages_them() -> None:
+    """(The ``_kafka_key`` column of a chain the decoder applies: ``RecordTransformer.staged_keys``.)"""
+    cfg = config()
+    keys: list[bytes | None] = [b'{ "id" : 1 }', json.dumps({"schema": {}, "payload": {"id": 2}}).encode(), None]
+    values: list[bytes | None] = [b'{"op": "c", "after": {"id": 1}, "source": {"db": "d", "table": "t"}}'] * 3
+    chunk = RecordChunk("t", 0, [0, 1, 2], [None] * 3, keys, values, [None] * 3, [None] * 3)
+    transformer = RecordTransformer(cfg, cfg.transforms)  # type: ignore[arg-type]
+    staged, _ = transformer.apply(chunk)
+    assert transformer.staged_keys(keys) == staged.keys == [b'{"id":1}', b'{"id":2}', None]

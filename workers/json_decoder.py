@@ -39,7 +39,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import arro3.core
 import arro3.io
@@ -417,6 +417,8 @@ class JsonDecoder:
             if self._targets:
                 parts = {"{db}": named, "{table}": table}
                 target = pc.binary_join_element_wise(*(parts.get(p, p) for p in self._targets), "")
+                if isinstance(target, pa.Scalar):
+                    target = pa.repeat(target, n)  # (a pattern without placeholders)
             else:
                 target = where
             made = {"op": letters, "source": where, "target": target}
@@ -432,46 +434,69 @@ class JsonDecoder:
         )
 
     def _json_keys(self, keys: Sequence[bytes | None]) -> tuple[np.ndarray, pa.Array]:
-        """Which of ``keys`` the decoder can tell are JSON, as the transformation's stage reads a JSON key (a
-        missing key, or an object not in Kafka Connect's schema envelope), and each as ``_cdc.key``'s type
-        (null for a missing one, and for one it cannot tell: a key that may not be JSON, or not an object, or in
-        an envelope, goes record by record)."""
-        array = pa.array(keys, pa.binary())
-        readable = pc.and_(pc.starts_with(array, "{"), pc.ends_with(array, "}"))
-        for unclear in ("\n", "\r", '"payload"', "\\u"):
-            readable = pc.and_(readable, pc.invert(pc.match_substring(array, unclear)))
-        told = np.array(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        at = np.flatnonzero(pc.fill_null(readable, False).to_numpy(zero_copy_only=False))
-        lines = cast(list[bytes], [keys[i] for i in at.tolist()])  # (none null: each starts with a brace)
-        read = pa.schema(list(self._key_type))
-        parts: list[pa.Table] = []
-        found: list[int] = []
-
-        def parse(lines: Sequence[bytes], at: Sequence[int]) -> None:
-            # (Halved until an unreadable key stands alone, as ``_isolate`` does with values.)
+        """Which of ``keys`` the stage reads without an error, as it reads a JSON key (parsed, and an object in
+        Kafka Connect's schema envelope taken as its ``payload``), and each as ``_cdc.key``'s type: a key that is
+        an object, read by the JSON reader straight into that type; null for a missing key, one that is no
+        object, and one not read (not JSON, or not of that type: it goes record by record, and is bad there)."""
+        n = len(keys)
+        told = np.zeros(n, dtype=bool)
+        # The keys that are objects, as they are and in an envelope, each with its position.
+        objects: tuple[list[bytes], list[int]] = ([], [])
+        wrapped: tuple[list[bytes], list[int]] = ([], [])
+        for i, key in enumerate(keys):
+            if key is None:
+                told[i] = True
+                continue
             try:
-                batches = arro3.io.read_json(b"\n".join(lines), arro3.core.Schema.from_arrow(read)).read_all()
-                part = pa.table(batches)
-                if part.num_rows != len(lines):
-                    raise ValueError("a key holds more than one JSON value")
-            except Exception:
-                if len(lines) > 1:
-                    middle = len(lines) // 2
-                    parse(lines[:middle], at[:middle])
-                    parse(lines[middle:], at[middle:])
-                return
-            parts.append(part)
-            found.extend(at)
-
-        if lines:
-            parse(lines, at.tolist())
-        told[found] = True
-        if not read.names:
-            return told, pa.nulls(len(keys), self._key_type)
-        index = np.full(len(keys), -1, dtype=np.int64)
-        index[found] = np.arange(len(found))
-        structs = pa.concat_tables(parts).to_struct_array().combine_chunks() if parts else pa.nulls(0, self._key_type)
+                # (The stage's parser: whether a key is JSON is its to say, not the reader's, which takes more.)
+                parsed = parse_json(key)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed:
+                found = wrapped if isinstance(parsed["payload"], dict) else None
+            else:
+                found = objects if isinstance(parsed, dict) else None
+            if found is None:
+                told[i] = True  # (no object: no _cdc.key)
+            else:
+                found[0].append(key)
+                found[1].append(i)
+        index = np.full(n, -1, dtype=np.int64)
+        parts: list[pa.Array] = []
+        count = 0
+        for (lines, at), read, inner in (
+            (objects, pa.schema(list(self._key_type)), None),
+            (wrapped, pa.schema([("payload", self._key_type)]), "payload"),
+        ):
+            for part, positions in self._read_keys(lines, at, read):
+                parts.append(pc.struct_field(part, inner) if inner else part)
+                index[positions] = np.arange(count, count + len(positions))
+                told[positions] = True
+                count += len(positions)
+        structs = pa.concat_arrays(parts) if parts else pa.nulls(0, self._key_type)
         return told, structs.take(pa.array(index, mask=index < 0))
+
+    @staticmethod
+    def _read_keys(lines: list[bytes], at: list[int], read: pa.Schema) -> list[tuple[pa.StructArray, list[int]]]:
+        """Keys (each one JSON object) read with ``read`` as structs, in parts with their positions; a part that
+        does not fit is halved until the key that does not stands alone, and left out."""
+        if not lines:
+            return []
+        try:
+            batches = arro3.io.read_json(b"\n".join(lines), arro3.core.Schema.from_arrow(read)).read_all()
+            table = pa.table(batches)
+            if table.num_rows != len(lines):
+                raise ValueError("a key holds more than one JSON value")
+        except Exception:
+            if len(lines) == 1:
+                return []
+            middle = len(lines) // 2
+            return JsonDecoder._read_keys(lines[:middle], at[:middle], read) + JsonDecoder._read_keys(
+                lines[middle:], at[middle:], read
+            )
+        if not read.names:
+            return [(pa.array([{}] * len(lines), pa.struct([])), at)]  # (an object of no fields the type has)
+        return [(table.to_struct_array().combine_chunks(), at)]
 
     def _decode_unwrapping(
         self,
@@ -745,8 +770,8 @@ def _debezium_fields(
     for f in cdc:
         if f.name in ("op", "source", "target") and not pa.types.is_string(f.type):
             return None
-        if f.name == "offset" and not pa.types.is_integer(f.type):
-            return None
+        if f.name == "offset" and f.type != pa.int64():
+            return None  # (a narrower one may not hold an offset: the plain decoder says which)
         if f.name == "key" and not (pa.types.is_struct(f.type) and _rust_readable(f.type)):
             return None
         if f.name == "ts":

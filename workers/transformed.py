@@ -135,6 +135,14 @@ class RecordTransformer:
         out, kept = self._apply(chunk)
         return kept, out.values, out.errors
 
+    def staged_keys(self, keys: Sequence[bytes | None]) -> list[bytes | None]:
+        """Keys as the stage writes them when no step replaces them: read by the key converter and written
+        again (a JSON key without its schema envelope), if the chain reads keys; else as consumed. For keys a
+        decoder applying the chain (which leaves keys as consumed) has read without an error."""
+        if not self.keys_used:
+            return list(keys)
+        return [_encoded(self._key(raw), self.key_converter, self.nonfinite) for raw in keys]
+
     def _key(self, raw: bytes | None) -> Any:
         if raw is None or self.key_converter == "bytearray":
             return raw

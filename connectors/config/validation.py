@@ -711,7 +711,18 @@ class SinkConfig:
             return None  # (values in a schema envelope, or decoded while staging, a registry's, keep the stage)
         if not getattr(self.settings, "unwraps_in_decoder", False):
             return None
-        columnar = self.transforms.columnar_unwrap
+        return self._with_key_converter(self.transforms.columnar_unwrap)
+
+    @property
+    def decoder_columnar(self) -> Columnar | None:
+        """In a sink's view (``sink_view``), the chain its decoders apply (``decoder_transforms``) in the form
+        they apply it: ``columnar_unwrap``'s."""
+        if self.decoder_transforms is None:
+            return None
+        return self._with_key_converter(self.decoder_transforms.columnar_unwrap)
+
+    def _with_key_converter(self, columnar: Columnar | None) -> Columnar | None:
+        """``columnar``, told whether the keys are JSON (DebeziumTransform's ``_cdc.key`` is a key that is a map)."""
         if isinstance(columnar, ColumnarDebezium):
             return replace(columnar, json_keys=self.key_converter == "json")
         return columnar

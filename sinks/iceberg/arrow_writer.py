@@ -238,7 +238,7 @@ class TableLane:
             if chain is not None:
                 # Debezium's unwrap, applied as the events are read (SinkConfig.columnar_unwrap).
                 fallback = RecordTransformer(self.config, chain).transform_values
-                self.decoder = JsonDecoder(columns, unwrap=chain.columnar_unwrap, fallback=fallback)
+                self.decoder = JsonDecoder(columns, unwrap=self.config.decoder_columnar, fallback=fallback)
             else:
                 self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
         else:
@@ -451,12 +451,18 @@ class ArrowPartitionWriter:
             millis = pa.array(chunk.timestamps, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
             columns = columns.append_column("_kafka_timestamp", picked(millis.cast(pa.timestamp("us", tz="UTC"))))
         if "key" in wanted:
-            keys = (
-                pa.array(chunk.keys, pa.binary())
-                if self.config.key_converter == "bytearray"
-                else utf8_lossy(chunk.keys)
-            )
-            columns = columns.append_column("_kafka_key", picked(keys))
+
+            def key_column(keys: Sequence[bytes | None]) -> pa.Array:
+                return pa.array(keys, pa.binary()) if self.config.key_converter == "bytearray" else utf8_lossy(keys)
+
+            chain = self.config.decoder_transforms
+            if chain is not None and chain.uses_keys:
+                # (The decoder applied a chain that reads keys: each as the stage would have staged it, parsed and
+                # written again, so that the column is what it is when the tasks apply the chain.)
+                staged = RecordTransformer(self.config, chain).staged_keys([chunk.keys[p] for p in decoded.positions])
+                columns = columns.append_column("_kafka_key", key_column(staged))
+            else:
+                columns = columns.append_column("_kafka_key", picked(key_column(chunk.keys)))
         return columns
 
     def finish(self, staged: StagedPartition) -> StagedPartition:
