@@ -144,6 +144,30 @@ def test_each_bad_record_is_isolated_with_its_reason_and_the_rest_decode(schema:
 
 
 @pytest.mark.parametrize("schema", [SCHEMA, PLAIN_SCHEMA], ids=["arrow-cpp", "arrow-rs"])
+def test_a_nul_character_is_read_into_text_and_a_record_that_does_not_fit_with_one_is_bad(schema: pa.Schema) -> None:
+    """arrow-rs's error quoting a NUL once aborted the process (pyo3-arrow hands errors on as C text): one such
+    record crashed its task at every try. Strings keep their NUL, raw or escaped, at any depth; an escaped
+    backslash before u0000 stays text."""
+    values: list[bytes | None] = [
+        b'{"id": "\\u0000"}',  # does not fit, and arrow-rs's reason quotes the NUL
+        b'{"id": 1, "user": "a\\u0000b\\\\u0000c", "tags": ["x\\u0000", null], "address": {"city": "\\u0000"}}',
+        b'{"id": 2, "user"\x00: "u"}',  # a raw NUL where JSON has none
+        b'{"id": 3, "user": "raw\x00nul"}',  # (JSON has no raw control character: Arrow C++ refuses it)
+        b'{"id": 4, "user": "\\ue000\\u0000"}',  # (the character that would stand in for NUL, in the data)
+        record(5),
+    ]
+    decoded = decode(values, schema=schema)
+    lenient = schema is PLAIN_SCHEMA  # (arrow-rs takes a raw control character in a string)
+    assert sorted(dict(decoded.bad)) == ([0, 2] if lenient else [0, 2, 3])
+    assert "\x00" not in "".join(reason for _, reason in decoded.bad)
+    rows = {r["id"]: r for r in decoded.columns.to_pylist()}
+    assert rows[1]["user"] == "a\x00b\\u0000c" and rows[1]["tags"] == ["x\x00", None]
+    assert rows[1]["address"]["city"] == "\x00"
+    assert rows[4]["user"] == "\ue000\x00" and rows[5]["user"] == "u5"
+    assert not lenient or rows[3]["user"] == "raw\x00nul"
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, PLAIN_SCHEMA], ids=["arrow-cpp", "arrow-rs"])
 def test_pretty_printed_and_padded_objects_decode(schema: pa.Schema) -> None:
     pretty = json.dumps({"id": 7, "user": "seven"}, indent=2).encode()
     decoded = decode([record(1), pretty, b"  " + record(3) + b"\n", record(4)], schema=schema)

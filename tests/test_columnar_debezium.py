@@ -139,6 +139,7 @@ def key(rng: random.Random, i: int) -> bytes | None:
             b'{"id": 1',
             b'{"id": 1}{"id": 2}',  # (two values)
             b'{"id": 1,}',  # (not JSON, though a lenient reader takes it)
+            b'{"id": "\\u0000"}',  # (a NUL in the reader's reason once aborted the process)
             b'{"id": 01}',
             json.dumps({"schema": None, "payload": {"id": i}}).encode(),
             json.dumps({"schema": {"type": "int64"}, "payload": i}).encode(),  # (an envelope of no map)
@@ -219,8 +220,16 @@ def test_the_decoders_transform_gives_what_the_stage_and_a_plain_decoder_give(pa
         None,  # no _cdc column
     ],
 )
-def test_every_shape_of_the_cdc_column_comes_to_what_the_stage_makes(cdc: pa.DataType | None) -> None:
-    columns = pa.schema([f for f in COLUMNS if f.name != "_cdc"] + ([("_cdc", cdc)] if cdc is not None else []))
+@pytest.mark.parametrize("at", [None, pa.timestamp("us", tz="UTC")], ids=["arrow-rs", "with a timestamp: arrow-c++"])
+def test_every_shape_of_the_cdc_column_comes_to_what_the_stage_makes(
+    cdc: pa.DataType | None, at: pa.DataType | None
+) -> None:
+    """(With a timestamp column the plain decoder reads with Arrow C++'s reader; the keys are read by arrow-rs.)"""
+    columns = pa.schema(
+        [f for f in COLUMNS if f.name != "_cdc"]
+        + ([("_cdc", cdc)] if cdc is not None else [])
+        + ([("at", at)] if at is not None else [])
+    )
     rng = random.Random(5)
     values = [value(rng, i) for i in range(300)]
     keys = [key(rng, i) for i in range(300)]

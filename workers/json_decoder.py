@@ -483,8 +483,7 @@ class JsonDecoder:
         if not lines:
             return []
         try:
-            batches = arro3.io.read_json(b"\n".join(lines), arro3.core.Schema.from_arrow(read)).read_all()
-            table = pa.table(batches)
+            table = read_rust(b"\n".join(lines), arro3.core.Schema.from_arrow(read), len(lines))
             if table.num_rows != len(lines):
                 raise ValueError("a key holds more than one JSON value")
         except Exception:
@@ -641,13 +640,7 @@ class JsonDecoder:
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def _read_rust(self, data: bytes, rows: int) -> pa.Table:
-        try:
-            batches = arro3.io.read_json(data, self._rust_schema, batch_size=rows).read_all()
-        except Exception as exc:
-            # (arro3 raises plain Exceptions; with our own schema, only for
-            # records that do not decode.)
-            raise ValueError(str(exc)) from exc
-        return pa.table(batches)
+        return read_rust(data, self._rust_schema, rows)
 
     def _read_cpp(self, data: bytes) -> pa.Table:
         # The whole chunk as one block, parsed on this thread. Arrow's
@@ -750,6 +743,62 @@ def _event_fields(
             return None
         fields[struct] = pa.struct(list(members.items()))
     return fields
+
+
+# A NUL character, raw or escaped (an odd run of backslashes before u0000: an even one escapes only itself).
+NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+# Characters of Unicode's private use area that stand in for NUL while arrow-rs reads (``read_rust``).
+NUL_STAND_INS = [chr(c) for c in range(0xE000, 0xE100)]
+
+
+def read_rust(data: bytes, schema: arro3.core.Schema, rows: int) -> pa.Table:
+    """JSON lines read by arrow-rs's reader into ``schema``; ValueError with its reason for lines that do not
+    decode.
+
+    arro3 hands the reader's error through Arrow's C stream interface, as C text: an error quoting a NUL
+    character of the data (a raw one, or ``\\u0000`` in a string that does not fit its column) panics in
+    pyo3-arrow and aborts the process, so one such record would crash its task at every try. Data with one is
+    read with a private-use character standing in for it (one the data does not hold), put back in the
+    strings read and shown as ``\\u0000`` in the reason."""
+    if b"\x00" not in data and b"\\u0000" not in data:
+        return _read_rust(data, schema, rows)
+    for stand_in in NUL_STAND_INS:
+        escape = b"\\u%04x" % ord(stand_in)
+        if stand_in.encode() not in data and re.search(re.escape(escape), data, re.IGNORECASE) is None:
+            break
+    else:
+        raise ValueError("the values hold a NUL character and every character that could stand in for it")
+    replaced = NUL_ESCAPE.sub(lambda m: m.group(1) + escape, data.replace(b"\x00", stand_in.encode()))
+    try:
+        table = _read_rust(replaced, schema, rows)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace(stand_in, "\\u0000")) from None
+    return pa.Table.from_arrays(
+        [_nul_restored(c.combine_chunks(), stand_in) for c in table.columns], schema=table.schema
+    )
+
+
+def _read_rust(data: bytes, schema: arro3.core.Schema, rows: int) -> pa.Table:
+    try:
+        batches = arro3.io.read_json(data, schema, batch_size=max(rows, 1)).read_all()
+    except Exception as exc:
+        # (arro3 raises plain Exceptions; with our own schema, only for records that do not decode.)
+        raise ValueError(str(exc)) from exc
+    return pa.table(batches)
+
+
+def _nul_restored(array: pa.Array, stand_in: str) -> pa.Array:
+    """``array`` with ``stand_in`` back to NUL in its strings, at any depth of its structs and lists."""
+    kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return pc.replace_substring(array, stand_in, "\x00")
+    if pa.types.is_struct(kind):
+        children = [_nul_restored(array.field(i), stand_in) for i in range(kind.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=array.is_null())
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        values = _nul_restored(array.values, stand_in)
+        return type(array).from_arrays(array.offsets, values, type=kind, mask=array.is_null())
+    return array
 
 
 def _debezium_fields(
