@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from connectors.actions.errors import CommitNotAbandonable, LedgerConflict, NotStopped, StaleEpoch
-from connectors.config.secrets import redact
+from connectors.config.secrets import storable
 from connectors.models import (
     Commit,
     CommitEnd,
@@ -319,7 +319,7 @@ def abort_commit(
             started_at=started_at,
             records=sum(r.records for r in ranges),
             dead_lettered=sum(r.dead_lettered for r in ranges),
-            error=redact(error),
+            error=storable(error),
             complete=False,
         )
         _add_partitions(commit, ranges)
@@ -338,7 +338,7 @@ def abandon_commit(connector_id: int, commit_id: uuid.UUID, reason: str) -> Comm
             state = "unknown" if commit is None else commit.state
             raise CommitNotAbandonable(f"commit {commit_id} is {state}: only a prepared commit can be abandoned")
         commit.state = CommitState.ABORTED
-        commit.error = redact(f"abandoned: {reason}")[:10000]
+        commit.error = storable(f"abandoned: {reason}")[:10000]
         commit.save(update_fields=["state", "error"])
         for topic, partition, start, end in commit.partitions.values_list(
             "topic", "partition", "start_offset", "end_offset"
@@ -376,7 +376,7 @@ def publish_coordinator_phase(
         start_control_offset=control_offset,
         partitions_expected=[list(tp) for tp in expected],
         partitions_reported=[list(tp) for tp in reported],
-        sink_warning=redact(sink_warning),
+        sink_warning=storable(sink_warning),
         heartbeat_at=timezone.now(),
     )
     return updated == 1

@@ -30,7 +30,7 @@ from connectors.actions.errors import (
 )
 from connectors.actions.group_offsets import check_partitions_exist, sync_group
 from connectors.config import SinkConfig, resolve_plugin, validate_config
-from connectors.config.secrets import keep_hidden_secrets, redact
+from connectors.config.secrets import keep_hidden_secrets, storable
 from connectors.models import (
     Commit,
     CommitState,
@@ -274,7 +274,7 @@ def fail_connector(connector_id: int, message: str, trace: str = "", *, task_ind
     convert, with errors.tolerance=none), which goes FAILED with the reason, as in Kafka Connect; the
     others are UNASSIGNED, saying why. A task that had already FAILED keeps its own trace."""
     now = timezone.now()
-    message, trace = redact(message)[:10000], redact(trace)
+    message, trace = storable(message)[:10000], storable(trace)
     shown = message
     if task_index is not None and not message.startswith(f"task {task_index}"):
         shown = f"task {task_index}: {message}"

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from connectors.config.secrets import redact
+from connectors.config.secrets import storable
 from connectors.models import Commit, CommitState, Connector, MaintenanceOutcome, MaintenanceRun
 
 FIGURES = (
@@ -54,7 +54,7 @@ def record_maintenance(run_id: int, **figures: Any) -> None:
 
 def finish_maintenance(run_id: int, outcome: MaintenanceOutcome, error: str = "") -> None:
     MaintenanceRun.objects.filter(pk=run_id, outcome=MaintenanceOutcome.RUNNING).update(
-        outcome=outcome, ended_at=timezone.now(), error=redact(error)
+        outcome=outcome, ended_at=timezone.now(), error=storable(error)
     )
 
 

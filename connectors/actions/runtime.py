@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from connectors.config.secrets import redact
+from connectors.config.secrets import storable
 from connectors.models import (
     Connector,
     ConnectorTask,
@@ -49,7 +49,7 @@ def _crash_count(crashes: int, since: datetime | None, now: datetime) -> tuple[i
 
 def _described(error: BaseException) -> tuple[str, str]:
     """What the UI and the API show of an exception: its message and its trace, passwords hidden."""
-    return redact(f"{type(error).__name__}: {error}")[:10000], redact("".join(traceback.format_exception(error)))
+    return storable(f"{type(error).__name__}: {error}")[:10000], storable("".join(traceback.format_exception(error)))
 
 
 def _stale_before(now: datetime) -> datetime:
@@ -409,7 +409,7 @@ def task_alive(task_id: int, epoch: int, *, partition_status: dict[str, Any], wa
             heartbeat_at=now,
             state=TaskState.PAUSED if desired == DesiredState.PAUSED else TaskState.RUNNING,
             partition_status=partition_status,
-            warning=redact(warning),
+            warning=storable(warning),
             # Why it was not started is past once it runs (see coordinator_alive).
             unassigned_reason="",
         )
@@ -433,7 +433,7 @@ def task_vacated(task_id: int, worker_id: str) -> None:
 
 def report_source_warnings(connector_id: int, warnings: list[str]) -> None:
     """What the supervisor found wrong with the connector's source; written only when it changed."""
-    shown = [redact(w) for w in warnings]
+    shown = [storable(w) for w in warnings]
     Connector.objects.filter(pk=connector_id).exclude(source_warnings=shown).update(source_warnings=shown)
 
 

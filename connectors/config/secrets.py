@@ -47,6 +47,12 @@ def redact(text: str) -> str:
     return _PASSWORD_PARAMETER.sub(lambda m: m["head"] + HIDDEN, text)
 
 
+def storable(text: str) -> str:
+    """``text`` as the control plane stores it (an error, a warning): redacted, and with each NUL character,
+    which PostgreSQL's text cannot hold (a record's value quoted in a reason may have one), as ``\\u0000``."""
+    return redact(text).replace("\x00", "\\u0000")
+
+
 def hidden_value(key: str, value: Any) -> Any:
     """The value of ``key`` as it may be shown."""
     if not value:

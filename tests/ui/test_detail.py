@@ -220,6 +220,20 @@ def test_errors_show_the_cause_first_and_the_trace_on_demand(
     ).group(1)  # type: ignore[union-attr]
 
 
+def test_a_failure_quoting_a_nul_character_is_stored_and_shown_with_it_escaped(
+    alice: Client, make_connector: Callable[..., Connector]
+) -> None:
+    """PostgreSQL's text holds no NUL: a task failed by a record whose reason quotes one (a Cast of "a\\u0000")
+    is still failed, with its reason."""
+    connector = make_connector("orders-sink")
+    reason = "transforms.c (Cast$Value): field id: cannot cast 'a\x00' to int32"
+    actions.fail_connector(connector.pk, reason, f"Trace\n{reason}", task_index=0)
+    stored = Connector.objects.get(pk=connector.pk)
+    assert stored.failure_message == "task 0: transforms.c (Cast$Value): field id: cannot cast 'a\\u0000' to int32"
+    assert "\\u0000" in stored.failure_trace
+    assert "cannot cast &#x27;a\\u0000&#x27; to int32" in live(alice)
+
+
 def test_a_trace_without_message_shows_its_last_line_as_the_cause(
     alice: Client, make_connector: Callable[..., Connector]
 ) -> None:
