@@ -167,6 +167,17 @@ def test_a_nul_character_is_read_into_text_and_a_record_that_does_not_fit_with_o
     assert not lenient or rows[3]["user"] == "raw\x00nul"
 
 
+def test_the_character_standing_in_for_nul_is_none_of_the_columns_names_and_a_name_with_a_nul_is_read_whole() -> None:
+    stand_in = JsonDecoder(pa.schema([("id", pa.int64()), ("\ue000", pa.string())]))
+    assert stand_in.decode([b'{"id": 1, "\\u0000": "v"}'], [None]).columns.to_pylist() == [{"id": 1, "\ue000": None}]
+    decoded = stand_in.decode([b'{"id": 2, "\\u0000": "v", "\\ue000": "w"}'], [None])
+    assert decoded.columns.to_pylist() == [{"id": 2, "\ue000": "w"}]
+    # (arro3 hands names on as C text, which ends at a NUL: such a schema is read by Arrow C++'s reader.)
+    named = JsonDecoder(pa.schema([("id", pa.int64()), ("a\x00", pa.int64())]))
+    assert not named.rust_reader
+    assert named.decode([b'{"id": 1, "a": 3, "a\\u0000": 4}'], [None]).columns.to_pylist() == [{"id": 1, "a\x00": 4}]
+
+
 @pytest.mark.parametrize("schema", [SCHEMA, PLAIN_SCHEMA], ids=["arrow-cpp", "arrow-rs"])
 def test_pretty_printed_and_padded_objects_decode(schema: pa.Schema) -> None:
     pretty = json.dumps({"id": 7, "user": "seven"}, indent=2).encode()

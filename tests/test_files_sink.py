@@ -236,10 +236,11 @@ def test_rotate_interval_closes_a_file_by_record_time(tmp_path: Path) -> None:
 def test_field_partitioner_splits_by_value_and_refuses_records_without_it(tmp_path: Path) -> None:
     records = [(0, json.dumps({"id": i, "kind": "ab"[i % 2]}).encode()) for i in range(6)]
     records += [(0, json.dumps({"id": 6}).encode()), (0, json.dumps({"id": 7, "kind": "../x"}).encode())]
+    records += [(0, json.dumps({"id": 8, "kind": "n\u0000l"}).encode())]  # (no path holds a NUL)
     config = files_config(tmp_path, **{"partitioner.class": "field", "partition.field.name": "kind"})
     files = write(config, records)
     directories = {f.partition_values: f.records for f in files.closed}
-    assert directories == {"kind=a": 3, "kind=b": 3, "kind=..%2Fx": 1}
+    assert directories == {"kind=a": 3, "kind=b": 3, "kind=..%2Fx": 1, "kind=n%00l": 1}
     assert [(b.offset, b.reason) for b in files.bad] == [(6, "partition field 'kind' is missing or null")]
 
 

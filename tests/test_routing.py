@@ -89,6 +89,7 @@ def test_dynamic_routing_names_the_table_lower_cased_and_refuses_what_names_none
         {"_cdc": None},
         {"id": 1},
         {"_cdc": {"target": "inventory.customers"}},
+        {"_cdc": {"target": "inventory.customers\n"}},  # (a line break ends no name)
     )
     errors: list[str | None] = [None] * len(values)
     errors[1] = "transforms.dbz (DebeziumTransform): no"
@@ -98,6 +99,7 @@ def test_dynamic_routing_names_the_table_lower_cased_and_refuses_what_names_none
         (1, "transforms.dbz (DebeziumTransform): no"),
         (2, "_cdc.target is 'orders', which names no table: a table is namespace.table"),
         (3, "_cdc.target names the dead-letter table db.dead"),
+        (7, "_cdc.target is 'inventory.customers\\n', which names no table: a table is namespace.table"),
     ]
     assert routed.skipped == 2
 

@@ -35,9 +35,10 @@ poison record costs O(log chunk) parses, not one per record.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -226,8 +227,12 @@ class JsonDecoder:
         self._options = pj.ParseOptions(
             explicit_schema=self.parse_schema, unexpected_field_behavior="infer" if evolve else "ignore"
         )
-        self.rust_reader = not evolve and all(_rust_readable(f.type) for f in self.parse_schema)
-        self._rust_schema = arro3.core.Schema.from_arrow(self.parse_schema)
+        # (Not for a name with a NUL in it: arro3 hands names on as C text, which ends at the NUL.)
+        self.rust_reader = (
+            not evolve
+            and all(_rust_readable(f.type) for f in self.parse_schema)
+            and not any("\x00" in name for name in _names(self.parse_schema))
+        )
         # With schema evolution, what the records of the chunks parsed so far have, as read (new fields).
         self._read_schema: pa.Schema | None = None
 
@@ -483,7 +488,7 @@ class JsonDecoder:
         if not lines:
             return []
         try:
-            table = read_rust(b"\n".join(lines), arro3.core.Schema.from_arrow(read), len(lines))
+            table = read_rust(b"\n".join(lines), read, len(lines))
             if table.num_rows != len(lines):
                 raise ValueError("a key holds more than one JSON value")
         except Exception:
@@ -640,7 +645,7 @@ class JsonDecoder:
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def _read_rust(self, data: bytes, rows: int) -> pa.Table:
-        return read_rust(data, self._rust_schema, rows)
+        return read_rust(data, self.parse_schema, rows)
 
     def _read_cpp(self, data: bytes) -> pa.Table:
         # The whole chunk as one block, parsed on this thread. Arrow's
@@ -745,40 +750,78 @@ def _event_fields(
     return fields
 
 
-# A NUL character, raw or escaped (an odd run of backslashes before u0000: an even one escapes only itself).
-NUL_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
-# Characters of Unicode's private use area that stand in for NUL while arrow-rs reads (``read_rust``).
-NUL_STAND_INS = [chr(c) for c in range(0xE000, 0xE100)]
+# A ``\\u0000`` escape, with the run of backslashes it ends: a NUL where the run is odd (an even one is escaped
+# backslashes, then text).
+NUL_ESCAPE = re.compile(rb"(\\+)u0000")
+# Unicode's private use area (of the basic plane): a character of it stands in for NUL while arrow-rs reads.
+PRIVATE_USE = range(0xE000, 0xF900)
+# A private-use character written as an escape.
+PRIVATE_USE_ESCAPE = re.compile(rb"\\u([eE][0-9a-fA-F]{3}|[fF][0-8][0-9a-fA-F]{2})")
 
 
-def read_rust(data: bytes, schema: arro3.core.Schema, rows: int) -> pa.Table:
+def read_rust(data: bytes, schema: pa.Schema, rows: int) -> pa.Table:
     """JSON lines read by arrow-rs's reader into ``schema``; ValueError with its reason for lines that do not
     decode.
 
     arro3 hands the reader's error through Arrow's C stream interface, as C text: an error quoting a NUL
     character of the data (a raw one, or ``\\u0000`` in a string that does not fit its column) panics in
     pyo3-arrow and aborts the process, so one such record would crash its task at every try. Data with one is
-    read with a private-use character standing in for it (one the data does not hold), put back in the
-    strings read and shown as ``\\u0000`` in the reason."""
+    read with a private-use character standing in for it (one neither the data nor the schema's names hold),
+    put back in the strings read and shown as ``\\u0000`` in the reason."""
+    arro3_schema = _arro3_schema(schema)
     if b"\x00" not in data and b"\\u0000" not in data:
-        return _read_rust(data, schema, rows)
-    for stand_in in NUL_STAND_INS:
-        escape = b"\\u%04x" % ord(stand_in)
-        if stand_in.encode() not in data and re.search(re.escape(escape), data, re.IGNORECASE) is None:
-            break
-    else:
+        return _read_rust(data, arro3_schema, rows)
+    taken = {ord(c) for c in data.decode("utf-8", "ignore") if ord(c) in PRIVATE_USE}
+    taken |= {int(m.group(1), 16) for m in PRIVATE_USE_ESCAPE.finditer(data)}
+    taken |= {ord(c) for name in _names(schema) for c in name if ord(c) in PRIVATE_USE}
+    free = next((c for c in PRIVATE_USE if c not in taken), None)
+    if free is None:
         raise ValueError("the values hold a NUL character and every character that could stand in for it")
-    replaced = NUL_ESCAPE.sub(lambda m: m.group(1) + escape, data.replace(b"\x00", stand_in.encode()))
+    stand_in, escape = chr(free), b"\\u%04x" % free
+
+    def unescaped(match: re.Match[bytes]) -> bytes:
+        run = match.group(1)
+        return run[:-1] + escape if len(run) % 2 else match.group(0)
+
+    replaced = NUL_ESCAPE.sub(unescaped, data.replace(b"\x00", stand_in.encode()))
     try:
-        table = _read_rust(replaced, schema, rows)
+        table = _read_rust(replaced, arro3_schema, rows)
     except ValueError as exc:
-        raise ValueError(str(exc).replace(stand_in, "\\u0000")) from None
+        # (arrow-rs quotes the character, or its first byte, or its code.)
+        reason = str(exc).replace(stand_in, "\\u0000").replace(f"0x{free:04X}", "0x0000")
+        raise ValueError(reason.replace(f"'{chr(stand_in.encode()[0])}'", "'\\u0000'")) from None
     return pa.Table.from_arrays(
-        [_nul_restored(c.combine_chunks(), stand_in) for c in table.columns], schema=table.schema
+        [
+            _nul_restored(pa.concat_arrays(c.chunks) if c.num_chunks else c.combine_chunks(), stand_in)
+            for c in table.columns
+        ],
+        schema=table.schema,
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _arro3_schema(schema: pa.Schema) -> arro3.core.Schema:
+    return arro3.core.Schema.from_arrow(schema)
+
+
+def _names(schema: pa.Schema) -> Iterator[str]:
+    """Every field name of ``schema``, at any depth of its structs and lists."""
+
+    def of(kind: pa.DataType) -> Iterator[str]:
+        if pa.types.is_struct(kind):
+            for f in kind:
+                yield f.name
+                yield from of(f.type)
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            yield from of(kind.value_type)
+
+    for f in schema:
+        yield f.name
+        yield from of(f.type)
+
+
 def _read_rust(data: bytes, schema: arro3.core.Schema, rows: int) -> pa.Table:
+    """arrow-rs's read of ``data`` (whose NUL characters ``read_rust`` stood in for), its error a ValueError."""
     try:
         batches = arro3.io.read_json(data, schema, batch_size=max(rows, 1)).read_all()
     except Exception as exc:

@@ -54,9 +54,11 @@ def topic_root(settings: FilesSettings, root: str, topic: str) -> str:
 
 def _safe(value: str) -> str:
     # A field value names a directory: a separator or a parent reference in
-    # it must not make another one (Hive's escaping of partition values).
+    # it must not make another one (Hive's escaping of partition values), nor
+    # may a NUL, which no file system, nor PostgreSQL's jsonb of the commit's
+    # files, holds.
     return (
-        value.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C")
+        value.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C").replace("\x00", "%00")
         if value not in (".", "..")
         else "%2E" * len(value)
     )

@@ -137,7 +137,7 @@ class Router:
         if not self.dynamic:
             return [name for name, regex in self.regexes if regex.fullmatch(value)]
         table = value.lower()
-        if not TABLE_NAME.match(table):
+        if not TABLE_NAME.fullmatch(table):
             return f"{self.field} is {value!r}, which names no table: a table is namespace.table"
         if table == self.dead_letter_table:
             return f"{self.field} names the dead-letter table {table}"
