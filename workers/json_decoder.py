@@ -35,7 +35,6 @@ poison record costs O(log chunk) parses, not one per record.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -182,6 +181,8 @@ class JsonDecoder:
         self._key_type = pa.struct([])
         self._keys_json = False
         self._targets: list[str] = []
+        # The fields a change event is read with (``unwrap``).
+        fields: dict[str, pa.DataType] | None = None
         if isinstance(unwrap, ColumnarDebezium):
             self._plain = JsonDecoder(data_schema)
             columns = _relaxed(columns)
@@ -204,14 +205,13 @@ class JsonDecoder:
             row = pa.struct([f for f in columns if not (self._written_deleted and f.name == DELETED)])
             # (An empty struct tells an event's ``before`` from null without reading its fields.)
             before = row if unwrap.rewrite else pa.struct([])
-            event_fields = _event_fields(row, before, self._added, columns)
-            fields = event_fields if event_fields is not None else {}
-            if event_fields is None or len(self._added) != sum(added in columns.names for *_, added in unwrap.fields):
+            fields = _event_fields(row, before, self._added, columns)
+            if fields is None or len(self._added) != sum(added in columns.names for *_, added in unwrap.fields):
                 self._columnar = False  # (fields added twice, or that clash with the envelope's: record by record)
                 fields = {"op": pa.string(), "after": row, "before": before}
             elif self._written_deleted and (DELETED in self._added or columns.field(DELETED).type != pa.string()):
                 self._columnar = False  # (a __deleted column of another type: the plain decoder says what of it)
-        if unwrap is not None:
+        if fields is not None:
             self.parse_schema = pa.schema(list(fields.items()))
             self.columns_schema = columns
             relaxed_read = _relaxed(read_schema)
@@ -233,6 +233,17 @@ class JsonDecoder:
             and all(_rust_readable(f.type) for f in self.parse_schema)
             and not any("\x00" in name for name in _names(self.parse_schema))
         )
+        self._rust_schema = arro3.core.Schema.from_arrow(self.parse_schema)
+        # With DebeziumTransform: how keys are read, as objects and in Kafka Connect's schema envelope (the
+        # struct to take from what is read), each schema with arro3's.
+        self._key_reads = [
+            (read, arro3.core.Schema.from_arrow(read), inner)
+            for read, inner in (
+                (pa.schema(list(self._key_type)), None),
+                (pa.schema([("payload", self._key_type)]), "payload"),
+            )
+            if self._keys_json
+        ]
         # With schema evolution, what the records of the chunks parsed so far have, as read (new fields).
         self._read_schema: pa.Schema | None = None
 
@@ -469,11 +480,8 @@ class JsonDecoder:
         index = np.full(n, -1, dtype=np.int64)
         parts: list[pa.Array] = []
         count = 0
-        for (lines, at), read, inner in (
-            (objects, pa.schema(list(self._key_type)), None),
-            (wrapped, pa.schema([("payload", self._key_type)]), "payload"),
-        ):
-            for part, positions in self._read_keys(lines, at, read):
+        for (lines, at), (read, reader, inner) in zip((objects, wrapped), self._key_reads, strict=True):
+            for part, positions in self._read_keys(lines, at, read, reader):
                 parts.append(pc.struct_field(part, inner) if inner else part)
                 index[positions] = np.arange(count, count + len(positions))
                 told[positions] = True
@@ -482,21 +490,23 @@ class JsonDecoder:
         return told, structs.take(pa.array(index, mask=index < 0))
 
     @staticmethod
-    def _read_keys(lines: list[bytes], at: list[int], read: pa.Schema) -> list[tuple[pa.StructArray, list[int]]]:
+    def _read_keys(
+        lines: list[bytes], at: list[int], read: pa.Schema, reader: arro3.core.Schema
+    ) -> list[tuple[pa.StructArray, list[int]]]:
         """Keys (each one JSON object) read with ``read`` as structs, in parts with their positions; a part that
         does not fit is halved until the key that does not stands alone, and left out."""
         if not lines:
             return []
         try:
-            table = read_rust(b"\n".join(lines), read, len(lines))
+            table = read_rust(b"\n".join(lines), read, reader, len(lines))
             if table.num_rows != len(lines):
                 raise ValueError("a key holds more than one JSON value")
         except Exception:
             if len(lines) == 1:
                 return []
             middle = len(lines) // 2
-            return JsonDecoder._read_keys(lines[:middle], at[:middle], read) + JsonDecoder._read_keys(
-                lines[middle:], at[middle:], read
+            return JsonDecoder._read_keys(lines[:middle], at[:middle], read, reader) + JsonDecoder._read_keys(
+                lines[middle:], at[middle:], read, reader
             )
         if not read.names:
             return [(pa.array([{}] * len(lines), pa.struct([])), at)]  # (an object of no fields the type has)
@@ -645,7 +655,7 @@ class JsonDecoder:
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def _read_rust(self, data: bytes, rows: int) -> pa.Table:
-        return read_rust(data, self.parse_schema, rows)
+        return read_rust(data, self.parse_schema, self._rust_schema, rows)
 
     def _read_cpp(self, data: bytes) -> pa.Table:
         # The whole chunk as one block, parsed on this thread. Arrow's
@@ -759,18 +769,17 @@ PRIVATE_USE = range(0xE000, 0xF900)
 PRIVATE_USE_ESCAPE = re.compile(rb"\\u([eE][0-9a-fA-F]{3}|[fF][0-8][0-9a-fA-F]{2})")
 
 
-def read_rust(data: bytes, schema: pa.Schema, rows: int) -> pa.Table:
-    """JSON lines read by arrow-rs's reader into ``schema``; ValueError with its reason for lines that do not
-    decode.
+def read_rust(data: bytes, schema: pa.Schema, reader: arro3.core.Schema, rows: int) -> pa.Table:
+    """JSON lines read by arrow-rs's reader into ``schema`` (``reader``: it, as arro3's, made once by the
+    caller); ValueError with its reason for lines that do not decode.
 
     arro3 hands the reader's error through Arrow's C stream interface, as C text: an error quoting a NUL
     character of the data (a raw one, or ``\\u0000`` in a string that does not fit its column) panics in
     pyo3-arrow and aborts the process, so one such record would crash its task at every try. Data with one is
     read with a private-use character standing in for it (one neither the data nor the schema's names hold),
     put back in the strings read and shown as ``\\u0000`` in the reason."""
-    arro3_schema = _arro3_schema(schema)
     if b"\x00" not in data and b"\\u0000" not in data:
-        return _read_rust(data, arro3_schema, rows)
+        return _read_rust(data, reader, rows)
     taken = {ord(c) for c in data.decode("utf-8", "ignore") if ord(c) in PRIVATE_USE}
     taken |= {int(m.group(1), 16) for m in PRIVATE_USE_ESCAPE.finditer(data)}
     taken |= {ord(c) for name in _names(schema) for c in name if ord(c) in PRIVATE_USE}
@@ -785,7 +794,7 @@ def read_rust(data: bytes, schema: pa.Schema, rows: int) -> pa.Table:
 
     replaced = NUL_ESCAPE.sub(unescaped, data.replace(b"\x00", stand_in.encode()))
     try:
-        table = _read_rust(replaced, arro3_schema, rows)
+        table = _read_rust(replaced, reader, rows)
     except ValueError as exc:
         # (arrow-rs quotes the character, or its first byte, or its code.)
         reason = str(exc).replace(stand_in, "\\u0000").replace(f"0x{free:04X}", "0x0000")
@@ -797,11 +806,6 @@ def read_rust(data: bytes, schema: pa.Schema, rows: int) -> pa.Table:
         ],
         schema=table.schema,
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _arro3_schema(schema: pa.Schema) -> arro3.core.Schema:
-    return arro3.core.Schema.from_arrow(schema)
 
 
 def _names(schema: pa.Schema) -> Iterator[str]:
