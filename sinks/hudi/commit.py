@@ -131,7 +131,7 @@ class HudiCommitter:
                 # Spark's schema merge refused the files before Hudi's write began: they are read by schema.
                 if CANNOT_MERGE_SCHEMAS not in str(exc):
                     raise
-                write(typed_rows(spark, paths, self.settings))
+                write(typed_rows(spark, paths, self.settings, table_exists=bool(instants)))
         except Exception as exc:
             # Hudi's pre-commit check found the commit in another write's completed instant (a killed
             # predecessor's, which went on in the Spark server): that instant is the commit's.
@@ -177,7 +177,7 @@ CANNOT_MERGE_SCHEMAS = "CANNOT_MERGE_SCHEMAS"
 INTEGRAL, FRACTIONAL = ("tinyint", "smallint", "int", "bigint"), ("float", "double")
 
 
-def typed_rows(spark: Any, paths: list[str], settings: HudiSettings) -> Any:
+def typed_rows(spark: Any, paths: list[str], settings: HudiSettings, table_exists: bool) -> Any:
     """The commit's staged rows when Spark's schema merge refused their files for a column's types. Each task
     types its partitions' plain JSON columns from their own records, so one may give a column as a long and
     another as a double; and a partition of tombstones alone has its keys as its Kafka keys wrote them (text,
@@ -190,7 +190,9 @@ def typed_rows(spark: Any, paths: list[str], settings: HudiSettings) -> Any:
       record's fails the commit, saying so;
     - another column of numbers of several types is widened: to a long, or to a double if one is fractional;
     - other differences are left to Spark's union (it widens a long and a string to a string), with a
-      warning: Hudi's writer then evolves the table's column, or refuses it."""
+      warning: Hudi's writer then evolves the table's column, or refuses it.
+
+    ``table_exists``: the table has a completed commit, whose schema is read (the caller read the timeline)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, LongType
 
@@ -203,10 +205,8 @@ def typed_rows(spark: Any, paths: list[str], settings: HudiSettings) -> Any:
     groups = [(schemas[key], spark.read.parquet(*group)) for key, group in grouped.items()]
     keying = {*settings.record_key_fields, IS_DELETED, SEQUENCE}
     records = [schema for schema, _ in groups if set(schema.names) - keying]
-    table = spark.read.format("hudi").load(settings.base_path).schema if completed_instants(settings.base) else None
-    identity = dict.fromkeys(
-        [*settings.record_key_fields, *(f.split(":")[0].strip() for f in settings.partition_fields)]
-    )
+    table = spark.read.format("hudi").load(settings.base_path).schema if table_exists else None
+    identity = dict.fromkeys([*settings.record_key_fields, *settings.partition_columns])
     targets: dict[str, Any] = {}
     for name in identity:
         top = name.split(".")[0]

@@ -476,6 +476,11 @@ class HudiSettings:
         return self.operation == "upsert"
 
     @property
+    def partition_columns(self) -> tuple[str, ...]:
+        """The partition path's fields as columns: a CustomKeyGenerator's ``field:type`` without its type."""
+        return tuple(c for c in dict.fromkeys(f.split(":")[0].strip() for f in self.partition_fields) if c)
+
+    @property
     def identity_partition_fields(self) -> tuple[str, ...]:
         """The partition path's fields that make records the same record to Hudi's index beside the record key:
         with an index that is not global (BUCKET, SIMPLE, BLOOM: Hudi's HoodieKey), the partition fields (as
@@ -483,8 +488,7 @@ class HudiSettings:
         one record per key and these (``sinks.hudi.commit.latest_per_key``), as Hudi's own deduplication does."""
         if self.index_type in GLOBAL_INDEXES:
             return ()
-        columns = dict.fromkeys(f.split(":")[0].strip() for f in self.partition_fields)
-        return tuple(c for c in columns if c and c not in self.record_key_fields)
+        return tuple(c for c in self.partition_columns if c not in self.record_key_fields)
 
     @property
     def merge_on_read(self) -> bool:
