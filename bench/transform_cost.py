@@ -14,13 +14,15 @@ leaves) for each chain, against two baselines measured in the same run:
 - a JSON parse and serialisation of each value alone, as the stage does them
   (orjson: the floor of any schemaless transform).
 
-And, for Debezium's unwrap (its defaults, and ``rewrite`` with ``add.fields``)
-and the Iceberg sink's DebeziumTransform, the two ways the product takes a
-change event to its row, run in turn on the same events: the transform stage
-then the sink's decoding of its rows (``JsonDecoder``: what a sink whose
-decoders cannot unwrap does, and the Iceberg sink with schema evolution or a
-route field), against the Iceberg writer's decoder applying the transformation
-as it reads the events (``SinkConfig.columnar_unwrap``, decision 012).
+And, for each chain the Iceberg writer's decoder applies to columns
+(``SinkConfig.columnar_chain``, decision 012: Debezium's unwrap, its defaults
+and ``rewrite`` with ``add.fields``; the Iceberg sink's DebeziumTransform;
+Kafka's InsertField$Value and ReplaceField$Value, alone and after the unwrap),
+the two ways the product takes a record to its row, run in turn on the same
+records: the transform stage then the sink's decoding of its rows
+(``JsonDecoder``: what a sink whose decoders cannot apply the chain does, and
+the Iceberg sink with schema evolution or a route field), against the
+decoder applying the chain as it reads the values (``ChainDecoder``).
 
 In a process tuned as the tasks' are (``workers.runtime.tune_process_for_tasks``).
 No Spark, broker or database. Prints and writes bench/results/transform_cost.json.
@@ -50,6 +52,7 @@ from spark_decoding import ROOT, values_of  # (the benchmarks' records; sets up 
 from staging_costs import per_record_us
 
 from connectors.config import SinkConfig
+from workers.chain_decoder import ChainDecoder
 from workers.json_decoder import JsonDecoder
 from workers.json_text import json_text, parse_json
 from workers.runtime import tune_process_for_tasks
@@ -90,9 +93,26 @@ ROW_SCHEMA = pa.schema(
 UNWRAP = "ExtractNewRecordState (Debezium's defaults)"
 UNWRAP_REWRITE = "ExtractNewRecordState, rewrite, add.fields=op,table,source.ts_ms"
 DEBEZIUM = "the Iceberg sink's DebeziumTransform"
-# The columns of the rows each unwrap gives, as a table the sink created from them has them.
-UNWRAPPED_SCHEMAS = {
+LINEAGE = "InsertField (topic, partition, offset, timestamp) and ReplaceField (exclude, renames)"
+UNWRAP_LINEAGE = "ExtractNewRecordState, then that InsertField and ReplaceField"
+# The columns InsertField and ReplaceField (LINEAGE_KEYS) leave of the rows.
+LINEAGE_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("customer", pa.string()),
+        ("amount", pa.float64()),
+        ("ok", pa.bool_()),
+        ("_topic", pa.string()),
+        ("_partition", pa.int32()),
+        ("_offset", pa.int64()),
+        ("_ts", pa.int64()),
+    ]
+)
+# The columns of the rows each chain the decoder applies gives, as a table the sink created from them has them.
+APPLIED_SCHEMAS = {
     UNWRAP: ROW_SCHEMA,
+    LINEAGE: LINEAGE_SCHEMA,
+    UNWRAP_LINEAGE: LINEAGE_SCHEMA,
     DEBEZIUM: pa.schema(
         [
             *ROW_SCHEMA,
@@ -129,9 +149,9 @@ def staged_then_decoded(transformer: RecordTransformer, decoder: JsonDecoder, ch
     return decoder.decode(out.values, out.errors).columns
 
 
-def unwrapped_by_the_decoder(decoder: JsonDecoder, chunk: RecordChunk) -> pa.Table:
-    """The Iceberg writer's decoder, unwrapping the events as it reads them."""
-    return decoder.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets).columns
+def applied_by_the_decoder(decoder: ChainDecoder, chunk: RecordChunk) -> pa.Table:
+    """The Iceberg writer's decoder, applying the chain as it reads the values."""
+    return decoder.decode(chunk).columns
 
 
 def in_turn(works: list[Callable[[], object]], records: int, rounds: int) -> list[float]:
@@ -163,6 +183,17 @@ BASE = {
     "value.converter.schemas.enable": "false",
 }
 
+LINEAGE_KEYS = {
+    "transforms.fields.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+    "transforms.fields.exclude": "note",
+    "transforms.fields.renames": "user:customer",
+    "transforms.lineage.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+    "transforms.lineage.topic.field": "_topic",
+    "transforms.lineage.partition.field": "_partition",
+    "transforms.lineage.offset.field": "_offset",
+    "transforms.lineage.timestamp.field": "_ts",
+}
+
 # name: (the transform keys, whether its records are Debezium events)
 CHAINS: dict[str, tuple[dict[str, str], bool]] = {
     "ExtractNewRecordState (Debezium's defaults)": (
@@ -180,6 +211,15 @@ CHAINS: dict[str, tuple[dict[str, str], bool]] = {
     ),
     DEBEZIUM: (
         {"transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform"},
+        True,
+    ),
+    LINEAGE: ({"transforms": "fields,lineage", **LINEAGE_KEYS}, False),
+    UNWRAP_LINEAGE: (
+        {
+            "transforms": "unwrap,fields,lineage",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            **LINEAGE_KEYS,
+        },
         True,
     ),
     "four of Kafka's: InsertField, ReplaceField, Cast, MaskField": (
@@ -261,25 +301,27 @@ def main() -> None:
             "and text of it",
             flush=True,
         )
-    # Debezium's transforms and the decoding of their rows: by the stage then the decoder, and by the decoder alone.
+    # The chains the decoder applies and the decoding of their rows: by the stage then the decoder, and by the
+    # decoder alone.
     decoding = {}
-    for chain, schema in UNWRAPPED_SCHEMAS.items():
-        config = SinkConfig.parse({**BASE, **CHAINS[chain][0]})
-        assert config.transforms is not None and config.columnar_unwrap is not None
+    for chain, schema in APPLIED_SCHEMAS.items():
+        keys, cdc = CHAINS[chain]
+        config = SinkConfig.parse({**BASE, **keys})
+        assert config.transforms is not None and config.columnar_chain is not None, chain
         transformer = RecordTransformer(config, config.transforms)
-        staged_way = functools.partial(staged_then_decoded, transformer, JsonDecoder(schema), runs[True])
-        decoder = JsonDecoder(schema, unwrap=config.columnar_unwrap, fallback=transformer.transform_values)
-        decoder_way = functools.partial(unwrapped_by_the_decoder, decoder, runs[True])
+        staged_way = functools.partial(staged_then_decoded, transformer, JsonDecoder(schema), runs[cdc])
+        decoder_way = functools.partial(applied_by_the_decoder, ChainDecoder(schema, config.sink_view), runs[cdc])
         assert staged_way().equals(decoder_way()), "the two ways must give the same rows"
         staged_us, decoder_us = in_turn([staged_way, decoder_way], n, rounds)
         decoding[chain] = {
+            "records": "debezium events" if cdc else "plain json",
             "stage_then_decode_us_per_record": staged_us,
-            "unwrapped_by_the_decoder_us_per_record": decoder_us,
+            "applied_by_the_decoder_us_per_record": decoder_us,
             "ratio": round(staged_us / decoder_us, 2),
         }
         print(
             f"{chain} and the decoding of its rows: {staged_us} µs a record (the transform stage, then the "
-            f"sink's decoder), against {decoder_us} µs unwrapped by the decoder: {decoding[chain]['ratio']}x",
+            f"sink's decoder), against {decoder_us} µs applied by the decoder: {decoding[chain]['ratio']}x",
             flush=True,
         )
     print(
@@ -297,7 +339,7 @@ def main() -> None:
         "staging_us_per_record": {"debezium events": staging_us[True], "plain json": staging_us[False]},
         "json_parse_and_text_us_per_record": {"debezium events": json_us[True], "plain json": json_us[False]},
         "chains": figures,
-        "unwrap_and_decode": decoding,
+        "applied_and_decoded": decoding,
     }
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.output}")

@@ -15,6 +15,7 @@ import pytest
 from connectors.config import SinkConfig
 from connectors.smt.debezium import ColumnarDebezium
 from tests.conftest import sink_config
+from workers.chain_decoder import ChainDecoder
 from workers.json_decoder import JsonDecoder
 from workers.staging import RecordChunk
 from workers.transformed import RecordTransformer
@@ -182,10 +183,8 @@ def both_ways(
     )
     # (As the Iceberg writer's TableLane builds its decoder: from the sink's view of the config.)
     view = cfg.sink_view
-    assert view.decoder_columnar == cfg.columnar_unwrap
-    transformer = RecordTransformer(view, view.decoder_transforms)  # type: ignore[arg-type]
-    decoder = JsonDecoder(columns, unwrap=view.decoder_columnar, fallback=transformer.transform_values)
-    decoded = decoder.decode(values, errors, keys, offsets)
+    assert view.decoder_columnar == cfg.columnar_chain
+    decoded = ChainDecoder(columns, view).decode(chunk)
     assert decoded.positions == sorted(decoded.positions)
     assert decoded.columns.schema == plain.columns.schema
     return expected, outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped)
@@ -195,7 +194,8 @@ def both_ways(
 @pytest.mark.parametrize("seed", range(4))
 def test_the_decoders_transform_gives_what_the_stage_and_a_plain_decoder_give(pattern: str | None, seed: int) -> None:
     cfg = config(**({"transforms.dbz.cdc.target.pattern": pattern} if pattern else {}))
-    assert isinstance(cfg.columnar_unwrap, ColumnarDebezium) and cfg.columnar_unwrap.json_keys
+    assert cfg.columnar_chain is not None and isinstance(cfg.columnar_chain.unwrap, ColumnarDebezium)
+    assert cfg.columnar_chain.unwrap.json_keys
     assert cfg.staged_transforms is None and cfg.sink_view.decoder_transforms is cfg.transforms
     rng = random.Random(seed)
     n = 400
@@ -239,7 +239,8 @@ def test_every_shape_of_the_cdc_column_comes_to_what_the_stage_makes(
 
 def test_a_string_key_is_no_map_and_no_key_of_the_rows() -> None:
     cfg = config(**{"key.converter": "org.apache.kafka.connect.storage.StringConverter"})
-    assert isinstance(cfg.columnar_unwrap, ColumnarDebezium) and not cfg.columnar_unwrap.json_keys
+    assert cfg.columnar_chain is not None and isinstance(cfg.columnar_chain.unwrap, ColumnarDebezium)
+    assert not cfg.columnar_chain.unwrap.json_keys
     values: list[bytes | None] = [
         json.dumps({"op": "c", "after": {"id": 1}, "source": {"db": "d", "table": "t"}, "ts_ms": 5}).encode(),
         json.dumps({"op": "d", "before": {"id": 1}, "source": {"db": "d", "schema": "s", "table": "t"}}).encode(),
@@ -299,10 +300,8 @@ def test_an_offset_too_large_for_a_narrow_offset_field_is_the_plain_decoders_bad
     columns = pa.schema([("id", pa.int64()), ("_cdc", pa.struct([("op", pa.string()), ("offset", pa.int32())]))])
     event = json.dumps({"op": "c", "after": {"id": 1}, "source": {"db": "d", "table": "t"}}).encode()
     cfg = config()
-    view = cfg.sink_view
-    transformer = RecordTransformer(view, view.decoder_transforms)  # type: ignore[arg-type]
-    decoder = JsonDecoder(columns, unwrap=view.decoder_columnar, fallback=transformer.transform_values)
-    decoded = decoder.decode([event, event], [None, None], [None, None], [2**31 - 1, 2**31])
+    chunk = RecordChunk("t", 0, [2**31 - 1, 2**31], [None] * 2, [None] * 2, [event, event], [None] * 2, [None] * 2)
+    decoded = ChainDecoder(columns, cfg.sink_view).decode(chunk)
     assert decoded.positions == [0] and [p for p, _ in decoded.bad] == [1]
 
 

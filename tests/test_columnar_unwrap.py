@@ -13,6 +13,7 @@ import pytest
 
 from connectors.config import SinkConfig
 from tests.conftest import sink_config
+from workers.chain_decoder import ChainDecoder
 from workers.json_decoder import JsonDecoder
 from workers.staging import RecordChunk
 from workers.transformed import RecordTransformer
@@ -149,9 +150,7 @@ def both_ways(
         [(staged.offsets[p], r) for p, r in plain.bad],
         plain.skipped + dropped,
     )
-    transformer = RecordTransformer(cfg.sink_view, cfg.transforms)  # type: ignore[arg-type]
-    decoder = JsonDecoder(columns, unwrap=cfg.columnar_unwrap, fallback=transformer.transform_values)
-    decoded = decoder.decode(values, errors)
+    decoded = ChainDecoder(columns, cfg.sink_view).decode(chunk)
     assert decoded.positions == sorted(decoded.positions)
     assert decoded.columns.schema == plain.columns.schema
     return expected, outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped)
@@ -161,7 +160,7 @@ def both_ways(
 @pytest.mark.parametrize("seed", range(4))
 def test_the_decoders_unwrap_gives_what_the_stage_and_a_plain_decoder_give(mode: str, seed: int) -> None:
     cfg = config(MODES[mode])
-    assert cfg.transforms is not None and cfg.columnar_unwrap is not None, "the unwrap is the decoder's"
+    assert cfg.transforms is not None and cfg.columnar_chain is not None, "the unwrap is the decoder's"
     assert cfg.staged_transforms is None and cfg.sink_view.decoder_transforms is cfg.transforms
     rng = random.Random(seed)
     n = 400
@@ -214,7 +213,7 @@ def test_the_tasks_stage_the_unwrap_where_the_decoder_cannot_apply_it(keys: dict
         **keys,
     }
     cfg = SinkConfig.parse(raw)
-    assert cfg.columnar_unwrap is None and cfg.staged_transforms is cfg.transforms
+    assert cfg.columnar_chain is None and cfg.staged_transforms is cfg.transforms
     assert cfg.sink_view.decoder_transforms is None
 
 

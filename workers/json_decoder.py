@@ -597,7 +597,7 @@ class JsonDecoder:
             at += [origin[p] for p in plain.positions]
             bad += [(origin[p], reason) for p, reason in plain.bad]
             skipped += plain.skipped
-        columns, at = _in_order(parts, at) if parts else (self.data_schema.empty_table(), [])
+        columns, at = in_order(parts, at) if parts else (self.data_schema.empty_table(), [])
         bad.sort()
         return Decoded(columns, at, bad, skipped)
 
@@ -899,7 +899,7 @@ def _relaxed(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(nullable(f.type)).with_nullable(True) for f in schema], metadata=schema.metadata)
 
 
-def _in_order(tables: Sequence[pa.Table], positions: Sequence[int]) -> tuple[pa.Table, list[int]]:
+def in_order(tables: Sequence[pa.Table], positions: Sequence[int]) -> tuple[pa.Table, list[int]]:
     """Rows of ``tables`` (their positions, in the tables' order) put back in their positions' order."""
     table = pa.concat_tables(tables)
     order = np.argsort(np.asarray(positions, dtype=np.int64), kind="stable")

@@ -115,11 +115,9 @@ class RecordTransformer:
         keys: Sequence[bytes | None] | None = None,
         offsets: Sequence[int] | None = None,
     ) -> tuple[list[int], list[bytes | None], list[str | None]]:
-        """Values (with their keys and offsets, for a chain that reads them) through the chain, as ``apply``
-        takes their records: the positions of those it keeps, their values, and their errors (why a value could
-        not be transformed, or its own). For a chain that writes nothing but values (``TransformChain.
-        columnar_unwrap``'s, a decoder's fallback for the values it cannot unwrap in columns): the records are
-        given no topic, timestamp or header."""
+        """``transform_chunk`` for values alone (with their keys and offsets, for a chain that reads them), for a
+        Debezium transformation a decoder applies (``ColumnarChain.unwrap``) to the values it cannot read in
+        columns: the records are given no topic, timestamp or header, which it does not read."""
         assert keys is not None or not self.keys_used, "the chain reads keys"
         n = len(values)
         chunk = RecordChunk(
@@ -132,6 +130,12 @@ class RecordTransformer:
             [None] * n,
             list(errors),
         )
+        return self.transform_chunk(chunk)
+
+    def transform_chunk(self, chunk: RecordChunk) -> tuple[list[int], list[bytes | None], list[str | None]]:
+        """The records' values through the chain, as ``apply`` takes them: the positions of those it keeps, their
+        values, and their errors (why a value could not be transformed, or its own). For a chain that writes
+        nothing but values, which the sink's decoders apply (``SinkConfig.columnar_chain``)."""
         out, kept = self._apply(chunk)
         return kept, out.values, out.errors
 
@@ -177,7 +181,7 @@ def sink_values(config: SinkConfig, chunks: Iterable[RecordChunk]) -> Iterable[V
     if config.decoder_transforms is None:
         return ((chunk.values, chunk.errors) for chunk in chunks)
     transformer = RecordTransformer(config, config.decoder_transforms)
-    return (transformer.transform_values(chunk.values, chunk.errors, chunk.keys, chunk.offsets)[1:] for chunk in chunks)
+    return (transformer.transform_chunk(chunk)[1:] for chunk in chunks)
 
 
 def _payload(decoded: Any) -> Any:

@@ -37,7 +37,8 @@ from connectors.config.plugins import PLUGINS, resolve_plugin
 from connectors.config.secrets import HIDDEN, hidden_password_left, redact
 from connectors.java_regex import compile_java
 from connectors.smt import TransformChain, parse_chain, transformation_classes
-from connectors.smt.debezium import Columnar, ColumnarDebezium
+from connectors.smt.chain import ColumnarChain
+from connectors.smt.debezium import ColumnarDebezium
 
 # sinkadmin.commit.write-target-ms=0 means the commit interval, and at least
 # this: at short intervals a commit's cycle (its longest write, which on a
@@ -694,43 +695,43 @@ class SinkConfig:
     plugin: str
     settings: Any
     # Kafka Connect's transforms, which the tasks apply as they stage records (workers.transformed), except a
-    # chain the sink's decoders apply to columns (``columnar_unwrap``).
+    # chain the sink's decoders apply to columns (``columnar_chain``).
     transforms: TransformChain | None = None
     # In a sink's view (``sink_view``): the chain its decoders apply, to columns where they can.
     decoder_transforms: TransformChain | None = None
 
     @property
-    def columnar_unwrap(self) -> Columnar | None:
-        """Debezium's unwrap, or the Iceberg sink's DebeziumTransform, when the sink's decoders apply it to
-        columns rather than the tasks record by record: a chain of that one transformation
-        (``TransformChain.columnar_unwrap``), of plain JSON values, into a sink whose settings take it
-        (``unwraps_in_decoder``: the Iceberg sink with one table, no route field and no schema evolution). The
-        decoder reads each event's row into the table's columns, several times cheaper than a parse, the chain
-        and a JSON text per record (docs/decisions/012)."""
+    def columnar_chain(self) -> ColumnarChain | None:
+        """The chain when the sink's decoders apply it to columns rather than the tasks record by record
+        (``TransformChain.columnar``: Debezium's unwrap or the Iceberg sink's DebeziumTransform, then Kafka's
+        InsertField$Value and ReplaceField$Value, or those alone), of plain JSON values, into a sink whose
+        settings take it (``unwraps_in_decoder``: the Iceberg sink with one table, no route field and no schema
+        evolution). The decoder reads each value's fields straight into the table's columns, several times
+        cheaper than a parse, the chain and a JSON text per record (docs/decisions/012)."""
         if self.transforms is None or self.value_converter != "json" or self.schemas_enable or self.decodes_values:
             return None  # (values in a schema envelope, or decoded while staging, a registry's, keep the stage)
         if not getattr(self.settings, "unwraps_in_decoder", False):
             return None
-        return self._with_key_converter(self.transforms.columnar_unwrap)
+        return self._with_key_converter(self.transforms.columnar)
 
     @property
-    def decoder_columnar(self) -> Columnar | None:
+    def decoder_columnar(self) -> ColumnarChain | None:
         """In a sink's view (``sink_view``), the chain its decoders apply (``decoder_transforms``) in the form
-        they apply it: ``columnar_unwrap``'s."""
+        they apply it: ``columnar_chain``'s."""
         if self.decoder_transforms is None:
             return None
-        return self._with_key_converter(self.decoder_transforms.columnar_unwrap)
+        return self._with_key_converter(self.decoder_transforms.columnar)
 
-    def _with_key_converter(self, columnar: Columnar | None) -> Columnar | None:
+    def _with_key_converter(self, columnar: ColumnarChain | None) -> ColumnarChain | None:
         """``columnar``, told whether the keys are JSON (DebeziumTransform's ``_cdc.key`` is a key that is a map)."""
-        if isinstance(columnar, ColumnarDebezium):
-            return replace(columnar, json_keys=self.key_converter == "json")
+        if columnar is not None and isinstance(columnar.unwrap, ColumnarDebezium):
+            return replace(columnar, unwrap=replace(columnar.unwrap, json_keys=self.key_converter == "json"))
         return columnar
 
     @property
     def staged_transforms(self) -> TransformChain | None:
         """The chain the tasks apply as they stage records: the transforms, unless the sink's decoders do."""
-        return self.transforms if self.columnar_unwrap is None else None
+        return self.transforms if self.columnar_chain is None else None
 
     @property
     def decodes_values(self) -> bool:
@@ -751,10 +752,10 @@ class SinkConfig:
     def sink_view(self) -> SinkConfig:
         """The config as the sink sees its records: after transforms (which run schemaless), values that
         were JSON or Avro are plain JSON, without a schema envelope or registry, and the chain is done; or,
-        when the sink's decoders apply it (``columnar_unwrap``), the records as consumed and the chain theirs."""
+        when the sink's decoders apply it (``columnar_chain``), the records as consumed and the chain theirs."""
         if self.transforms is None:
             return self
-        if self.columnar_unwrap is not None:
+        if self.columnar_chain is not None:
             return replace(self, transforms=None, decoder_transforms=self.transforms)
         if self.value_converter not in ("json", "avro"):
             return replace(self, transforms=None)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from connectors.smt import debezium, kafka
-from connectors.smt.record import ConnectRecord, DataException, Predicate, Props, Transformation
+from connectors.smt.record import ConnectRecord, DataException, Predicate, Props, Source, Transformation
 
 TRANSFORMATIONS: dict[str, type[Transformation]] = {
     name: cls for cls in (*kafka.TRANSFORMATIONS, *debezium.TRANSFORMATIONS) for name in cls.CLASSES
@@ -44,6 +44,34 @@ class Step:
 
 
 @dataclass(frozen=True)
+class ColumnarChain:
+    """A chain as a decoder applies it to columns (``workers.chain_decoder``, decision 012): its Debezium
+    transformation (``unwrap``) as the events are read, each event's row read straight into the columns; then the
+    steps that only move, drop or insert the value's fields (``shape``), each of the table's columns read from the
+    field it comes from (``sources``) or filled from the record (its topic, partition, offset or timestamp)."""
+
+    unwrap: debezium.Columnar | None
+    shape: tuple[Transformation, ...] = ()
+
+    def sources(self, names: Iterable[str]) -> dict[str, Source] | None:
+        """Where each of the fields ``names`` of the chain's output comes from, in the value the shaping steps are
+        given; None when a step cannot tell for one of them (``Transformation.source_of``)."""
+        found: dict[str, Source] = {}
+        for name in names:
+            traced = Source(fields=(name,))
+            for step in reversed(self.shape):
+                before = step.source_of(traced)
+                if before is None:
+                    return None
+                traced = before
+            if self.unwrap is not None and len(traced.fields) + (traced.meta is not None) > 1:
+                if set(traced.fields) & self.unwrap.added:
+                    return None  # (a field the unwrap adds to every row, or the row's own: record by record)
+            found[name] = traced
+        return found
+
+
+@dataclass(frozen=True)
 class TransformChain:
     steps: tuple[Step, ...]
 
@@ -62,16 +90,23 @@ class TransformChain:
         )
 
     @property
-    def columnar_unwrap(self) -> debezium.Columnar | None:
-        """The chain as a decoder can apply it to columns: one ``ExtractNewRecordState`` with no predicate and
-        no ``add.headers`` (``debezium.ColumnarUnwrap``), or one ``DebeziumTransform`` with no predicate
-        (``debezium.ColumnarDebezium``); else None."""
-        if len(self.steps) != 1 or self.steps[0].predicate is not None:
+    def columnar(self) -> ColumnarChain | None:
+        """The chain as a decoder can apply it to columns (``ColumnarChain``), with no predicate: a Debezium
+        transformation first (``ExtractNewRecordState`` without ``add.headers``, or ``DebeziumTransform``), then
+        any of Kafka's transformations that only move, drop or insert the value's fields (InsertField$Value,
+        ReplaceField$Value: ``Transformation.shapes_columns``), or those alone; else None."""
+        if any(step.predicate is not None for step in self.steps):
             return None
-        step = self.steps[0].transformation
-        if isinstance(step, debezium.ExtractNewRecordState | debezium.DebeziumTransform):
-            return step.columnar
-        return None
+        first = self.steps[0].transformation
+        unwrap = None
+        if isinstance(first, debezium.ExtractNewRecordState | debezium.DebeziumTransform):
+            unwrap = first.columnar
+            if unwrap is None:
+                return None
+        shape = self.steps[1:] if unwrap is not None else self.steps
+        if not all(step.transformation.shapes_columns for step in shape):
+            return None
+        return ColumnarChain(unwrap, tuple(step.transformation for step in shape))
 
     @property
     def makes_floats(self) -> bool:

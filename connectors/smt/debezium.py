@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.smt.kafka import to_text
-from connectors.smt.record import ConnectRecord, DataException, Props, Transformation, java_split, require_map
+from connectors.smt.record import (
+    ConnectRecord,
+    DataException,
+    Props,
+    Source,
+    Transformation,
+    java_split,
+    require_map,
+)
 
 # Where Debezium looks for a field named in add.fields / add.headers without its struct: the envelope's own
 # fields (None), the transaction block's, MongoDB's updateDescription, else the source block.
@@ -64,6 +72,11 @@ class ColumnarUnwrap:
     rewrite: bool
     fields: tuple[tuple[str | None, str, str], ...] = ()
 
+    @property
+    def added(self) -> frozenset[str]:
+        """The fields it adds to every row: ``add.fields``', and with ``rewrite`` ``__deleted``."""
+        return frozenset([added for *_, added in self.fields] + (["__deleted"] if self.rewrite else []))
+
 
 @dataclass(frozen=True)
 class ColumnarDebezium:
@@ -76,6 +89,11 @@ class ColumnarDebezium:
 
     target_pattern: str | None
     json_keys: bool = True
+
+    @property
+    def added(self) -> frozenset[str]:
+        """The field it adds to every row."""
+        return frozenset(["_cdc"])
 
 
 # How a chain of one Debezium transformation is applied to columns by the decoders.
@@ -250,6 +268,16 @@ class CopyValue(Transformation):
         super().__init__(props)
         self.source = props.required("source.field")
         self.target = props.required("target.field")
+
+    def source_of(self, output: Source) -> Source | None:
+        """The target field comes from the source field (null where the value lacks it); the others are the
+        value's. (Not a target that may be the copy or another field, a record at a time: the copy is in every
+        value.)"""
+        if self.target not in output.fields:
+            return output
+        if len(output.fields) > 1 or output.meta is not None:
+            return None
+        return Source(fields=(self.source,))
 
     def apply(self, record: ConnectRecord) -> ConnectRecord:
         if record.value is None:

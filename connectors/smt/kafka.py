@@ -20,6 +20,7 @@ from connectors.smt.record import (
     KeyOrValue,
     Predicate,
     Props,
+    Source,
     Transformation,
     java_split,
     require_map,
@@ -90,6 +91,25 @@ class InsertField(KeyOrValue):
                 updated[name] = inserted
         return self.with_operating(record, updated)
 
+    def source_of(self, output: Source) -> Source | None:
+        """An inserted field comes from the record (``Source.meta``, the kind inserted), the others from the
+        value; a field that may be an inserted one or one of the value's, a record at a time, keeps the value's
+        that may be it. (Not for keys, nor a field inserted twice, which the later kind overwrites unless it is a
+        missing timestamp.) A record without a timestamp gets no timestamp field: the decoder hands it to the
+        transformation itself."""
+        names = [name for _, name in self.fields]
+        if self.ON_KEY or len(set(names)) != len(names):
+            return None
+        inserted = [(kind, name) for kind, name in self.fields if name in output.fields]
+        if not inserted:
+            return output
+        if output.meta is not None or len(inserted) > 1:
+            return None  # (two InsertFields' fields, each the one a record has: record by record)
+        kind, name = inserted[0]
+        return Source(
+            tuple(f for f in output.fields if f != name), kind, self.static_value if kind == "static" else None
+        )
+
 
 class ReplaceField(KeyOrValue):
     """Keeps (``include``), drops (``exclude``, which wins) and renames (``renames``, ``old:new``) fields;
@@ -132,9 +152,21 @@ class ReplaceField(KeyOrValue):
         kept = {
             self.renames.get(name, name): field
             for name, field in require_map(value, "field replacement").items()
-            if name not in self.exclude and (not self.include or name in self.include)
+            if self._kept(name)
         }
         return self.with_operating(record, kept)
+
+    def _kept(self, name: str) -> bool:
+        return name not in self.exclude and (not self.include or name in self.include)
+
+    def source_of(self, output: Source) -> Source | None:
+        """A field comes from the kept field renamed to it, or from its own name if that is kept and not renamed;
+        it is absent when neither is there. (Not for keys.)"""
+        if self.ON_KEY:
+            return None
+        found = [name for name, new in self.renames.items() if new in output.fields and self._kept(name)]
+        found += [name for name in output.fields if name not in self.renames and self._kept(name)]
+        return Source(tuple(found), output.meta, output.value)
 
 
 def _java_double(value: float) -> str:

@@ -28,6 +28,20 @@ class ConnectRecord:
     headers: list[tuple[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where a field of the value a chain makes comes from, as a decoder applying the chain to columns traces it
+    back through its steps (``Transformation.source_of``): fields of the value a step is given (``fields``: one, or
+    several any one of which it may be, a record at a time: ``a`` renamed to ``b``, or ``b`` itself), what
+    InsertField inserts (``meta``: the record's ``topic``, ``partition``, ``offset`` or ``timestamp``, or its
+    ``static`` value, ``value``; with ``fields``, any of them the record may have instead), or none of these (the
+    field is absent: a null column)."""
+
+    fields: tuple[str, ...] = ()
+    meta: str | None = None
+    value: str | None = None
+
+
 class Props:
     """A transformation's keys (``transforms.<alias>.*`` without the prefix), read as Kafka's ``ConfigDef``
     reads them (a STRING or LIST value trimmed, a missing required key an error, an empty value only where a
@@ -158,6 +172,18 @@ class Transformation:
     def makes_floats(self) -> bool:
         """Whether it may make floats JSON has no number for (NaN, infinities): a Cast to a float type."""
         return False
+
+    def source_of(self, output: Source) -> Source | None:
+        """Where, in the value this transformation is given, the field ``output`` of the value it makes comes
+        from (an absent field or a record's metadata stay what they are); None when it is not one a decoder
+        applies to columns by reading each column from where it comes (``TransformChain.columnar``), which takes a
+        transformation that only moves, drops or inserts a map's fields, whatever their values."""
+        return None
+
+    @property
+    def shapes_columns(self) -> bool:
+        """Whether a decoder applies it to columns by tracing each field back (``source_of``)."""
+        return self.source_of(Source()) is not None
 
 
 class KeyOrValue(Transformation):

@@ -30,6 +30,7 @@ from sinks.iceberg.routing import router_for
 from sinks.iceberg.tables import iceberg_schema, missing_fields, partition_values_json
 from sinks.iceberg.upserts import UnappliableRows, stream_metadata
 from sinks.iceberg.writes import TargetTable, Unshaped, shaped, table_filesystem
+from workers.chain_decoder import ChainDecoder
 from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
@@ -181,7 +182,7 @@ def unshaped_records(config: SinkConfig, run: RecordChunk, why: str) -> tuple[li
     if config.decoder_transforms is not None:
         # (The values as the decoders' chain makes them: those it drops are skipped, as a decoder skips them.)
         transformer = RecordTransformer(config, config.decoder_transforms)
-        kept, values, errors = transformer.transform_values(values, errors, run.keys, run.offsets)
+        kept, values, errors = transformer.transform_chunk(run)
     decoded = JsonDecoder(pa.schema([]), envelope=envelope).decode(values, errors)
     bad = [(kept[i], reason) for i, reason in decoded.bad] + [(kept[i], why) for i in decoded.positions]
     return sorted(bad), decoded.skipped + consumed - len(kept)
@@ -204,7 +205,7 @@ class TableLane:
         # Files closed when the table's schema changed (each file has one schema).
         self.closed: list[StagedFile] = []
         self.schemas = 0
-        self.decoder: JsonDecoder | None = None
+        self.decoder: JsonDecoder | ChainDecoder | None = None
         # In upsert mode, the decoded rows the table cannot apply (``refuse``).
         self.unappliable: UnappliableRows | None = None
         self.value_column = "value"  # string and bytes values: the table's one data column
@@ -234,11 +235,9 @@ class TableLane:
             )
             # (The refusals are the writer's own, not the decoder's ``reject``: the sink's, not its converter's,
             # in the dead letters' error context.)
-            chain = self.config.decoder_transforms
-            if chain is not None:
-                # Debezium's unwrap, applied as the events are read (SinkConfig.columnar_unwrap).
-                fallback = RecordTransformer(self.config, chain).transform_values
-                self.decoder = JsonDecoder(columns, unwrap=self.config.decoder_columnar, fallback=fallback)
+            if self.config.decoder_transforms is not None:
+                # The connector's chain, applied to the columns (SinkConfig.columnar_chain).
+                self.decoder = ChainDecoder(columns, self.config)
             else:
                 self.decoder = JsonDecoder(columns, evolve=evolve, envelope=envelope)
         else:
@@ -253,8 +252,10 @@ class TableLane:
         self.output = ArrowTableOutput(table, tmp_dir, prefix, self.config.buffer_bytes, self.stream)
 
     def decode(self, chunk: RecordChunk) -> Decoded:
+        if isinstance(self.decoder, ChainDecoder):
+            return self.decoder.decode(chunk)
         if self.decoder is not None:
-            return self.decoder.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets)
+            return self.decoder.decode(chunk.values, chunk.errors)
         column, bad = text_column(chunk.values, as_string=self.config.value_converter == "string")
         bad += [(i, str(e)) for i, e in enumerate(chunk.errors) if e is not None]
         bad_positions = {i for i, _ in bad}

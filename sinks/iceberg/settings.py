@@ -381,10 +381,10 @@ class IcebergSettings:
 
     @property
     def unwraps_in_decoder(self) -> bool:
-        """Whether the writer's decoders may apply Debezium's unwrap to columns (``SinkConfig.columnar_unwrap``):
+        """Whether the writer's decoders may apply a chain to columns (``SinkConfig.columnar_chain``):
         for one table, the records not routed (``sinks.iceberg.routing.router_for``: a router reads the records
         before their table's decoder), nor new fields typed from them (schema evolution), which both need the
-        unwrapped records themselves."""
+        transformed records themselves."""
         return self.route_field is None and not self.dynamic and len(self.tables) == 1 and not self.evolve_schema
 
     @property

@@ -419,16 +419,16 @@ class TableWriter:
         return plan.with_table(table)
 
     def _staged_records(self, staged: Sequence[StagedPartition], table: str) -> Iterator[RecordChunk]:
-        """The staged records that go to ``table``, batch by batch, as read (their values, errors, keys and
-        offsets): staged files can hold gigabytes."""
+        """The staged records that go to ``table``, batch by batch, as read (all but their headers, which
+        only the dead letters take): staged files can hold gigabytes."""
         router = self.router
         for s in staged:
             if s.path is not None:
-                columns = ["offset", "key", "value", "error"]
+                columns = ["offset", "timestamp", "key", "value", "error"]
                 for batch in pq.ParquetFile(s.path).iter_batches(batch_size=SAMPLES, columns=columns):
-                    offsets, keys, values, errors = (batch.column(c).to_pylist() for c in columns)
+                    offsets, timestamps, keys, values, errors = (batch.column(c).to_pylist() for c in columns)
                     n = len(offsets)
-                    chunk = RecordChunk("", 0, offsets, [None] * n, keys, values, [None] * n, errors)
+                    chunk = RecordChunk(s.topic, s.partition, offsets, timestamps, keys, values, [None] * n, errors)
                     if router is not None:
                         chunk = chunk.take(router.route(values, errors).tables.get(table, []))
                     yield chunk

@@ -1,0 +1,330 @@
+"""Kafka's InsertField$Value and ReplaceField$Value applied by the sink's decoder to columns (``ChainDecoder``,
+decision 012), alone or after Debezium's unwrap, against the tasks' stage, which applies the chain record by record
+before the sink decodes: for every kind of record, the two give the same rows, the same bad records with the same
+reasons, and the same count of skipped ones."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from connectors.config import SinkConfig
+from tests.conftest import sink_config
+from tests.test_columnar_unwrap import outcome
+from tests.test_columnar_unwrap import value as change_event
+from workers.chain_decoder import ChainDecoder
+from workers.json_decoder import Decoded, JsonDecoder
+from workers.staging import RecordChunk
+from workers.transformed import RecordTransformer
+
+INSERT = "org.apache.kafka.connect.transforms.InsertField$Value"
+REPLACE = "org.apache.kafka.connect.transforms.ReplaceField$Value"
+UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
+TS = 1_700_000_000_123
+
+# The chains (alias: class and keys), and the columns of the table each writes.
+LINEAGE = {
+    "meta": {
+        "type": INSERT,
+        "topic.field": "_topic",
+        "partition.field": "_partition",
+        "offset.field": "_offset",
+        "timestamp.field": "_ts",
+        "static.field": "_source",
+        "static.value": 'orders "eu"',
+    }
+}
+RENAMED = {"fields": {"type": REPLACE, "exclude": "secret", "renames": "name:customer,amount:total"}}
+INCLUDED = {"fields": {"type": REPLACE, "include": "id,name,_offset", "renames": "name:customer"}}
+CHAINS: dict[str, dict[str, dict[str, str]]] = {
+    "InsertField": LINEAGE,
+    "ReplaceField": RENAMED,
+    "ReplaceField, then InsertField": {**RENAMED, **LINEAGE},
+    "InsertField, then ReplaceField (renaming and dropping inserted fields)": {
+        **LINEAGE,
+        "fields": {"type": REPLACE, "exclude": "_partition", "renames": "_offset:offset,name:customer"},
+    },
+    "ReplaceField's include, then InsertField": {**INCLUDED, **LINEAGE},
+    "the Iceberg sink's CopyValue, then ReplaceField": {
+        "copy": {
+            "type": "org.apache.iceberg.connect.transforms.CopyValue",
+            "source.field": "id",
+            "target.field": "_offset",
+        },
+        **RENAMED,
+    },
+    "two InsertFields, the second overwriting the first's static field": {
+        **LINEAGE,
+        "again": {"type": INSERT, "static.field": "_source", "static.value": "second"},
+    },
+}
+COLUMNS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("customer", pa.string()),
+        ("amount", pa.float64()),
+        ("total", pa.float64()),
+        ("secret", pa.string()),
+        ("tags", pa.list_(pa.string())),
+        ("_topic", pa.string()),
+        ("_partition", pa.int32()),
+        ("_offset", pa.int64()),
+        ("offset", pa.int64()),
+        ("_ts", pa.int64()),
+        ("_source", pa.string()),
+    ]
+)
+
+
+def config(chain: dict[str, dict[str, str]], unwrap: dict[str, str] | None = None) -> SinkConfig:
+    steps = ({"unwrap": {"type": UNWRAP, **unwrap}} if unwrap is not None else {}) | chain
+    return SinkConfig.parse(
+        sink_config(
+            "orders",
+            "db.orders",
+            **{
+                "value.converter": "json",
+                "value.converter.schemas.enable": "false",
+                "transforms": ",".join(steps),
+                **{f"transforms.{alias}.{k}": v for alias, keys in steps.items() for k, v in keys.items()},
+            },
+        )
+    )
+
+
+def record_value(rng: random.Random, i: int) -> bytes | None:
+    """A value of a topic of plain JSON rows, or one that is no object, does not decode, or does not fit."""
+    kind = rng.randrange(20)
+    row: dict[str, Any] = {"id": i, "name": f"n{i}", "amount": i * 0.5}
+    if rng.random() < 0.5:
+        row["tags"] = [f"t{j}" for j in range(rng.randrange(3))]
+    if rng.random() < 0.3:
+        row["secret"] = rng.choice(["s", 5, None, {"x": 1}])  # (dropped, or read when a chain keeps it)
+    if kind == 0:
+        return None  # a tombstone
+    if kind == 1:
+        return rng.choice([b"null", b"[1, 2]", b'"text"', b"17"])  # JSON, but no object
+    if kind == 2:
+        return rng.choice([b"{not json", b'{"id": 1', b"\xff\xfe"])
+    if kind == 3:
+        row["amount"] = "abc"  # does not fit: bad, unless a chain drops or renames it into no column
+    elif kind == 4:
+        row["_offset"] = "not a number"  # overwritten by InsertField where it inserts one
+    elif kind == 5:
+        row["_topic"] = 17  # does not fit, unless overwritten
+    elif kind == 6:
+        row["customer"] = "own"  # beside name renamed to customer: the rename's, later in the value, wins
+    elif kind == 7:
+        row["_ts"] = "2020-01-01T00:00:00Z"  # the value's own, kept when the record has no timestamp
+    elif kind == 8:
+        row["id"] = [1]  # does not fit, unless dropped
+    elif kind == 9:
+        return json.dumps(row, indent=2).encode()  # (line breaks inside the value)
+    return json.dumps(row).encode()
+
+
+def both_ways(
+    cfg: SinkConfig, columns: pa.Schema, chunk: RecordChunk, most_through_chain: int | None = None
+) -> tuple[Any, Any]:
+    """What the stage then a plain decoder make of the chunk (rows by position, bad records, skipped count), and
+    what the decoder applying the chain to columns makes of it, as the Iceberg writer's lanes build it; at most
+    ``most_through_chain`` of its rows, if given, made by the chain itself rather than read in columns."""
+    staged, dropped = RecordTransformer(cfg, cfg.transforms).apply(chunk)  # type: ignore[arg-type]
+    plain = JsonDecoder(columns).decode(staged.values, staged.errors)
+    expected = outcome(
+        plain.columns,
+        [staged.offsets[p] for p in plain.positions],
+        [(staged.offsets[p], r) for p, r in plain.bad],
+        plain.skipped + dropped,
+    )
+    view = cfg.sink_view
+    assert view.decoder_columnar == cfg.columnar_chain
+    decoder = ChainDecoder(columns, view)
+    deferred: list[int] = []
+    through_chain = decoder._through_chain
+
+    def counted(chunk: RecordChunk, positions: list[int]) -> Decoded:
+        deferred.extend(positions)
+        return through_chain(chunk, positions)
+
+    decoder._through_chain = counted  # type: ignore[method-assign]
+    decoded = decoder.decode(chunk)
+    if most_through_chain is not None:
+        assert len(set(deferred) & set(decoded.positions)) <= most_through_chain, "the columns read most rows"
+    assert decoded.positions == sorted(decoded.positions)
+    assert decoded.columns.schema == plain.columns.schema
+    return expected, outcome(decoded.columns, decoded.positions, decoded.bad, decoded.skipped)
+
+
+def chunk_of(rng: random.Random, values: list[bytes | None], partition: int = 3) -> RecordChunk:
+    n = len(values)
+    errors: list[str | None] = [("a converter's error" if rng.random() < 0.02 else None) for _ in range(n)]
+    # (Offsets as a chunk's: consecutive from where the partition was; a few records without a timestamp.)
+    timestamps: list[int | None] = [None if rng.random() < 0.05 else TS + i for i in range(n)]
+    return RecordChunk("orders", partition, list(range(n)), timestamps, [None] * n, values, [None] * n, errors)
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+@pytest.mark.parametrize("seed", range(4))
+def test_the_decoders_chain_gives_what_the_stage_and_a_plain_decoder_give(chain: str, seed: int) -> None:
+    cfg = config(CHAINS[chain])
+    assert cfg.columnar_chain is not None and cfg.staged_transforms is None
+    assert ChainDecoder(COLUMNS, cfg.sink_view).columnar, "every column traced back"
+    rng = random.Random(seed)
+    chunk = chunk_of(rng, [record_value(rng, i) for i in range(300)])
+    # (The chain takes the bad records, and makes the rows of those without a timestamp and of those whose value
+    # holds a field the columns cannot tell from another, a few.)
+    expected, found = both_ways(cfg, COLUMNS, chunk, most_through_chain=len(chunk) // 8)
+    assert found == expected
+    assert len(expected[0]) > 150  # (most records are rows)
+
+
+@pytest.mark.parametrize("mode", [{}, {"delete.handling.mode": "rewrite", "add.fields": "op,source.ts_ms"}])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_decoders_unwrap_then_kafkas_transforms_give_what_the_stage_gives(mode: dict[str, str], seed: int) -> None:
+    cfg = config({**RENAMED, **LINEAGE}, unwrap=mode)
+    columnar = cfg.columnar_chain
+    assert columnar is not None and columnar.unwrap is not None and len(columnar.shape) == 2
+    columns = pa.schema([*COLUMNS, ("__deleted", pa.string()), ("__op", pa.string()), ("__source_ts_ms", pa.int64())])
+    rng = random.Random(seed)
+    chunk = chunk_of(rng, [change_event(rng, i) for i in range(300)])
+    expected, found = both_ways(cfg, columns, chunk, most_through_chain=len(chunk) // 5)
+    assert found == expected
+    assert len(expected[0]) > 60
+
+
+def test_inserted_fields_are_the_records_and_renamed_fields_read_under_their_old_names() -> None:
+    cfg = config({**RENAMED, **LINEAGE})
+    values: list[bytes | None] = [
+        b'{"id": 1, "name": "ann", "amount": 2.5, "secret": "x", "_offset": "mine"}',
+        b'{"id": 2, "amount": "abc"}',
+        b"[1]",
+        None,
+    ]
+    chunk = RecordChunk(
+        "orders", 7, [40, 41, 42, 43], [TS, TS + 1, None, TS], [None] * 4, values, [None] * 4, [None] * 4
+    )
+    decoded = ChainDecoder(COLUMNS, cfg.sink_view).decode(chunk)
+    assert decoded.positions == [0] and decoded.skipped == 1
+    row = decoded.columns.to_pylist()[0]
+    assert row == {
+        "id": 1,
+        "name": None,
+        "customer": "ann",
+        "amount": None,
+        "total": 2.5,
+        "secret": None,
+        "tags": None,
+        "_topic": "orders",
+        "_partition": 7,
+        "_offset": 40,
+        "offset": None,
+        "_ts": TS,
+        "_source": 'orders "eu"',
+    }
+    reasons = dict(decoded.bad)
+    assert "total" in reasons[1] or "abc" in reasons[1]  # (the plain decoder's, of the renamed field)
+    assert reasons[2].startswith("transforms.fields (ReplaceField$Value): Only Map objects supported")
+
+
+@pytest.mark.parametrize(
+    ("chain", "columns", "why"),
+    [
+        (
+            {"fields": {"type": REPLACE, "exclude": "id"}},
+            pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())]),
+            "a required column the chain always drops",
+        ),
+        (
+            {
+                "first": {"type": INSERT, "offset.field": "a"},
+                "one": {"type": REPLACE, "renames": "a:c"},
+                "second": {"type": INSERT, "topic.field": "b"},
+                "two": {"type": REPLACE, "renames": "b:c"},
+            },
+            pa.schema([("c", pa.string()), ("name", pa.string())]),
+            "c is the topic, or the offset where the value has a c of its own",
+        ),
+        (
+            {
+                "copy": {
+                    "type": "org.apache.iceberg.connect.transforms.CopyValue",
+                    "source.field": "id",
+                    "target.field": "b",
+                },
+                "fields": {"type": REPLACE, "renames": "name:b"},
+            },
+            pa.schema([("b", pa.string())]),
+            "b is the name renamed, or the copy of id, whichever is later in the value",
+        ),
+    ],
+)
+def test_a_table_whose_columns_cannot_be_traced_takes_every_record_through_the_chain(
+    chain: dict[str, dict[str, str]], columns: pa.Schema, why: str
+) -> None:
+    cfg = config(chain)
+    decoder = ChainDecoder(columns, cfg.sink_view)
+    assert not decoder.columnar, why
+    rng = random.Random(1)
+    chunk = chunk_of(rng, [record_value(rng, i) for i in range(100)])
+    expected, found = both_ways(cfg, columns, chunk)
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"transforms.fields.type": "org.apache.kafka.connect.transforms.ReplaceField$Key"},
+        {
+            "transforms.fields.predicate": "orders",
+            "predicates": "orders",
+            "predicates.orders.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+            "predicates.orders.pattern": "orders",
+        },
+        {
+            "transforms": "fields,cast",
+            "transforms.cast.type": "org.apache.kafka.connect.transforms.Cast$Value",
+            "transforms.cast.spec": "id:int32",
+        },
+        {"transforms": "fields,unwrap", "transforms.unwrap.type": UNWRAP},
+        {  # (a field inserted twice: the later kind's, unless it is a missing timestamp)
+            "transforms": "fields,meta",
+            "transforms.meta.type": INSERT,
+            "transforms.meta.timestamp.field": "at",
+            "transforms.meta.static.field": "at",
+            "transforms.meta.static.value": "x",
+        },
+        {"iceberg.tables": "db.orders,db.copies"},
+        {"value.converter.schemas.enable": "true"},
+    ],
+)
+def test_the_tasks_stage_a_chain_the_decoder_cannot_apply(keys: dict[str, str]) -> None:
+    raw = {
+        **sink_config("orders", "db.orders"),
+        "value.converter": "json",
+        "value.converter.schemas.enable": "false",
+        "transforms": "fields",
+        "transforms.fields.type": REPLACE,
+        "transforms.fields.exclude": "secret",
+        **keys,
+    }
+    cfg = SinkConfig.parse(raw)
+    assert cfg.columnar_chain is None and cfg.staged_transforms is cfg.transforms
+    assert cfg.sink_view.decoder_transforms is None
+
+
+def test_a_field_the_unwrap_adds_to_every_row_is_not_told_apart_from_the_rows_own_in_columns() -> None:
+    """(``__deleted`` is in every rewritten row: renaming ``name`` to it makes a column that is either, a record at
+    a time, by where each is in the row; the columns cannot tell, so every record goes through the chain.)"""
+    cfg = config({"fields": {"type": REPLACE, "renames": "name:__deleted"}}, unwrap={"delete.handling.mode": "rewrite"})
+    columns = pa.schema([("id", pa.int64()), ("__deleted", pa.string())])
+    assert not ChainDecoder(columns, cfg.sink_view).columnar
+    rng = random.Random(5)
+    chunk = chunk_of(rng, [change_event(rng, i) for i in range(200)])
+    expected, found = both_ways(cfg, columns, chunk)
+    assert found == expected

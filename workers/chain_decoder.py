@@ -1,0 +1,208 @@
+"""A connector's chain of transforms applied by the sink's decoder to columns, not by the tasks record by record.
+
+For a chain ``TransformChain.columnar`` takes (decision 012): a Debezium
+transformation first, which the JSON decoder applies as it reads each event
+(``JsonDecoder``'s ``unwrap``), then Kafka's transformations that only move,
+drop or insert the value's fields (InsertField$Value, ReplaceField$Value), or
+those alone. Each of the table's columns is traced back through them
+(``ColumnarChain.sources``) and then either read from the value's field it
+comes from (a renamed field read under its old name), or filled from the
+record (its topic, partition, offset or timestamp, or InsertField's static
+value, read as the JSON the transformation would have written), or null
+(a field dropped). No record is parsed into Python, transformed and written
+as JSON again.
+
+A record the columns cannot take as the chain would goes through the chain
+itself, then the plain decoder, as the tasks' stage and the sink would take it:
+one the decoder finds bad (not a JSON object, a field that does not fit: the
+chain may fail on it first, with its own reason), a record without the
+timestamp InsertField would insert, and every record of a table one of whose
+columns cannot be traced (``a`` renamed to ``b`` beside a ``b`` of its own) or
+must hold a field the chain drops. So each record comes to the same row, or the
+same bad record with the same reason, either way (tests/test_chain_decoder.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connectors.config import SinkConfig
+from connectors.smt import TransformChain
+from connectors.smt.record import Source
+from workers.json_decoder import Decoded, JsonDecoder, in_order
+from workers.json_text import json_text
+from workers.staging import RecordChunk
+from workers.transformed import RecordTransformer
+
+
+class ChainDecoder:
+    """The decoder of a table's columns that applies the connector's chain (``SinkConfig.decoder_transforms``)
+    to them, in the form ``SinkConfig.decoder_columnar`` gives."""
+
+    def __init__(self, data_schema: pa.Schema, config: SinkConfig) -> None:
+        chain, columnar = config.decoder_transforms, config.decoder_columnar
+        assert chain is not None and columnar is not None, "a chain the sink's decoders apply"
+        self.data_schema = data_schema
+        # The whole chain, record by record, then the plain decoder: for what the columns cannot take.
+        self._chain = RecordTransformer(config, chain)
+        self._plain = JsonDecoder(data_schema)
+        sources = columnar.sources(data_schema.names)
+        # Each column read from a field of the value (under the field's name; from any one of several, a record
+        # at a time), filled from the record (what InsertField inserts), or null.
+        self._read: dict[str, tuple[str, ...]] = {}
+        self._meta: dict[str, Source] = {}
+        # The keys of the fields a column may be read from instead of another source, as the value's text has them,
+        # and how many of them it may hold: a record whose value holds more (or an escape, which may spell one)
+        # goes through the chain, which takes the one later in the value.
+        self._either: list[tuple[list[bytes], int]] = []
+        for name, source in (sources or {}).items():
+            if source.meta is not None:
+                self._meta[name] = source
+            elif source.fields:
+                self._read[name] = source.fields
+            if len(source.fields) + (source.meta is not None) > 1:
+                self._either.append(([json_text(f) for f in source.fields], int(source.meta is None)))
+        # Each field read, with its column's type (a field copied to two columns is read once, if they share one).
+        fields_read = {
+            read: data_schema.field(name).with_name(read) for name, reads in self._read.items() for read in reads
+        }
+        self._absent = [name for name in data_schema.names if name not in self._read and name not in self._meta]
+        self.columnar = (
+            sources is not None
+            and all(
+                fields_read[read] == data_schema.field(name).with_name(read)
+                for name, reads in self._read.items()
+                for read in reads
+            )
+            and not any(not data_schema.field(name).nullable for name in self._absent)
+        )
+        self._inner: JsonDecoder | None = None
+        self._meta_decoder: JsonDecoder | None = None
+        if self.columnar:
+            inner_schema = pa.schema(list(fields_read.values()))
+            unwrap_chain = TransformChain(chain.steps[:1]) if columnar.unwrap is not None else None
+            self._inner = JsonDecoder(
+                inner_schema,
+                unwrap=columnar.unwrap,
+                fallback=RecordTransformer(config, unwrap_chain).transform_values if unwrap_chain else None,
+            )
+            if self._meta:
+                self._meta_decoder = JsonDecoder(pa.schema([data_schema.field(name) for name in self._meta]))
+
+    def decode(self, chunk: RecordChunk) -> Decoded:
+        """The chunk's rows, and which records are bad or skipped, as the chain then the plain decoder make them."""
+        if self._inner is None:
+            return self._through_chain(chunk, list(range(len(chunk))))
+        read = self._inner.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets)
+        deferred = [p for p, _ in read.bad]
+        positions = read.positions
+        columns = {
+            name: reads_column(read.columns, reads) if len(reads) > 1 else read.columns.column(reads[0])
+            for name, reads in self._read.items()
+        }
+        if self._either and positions:
+            told = [i for i, p in enumerate(positions) if not self._may_be_either(chunk.values[p])]
+            positions, columns = self._kept(positions, columns, told, deferred)
+        if self._meta_decoder is not None and positions:
+            filled, told = self._filled(chunk, positions)
+            positions, columns = self._kept(positions, columns, told, deferred)
+            columns |= filled
+        n = len(positions)
+        arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in self.data_schema]
+        parts = [pa.Table.from_arrays(arrays, schema=self.data_schema)]
+        at = list(positions)
+        bad: list[tuple[int, str]] = []
+        skipped = read.skipped
+        if deferred:
+            fallback = self._through_chain(chunk, sorted(deferred))
+            parts.append(fallback.columns)
+            at += fallback.positions
+            bad = fallback.bad
+            skipped += fallback.skipped
+        table, at = in_order(parts, at)
+        return Decoded(table, at, bad, skipped)
+
+    def _may_be_either(self, value: bytes | None) -> bool:
+        """Whether a value may hold more of the fields a column may come from than the columns tell apart (or an
+        escape, which may spell one)."""
+        assert value is not None
+        return b"\\u" in value or any(sum(key in value for key in keys) > most for keys, most in self._either)
+
+    @staticmethod
+    def _kept(
+        positions: list[int], columns: dict[str, pa.ChunkedArray], told: list[int], deferred: list[int]
+    ) -> tuple[list[int], dict[str, pa.ChunkedArray]]:
+        """``positions`` and the rows of ``columns`` at the indices ``told``; the other positions added to
+        ``deferred``."""
+        if len(told) == len(positions):
+            return positions, columns
+        taken = np.zeros(len(positions), dtype=bool)
+        taken[told] = True
+        deferred += np.asarray(positions, dtype=np.int64)[~taken].tolist()
+        at = pa.array(told, pa.int64())
+        return [positions[i] for i in told], {name: column.take(at) for name, column in columns.items()}
+
+    def _filled(self, chunk: RecordChunk, positions: Sequence[int]) -> tuple[dict[str, pa.ChunkedArray], list[int]]:
+        """The columns InsertField fills from the records at ``positions``, read from the JSON it would have written
+        (so a value that does not fit its column does not either way), for those of ``positions`` that took them
+        (their indices, also returned): not a record without the timestamp to insert, nor one a value of which does
+        not fit."""
+        assert self._meta_decoder is not None
+        constants: dict[str | None, str | int] = {"topic": chunk.topic, "partition": chunk.partition}
+        fixed = ",".join(
+            f"{_json(name)}:{_json(source.value if source.meta == 'static' else constants[source.meta])}"
+            for name, source in self._meta.items()
+            if source.meta in ("topic", "partition", "static")
+        )
+        per_record = [
+            (_json(name), source.meta) for name, source in self._meta.items() if source.meta in ("offset", "timestamp")
+        ]
+        lines: list[bytes] = []
+        taken: list[int] = []
+        for i, p in enumerate(positions):
+            parts = [fixed] if fixed else []
+            for key, kind in per_record:
+                value = chunk.offsets[p] if kind == "offset" else chunk.timestamps[p]
+                if value is None:
+                    break  # (no timestamp: the chain inserts none, and the value keeps its own field)
+                parts.append(f"{key}:{value}")
+            else:
+                lines.append(("{" + ",".join(parts) + "}").encode())
+                taken.append(i)
+        decoded = self._meta_decoder.decode(lines, [None] * len(lines))
+        return {name: decoded.columns.column(name) for name in self._meta}, [taken[p] for p in decoded.positions]
+
+    def _through_chain(self, chunk: RecordChunk, positions: list[int]) -> Decoded:
+        """The records at ``positions`` through the chain record by record, then the plain decoder."""
+        picked = RecordChunk(
+            chunk.topic,
+            chunk.partition,
+            [chunk.offsets[p] for p in positions],
+            [chunk.timestamps[p] for p in positions],
+            [chunk.keys[p] for p in positions],
+            [chunk.values[p] for p in positions],
+            [None] * len(positions),
+            [chunk.errors[p] for p in positions],
+        )
+        kept, values, errors = self._chain.transform_chunk(picked)
+        plain = self._plain.decode(values, errors)
+        origin = [positions[k] for k in kept]
+        return Decoded(
+            plain.columns,
+            [origin[p] for p in plain.positions],
+            [(origin[p], reason) for p, reason in plain.bad],
+            len(positions) - len(kept) + plain.skipped,
+        )
+
+
+def _json(value: str | int | None) -> str:
+    return json_text(value).decode()
+
+
+def reads_column(table: pa.Table, reads: Sequence[str]) -> pa.ChunkedArray:
+    """The column read from whichever of the fields ``reads`` a record has (it has one at most)."""
+    return pc.coalesce(*(table.column(read) for read in reads))
