@@ -134,13 +134,13 @@ def both_ways(
     """What the stage then a plain decoder make of the chunk (rows by position, bad records, skipped count), and
     what the decoder applying the chain to columns makes of it, as the Iceberg writer's lanes build it; at most
     ``most_through_chain`` of its rows, if given, made by the chain itself rather than read in columns."""
-    staged, dropped = RecordTransformer(cfg, cfg.transforms).apply(chunk)  # type: ignore[arg-type]
+    staged, kept = RecordTransformer(cfg, cfg.transforms)._apply(chunk)  # type: ignore[arg-type]
     plain = JsonDecoder(columns).decode(staged.values, staged.errors)
     expected = outcome(
         plain.columns,
-        [staged.offsets[p] for p in plain.positions],
-        [(staged.offsets[p], r) for p, r in plain.bad],
-        plain.skipped + dropped,
+        [kept[p] for p in plain.positions],
+        [(kept[p], r) for p, r in plain.bad],
+        plain.skipped + len(chunk) - len(kept),
     )
     view = cfg.sink_view
     assert view.decoder_columnar == cfg.columnar_chain
@@ -326,5 +326,35 @@ def test_a_field_the_unwrap_adds_to_every_row_is_not_told_apart_from_the_rows_ow
     assert not ChainDecoder(columns, cfg.sink_view).columnar
     rng = random.Random(5)
     chunk = chunk_of(rng, [change_event(rng, i) for i in range(200)])
+    expected, found = both_ways(cfg, columns, chunk)
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    "arrow_type",
+    [
+        pa.int8(),
+        pa.int16(),
+        pa.int32(),
+        pa.int64(),
+        pa.float32(),
+        pa.float64(),
+        pa.string(),
+        pa.bool_(),
+        pa.decimal128(20, 0),
+        pa.timestamp("us", tz="UTC"),
+    ],
+    ids=str,
+)
+def test_an_inserted_offset_or_timestamp_fills_a_column_of_any_type_as_its_json_would(arrow_type: pa.DataType) -> None:
+    """(Cast into integer and double columns, a value out of a narrow column's range not fitting; read from its JSON
+    into any other, as the plain decoder reads what the stage writes.)"""
+    cfg = config(LINEAGE)
+    columns = pa.schema([("id", pa.int64()), ("_offset", arrow_type), ("_ts", arrow_type), ("_partition", arrow_type)])
+    n = 60
+    offsets = [0, 1, 127, 128, 255, 32_767, 32_768, 2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1] * 5 + [5] * 5
+    stamps: list[int | None] = [TS, None, -1, 0, 2**40, *([TS] * (n - 5))]
+    values: list[bytes | None] = [b'{"id": %d, "_ts": "own"}' % i for i in range(n)]
+    chunk = RecordChunk("orders", 9, offsets, stamps, [None] * n, values, [None] * n, [None] * n)
     expected, found = both_ways(cfg, columns, chunk)
     assert found == expected

@@ -24,6 +24,7 @@ same bad record with the same reason, either way (tests/test_chain_decoder.py).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,7 +35,7 @@ from connectors.config import SinkConfig
 from connectors.smt import TransformChain
 from connectors.smt.record import Source
 from workers.json_decoder import Decoded, JsonDecoder, in_order
-from workers.json_text import json_text
+from workers.json_text import json_text, parse_json
 from workers.staging import RecordChunk
 from workers.transformed import RecordTransformer
 
@@ -81,7 +82,7 @@ class ChainDecoder:
             and not any(not data_schema.field(name).nullable for name in self._absent)
         )
         self._inner: JsonDecoder | None = None
-        self._meta_decoder: JsonDecoder | None = None
+        self._meta_decoders: dict[str, JsonDecoder] = {}
         if self.columnar:
             inner_schema = pa.schema(list(fields_read.values()))
             unwrap_chain = TransformChain(chain.steps[:1]) if columnar.unwrap is not None else None
@@ -90,8 +91,8 @@ class ChainDecoder:
                 unwrap=columnar.unwrap,
                 fallback=RecordTransformer(config, unwrap_chain).transform_values if unwrap_chain else None,
             )
-            if self._meta:
-                self._meta_decoder = JsonDecoder(pa.schema([data_schema.field(name) for name in self._meta]))
+            # (Each column InsertField fills, read from the JSON it writes by a decoder of its own.)
+            self._meta_decoders = {name: JsonDecoder(pa.schema([data_schema.field(name)])) for name in self._meta}
 
     def decode(self, chunk: RecordChunk) -> Decoded:
         """The chunk's rows, and which records are bad or skipped, as the chain then the plain decoder make them."""
@@ -105,12 +106,11 @@ class ChainDecoder:
             for name, reads in self._read.items()
         }
         if self._either and positions:
-            told = [i for i, p in enumerate(positions) if not self._may_be_either(chunk.values[p])]
-            positions, columns = self._kept(positions, columns, told, deferred)
-        if self._meta_decoder is not None and positions:
+            unclear = self._unclear([chunk.values[p] or b"" for p in positions], read.columns)
+            positions, columns = self._kept(positions, columns, np.flatnonzero(~unclear).tolist(), deferred)
+        if self._meta and positions:
             filled, told = self._filled(chunk, positions)
-            positions, columns = self._kept(positions, columns, told, deferred)
-            columns |= filled
+            positions, columns = self._kept(positions, columns | filled, told, deferred)
         n = len(positions)
         arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in self.data_schema]
         parts = [pa.Table.from_arrays(arrays, schema=self.data_schema)]
@@ -126,11 +126,40 @@ class ChainDecoder:
         table, at = in_order(parts, at)
         return Decoded(table, at, bad, skipped)
 
-    def _may_be_either(self, value: bytes | None) -> bool:
-        """Whether a value may hold more of the fields a column may come from than the columns tell apart (or an
-        escape, which may spell one)."""
-        assert value is not None
-        return b"\\u" in value or any(sum(key in value for key in keys) > most for keys, most in self._either)
+    def _unclear(self, values: list[bytes], read: pa.Table) -> np.ndarray:
+        """Which values may hold more of the fields a column may come from than the columns tell apart, or an
+        escape (which may spell one): those are found in the values' text, each key searched for once in it all,
+        and the values holding the rarer keys of a column's (``read``: the fields as read) looked at one by one."""
+        n = len(values)
+        unclear = np.zeros(n, dtype=bool)
+        text = b"\n".join(values)
+        ends = np.cumsum(np.fromiter(map(len, values), np.int64, n) + 1).tolist()
+
+        def holding(key: bytes) -> list[int]:
+            """The values whose text holds ``key``."""
+            found: list[int] = []
+            at = text.find(key)
+            while at >= 0:
+                found.append(bisect.bisect_right(ends, at))
+                at = text.find(key, ends[found[-1]])
+            return found
+
+        # An escape: a backslash (found as one character, several times faster than two) before a ``u``.
+        at = text.find(b"\\")
+        while at >= 0:
+            if text[at + 1 : at + 2] == b"u":
+                i = bisect.bisect_right(ends, at)
+                unclear[i] = True
+                at = text.find(b"\\", ends[i])
+            else:
+                at = text.find(b"\\", at + 2)
+        for keys, most in self._either:
+            # (More than ``most`` of a column's keys in a value: if ``most`` is one, the value holds one of them
+            # besides any one, so the values holding the others need a look: all but the one read the most.)
+            rare = keys if most == 0 else sorted(keys, key=lambda key: -read.column(parse_json(key)).null_count)[:-1]
+            for i in sorted({i for key in rare for i in holding(key)}):
+                unclear[i] |= most == 0 or sum(key in values[i] for key in keys) > most
+        return unclear
 
     @staticmethod
     def _kept(
@@ -146,35 +175,34 @@ class ChainDecoder:
         at = pa.array(told, pa.int64())
         return [positions[i] for i in told], {name: column.take(at) for name, column in columns.items()}
 
-    def _filled(self, chunk: RecordChunk, positions: Sequence[int]) -> tuple[dict[str, pa.ChunkedArray], list[int]]:
-        """The columns InsertField fills from the records at ``positions``, read from the JSON it would have written
-        (so a value that does not fit its column does not either way), for those of ``positions`` that took them
-        (their indices, also returned): not a record without the timestamp to insert, nor one a value of which does
-        not fit."""
-        assert self._meta_decoder is not None
-        constants: dict[str | None, str | int] = {"topic": chunk.topic, "partition": chunk.partition}
-        fixed = ",".join(
-            f"{_json(name)}:{_json(source.value if source.meta == 'static' else constants[source.meta])}"
-            for name, source in self._meta.items()
-            if source.meta in ("topic", "partition", "static")
-        )
-        per_record = [
-            (_json(name), source.meta) for name, source in self._meta.items() if source.meta in ("offset", "timestamp")
-        ]
-        lines: list[bytes] = []
-        taken: list[int] = []
-        for i, p in enumerate(positions):
-            parts = [fixed] if fixed else []
-            for key, kind in per_record:
-                value = chunk.offsets[p] if kind == "offset" else chunk.timestamps[p]
-                if value is None:
-                    break  # (no timestamp: the chain inserts none, and the value keeps its own field)
-                parts.append(f"{key}:{value}")
+    def _filled(self, chunk: RecordChunk, positions: Sequence[int]) -> tuple[dict[str, pa.Array], list[int]]:
+        """The columns InsertField fills from the records at ``positions``, as the plain decoder reads the JSON it
+        would have written (so a value that does not fit its column does not either way), and the indices of the
+        positions that took them: not a record without the timestamp to insert, nor one a value of which does not
+        fit. A record's offset or timestamp into an integer or double column is cast (as the reader reads a JSON
+        integer: a value beyond a narrower column's range does not fit); the topic, partition and static value are
+        read once for the chunk."""
+        n = len(positions)
+        took = np.ones(n, dtype=bool)
+        filled: dict[str, pa.Array] = {}
+        for name, source in self._meta.items():
+            field = self.data_schema.field(name)
+            decoder = self._meta_decoders[name]
+            if source.meta in ("offset", "timestamp"):
+                numbers = chunk.offsets if source.meta == "offset" else chunk.timestamps
+                read = pa.array([numbers[p] for p in positions], pa.int64())
+                # (No timestamp: the chain inserts none, and the value keeps its own field.)
+                took &= read.is_valid().to_numpy(zero_copy_only=False)
+                filled[name] = _numbers_read(read, field.type, decoder, took)
+                continue
+            value = {"topic": chunk.topic, "partition": chunk.partition}.get(str(source.meta), source.value)
+            once = decoder.decode([f"{{{_json(name)}:{_json(value)}}}".encode()], [None])
+            if once.bad:
+                took[:] = False
+                filled[name] = pa.nulls(n, field.type)
             else:
-                lines.append(("{" + ",".join(parts) + "}").encode())
-                taken.append(i)
-        decoded = self._meta_decoder.decode(lines, [None] * len(lines))
-        return {name: decoded.columns.column(name) for name in self._meta}, [taken[p] for p in decoded.positions]
+                filled[name] = once.columns.column(0).take(pa.array(np.zeros(n, np.int64)))
+        return filled, np.flatnonzero(took).tolist()
 
     def _through_chain(self, chunk: RecordChunk, positions: list[int]) -> Decoded:
         """The records at ``positions`` through the chain record by record, then the plain decoder."""
@@ -206,3 +234,23 @@ def _json(value: str | int | None) -> str:
 def reads_column(table: pa.Table, reads: Sequence[str]) -> pa.ChunkedArray:
     """The column read from whichever of the fields ``reads`` a record has (it has one at most)."""
     return pc.coalesce(*(table.column(read) for read in reads))
+
+
+def _numbers_read(numbers: pa.Int64Array, arrow_type: pa.DataType, decoder: JsonDecoder, took: np.ndarray) -> pa.Array:
+    """Integers (a record's offset or timestamp, null for none) as the decoder reads them from JSON into a column
+    of ``arrow_type`` (``decoder``'s one column): cast into an integer column they fit, or a double; read from
+    their JSON otherwise. ``took`` is cleared where one does not fit."""
+    if pa.types.is_integer(arrow_type) and arrow_type.bit_width <= 64 and pa.types.is_signed_integer(arrow_type):
+        bounds = np.iinfo(arrow_type.to_pandas_dtype())
+        values = numbers.fill_null(0).to_numpy()
+        fits = (values >= bounds.min) & (values <= bounds.max)
+        took &= fits
+        return pa.array(np.where(fits, values, 0).astype(arrow_type.to_pandas_dtype()), arrow_type, mask=~fits)
+    if pa.types.is_float64(arrow_type):
+        return numbers.cast(arrow_type, safe=False)  # (rounded to the nearest double, as the reader parses one)
+    lines = [b"{%s:%d}" % (json_text(decoder.data_schema.names[0]), v) for v in numbers.fill_null(0).to_pylist()]
+    decoded = decoder.decode(lines, [None] * len(lines))
+    index = np.full(len(lines), -1, dtype=np.int64)
+    index[decoded.positions] = np.arange(len(decoded.positions))
+    took &= index >= 0
+    return decoded.columns.column(0).take(pa.array(index, mask=index < 0))
