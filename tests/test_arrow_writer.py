@@ -245,13 +245,75 @@ def test_arrow_rs_converts_numbers_as_the_iceberg_sink_does_and_refuses_what_doe
 
 def test_dates_timestamps_decimals_and_schema_evolution_are_read_by_arrow_cpp() -> None:
     # arrow-rs takes a number into a timestamp column in the column's unit
-    # (microseconds); the Iceberg sink reads milliseconds. Arrow C++ refuses it.
+    # (microseconds); the Iceberg sink reads milliseconds, as Arrow C++'s reads here.
     assert not JsonDecoder(SCHEMA).rust_reader
     assert not JsonDecoder(pa.schema([("price", pa.decimal128(10, 2))])).rust_reader
     assert not JsonDecoder(PLAIN_SCHEMA, evolve=True).rust_reader
     decoded = decode([record(1, at=1_700_000_000_000), record(2, at="2023-11-14T22:13:20Z")])
-    assert [i for i, _ in decoded.bad] == [0]
-    assert decoded.columns.column("at").to_pylist() == [dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)]
+    assert not decoded.bad
+    at = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
+    assert decoded.columns.column("at").to_pylist() == [at, at]
+
+
+TIMES = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("local", pa.timestamp("us")),
+        ("day", pa.date32()),
+        ("cdc", pa.struct([("op", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])),
+        ("stamps", pa.list_(pa.timestamp("ns", tz="UTC"))),
+    ]
+)
+
+
+def test_a_json_number_fills_a_timestamp_as_epoch_milliseconds_and_a_date_as_days_as_the_iceberg_sink_reads_it() -> (
+    None
+):
+    """(RecordConverter: a Number into a timestamp or timestamptz is ``millis * 1000`` microseconds, into a date
+    ``dateFromDays``: the Java sink's tables type Debezium's ``_cdc.ts`` and InsertField's timestamp so.)"""
+    ms = 1_700_000_000_123
+    at = dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
+    values: list[bytes | None] = [
+        b'{"id": 1, "at": %d, "local": %d, "day": 19000, "cdc": {"op": "I", "ts": %d}, "stamps": [%d, null]}'
+        % (ms, ms, ms, ms),
+        b'{"id": 2, "at": "2023-11-14T22:13:20.123Z", "day": "2022-01-08", "cdc": {"ts": "2023-11-14T22:13:20.123Z"}}',
+        b'{"id": 3, "at": -1, "day": -1}',
+    ]
+    decoder = JsonDecoder(TIMES)
+    for _ in range(2):  # (the second time, the decoder begins with numbers where the last chunk had them)
+        for chunk in (values, values[::-1], values[:1], values[1:2]):
+            decoded = decoder.decode(chunk, [None] * len(chunk))
+            assert not decoded.bad, decoded.bad
+    decoded = decoder.decode(values, [None] * 3)
+    rows = decoded.columns.to_pylist()
+    assert [r["at"] for r in rows] == [at, at, dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC)]
+    assert rows[0]["local"] == at.replace(tzinfo=None)
+    assert [r["day"] for r in rows] == [dt.date(2022, 1, 8), dt.date(2022, 1, 8), dt.date(1969, 12, 31)]
+    assert rows[0]["cdc"] == {"op": "I", "ts": at} and rows[1]["cdc"] == {"op": None, "ts": at}
+    assert rows[0]["stamps"] == [at, None]
+
+
+@pytest.mark.parametrize(
+    ("value", "field_named"),
+    [
+        (b'{"at": 1.5}', "/at"),  # (a fraction: the Java sink would truncate it)
+        (b'{"at": true}', "/at"),
+        (b'{"at": 9223372036854776}', "/at"),  # beyond the range of microseconds
+        (b'{"day": 3000000000}', "day"),  # beyond a date's days
+        (b'{"cdc": {"ts": [1]}}', "/cdc/ts"),
+    ],
+)
+def test_a_number_a_timestamp_or_date_cannot_hold_is_a_bad_record_alone(value: bytes, field_named: str) -> None:
+    good = b'{"id": 7, "at": 1700000000123}'
+    decoder = JsonDecoder(TIMES)
+    for order in ([good, value, good], [value, good]):
+        decoded = decoder.decode(order, [None] * len(order))
+        assert [p for p, _ in decoded.bad] == [order.index(value)]
+        assert field_named in decoded.bad[0][1], decoded.bad[0][1]
+    # (The reason is the same whichever way the decoder last read the field.)
+    fresh = JsonDecoder(TIMES).decode([value], [None])
+    assert decoded.bad[0][1] == fresh.bad[0][1]
 
 
 def test_a_record_larger_than_a_parse_block_decodes() -> None:

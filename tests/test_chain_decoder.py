@@ -353,6 +353,10 @@ def test_an_inserted_offset_or_timestamp_fills_a_column_of_any_type_as_its_json_
     columns = pa.schema([("id", pa.int64()), ("_offset", arrow_type), ("_ts", arrow_type), ("_partition", arrow_type)])
     n = 60
     offsets = [0, 1, 127, 128, 255, 32_767, 32_768, 2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1] * 5 + [5] * 5
+    if pa.types.is_timestamp(arrow_type):
+        # (Milliseconds beyond a timestamp's range are bad records; in its range but past Python's years, which the
+        # comparison cannot show, left out.)
+        offsets = [o if o < 2**40 or o > 2**60 else 5 for o in offsets]
     stamps: list[int | None] = [TS, None, -1, 0, 2**40, *([TS] * (n - 5))]
     values: list[bytes | None] = [b'{"id": %d, "_ts": "own"}' % i for i in range(n)]
     chunk = RecordChunk("orders", 9, offsets, stamps, [None] * n, values, [None] * n, [None] * n)

@@ -217,6 +217,8 @@ def test_the_decoders_transform_gives_what_the_stage_and_a_plain_decoder_give(pa
         pa.struct([("op", pa.string()), ("offset", pa.int32())]),  # (too narrow for some offsets: likewise)
         pa.struct([("op", pa.string()), ("key", pa.struct([]))]),  # a key of no fields the type has
         pa.struct([("key", pa.struct([("id", pa.int64()), ("tags", pa.list_(pa.string()))]))]),
+        # The Java sink's: ts a timestamp, which reads the event's epoch milliseconds (Arrow C++'s reader).
+        pa.struct([("op", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("offset", pa.int64())]),
         None,  # no _cdc column
     ],
 )

@@ -246,6 +246,13 @@ class JsonDecoder:
         ]
         # With schema evolution, what the records of the chunks parsed so far have, as read (new fields).
         self._read_schema: pa.Schema | None = None
+        # The timestamp and date fields of what is read (by their paths as Arrow C++'s reader names them), which a
+        # JSON number fills as the Iceberg sink's RecordConverter takes one: epoch milliseconds, days since the
+        # epoch. The reader refuses a number in them (a date is read as text), so a chunk with one is read again
+        # with such a field as a number (``_read_cpp``); those read so the last time, and the options of each way.
+        self._time_paths = {} if self.rust_reader else _time_paths(self.parse_schema, _date_paths(read_fields))
+        self._numeric: frozenset[str] = frozenset()
+        self._numeric_options = {frozenset[str](): self._options}
 
     def decode(
         self,
@@ -658,6 +665,36 @@ class JsonDecoder:
         return read_rust(data, self.parse_schema, self._rust_schema, rows)
 
     def _read_cpp(self, data: bytes) -> pa.Table:
+        """``data`` read by Arrow C++'s reader (``_read_cpp_with``), a timestamp or date field read as a number
+        where the reader says it holds one (and as text again where it says it holds text), each field turned once
+        at most: so a chunk whose values give a field the one kind or the other is read whole, one that mixes both
+        in a field is not (and is halved). Begins the way the last chunk was read; a chunk read no way fails with
+        what the reader says of it read as text, whatever came before."""
+        numeric, turned = self._numeric, set[str]()
+        while True:
+            try:
+                table = self._read_cpp_with(data, numeric)
+            except pa.ArrowInvalid as exc:
+                found = TURNED.search(str(exc))
+                path = found.group(1) if found else None
+                to_number = found is not None and found.group(2) == "string" and found.group(3) == "number"
+                if path not in self._time_paths or path in turned or (path in numeric) == to_number:
+                    if numeric:
+                        self._read_cpp_with(data, frozenset())  # (raises what the records are, read as text)
+                    raise
+                turned.add(path)
+                numeric = numeric | {path} if to_number else numeric - {path}
+                continue
+            self._numeric = numeric
+            return _as_read(table, self.parse_schema) if numeric else table
+
+    def _read_cpp_with(self, data: bytes, numeric: frozenset[str]) -> pa.Table:
+        options = self._numeric_options.get(numeric)
+        if options is None:
+            options = self._numeric_options[numeric] = pj.ParseOptions(
+                explicit_schema=_with_numbers(self.parse_schema, {self._time_paths[p] for p in numeric}),
+                unexpected_field_behavior=self._options.unexpected_field_behavior,
+            )
         # The whole chunk as one block, parsed on this thread. Arrow's
         # streaming reader, not read_json: read_json starts a read-ahead
         # thread and its pool for every call and waits on it, which held a
@@ -669,7 +706,7 @@ class JsonDecoder:
         reader = pj.open_json(
             pa.BufferReader(data),
             read_options=pj.ReadOptions(block_size=max(self.MIN_BLOCK, len(data) + 1), use_threads=False),
-            parse_options=self._options,
+            parse_options=options,
         )
         return reader.read_all()
 
@@ -871,7 +908,8 @@ def _debezium_fields(
         if f.name == "key" and not (pa.types.is_struct(f.type) and _rust_readable(f.type)):
             return None
         if f.name == "ts":
-            if not _rust_readable(f.type):
+            # (A timestamp, as the Java sink's tables type it, reads the event's epoch milliseconds: _read_cpp.)
+            if not (_rust_readable(f.type) or pa.types.is_timestamp(f.type)):
                 return None
             fields["ts_ms"] = f.type
     return fields, cdc
@@ -884,6 +922,101 @@ PLACEHOLDERS = ("{db}", "{table}")
 def _target_parts(pattern: str | None) -> list[str]:
     """``cdc.target.pattern`` split into its text and its placeholders (none without a pattern)."""
     return [p for p in re.split(r"(\{db\}|\{table\})", pattern) if p] if pattern else []
+
+
+# Arrow C++'s reader's error for a field that holds a JSON value of another kind than its type takes.
+TURNED = re.compile(r"Column\((.*)\) changed from (\w+) to (\w+) in row")
+# The struct a change event's or an envelope's row is read in (``JsonDecoder.parse_schema``).
+ROW_HOLDERS = ("payload", "after", "before")
+
+
+def _date_paths(fields: Sequence[pa.Field]) -> set[tuple[str, ...]]:
+    """The paths of the date fields among ``fields``, at any depth (``[]`` for a list's items)."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(arrow_type: pa.DataType, path: tuple[str, ...]) -> None:
+        if pa.types.is_date(arrow_type):
+            found.add(path)
+        elif pa.types.is_struct(arrow_type):
+            for f in arrow_type:
+                walk(f.type, (*path, f.name))
+        elif pa.types.is_list(arrow_type):
+            walk(arrow_type.value_type, (*path, "[]"))
+
+    for f in fields:
+        walk(f.type, (f.name,))
+    return found
+
+
+def _time_paths(schema: pa.Schema, dates: set[tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The timestamp fields of ``schema`` and its date fields (``dates``, read as text: under a row's holder
+    too), by their path as Arrow C++'s reader names it (``/a/b``, ``/list/[]``), each with its path."""
+    found: dict[str, tuple[str, ...]] = {}
+
+    def walk(arrow_type: pa.DataType, path: tuple[str, ...]) -> None:
+        is_date = path in dates or (len(path) > 1 and path[0] in ROW_HOLDERS and path[1:] in dates)
+        if pa.types.is_timestamp(arrow_type) or (pa.types.is_string(arrow_type) and is_date):
+            found["/" + "/".join(path)] = path
+        elif pa.types.is_struct(arrow_type):
+            for f in arrow_type:
+                walk(f.type, (*path, f.name))
+        elif pa.types.is_list(arrow_type):
+            walk(arrow_type.value_type, (*path, "[]"))
+
+    for f in schema:
+        walk(f.type, (f.name,))
+    return found
+
+
+def _with_numbers(schema: pa.Schema, paths: set[tuple[str, ...]]) -> pa.Schema:
+    """``schema`` with the fields at ``paths`` read as numbers: a timestamp as a long (milliseconds), a date
+    (text) as a date (the reader takes days)."""
+
+    def turned(arrow_type: pa.DataType, path: tuple[str, ...]) -> pa.DataType:
+        if path in paths:
+            return pa.int64() if pa.types.is_timestamp(arrow_type) else pa.date32()
+        if pa.types.is_struct(arrow_type):
+            return pa.struct([f.with_type(turned(f.type, (*path, f.name))) for f in arrow_type])
+        if pa.types.is_list(arrow_type):
+            return pa.list_(arrow_type.value_field.with_type(turned(arrow_type.value_type, (*path, "[]"))))
+        return arrow_type
+
+    return pa.schema([f.with_type(turned(f.type, (f.name,))) for f in schema], metadata=schema.metadata)
+
+
+def _as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A table read with some timestamp and date fields as numbers (``_with_numbers``) in ``schema``'s types: the
+    milliseconds as the timestamp's unit (one beyond its range does not fit), the days as a date's text."""
+
+    def converted(array: pa.Array, arrow_type: pa.DataType, path: str) -> pa.Array:
+        if array.type == arrow_type:
+            return array
+        if pa.types.is_struct(arrow_type):
+            children = [
+                converted(child, f.type, f"{path}/{f.name}")
+                for child, f in zip(array.flatten(), arrow_type, strict=True)
+            ]
+            return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=array.is_null())
+        if pa.types.is_list(arrow_type):
+            values = converted(array.flatten(), arrow_type.value_type, f"{path}/[]")
+            offsets = pc.subtract(array.offsets, array.offsets[0])
+            return pa.ListArray.from_arrays(offsets, values, type=arrow_type, mask=array.is_null())
+        if pa.types.is_timestamp(arrow_type):
+            per_milli = {"s": 0, "ms": 1, "us": 1_000, "ns": 1_000_000}[arrow_type.unit]
+            try:
+                if not per_milli:
+                    raise pa.ArrowInvalid("seconds")
+                return pc.multiply_checked(array, per_milli).cast(arrow_type)
+            except pa.ArrowInvalid:
+                raise ValueError(f"Column({path}): epoch milliseconds a {arrow_type} cannot hold") from None
+        return array.cast(arrow_type)  # (a date's days as its text, which the cast to the columns reads back)
+
+    arrays = [
+        pa.chunked_array([converted(chunk, f.type, f"/{f.name}") for chunk in table.column(f.name).chunks], f.type)
+        for f in schema
+        if f.name in table.column_names
+    ]
+    return pa.Table.from_arrays(arrays, schema=pa.schema([f for f in schema if f.name in table.column_names]))
 
 
 def _relaxed(schema: pa.Schema) -> pa.Schema:

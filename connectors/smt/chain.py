@@ -64,9 +64,9 @@ class ColumnarChain:
                 if before is None:
                     return None
                 traced = before
-            if self.unwrap is not None and len(traced.fields) + (traced.meta is not None) > 1:
-                if set(traced.fields) & self.unwrap.added:
-                    return None  # (a field the unwrap adds to every row, or the row's own: record by record)
+            either = len(traced.fields) + (traced.meta is not None) > 1
+            if either and self.unwrap is not None and set(traced.fields) & self.unwrap.added:
+                return None  # (a field the unwrap adds to every row, or the row's own: record by record)
             found[name] = traced
         return found
 
