@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -67,18 +68,35 @@ class ChainDecoder:
                 self._read[name] = source.fields
             if len(source.fields) + (source.meta is not None) > 1:
                 self._either.append(([json_text(f) for f in source.fields], int(source.meta is None)))
-        # Each field read, with its column's type (a field copied to two columns is read once, if they share one).
-        fields_read = {
-            read: data_schema.field(name).with_name(read) for name, reads in self._read.items() for read in reads
-        }
+        # A key with a character JSON may escape otherwise than as ``\u`` (``x\/y``): any escape may spell it.
+        self._escapes = (
+            b"\\"
+            if any(set(key[1:-1].decode()) & set('/"\\\b\f\n\r\t') for keys, _ in self._either for key in keys)
+            else b"\\u"
+        )
+        # Each field read, with its column's type (one of several a column may come from as nullable: a record has
+        # one at most); a field copied to two columns is read once, if they read it alike.
+        reads = [
+            (
+                read,
+                data_schema.field(name)
+                .with_name(read)
+                .with_nullable(data_schema.field(name).nullable or len(fields) > 1),
+            )
+            for name, fields in self._read.items()
+            for read in fields
+        ]
+        fields_read = dict(reads)
+        self._required = [
+            name for name, fields in self._read.items() if len(fields) > 1 and not data_schema.field(name).nullable
+        ]
         self._absent = [name for name in data_schema.names if name not in self._read and name not in self._meta]
+        # (The reader the plain decoder of the table's columns uses: arrow-rs's and Arrow C++'s take different
+        # values for some types, a fraction into an integer column, a numeric string into a number column.)
+        cpp_reader = not self._plain.rust_reader
         self.columnar = (
             sources is not None
-            and all(
-                fields_read[read] == data_schema.field(name).with_name(read)
-                for name, reads in self._read.items()
-                for read in reads
-            )
+            and all(fields_read[read] == field for read, field in reads)
             and not any(not data_schema.field(name).nullable for name in self._absent)
         )
         self._inner: JsonDecoder | None = None
@@ -90,14 +108,18 @@ class ChainDecoder:
                 inner_schema,
                 unwrap=columnar.unwrap,
                 fallback=RecordTransformer(config, unwrap_chain).transform_values if unwrap_chain else None,
+                cpp_reader=cpp_reader,
             )
             # (Each column InsertField fills, read from the JSON it writes by a decoder of its own.)
-            self._meta_decoders = {name: JsonDecoder(pa.schema([data_schema.field(name)])) for name in self._meta}
+            self._meta_decoders = {
+                name: JsonDecoder(pa.schema([data_schema.field(name)]), cpp_reader=cpp_reader) for name in self._meta
+            }
 
     def decode(self, chunk: RecordChunk) -> Decoded:
         """The chunk's rows, and which records are bad or skipped, as the chain then the plain decoder make them."""
         if self._inner is None:
-            return self._through_chain(chunk, list(range(len(chunk))))
+            decoded = self._through_chain(chunk, list(range(len(chunk))))
+            return replace(decoded, columns=decoded.columns.cast(self.data_schema))
         read = self._inner.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets)
         deferred = [p for p, _ in read.bad]
         positions = read.positions
@@ -107,6 +129,9 @@ class ChainDecoder:
         }
         if self._either and positions:
             unclear = self._unclear([chunk.values[p] or b"" for p in positions], read.columns)
+            for name in self._required:
+                # (A required column none of whose fields a record has: the chain says why it is bad.)
+                unclear |= columns[name].is_null().to_numpy(zero_copy_only=False)
             positions, columns = self._kept(positions, columns, np.flatnonzero(~unclear).tolist(), deferred)
         if self._meta and positions:
             filled, told = self._filled(chunk, positions)
@@ -119,7 +144,7 @@ class ChainDecoder:
         skipped = read.skipped
         if deferred:
             fallback = self._through_chain(chunk, sorted(deferred))
-            parts.append(fallback.columns)
+            parts.append(fallback.columns.cast(self.data_schema))  # (Arrow C++'s reader makes columns nullable)
             at += fallback.positions
             bad = fallback.bad
             skipped += fallback.skipped
@@ -144,10 +169,11 @@ class ChainDecoder:
                 at = text.find(key, ends[found[-1]])
             return found
 
-        # An escape: a backslash (found as one character, several times faster than two) before a ``u``.
+        # An escape: a backslash (found as one character, several times faster than two), before a ``u`` unless a
+        # key may be spelled with others (``_escapes``).
         at = text.find(b"\\")
         while at >= 0:
-            if text[at + 1 : at + 2] == b"u":
+            if text[at : at + len(self._escapes)] == self._escapes:
                 i = bisect.bisect_right(ends, at)
                 unclear[i] = True
                 at = text.find(b"\\", ends[i])

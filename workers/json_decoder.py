@@ -122,8 +122,12 @@ class JsonDecoder:
         envelope: bool = False,
         unwrap: Columnar | None = None,
         fallback: Fallback | None = None,
+        cpp_reader: bool = False,
     ) -> None:
-        """``unwrap``: the values are Debezium change events, and the decoder applies ``ExtractNewRecordState``
+        """``cpp_reader``: read with Arrow C++'s reader whatever the columns (as a decoder of all of a table's
+        columns, some of which only it reads, would read these: the two differ in what else fits a column).
+
+        ``unwrap``: the values are Debezium change events, and the decoder applies ``ExtractNewRecordState``
         (``ColumnarUnwrap``) or the Iceberg sink's ``DebeziumTransform`` (``ColumnarDebezium``) to them as it
         reads them: each event's row is read from its ``after`` (or, a delete rewritten or DebeziumTransform's,
         its ``before``) straight into the columns. An event it cannot tell that way (no ``op``, no state, a
@@ -230,6 +234,7 @@ class JsonDecoder:
         # (Not for a name with a NUL in it: arro3 hands names on as C text, which ends at the NUL.)
         self.rust_reader = (
             not evolve
+            and not cpp_reader
             and all(_rust_readable(f.type) for f in self.parse_schema)
             and not any("\x00" in name for name in _names(self.parse_schema))
         )
@@ -600,7 +605,7 @@ class JsonDecoder:
             skipped += len(deferred) - len(kept)
             origin = [deferred[k] for k in kept]
             plain = self._plain.decode(out_values, out_errors)
-            parts.append(plain.columns)
+            parts.append(plain.columns.cast(self.data_schema))  # (Arrow C++'s reader makes every column nullable)
             at += [origin[p] for p in plain.positions]
             bad += [(origin[p], reason) for p, reason in plain.bad]
             skipped += plain.skipped
@@ -668,9 +673,15 @@ class JsonDecoder:
         """``data`` read by Arrow C++'s reader (``_read_cpp_with``), a timestamp or date field read as a number
         where the reader says it holds one (and as text again where it says it holds text), each field turned once
         at most: so a chunk whose values give a field the one kind or the other is read whole, one that mixes both
-        in a field is not (and is halved). Begins the way the last chunk was read; a chunk read no way fails with
-        what the reader says of it read as text, whatever came before."""
-        numeric, turned = self._numeric, set[str]()
+        in a field is not (and is halved). The way the last chunk was read is tried first; a chunk that does not
+        read so is read from the columns' own types, turning fields as it needs, so that what a chunk read no way
+        fails with is the same whatever came before."""
+        if self._numeric:
+            try:
+                return _as_read(self._read_cpp_with(data, self._numeric), self.parse_schema)
+            except pa.ArrowInvalid:
+                pass
+        numeric, turned = frozenset[str](), set[str]()
         while True:
             try:
                 table = self._read_cpp_with(data, numeric)
@@ -679,9 +690,11 @@ class JsonDecoder:
                 path = found.group(1) if found else None
                 to_number = found is not None and found.group(2) == "string" and found.group(3) == "number"
                 if path not in self._time_paths or path in turned or (path in numeric) == to_number:
-                    if numeric:
-                        self._read_cpp_with(data, frozenset())  # (raises what the records are, read as text)
-                    raise
+                    if not numeric:
+                        raise
+                    # (Arrow C++ names no field for a number that does not parse: say which were read as numbers.)
+                    read = ", ".join(f"Column({p})" for p in sorted(numeric))
+                    raise pa.ArrowInvalid(f"{exc} ({read} read as a number: epoch milliseconds, or days)") from None
                 turned.add(path)
                 numeric = numeric | {path} if to_number else numeric - {path}
                 continue
