@@ -513,3 +513,19 @@ def test_a_batch_past_the_first_samples_is_tried_whole_and_none_shaping_gives_th
     bad: list[bytes | None] = [b"1"] * (SAMPLES * 2)
     with pytest.raises(Unshaped):
         shaped([(bad, [None] * len(bad))], _shape)
+
+
+def test_a_chunk_whose_records_give_a_required_timestamp_numbers_and_text_reads_whole_as_halves() -> None:
+    """(A part read with the field as a number, and one read as text, are put together: the reader's nullability
+    is kept either way.)"""
+    schema = pa.schema(
+        [pa.field("b", pa.timestamp("ms"), nullable=False), ("s", pa.struct([("a", pa.timestamp("us"))]))]
+    )
+    decoder = JsonDecoder(schema)
+    values: list[bytes | None] = [
+        b'{"b": 0, "s": {"a": 1}}',
+        b'{"b": "2020-01-01T00:00:00", "s": {"a": "2020-01-01T00:00:00"}}',
+    ]
+    for chunk in (values, values[::-1], values * 3):
+        decoded = decoder.decode(chunk, [None] * len(chunk))
+        assert not decoded.bad and decoded.columns.num_rows == len(chunk)

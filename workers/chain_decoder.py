@@ -221,7 +221,13 @@ class ChainDecoder:
                 took &= read.is_valid().to_numpy(zero_copy_only=False)
                 filled[name] = _numbers_read(read, field.type, decoder, took)
                 continue
-            value = {"topic": chunk.topic, "partition": chunk.partition}.get(str(source.meta), source.value)
+            value: str | int | None = (
+                chunk.topic
+                if source.meta == "topic"
+                else chunk.partition
+                if source.meta == "partition"
+                else source.value
+            )
             once = decoder.decode([f"{{{_json(name)}:{_json(value)}}}".encode()], [None])
             if once.bad:
                 took[:] = False

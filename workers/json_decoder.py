@@ -188,7 +188,7 @@ class JsonDecoder:
         # The fields a change event is read with (``unwrap``).
         fields: dict[str, pa.DataType] | None = None
         if isinstance(unwrap, ColumnarDebezium):
-            self._plain = JsonDecoder(data_schema)
+            self._plain = JsonDecoder(data_schema, cpp_reader=cpp_reader)
             columns = _relaxed(columns)
             found = _debezium_fields(columns, unwrap.target_pattern)
             if found is None:
@@ -201,7 +201,7 @@ class JsonDecoder:
             self._keys_json = unwrap.json_keys
             self._targets = _target_parts(unwrap.target_pattern)
         elif unwrap is not None:
-            self._plain = JsonDecoder(data_schema)
+            self._plain = JsonDecoder(data_schema, cpp_reader=cpp_reader)
             columns = _relaxed(columns)
             self._added = {added: (struct, name) for struct, name, added in unwrap.fields if added in columns.names}
             # (An added field's column is read from the row too: the row keeps its own when the event has no
@@ -999,7 +999,8 @@ def _with_numbers(schema: pa.Schema, paths: set[tuple[str, ...]]) -> pa.Schema:
 
 def _as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A table read with some timestamp and date fields as numbers (``_with_numbers``) in ``schema``'s types: the
-    milliseconds as the timestamp's unit (one beyond its range does not fit), the days as a date's text."""
+    milliseconds as the timestamp's unit (one beyond its range does not fit), the days as a date's text. Fields keep
+    the nullability the reader gave them, as it gives it reading those fields as text."""
 
     def converted(array: pa.Array, arrow_type: pa.DataType, path: str) -> pa.Array:
         if array.type == arrow_type:
@@ -1009,11 +1010,13 @@ def _as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
                 converted(child, f.type, f"{path}/{f.name}")
                 for child, f in zip(array.flatten(), arrow_type, strict=True)
             ]
-            return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=array.is_null())
+            fields = [read.with_type(child.type) for read, child in zip(array.type, children, strict=True)]
+            return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null())
         if pa.types.is_list(arrow_type):
             values = converted(array.flatten(), arrow_type.value_type, f"{path}/[]")
             offsets = pc.subtract(array.offsets, array.offsets[0])
-            return pa.ListArray.from_arrays(offsets, values, type=arrow_type, mask=array.is_null())
+            list_type = pa.list_(array.type.value_field.with_type(values.type))
+            return pa.ListArray.from_arrays(offsets, values, type=list_type, mask=array.is_null())
         if pa.types.is_timestamp(arrow_type):
             per_milli = {"s": 0, "ms": 1, "us": 1_000, "ns": 1_000_000}[arrow_type.unit]
             try:
@@ -1024,12 +1027,16 @@ def _as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
                 raise ValueError(f"Column({path}): epoch milliseconds a {arrow_type} cannot hold") from None
         return array.cast(arrow_type)  # (a date's days as its text, which the cast to the columns reads back)
 
-    arrays = [
-        pa.chunked_array([converted(chunk, f.type, f"/{f.name}") for chunk in table.column(f.name).chunks], f.type)
-        for f in schema
-        if f.name in table.column_names
-    ]
-    return pa.Table.from_arrays(arrays, schema=pa.schema([f for f in schema if f.name in table.column_names]))
+    fields, arrays = [], []
+    for read in table.schema:
+        wanted = schema.field(read.name).type if read.name in schema.names else read.type
+        column = pa.chunked_array(
+            [converted(chunk, wanted, f"/{read.name}") for chunk in table.column(read.name).chunks],
+            type=None if table.column(read.name).num_chunks else wanted,
+        )
+        fields.append(read.with_type(column.type))
+        arrays.append(column)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _relaxed(schema: pa.Schema) -> pa.Schema:
