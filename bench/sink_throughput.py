@@ -12,7 +12,9 @@ appended to), hudi-upsert (a copy-on-write Hudi table upserted by a key that
 half the records update; its run reports the fraction) and hudi-upsert-mor
 (the same upserts into a merge-on-read table), iceberg-upsert and
 iceberg-upsert-cow (the same upserts into an Iceberg table created
-merge-on-read, or copy-on-write), and on a topic of Debezium change events
+merge-on-read, or copy-on-write), iceberg-lineage (the iceberg sink's records
+through Kafka's ReplaceField and InsertField: a field renamed, one dropped,
+the topic, partition, offset and timestamp added), and on a topic of Debezium change events
 instead (all sinks of the run must then be of these two): iceberg-cdc (the
 Iceberg sink's own CDC config: its DebeziumTransform, cdc-field, upsert mode,
 merge-on-read) against iceberg-cdc-append (the same events unwrapped by
@@ -46,7 +48,7 @@ the make-run mode the connector is created once the stack has settled
 (its processes nearly idle), as on a stack a user has had running.
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
-        [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor,iceberg-upsert,iceberg-upsert-cow
+        [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor,iceberg-upsert,iceberg-upsert-cow,iceberg-lineage
          | --sinks iceberg-cdc,iceberg-cdc-append,hudi-cdc]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...] [--repeat 1]
@@ -672,6 +674,19 @@ CDC_UNWRAP = {
     "transforms": "unwrap",
     "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
 }
+# Kafka's InsertField and ReplaceField as users add lineage columns and rename or drop fields (the iceberg-lineage
+# sink: the Iceberg writer's decoder applies them, decision 012).
+LINEAGE = {
+    "transforms": "fields,lineage",
+    "transforms.fields.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+    "transforms.fields.exclude": "ok",
+    "transforms.fields.renames": "user:customer",
+    "transforms.lineage.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+    "transforms.lineage.topic.field": "_topic",
+    "transforms.lineage.partition.field": "_partition",
+    "transforms.lineage.offset.field": "_offset",
+    "transforms.lineage.timestamp.field": "_ts",
+}
 # The sinks whose records half update an earlier record's key (produce(): key = id % (records // 2)).
 UPSERT_SINKS = ("hudi-upsert", "hudi-upsert-mor", "iceberg-upsert", "iceberg-upsert-cow")
 
@@ -750,6 +765,8 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
         else:
             # The same events, their rows appended (Debezium's defaults: deletes and tombstones dropped).
             tables = {**tables, **CDC_UNWRAP}
+    if sink == "iceberg-lineage":
+        tables = {**tables, **LINEAGE}
     if sink in ("iceberg-upsert", "iceberg-upsert-cow"):
         tables = {
             **tables,

@@ -48,6 +48,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from sink_throughput import LINEAGE as LINEAGE_KEYS
 from spark_decoding import ROOT, values_of  # (the benchmarks' records; sets up Django)
 from staging_costs import per_record_us
 
@@ -95,13 +96,13 @@ UNWRAP_REWRITE = "ExtractNewRecordState, rewrite, add.fields=op,table,source.ts_
 DEBEZIUM = "the Iceberg sink's DebeziumTransform"
 LINEAGE = "InsertField (topic, partition, offset, timestamp) and ReplaceField (exclude, renames)"
 UNWRAP_LINEAGE = "ExtractNewRecordState, then that InsertField and ReplaceField"
-# The columns InsertField and ReplaceField (LINEAGE_KEYS) leave of the rows.
+# The columns InsertField and ReplaceField (LINEAGE_KEYS: the sink benchmark's iceberg-lineage) leave of the rows.
 LINEAGE_SCHEMA = pa.schema(
     [
         ("id", pa.int64()),
         ("customer", pa.string()),
         ("amount", pa.float64()),
-        ("ok", pa.bool_()),
+        ("note", pa.string()),
         ("_topic", pa.string()),
         ("_partition", pa.int32()),
         ("_offset", pa.int64()),
@@ -183,16 +184,6 @@ BASE = {
     "value.converter.schemas.enable": "false",
 }
 
-LINEAGE_KEYS = {
-    "transforms.fields.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
-    "transforms.fields.exclude": "note",
-    "transforms.fields.renames": "user:customer",
-    "transforms.lineage.type": "org.apache.kafka.connect.transforms.InsertField$Value",
-    "transforms.lineage.topic.field": "_topic",
-    "transforms.lineage.partition.field": "_partition",
-    "transforms.lineage.offset.field": "_offset",
-    "transforms.lineage.timestamp.field": "_ts",
-}
 
 # name: (the transform keys, whether its records are Debezium events)
 CHAINS: dict[str, tuple[dict[str, str], bool]] = {
@@ -213,12 +204,12 @@ CHAINS: dict[str, tuple[dict[str, str], bool]] = {
         {"transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform"},
         True,
     ),
-    LINEAGE: ({"transforms": "fields,lineage", **LINEAGE_KEYS}, False),
+    LINEAGE: (LINEAGE_KEYS, False),
     UNWRAP_LINEAGE: (
         {
+            **LINEAGE_KEYS,
             "transforms": "unwrap,fields,lineage",
             "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-            **LINEAGE_KEYS,
         },
         True,
     ),

@@ -238,16 +238,7 @@ class ChainDecoder:
 
     def _through_chain(self, chunk: RecordChunk, positions: list[int]) -> Decoded:
         """The records at ``positions`` through the chain record by record, then the plain decoder."""
-        picked = RecordChunk(
-            chunk.topic,
-            chunk.partition,
-            [chunk.offsets[p] for p in positions],
-            [chunk.timestamps[p] for p in positions],
-            [chunk.keys[p] for p in positions],
-            [chunk.values[p] for p in positions],
-            [None] * len(positions),
-            [chunk.errors[p] for p in positions],
-        )
+        picked = chunk.take(positions)
         kept, values, errors = self._chain.transform_chunk(picked)
         plain = self._plain.decode(values, errors)
         origin = [positions[k] for k in kept]

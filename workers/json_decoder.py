@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -943,42 +943,34 @@ TURNED = re.compile(r"Column\((.*)\) changed from (\w+) to (\w+) in row")
 ROW_HOLDERS = ("payload", "after", "before")
 
 
-def _date_paths(fields: Sequence[pa.Field]) -> set[tuple[str, ...]]:
-    """The paths of the date fields among ``fields``, at any depth (``[]`` for a list's items)."""
-    found: set[tuple[str, ...]] = set()
-
-    def walk(arrow_type: pa.DataType, path: tuple[str, ...]) -> None:
-        if pa.types.is_date(arrow_type):
-            found.add(path)
-        elif pa.types.is_struct(arrow_type):
-            for f in arrow_type:
-                walk(f.type, (*path, f.name))
-        elif pa.types.is_list(arrow_type):
-            walk(arrow_type.value_type, (*path, "[]"))
-
+def _leaves(fields: Iterable[pa.Field], path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], pa.DataType]]:
+    """Each field of ``fields`` that is no struct or list, at any depth, with its path (``[]`` for a list's items)."""
     for f in fields:
-        walk(f.type, (f.name,))
-    return found
+        if pa.types.is_struct(f.type):
+            yield from _leaves(f.type, (*path, f.name))
+        elif pa.types.is_list(f.type):
+            yield from _leaves([f.type.value_field.with_name("[]")], (*path, f.name))
+        else:
+            yield (*path, f.name), f.type
+
+
+def _date_paths(fields: Sequence[pa.Field]) -> set[tuple[str, ...]]:
+    """The paths of the date fields among ``fields``, at any depth."""
+    return {path for path, arrow_type in _leaves(fields) if pa.types.is_date(arrow_type)}
 
 
 def _time_paths(schema: pa.Schema, dates: set[tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     """The timestamp fields of ``schema`` and its date fields (``dates``, read as text: under a row's holder
     too), by their path as Arrow C++'s reader names it (``/a/b``, ``/list/[]``), each with its path."""
-    found: dict[str, tuple[str, ...]] = {}
-
-    def walk(arrow_type: pa.DataType, path: tuple[str, ...]) -> None:
-        is_date = path in dates or (len(path) > 1 and path[0] in ROW_HOLDERS and path[1:] in dates)
-        if pa.types.is_timestamp(arrow_type) or (pa.types.is_string(arrow_type) and is_date):
-            found["/" + "/".join(path)] = path
-        elif pa.types.is_struct(arrow_type):
-            for f in arrow_type:
-                walk(f.type, (*path, f.name))
-        elif pa.types.is_list(arrow_type):
-            walk(arrow_type.value_type, (*path, "[]"))
-
-    for f in schema:
-        walk(f.type, (f.name,))
-    return found
+    return {
+        "/" + "/".join(path): path
+        for path, arrow_type in _leaves(schema)
+        if pa.types.is_timestamp(arrow_type)
+        or (
+            pa.types.is_string(arrow_type)
+            and (path in dates or (len(path) > 1 and path[0] in ROW_HOLDERS and path[1:] in dates))
+        )
+    }
 
 
 def _with_numbers(schema: pa.Schema, paths: set[tuple[str, ...]]) -> pa.Schema:

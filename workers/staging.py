@@ -99,7 +99,7 @@ class RecordChunk:
             [self.timestamps[i] for i in positions],
             [self.keys[i] for i in positions],
             [self.values[i] for i in positions],
-            [self.headers[i] for i in positions],
+            [self.headers[i] for i in positions] if self.headers else [None] * len(positions),
             [self.errors[i] for i in positions],
         )
 
