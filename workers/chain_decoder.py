@@ -2,24 +2,27 @@
 
 For a chain ``TransformChain.columnar`` takes (decision 012): a Debezium
 transformation first, which the JSON decoder applies as it reads each event
-(``JsonDecoder``'s ``unwrap``), then Kafka's transformations that only move,
-drop or insert the value's fields (InsertField$Value, ReplaceField$Value), or
-those alone. Each of the table's columns is traced back through them
-(``ColumnarChain.sources``) and then either read from the value's field it
-comes from (a renamed field read under its old name), or filled from the
-record (its topic, partition, offset or timestamp, or InsertField's static
-value, read as the JSON the transformation would have written), or null
-(a field dropped). No record is parsed into Python, transformed and written
-as JSON again.
+(``JsonDecoder``'s ``unwrap``), then transformations that only move, drop or
+insert the value's fields (Kafka's InsertField$Value and ReplaceField$Value,
+the Iceberg sink's CopyValue), or those alone. Each of the table's columns is
+traced back through them (``ColumnarChain.sources``), then read from the
+value's field it comes from (a renamed field under its old name, a copied one
+from its source), or filled from the record (its topic, partition, offset or
+timestamp, or InsertField's static value, as the plain decoder reads the JSON
+the transformation writes), or null (a field dropped). No record is parsed
+into Python, transformed and written as JSON again.
 
-A record the columns cannot take as the chain would goes through the chain
-itself, then the plain decoder, as the tasks' stage and the sink would take it:
-one the decoder finds bad (not a JSON object, a field that does not fit: the
-chain may fail on it first, with its own reason), a record without the
-timestamp InsertField would insert, and every record of a table one of whose
-columns cannot be traced (``a`` renamed to ``b`` beside a ``b`` of its own) or
-must hold a field the chain drops. So each record comes to the same row, or the
-same bad record with the same reason, either way (tests/test_chain_decoder.py).
+A column that may come from one of several fields, a record at a time (``a``
+renamed to ``b`` beside a ``b`` of the value's own: the later in the value
+wins), reads each, and a record whose value's text holds more than one of them
+goes through the chain. So do the records the decoder finds bad (the chain may
+fail on one first, with its own reason), a record without the timestamp
+InsertField would insert, and every record of a table one of whose columns
+cannot be traced (a field inserted, copied or added by the unwrap to every
+value, beside another it may be) or must hold a field the chain drops: through
+the chain itself, then the plain decoder, as the tasks' stage and the sink
+would take them. So each record comes to the same row, or the same bad record
+with the same reason, either way (tests/test_chain_decoder.py).
 """
 
 from __future__ import annotations

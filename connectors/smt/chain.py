@@ -93,8 +93,9 @@ class TransformChain:
     def columnar(self) -> ColumnarChain | None:
         """The chain as a decoder can apply it to columns (``ColumnarChain``), with no predicate: a Debezium
         transformation first (``ExtractNewRecordState`` without ``add.headers``, or ``DebeziumTransform``), then
-        any of Kafka's transformations that only move, drop or insert the value's fields (InsertField$Value,
-        ReplaceField$Value: ``Transformation.shapes_columns``), or those alone; else None."""
+        any transformations that only move, drop or insert the value's fields (Kafka's InsertField$Value and
+        ReplaceField$Value, the Iceberg sink's CopyValue: ``Transformation.shapes_columns``), or those alone; else
+        None."""
         if any(step.predicate is not None for step in self.steps):
             return None
         first = self.steps[0].transformation
