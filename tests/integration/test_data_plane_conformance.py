@@ -190,6 +190,17 @@ CASES: dict[str, tuple[dict[str, str], list[Value], Schema | None]] = {
     "plain JSON into dates, timestamps and decimals": (GIVEN, TYPED_JSON, TYPED_SCHEMA),
     "InsertField and ReplaceField, auto-created": (LINEAGE, CONSISTENT_JSON, None),
     "InsertField and ReplaceField into given columns": ({**GIVEN, **LINEAGE}, PLAIN_JSON, LINEAGE_SCHEMA),
+    # (InsertField's timestamp, epoch milliseconds, into a timestamptz column, as the Iceberg sink reads it.)
+    "InsertField's timestamp into a given timestamptz column": (
+        {**GIVEN, **LINEAGE},
+        PLAIN_JSON,
+        Schema(
+            *(
+                f if f.name != "_ts" else NestedField(8, "_ts", TimestamptzType(), required=False)
+                for f in LINEAGE_SCHEMA.fields
+            )
+        ),
+    ),
     "Kafka Connect envelopes": (
         {"value.converter.schemas.enable": "true"},
         [
@@ -301,9 +312,11 @@ def test_both_data_planes_give_the_same_rows_and_bad_record_decisions(
         assert len(spark_rows) + len(spark.bad) + sum(spark.skipped.values()) == len(CASES[case][1])
     if "transforms" in CASES[case][0]:
         # (The chain applied to the columns: SinkConfig.columnar_chain.)
-        assert {(r["_topic"], r["_partition"], r["_source"], r["_ts"] - r["_offset"]) for r in spark_rows} == {
-            (topic_name, 0, "orders", 1_700_000_000_000)
-        }
+        stamps = [r["_ts"] if isinstance(r["_ts"], int) else round(r["_ts"].timestamp() * 1000) for r in spark_rows]
+        assert {
+            (r["_topic"], r["_partition"], r["_source"], stamp - r["_offset"])
+            for r, stamp in zip(spark_rows, stamps, strict=True)
+        } == {(topic_name, 0, "orders", 1_700_000_000_000)}
         assert all("customer" in r and "name" not in r and r.get("ok") is None for r in spark_rows)
     # Files of both planes are named after the records' offsets (DESIGN I5).
     assert all(f"{topic_name}+0+100+{99 + len(CASES[case][1])}-" in f.path for f in spark.files + arrow.files)
