@@ -18,7 +18,9 @@ string that is not a number, a boolean for a number...) fails. Arrow C++'s
 reader, stricter on both, serves columns of date, timestamp or decimal types
 (arrow-rs would take a number into a timestamp column as microseconds, Kafka
 Connect takes milliseconds) and schema evolution, which needs its typing of
-fields the columns lack.
+fields the columns lack. It takes only text in a timestamp or date column: a
+chunk with a number there is read again with that field as a number, epoch
+milliseconds or days, as the RecordConverter reads one (``_read_cpp``).
 
 Columns of the types neither reader reads from JSON (UUID, binary, fixed,
 time and map) are converted by Python (``json_values``): a UUID, binary or
