@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -121,8 +120,7 @@ class ChainDecoder:
     def decode(self, chunk: RecordChunk) -> Decoded:
         """The chunk's rows, and which records are bad or skipped, as the chain then the plain decoder make them."""
         if self._inner is None:
-            decoded = self._through_chain(chunk, list(range(len(chunk))))
-            return replace(decoded, columns=decoded.columns.cast(self.data_schema))
+            return self._through_chain(chunk, list(range(len(chunk))))
         read = self._inner.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets)
         deferred = [p for p, _ in read.bad]
         positions = read.positions
@@ -147,7 +145,7 @@ class ChainDecoder:
         skipped = read.skipped
         if deferred:
             fallback = self._through_chain(chunk, sorted(deferred))
-            parts.append(fallback.columns.cast(self.data_schema))  # (Arrow C++'s reader makes columns nullable)
+            parts.append(fallback.columns)
             at += fallback.positions
             bad = fallback.bad
             skipped += fallback.skipped
@@ -240,16 +238,11 @@ class ChainDecoder:
         return filled, np.flatnonzero(took).tolist()
 
     def _through_chain(self, chunk: RecordChunk, positions: list[int]) -> Decoded:
-        """The records at ``positions`` through the chain record by record, then the plain decoder."""
-        picked = chunk.take(positions)
-        kept, values, errors = self._chain.transform_chunk(picked)
-        plain = self._plain.decode(values, errors)
-        origin = [positions[k] for k in kept]
-        return Decoded(
-            plain.columns,
-            [origin[p] for p in plain.positions],
-            [(origin[p], reason) for p, reason in plain.bad],
-            len(positions) - len(kept) + plain.skipped,
+        """The records at ``positions`` through the chain record by record, then the plain decoder, in the table's
+        schema."""
+        kept, values, errors = self._chain.transform_chunk(chunk.take(positions))
+        return self._plain.decode(values, errors).placed(
+            [positions[k] for k in kept], len(positions) - len(kept), self.data_schema
         )
 
 
@@ -266,7 +259,7 @@ def _numbers_read(numbers: pa.Int64Array, arrow_type: pa.DataType, decoder: Json
     """Integers (a record's offset or timestamp, null for none) as the decoder reads them from JSON into a column
     of ``arrow_type`` (``decoder``'s one column): cast into an integer column they fit, or a double; read from
     their JSON otherwise. ``took`` is cleared where one does not fit."""
-    if pa.types.is_integer(arrow_type) and arrow_type.bit_width <= 64 and pa.types.is_signed_integer(arrow_type):
+    if pa.types.is_signed_integer(arrow_type):
         bounds = np.iinfo(arrow_type.to_pandas_dtype())
         values = numbers.fill_null(0).to_numpy()
         fits = (values >= bounds.min) & (values <= bounds.max)

@@ -108,6 +108,17 @@ class Decoded:
     # typed it (workers.schemas.inferred_from_parsed), for the sink to find the new ones.
     records_schema: pa.Schema | None = None
 
+    def placed(self, origin: Sequence[int], dropped: int, schema: pa.Schema) -> Decoded:
+        """These rows, bad records and skipped ones, of values a chain made from the records at ``origin`` (it
+        dropped ``dropped`` more, counted as skipped), at those records' positions, in ``schema`` (Arrow C++'s
+        reader makes every column nullable)."""
+        return Decoded(
+            self.columns.cast(schema),
+            [origin[p] for p in self.positions],
+            [(origin[p], reason) for p, reason in self.bad],
+            self.skipped + dropped,
+        )
+
 
 class JsonDecoder:
     """JSON objects to the columns of the first table: plain JSON, or the ``payload`` of
@@ -604,12 +615,12 @@ class JsonDecoder:
                 [keys[i] for i in deferred] if keys is not None else None,
                 [offsets[i] for i in deferred] if offsets is not None else None,
             )
-            skipped += len(deferred) - len(kept)
-            origin = [deferred[k] for k in kept]
-            plain = self._plain.decode(out_values, out_errors)
-            parts.append(plain.columns.cast(self.data_schema))  # (Arrow C++'s reader makes every column nullable)
-            at += [origin[p] for p in plain.positions]
-            bad += [(origin[p], reason) for p, reason in plain.bad]
+            plain = self._plain.decode(out_values, out_errors).placed(
+                [deferred[k] for k in kept], len(deferred) - len(kept), self.data_schema
+            )
+            parts.append(plain.columns)
+            at += plain.positions
+            bad += plain.bad
             skipped += plain.skipped
         columns, at = in_order(parts, at) if parts else (self.data_schema.empty_table(), [])
         bad.sort()
