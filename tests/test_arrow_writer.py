@@ -220,6 +220,9 @@ def test_arrow_rs_converts_numbers_as_the_iceberg_sink_does_and_refuses_what_doe
         b'{"id": 1.9, "n": -2.7}',
         b'{"id": "12", "amount": "2.5"}',
         b'{"amount": 3}',
+        # A number, boolean, object or array in a string column is its text, as RecordConverter.convertString
+        # writes it: Java's toString (a double's), Jackson's JSON.
+        b'{"user": 12, "tags": [1.0, true, {"a": [2, 1e20]}], "address": {"city": -0.5}}',
     ]
     misfits = {
         b'{"id": 1e20}': "'id'",  # beyond int64 (the Iceberg sink would saturate)
@@ -227,7 +230,6 @@ def test_arrow_rs_converts_numbers_as_the_iceberg_sink_does_and_refuses_what_doe
         b'{"id": "abc"}': "'id'",
         b'{"id": "1.5"}': "'id'",  # Long.parseLong refuses it too
         b'{"id": true}': "'id'",
-        b'{"user": 12}': "'user'",
         b'{"ok": "yes"}': "'ok'",
         b'{"amount": NaN}': "'N'",  # not JSON
         b'{"tags": "a"}': "'tags'",
@@ -235,11 +237,16 @@ def test_arrow_rs_converts_numbers_as_the_iceberg_sink_does_and_refuses_what_doe
     }
     decoded = decode([*fits, *misfits], schema=PLAIN_SCHEMA)
     rows = decoded.columns.to_pylist()
-    assert [(r["id"], r["n"], r["amount"]) for r in rows] == [(1, -2, None), (12, None, 2.5), (None, None, 3.0)]
-    assert decoded.positions == [0, 1, 2]
+    assert [(r["id"], r["n"], r["amount"]) for r in rows[:3]] == [(1, -2, None), (12, None, 2.5), (None, None, 3.0)]
+    assert (rows[3]["user"], rows[3]["tags"], rows[3]["address"]) == (
+        "12",
+        ["1.0", "true", '{"a":[2,1.0E20]}'],
+        {"city": "-0.5", "floor": None},
+    )
+    assert decoded.positions == [0, 1, 2, 3]
     bad = dict(decoded.bad)
-    assert sorted(bad) == list(range(3, 3 + len(misfits)))
-    for i, field_named in enumerate(misfits.values(), start=3):
+    assert sorted(bad) == list(range(4, 4 + len(misfits)))
+    for i, field_named in enumerate(misfits.values(), start=4):
         assert bad[i].startswith(DOES_NOT_FIT) and field_named in bad[i], bad[i]
 
 

@@ -125,6 +125,8 @@ def record_value(rng: random.Random, i: int) -> bytes | None:
         row["id"] = [1]  # does not fit, unless dropped
     elif kind == 9:
         return json.dumps(row, indent=2).encode()  # (line breaks inside the value)
+    elif kind == 10:
+        row["name"] = rng.choice([i, i / 8, False, {"a": [i]}, [i]])  # not text: its text, in any column it fills
     return json.dumps(row).encode()
 
 

@@ -74,6 +74,9 @@ def row(rng: random.Random, i: int) -> dict[str, Any]:
         found["extra"] = {"nested": [1, 2]}  # (no column: ignored either way)
     if rng.random() < 0.1:
         found["__deleted"] = "mine"  # (rewrite writes its own)
+    if rng.random() < 0.1:
+        # Not text in a string column: its text, once the fallback's plain decoder reads it.
+        found[rng.choice(["name", "ref"])] = rng.choice([i, i / 8, True, {"a": [i]}, [1, "x"]])
     return found
 
 

@@ -14,7 +14,10 @@ several times faster than Arrow C++'s (bench/spark_decoding.py). It converts
 as the Iceberg sink's RecordConverter does: a number with a fraction into an
 integer column is truncated toward zero (Java's ``longValue()``) and a string
 of digits into a numeric column is parsed; what does not fit (an overflow, a
-string that is not a number, a boolean for a number...) fails. Arrow C++'s
+string that is not a number, a boolean for a number...) fails. Neither takes a
+number, boolean, object or array into a string column, which RecordConverter
+writes as its text: a chunk they refuse for one is read again with each such
+value as that text (``_as_text``; ``json_values.converted_text``). Arrow C++'s
 reader, stricter on both, serves columns of date, timestamp or decimal types
 (arrow-rs would take a number into a timestamp column as microseconds, Kafka
 Connect takes milliseconds) and schema evolution, which needs its typing of
@@ -52,7 +55,7 @@ import pyarrow.json as pj
 
 from connectors.smt.debezium import ColumnarDebezium, ColumnarUnwrap
 from workers.json_text import json_text, parse_json
-from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
+from workers.json_values import column_of, column_of_text, converted_text, converter, python_decoded, read_as_text
 from workers.schemas import inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
@@ -271,6 +274,13 @@ class JsonDecoder:
         self._time_paths = {} if self.rust_reader else _time_paths(self.parse_schema, _date_paths(read_fields))
         self._numeric: frozenset[str] = frozenset()
         self._numeric_options = {frozenset[str](): self._options}
+        # The string columns the readers read (and the string fields within them), by the names of the records'
+        # fields: a number, boolean, object or array there is read as its text, as the Iceberg sink's
+        # RecordConverter converts it (``_as_text``). Not with ``unwrap``: its fallback's plain decoder does so.
+        # (Not a UUID, binary or fixed column read as text: a number there is no UUID, and the reader says so.)
+        readers = pa.struct([f for f in data_schema if f.name not in self._converters])
+        text_leaves = None if unwrap is not None else _text_leaves(readers)
+        self._text_leaves = {"payload": text_leaves} if envelope and text_leaves else text_leaves
 
     def decode(
         self,
@@ -768,9 +778,11 @@ class JsonDecoder:
         good: list[int],
         bad: list[tuple[int, str]],
         failed: list[int] | None = None,
+        as_text: bool = False,
     ) -> None:
         """Parse ``lines``, halving a part that fails until its bad records stand alone: those are ``bad``, or
-        given to ``failed`` (their positions) when there is one."""
+        given to ``failed`` (their positions) when there is one. A part the reader refuses for a value that is no
+        text in a string column is read again with such values as their text (``as_text``: they are)."""
         try:
             tables.append(self._parse(lines))
             good.extend(positions)
@@ -778,10 +790,15 @@ class JsonDecoder:
         except (pa.ArrowInvalid, ValueError) as exc:
             # (Not ArrowNotImplementedError: a type the reader lacks is the
             # writer's fault, not the records'; it fails the write.)
+            if not as_text and self._text_leaves and _TEXT_REFUSED.search(str(exc)):
+                texts = _as_text(lines, self._text_leaves)
+                if texts is not None:
+                    self._isolate(texts, positions, tables, good, bad, failed, as_text=True)
+                    return
             if len(lines) > 1:
                 middle = len(lines) // 2
-                self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed)
-                self._isolate(lines[middle:], positions[middle:], tables, good, bad, failed)
+                self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed, as_text)
+                self._isolate(lines[middle:], positions[middle:], tables, good, bad, failed, as_text)
                 return
             if failed is not None:
                 failed.append(positions[0])
@@ -796,6 +813,79 @@ class JsonDecoder:
         except (pa.ArrowInvalid, ValueError) as exc:
             error = exc
             bad.append((positions[0], f"{DOES_NOT_FIT}: {_reason(error)}"))
+
+
+# What the readers say of a value that is no text in a string field: arrow-rs's, then Arrow C++'s (which says the
+# same of a date or timestamp field, read as text, where ``_as_text`` changes nothing).
+_TEXT_REFUSED = re.compile(r"expected string got |changed from string to ")
+
+
+def _text_leaves(struct: pa.StructType) -> dict[str, Any] | None:
+    """The string fields within ``struct``, by name: True for a string, the same of a struct's for a struct,
+    ``[leaves]`` for a list of them; None when it has none."""
+    found: dict[str, Any] = {}
+    for f in struct:
+        leaves = _leaves_of(f.type)
+        if leaves is not None:
+            found[f.name] = leaves
+    return found or None
+
+
+def _leaves_of(arrow_type: pa.DataType) -> Any:
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return True
+    if pa.types.is_struct(arrow_type):
+        return _text_leaves(arrow_type)
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        inner = _leaves_of(arrow_type.value_type)
+        return None if inner is None else [inner]
+    return None
+
+
+def _as_text(lines: Sequence[bytes], leaves: dict[str, Any]) -> list[bytes] | None:
+    """``lines`` with each value that is no text in a string field (``leaves``) as its text (``converted_text``),
+    each such line written again as JSON; None when none has one. A line that does not parse stays as it is."""
+    changed = False
+    texts = list(lines)
+    for i, line in enumerate(lines):
+        try:
+            record = parse_json(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and _texts_in(record, leaves):
+            texts[i] = json_text(record)
+            changed = True
+    return texts if changed else None
+
+
+def _texts_in(record: dict[str, Any], leaves: dict[str, Any]) -> bool:
+    """Put each value of ``record`` that is no text in a string field as its text; whether there was one."""
+    changed = False
+    for name, inner in leaves.items():
+        value = record.get(name)
+        if value is None:
+            continue
+        if inner is True:
+            if type(value) is not str:
+                record[name] = converted_text(value)
+                changed = True
+        elif isinstance(inner, dict):
+            if isinstance(value, dict):
+                changed |= _texts_in(value, inner)
+        elif isinstance(value, list):
+            (element,) = inner
+            for j, item in enumerate(value):
+                if item is None:
+                    continue
+                if element is True:
+                    if type(item) is not str:
+                        value[j] = converted_text(item)
+                        changed = True
+                elif isinstance(element, dict) and isinstance(item, dict):
+                    changed |= _texts_in(item, element)
+                elif isinstance(element, list) and isinstance(item, list):
+                    changed |= _texts_in({"": item}, {"": element})
+    return changed
 
 
 def _event_fields(

@@ -10,6 +10,7 @@ Iceberg sink's ``RecordConverter``:
 - time: ISO-8601 text (``LocalTime.parse``: ``10:15``, ``10:15:30``, ``10:15:30.123456``), or a number of
   milliseconds since midnight (Kafka Connect's ``Time``).
 - map: an object; its keys converted to the key type (text to a number for a numeric key).
+- text: a string; a number, boolean, object or array as its text (``converted_text``).
 - structs and lists of these, with the other types as RecordConverter takes them: a number with a fraction
   into an integer truncated toward zero, a string of digits into a number; a date from ISO-8601 text or days
   since the epoch, a timestamp from ISO-8601 text or milliseconds since the epoch, a decimal from a number
@@ -32,6 +33,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+
+from connectors.smt.kafka import java_double, java_wrap
 
 Convert = Callable[[Any, str], Any]
 
@@ -280,9 +283,57 @@ def _floating(value: Any, name: str) -> float:
 
 
 def _string(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise _refused(name, value, "text")
-    return value
+    return value if type(value) is str else converted_text(value)
+
+
+def converted_text(value: Any) -> str:
+    """What the Iceberg sink's ``RecordConverter.convertString`` writes into a string column for a value of a
+    schemaless JSON record, as Kafka Connect's JsonConverter reads it (an integer a long, a number with a
+    fraction or an exponent a double, an object a map): text as it is; a boolean, long or double as Java's
+    ``toString`` writes it (an integer beyond 64 bits wrapped, as Jackson's ``longValue()`` wraps it); an object
+    or an array as compact JSON text, as Jackson writes it (``jackson_text``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):
+        return jackson_text(value)
+    return _java_scalar(value)
+
+
+def jackson_text(value: Any) -> str:
+    """A parsed JSON value as Jackson writes the Java value JsonConverter makes of it: compact, a long whole, a
+    double as ``Double.toString`` (``100.0``, ``1.0E20``). An object's keys are in the value's order, where
+    Jackson writes a HashMap's, whose order follows the keys' hashes: the same JSON, not the same text."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_jackson_string(k)}:{jackson_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(jackson_text(v) for v in value) + "]"
+    if isinstance(value, str):
+        return _jackson_string(value)
+    return "null" if value is None else _java_scalar(value)
+
+
+def _java_scalar(value: bool | int | float) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(java_wrap(value, 64))
+    return java_double(value)
+
+
+def _jackson_string(text: str) -> str:
+    """A JSON string as Jackson writes it: a quote, a backslash and the control characters JSON has a short
+    escape for escaped so, other control characters as a ``u`` escape of four upper-case hexadecimal digits,
+    the rest as it is."""
+    return '"' + _JACKSON_ESCAPE.sub(_jackson_escaped, text) + '"'
+
+
+_JACKSON_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+_JACKSON_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _jackson_escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return _JACKSON_SHORT.get(char) or f"\\u{ord(char):04X}"
 
 
 _DATE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")

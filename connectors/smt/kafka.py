@@ -169,7 +169,7 @@ class ReplaceField(KeyOrValue):
         return Source(tuple(found), output.meta, output.value)
 
 
-def _java_double(value: float) -> str:
+def java_double(value: float) -> str:
     """Java's ``Double.toString``: what Kafka's casts to string write for a floating-point number (its
     shortest digits, as Python's ``repr``; plain between 10^-3 and 10^7, else ``d.dddE<n>``)."""
     if math.isnan(value):
@@ -197,7 +197,7 @@ def to_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return _java_double(value)
+        return java_double(value)
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode()
     if isinstance(value, dict):
@@ -221,7 +221,7 @@ _BIG_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _JAVA_WHITESPACE = "".join(map(chr, range(33)))  # what Java's String.trim removes
 
 
-def _wrap(number: int, bits: int) -> int:
+def java_wrap(number: int, bits: int) -> int:
     """Java's narrowing of an integer to ``bits`` (two's complement)."""
     number &= (1 << bits) - 1
     return number - (1 << bits) if number >= 1 << (bits - 1) else number
@@ -234,7 +234,7 @@ def _java_int_of_float(value: float, bits: int) -> int:
     wide = 64 if bits == 64 else 32
     limit = 1 << (wide - 1)
     number = max(-limit, min(limit - 1, int(value))) if math.isfinite(value) else (limit - 1 if value > 0 else -limit)
-    return _wrap(number, bits) if bits < 32 else number
+    return java_wrap(number, bits) if bits < 32 else number
 
 
 def float32(value: float) -> float:
@@ -297,7 +297,7 @@ def cast_value(value: Any, target: str) -> Any:
         if isinstance(value, bool):
             return 1 if value else 0
         if isinstance(value, int):
-            return _wrap(value, bits)
+            return java_wrap(value, bits)
         if isinstance(value, float):
             return _java_int_of_float(value, bits)
         if isinstance(value, str):
@@ -305,7 +305,7 @@ def cast_value(value: Any, target: str) -> Any:
             if not re.fullmatch(r"[+-]?\d+", value):
                 raise ValueError(f'For input string: "{value}"')
             number = int(value)
-            if _wrap(number, bits) != number:
+            if java_wrap(number, bits) != number:
                 raise ValueError(f'Value out of range. Value:"{value}"')
             return number
     elif target in ("float32", "float64"):
@@ -439,7 +439,7 @@ class MaskField(KeyOrValue):
             number = big_decimal(self.replacement)
         except ValueError as exc:
             raise DataException(str(exc)) from None
-        return float(number) if isinstance(value, float) else _wrap(int(number), 64)
+        return float(number) if isinstance(value, float) else java_wrap(int(number), 64)
 
 
 class Flatten(KeyOrValue):
