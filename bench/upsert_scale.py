@@ -28,8 +28,17 @@ not as numbers.
 What it shows: the cost should follow the updates, not the table; the 10M table's commit writes 100x the
 updates of the 100k table's, and the figures per updated record are what to compare.
 
+Two things weigh on the first figures of a run and not on a connector that has run a while, so the ratio is
+of medians over five waves, on a warmed Spark server:
+- An Iceberg upsert's first commit on a table meets its files for the first time, and builds their key
+  indexes (docs/decisions/020-upsert-key-index-per-data-file.md): the first wave of each size.
+- A fresh Spark server runs each job's own paths interpreted until its JIT has compiled them, after
+  thousands of jobs (``warm_spark_server``). With ``--skip-warm-up`` the large size runs first, on the coldest
+  server, so its commits' Spark jobs cost more than the small size's (docs/benchmarks.md, 2026-11-30,
+  seventh session).
+
     .venv/bin/python bench/upsert_scale.py [--sink hudi|iceberg] [--merge-mode merge-on-read|copy-on-write]
-        [--key-type integer|uuid] [--sizes 100000,10000000] [--waves 3] [--buckets 16]
+        [--key-type integer|uuid] [--sizes 100000,10000000] [--waves 5] [--buckets 16]
 
 Prints and writes bench/results/<sink>_upsert_scale.json (Iceberg copy-on-write: ..._copy_on_write.json;
 UUID keys: ..._uuid_keys.json).
@@ -343,7 +352,7 @@ def main() -> None:
     parser.add_argument("--merge-mode", choices=("merge-on-read", "copy-on-write"), default="merge-on-read")
     parser.add_argument("--key-type", choices=("integer", "uuid"), default="integer")
     parser.add_argument("--sizes", default="100000,10000000")
-    parser.add_argument("--waves", type=int, default=3)
+    parser.add_argument("--waves", type=int, default=5)
     parser.add_argument("--interval-ms", type=int, default=INTERVAL_MS)
     parser.add_argument("--buckets", type=int, default=16)
     # Without the Spark server's warm-up (thousands of trivial jobs, minutes): then run the large size
