@@ -304,8 +304,9 @@ def test_a_json_number_fills_a_timestamp_as_epoch_milliseconds_and_a_date_as_day
 @pytest.mark.parametrize(
     ("value", "field_named"),
     [
-        (b'{"at": 1.5}', "/at"),  # (a fraction: the Java sink would truncate it)
         (b'{"at": true}', "/at"),
+        (b'{"at": 1e300}', "/at"),  # (read as a double: beyond the longs a double holds exactly)
+        (b'{"day": 3000000000.5}', "/day"),
         (b'{"at": 9223372036854776}', "/at"),  # beyond the range of microseconds
         (b'{"day": 3000000000}', "day"),  # beyond a date's days
         (b'{"cdc": {"ts": [1]}}', "/cdc/ts"),
@@ -321,6 +322,31 @@ def test_a_number_a_timestamp_or_date_cannot_hold_is_a_bad_record_alone(value: b
     # (The reason is the same whichever way the decoder last read the field.)
     fresh = JsonDecoder(TIMES).decode([value], [None])
     assert decoded.bad[0][1] == fresh.bad[0][1]
+
+
+def test_a_number_with_a_fraction_or_an_exponent_is_truncated_toward_zero_as_javas_long_value_truncates_it() -> None:
+    """(RecordConverter: ``((Number) value).longValue()`` milliseconds, ``intValue()`` days; JsonConverter reads
+    such a number as a double. Python's ``time.time() * 1000`` writes one.)"""
+    at = dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
+    fractions = [
+        b'{"id": 1, "at": 1700000000123.999, "day": 19000.9, "cdc": {"ts": 1.700000000123e12}, "stamps": [1e3]}',
+        b'{"id": 2, "at": -1.5, "day": -0.5, "stamps": [0.9, null]}',
+    ]
+    others = [b'{"id": 3, "at": 1700000000123, "day": 19000}', b'{"id": 4, "at": "2023-11-14T22:13:20.123Z"}']
+    decoder = JsonDecoder(TIMES)
+    for chunk in (fractions, others, fractions + others[:1], others[:1], fractions[::-1]):
+        decoded = decoder.decode(chunk, [None] * len(chunk))
+        assert not decoded.bad, decoded.bad
+    rows = {r["id"]: r for r in JsonDecoder(TIMES).decode(fractions + others, [None] * 4).columns.to_pylist()}
+    assert rows[1]["at"] == at and rows[1]["day"] == dt.date(2022, 1, 8) and rows[1]["cdc"]["ts"] == at
+    assert rows[1]["stamps"] == [dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)]
+    assert rows[2]["at"] == dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC)
+    assert rows[2]["day"] == dt.date(1970, 1, 1) and rows[2]["stamps"] == [dt.datetime(1970, 1, 1, tzinfo=dt.UTC), None]
+    assert rows[3]["at"] == rows[4]["at"] == at
+    # A long beyond the ones a double holds exactly, after a chunk read as doubles, is still read as a long.
+    beyond = b'{"id": 5, "at": %d}' % (2**53 + 1)
+    decoded = decoder.decode([beyond], [None])
+    assert not decoded.bad and decoded.columns.column("at").cast(pa.int64()).to_pylist() == [(2**53 + 1) * 1000]
 
 
 def test_a_record_larger_than_a_parse_block_decodes() -> None:

@@ -23,7 +23,8 @@ reader, stricter on both, serves columns of date, timestamp or decimal types
 Connect takes milliseconds) and schema evolution, which needs its typing of
 fields the columns lack. It takes only text in a timestamp or date column: a
 chunk with a number there is read again with that field as a number, epoch
-milliseconds or days, as the RecordConverter reads one (``_read_cpp``).
+milliseconds or days, as the RecordConverter reads one (``_read_cpp``): a long,
+or a double truncated toward zero when one has a fraction or an exponent.
 
 Columns of the types neither reader reads from JSON (UUID, binary, fixed,
 time and map) are converted by Python (``json_values``): a UUID, binary or
@@ -270,10 +271,13 @@ class JsonDecoder:
         # The timestamp and date fields of what is read (by their paths as Arrow C++'s reader names them), which a
         # JSON number fills as the Iceberg sink's RecordConverter takes one: epoch milliseconds, days since the
         # epoch. The reader refuses a number in them (a date is read as text), so a chunk with one is read again
-        # with such a field as a number (``_read_cpp``); those read so the last time, and the options of each way.
+        # with such a field as a number (``_read_cpp``): a long, or a double where one has a fraction or an exponent
+        # (truncated, as Java's ``longValue()`` and ``intValue()`` truncate it). Those read so the last time, and
+        # the options of each way.
         self._time_paths = {} if self.rust_reader else _time_paths(self.parse_schema, _date_paths(read_fields))
         self._numeric: frozenset[str] = frozenset()
-        self._numeric_options = {frozenset[str](): self._options}
+        self._fractional = False
+        self._numeric_options = {(frozenset[str](), False): self._options}
         # The string columns the readers read (and the string fields within them), by the names of the records'
         # fields: a number, boolean, object or array there is read as its text, as the Iceberg sink's
         # RecordConverter converts it (``_as_text``). Not with ``unwrap``: its fallback's plain decoder does so.
@@ -696,23 +700,28 @@ class JsonDecoder:
         """``data`` read by Arrow C++'s reader (``_read_cpp_with``), a timestamp or date field read as a number
         where the reader says it holds one (and as text again where it says it holds text), each field turned once
         at most: so a chunk whose values give a field the one kind or the other is read whole, one that mixes both
-        in a field is not (and is halved). The way the last chunk was read is tried first; a chunk that does not
-        read so is read from the columns' own types, turning fields as it needs, so that what a chunk read no way
-        fails with is the same whatever came before."""
+        in a field is not (and is halved). Such fields are read as longs, or, once the reader finds a number that
+        is none (a fraction, an exponent), as doubles. The way the last chunk was read is tried first; a chunk
+        that does not read so is read from the columns' own types, turning fields as it needs, so that what a
+        chunk read no way fails with is the same whatever came before."""
         if self._numeric:
             try:
-                return _as_read(self._read_cpp_with(data, self._numeric), self.parse_schema)
-            except pa.ArrowInvalid:
-                pass
-        numeric, turned = frozenset[str](), set[str]()
+                return _as_read(self._read_cpp_with(data, self._numeric, self._fractional), self.parse_schema)
+            except (pa.ArrowInvalid, ValueError):
+                pass  # (a long beyond a double's exact ones, read as a double, reads as a long from the types)
+        numeric, turned, fractional = frozenset[str](), set[str](), False
         while True:
             try:
-                table = self._read_cpp_with(data, numeric)
+                table = self._read_cpp_with(data, numeric, fractional)
             except pa.ArrowInvalid as exc:
                 found = TURNED.search(str(exc))
                 path = found.group(1) if found else None
                 to_number = found is not None and found.group(2) == "string" and found.group(3) == "number"
                 if path not in self._time_paths or path in turned or (path in numeric) == to_number:
+                    if numeric and not fractional and NOT_A_LONG.search(str(exc)):
+                        # (Perhaps in another column: then the doubles fail alike, and say so below.)
+                        fractional = True
+                        continue
                     if not numeric:
                         raise
                     # (Arrow C++ names no field for a number that does not parse: say which were read as numbers.)
@@ -721,14 +730,14 @@ class JsonDecoder:
                 turned.add(path)
                 numeric = numeric | {path} if to_number else numeric - {path}
                 continue
-            self._numeric = numeric
+            self._numeric, self._fractional = numeric, fractional
             return _as_read(table, self.parse_schema) if numeric else table
 
-    def _read_cpp_with(self, data: bytes, numeric: frozenset[str]) -> pa.Table:
-        options = self._numeric_options.get(numeric)
+    def _read_cpp_with(self, data: bytes, numeric: frozenset[str], fractional: bool = False) -> pa.Table:
+        options = self._numeric_options.get((numeric, fractional))
         if options is None:
-            options = self._numeric_options[numeric] = pj.ParseOptions(
-                explicit_schema=_with_numbers(self.parse_schema, {self._time_paths[p] for p in numeric}),
+            options = self._numeric_options[numeric, fractional] = pj.ParseOptions(
+                explicit_schema=_with_numbers(self.parse_schema, {self._time_paths[p] for p in numeric}, fractional),
                 unexpected_field_behavior=self._options.unexpected_field_behavior,
             )
         # The whole chunk as one block, parsed on this thread. Arrow's
@@ -1042,6 +1051,10 @@ def _target_parts(pattern: str | None) -> list[str]:
 
 # Arrow C++'s reader's error for a field that holds a JSON value of another kind than its type takes.
 TURNED = re.compile(r"Column\((.*)\) changed from (\w+) to (\w+) in row")
+# What Arrow C++'s reader says of a number an integer field cannot take: a fraction, an exponent, or beyond 64 bits.
+NOT_A_LONG = re.compile(r"Failed to convert JSON to int(64|32), couldn't parse")
+# The doubles a field read as them holds exactly up to here: beyond, a long read as a double could be another long.
+EXACT_DOUBLES = 2**53
 # The struct a change event's or an envelope's row is read in (``JsonDecoder.parse_schema``).
 ROW_HOLDERS = ("payload", "after", "before")
 
@@ -1076,12 +1089,14 @@ def _time_paths(schema: pa.Schema, dates: set[tuple[str, ...]]) -> dict[str, tup
     }
 
 
-def _with_numbers(schema: pa.Schema, paths: set[tuple[str, ...]]) -> pa.Schema:
+def _with_numbers(schema: pa.Schema, paths: set[tuple[str, ...]], fractional: bool = False) -> pa.Schema:
     """``schema`` with the fields at ``paths`` read as numbers: a timestamp as a long (milliseconds), a date
-    (text) as a date (the reader takes days)."""
+    (text) as a date (the reader takes days); with ``fractional``, both as doubles."""
 
     def turned(arrow_type: pa.DataType, path: tuple[str, ...]) -> pa.DataType:
         if path in paths:
+            if fractional:
+                return pa.float64()
             return pa.int64() if pa.types.is_timestamp(arrow_type) else pa.date32()
         if pa.types.is_struct(arrow_type):
             return pa.struct([f.with_type(turned(f.type, (*path, f.name))) for f in arrow_type])
@@ -1094,12 +1109,26 @@ def _with_numbers(schema: pa.Schema, paths: set[tuple[str, ...]]) -> pa.Schema:
 
 def _as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A table read with some timestamp and date fields as numbers (``_with_numbers``) in ``schema``'s types: the
-    milliseconds as the timestamp's unit (one beyond its range does not fit), the days as a date's text. Fields keep
-    the nullability the reader gave them, as it gives it reading those fields as text."""
+    milliseconds as the timestamp's unit (one beyond its range does not fit), the days as a date's text; doubles
+    truncated toward zero first. Fields keep the nullability the reader gave them, as it gives it reading those
+    fields as text."""
 
     def converted(array: pa.Array, arrow_type: pa.DataType, path: str) -> pa.Array:
         if array.type == arrow_type:
             return array
+        if pa.types.is_floating(array.type):
+            whole = pc.trunc(array)
+            if pc.any(pc.invert(pc.less(pc.abs(whole), EXACT_DOUBLES))).as_py():
+                # (Infinite or NaN ones included: not JSON, but the reader may take them.)
+                raise ValueError(f"Column({path}): a number with a fraction or an exponent beyond 2^53")
+            longs = whole.cast(pa.int64())
+            if pa.types.is_timestamp(arrow_type):
+                array = longs
+            else:
+                try:
+                    array = longs.cast(pa.int32()).cast(pa.date32())
+                except pa.ArrowInvalid:
+                    raise ValueError(f"Column({path}): days a date cannot hold") from None
         if pa.types.is_struct(arrow_type):
             children = [
                 converted(child, f.type, f"{path}/{f.name}")

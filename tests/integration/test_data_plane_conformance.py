@@ -12,6 +12,7 @@ then read back with pyarrow and compared, with what each plane refused and why.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import io
 import json
 import uuid
@@ -133,6 +134,8 @@ TYPED_JSON: list[Value] = [
     b'{"id": 3, "at": "not a time"}',
     b'{"id": 4, "price": "12.345"}',
     b'{"id": 5, "at": "2024-02-29T10:00:00.123456+02:00", "price": -1}',
+    # Epoch milliseconds and days with fractions (Python's time.time() * 1000): truncated, as the Java sink does.
+    b'{"id": 6, "at": 1709200800123.9, "day": 19782.5, "name": 6}',
 ]
 
 TYPED_SCHEMA = Schema(
@@ -315,6 +318,13 @@ def test_both_data_planes_give_the_same_rows_and_bad_record_decisions(
     assert comparable(spark_rows) == comparable(arrow_rows)
     assert [(b.offset, b.reason) for b in spark.bad] == [(b.offset, b.reason) for b in arrow.bad]
     assert spark.skipped == arrow.skipped
+    if CASES[case][2] is TYPED_SCHEMA:
+        (six,) = [r for r in spark_rows if r["id"] == 6]
+        assert (six["at"], six["day"], six["name"]) == (
+            dt.datetime(2024, 2, 29, 10, 0, 0, 123000, tzinfo=dt.UTC),
+            dt.date(2024, 2, 29),
+            "6",
+        )
     if CASES[case][2] in (PLAIN_SCHEMA, LINEAGE_SCHEMA):
         name = "customer" if "transforms" in CASES[case][0] else "name"
         texts = {r["id"]: (r[name], r.get("address"), r.get("tags")) for r in spark_rows if r["id"] in AS_TEXT}
