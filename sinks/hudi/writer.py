@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
+from connectors.smt.kafka import java_double
 from sinks.hudi.settings import HudiSettings
 from sinks.hudi.table_config import conflicts_message, table_conflicts
 from workers.events import DataFile
@@ -227,7 +228,9 @@ class PartitionRows(RecordRuns):
 
     def _typed_tombstones(self) -> list[pa.Table]:
         """The tombstones' rows with their key columns typed as the records' (a string key of a numeric record
-        key field read as a number); a tombstone whose key is no value of that type is a bad record, with why."""
+        key field read as a number); a tombstone whose key is no value of that type is a bad record, with why.
+        Hudi's record key is the key field's text, so a key must be the text of such a value exactly: ``01`` or
+        ``1.0`` is no long, as the commit's ``typed_rows`` has it where Spark casts them."""
         if not self.tombstones:
             return []
         columns = {
@@ -239,23 +242,28 @@ class PartitionRows(RecordRuns):
         columns[SEQUENCE] = pa.array([offset for offset, _ in self.tombstones], pa.int64())
         rows = pa.table(columns)
         typed = {f.name: f.type for p in self.pieces for f in p.schema if f.name in self.settings.record_key_fields}
+        fits = np.ones(n, dtype=bool)
         for name, wanted in typed.items():
-            column = rows.column(name)
-            if column.type == wanted:
+            if rows.column(name).type == wanted:
                 continue
-            fits = np.ones(len(rows), dtype=bool)
+            at = self.settings.record_key_fields.index(name)
             cast = []
-            for j, value in enumerate(column.to_pylist()):
+            # (Each key as its tombstone had it: the column made of them may have widened it, 7 beside 7.0.)
+            for j, (offset, values) in enumerate(self.tombstones):
+                value = values[at]
                 try:
-                    cast.append(pa.scalar(value).cast(wanted).as_py())
+                    found = pa.scalar(value).cast(wanted).as_py()
+                    if spark_text(found) != spark_text(value):
+                        raise ValueError(f"{value!r} is not the text of {found!r}")
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
-                    fits[j] = False
-                    cast.append(None)
-                    offset = rows.column(SEQUENCE)[j].as_py()
-                    reason = f"a tombstone's key {name}={value!r} is no {wanted} value, as the records' {name} is"
-                    self.bad.append(BadRecord(self.topic, self.partition, offset, reason, TASK_PUT))
+                    found = None
+                    if fits[j]:
+                        fits[j] = False
+                        reason = f"a tombstone's key {name}={value!r} is no {wanted} value, as the records' {name} is"
+                        self.bad.append(BadRecord(self.topic, self.partition, offset, reason, TASK_PUT))
+                cast.append(found)
             rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(cast, wanted))
-            rows = rows.filter(pa.array(fits))
+        rows = rows.filter(pa.array(fits))
         return [rows] if len(rows) else []
 
     @staticmethod
@@ -311,6 +319,15 @@ def _nested_field(rows: pa.Table, path: str) -> pa.Array | None:
             return None
         column = pc.struct_field(column, part)
     return column
+
+
+def spark_text(value: Any) -> str:
+    """A key field's value as Spark casts it to text (a double as Java's ``Double.toString``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double(value)
+    return str(value)
 
 
 def _key_column(values: Sequence[Any]) -> pa.Array:
