@@ -19,7 +19,7 @@ from tests.test_columnar_unwrap import value as change_event
 from workers.chain_decoder import ChainDecoder
 from workers.json_decoder import Decoded, JsonDecoder
 from workers.staging import RecordChunk
-from workers.transformed import RecordTransformer
+from workers.transformed import KEY_NOT_JSON, RecordTransformer
 
 INSERT = "org.apache.kafka.connect.transforms.InsertField$Value"
 REPLACE = "org.apache.kafka.connect.transforms.ReplaceField$Value"
@@ -136,6 +136,7 @@ def both_ways(
     """What the stage then a plain decoder make of the chunk (rows by position, bad records, skipped count), and
     what the decoder applying the chain to columns makes of it, as the Iceberg writer's lanes build it; at most
     ``most_through_chain`` of its rows, if given, made by the chain itself rather than read in columns."""
+    made_by_chain = 0
     staged, kept = RecordTransformer(cfg, cfg.transforms)._apply(chunk)  # type: ignore[arg-type]
     plain = JsonDecoder(columns).decode(staged.values, staged.errors)
     expected = outcome(
@@ -151,13 +152,16 @@ def both_ways(
     through_chain = decoder._through_chain
 
     def counted(chunk: RecordChunk, positions: list[int]) -> Decoded:
+        nonlocal made_by_chain
         deferred.extend(positions)
-        return through_chain(chunk, positions)
+        made = through_chain(chunk, positions)
+        made_by_chain += len(made.positions)
+        return made
 
     decoder._through_chain = counted  # type: ignore[method-assign]
     decoded = decoder.decode(chunk)
     if most_through_chain is not None:
-        assert len(set(deferred) & set(decoded.positions)) <= most_through_chain, "the columns read most rows"
+        assert made_by_chain <= most_through_chain, "the columns read most rows"
     assert decoded.positions == sorted(decoded.positions)
     assert (
         decoded.columns.schema == columns
@@ -419,3 +423,118 @@ def test_the_unwraps_own_fallback_reads_as_the_tables_reader_does() -> None:
     values: list[bytes | None] = [b'{"op": "c", "after": {"a": 1.5}}', b'{"op": "c", "after": {"a": 2}}']
     expected, found = both_ways(cfg, columns, chunk_of_values(values))
     assert found == expected and list(found[0]) == [1]
+
+
+FILTER = "org.apache.kafka.connect.transforms.Filter"
+PREDICATES = "org.apache.kafka.connect.transforms.predicates"
+# Filters of records as consumed, each with its predicate: (steps, predicates).
+FILTERS: dict[str, tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]] = {
+    "tombstones dropped": (
+        {"tombstones": {"type": FILTER, "predicate": "null"}},
+        {"null": {"type": f"{PREDICATES}.RecordIsTombstone"}},
+    ),
+    "other topics' records dropped": (
+        {"others": {"type": FILTER, "predicate": "mine", "negate": "true"}},
+        {"mine": {"type": f"{PREDICATES}.TopicNameMatches", "pattern": "ord.*"}},
+    ),
+    "this topic's records dropped": (
+        {"mine": {"type": FILTER, "predicate": "orders"}},
+        {"orders": {"type": f"{PREDICATES}.TopicNameMatches", "pattern": "orders"}},
+    ),
+    "records with a header dropped, then tombstones": (
+        {
+            "marked": {"type": FILTER, "predicate": "skip"},
+            "tombstones": {"type": FILTER, "predicate": "null"},
+        },
+        {
+            "skip": {"type": f"{PREDICATES}.HasHeaderKey", "name": "skip"},
+            "null": {"type": f"{PREDICATES}.RecordIsTombstone"},
+        },
+    ),
+}
+
+
+def filtered_config(
+    filters: str, chain: dict[str, dict[str, str]], unwrap: dict[str, str] | None = None, **keys: str
+) -> SinkConfig:
+    steps, predicates = FILTERS[filters]
+    after = ({"unwrap": {"type": UNWRAP, **unwrap}} if unwrap is not None else {}) | chain
+    every = steps | after
+    return SinkConfig.parse(
+        sink_config(
+            "orders",
+            "db.orders",
+            **{
+                "value.converter": "json",
+                "value.converter.schemas.enable": "false",
+                "transforms": ",".join(every),
+                **{f"transforms.{alias}.{k}": v for alias, step in every.items() for k, v in step.items()},
+                "predicates": ",".join(predicates),
+                **{f"predicates.{alias}.{k}": v for alias, p in predicates.items() for k, v in p.items()},
+                **keys,
+            },
+        )
+    )
+
+
+def with_headers_and_null_text(rng: random.Random, chunk: RecordChunk) -> RecordChunk:
+    """The chunk with headers on some records (``skip`` on a few), and a few values the JSON ``null``."""
+    for i in range(len(chunk)):
+        chunk.headers[i] = rng.choice([None, [("skip", b"1")], [("other", None)], [("other", b"x"), ("skip", None)]])
+        if rng.random() < 0.03:
+            chunk.values[i] = rng.choice([b"null", b" null\n"])
+    return chunk
+
+
+@pytest.mark.parametrize("filters", FILTERS)
+@pytest.mark.parametrize("after", ["nothing", "Kafka's transforms", "the unwrap", "the unwrap, then Kafka's"])
+@pytest.mark.parametrize("seed", range(2))
+def test_filters_of_records_as_consumed_drop_them_before_the_decoder_reads_them_as_the_stage_does(
+    filters: str, after: str, seed: int
+) -> None:
+    unwrap = {"delete.handling.mode": "rewrite"} if "unwrap" in after else None
+    chain = {**RENAMED, **LINEAGE} if "Kafka" in after else {}
+    cfg = filtered_config(filters, chain, unwrap)
+    columnar = cfg.columnar_chain
+    assert columnar is not None and len(columnar.filters) == len(FILTERS[filters][0])
+    assert cfg.staged_transforms is None, "the decoder applies the chain"
+    columns = pa.schema([*COLUMNS, ("__deleted", pa.string())])
+    rng = random.Random(seed)
+    make = change_event if unwrap is not None else record_value
+    chunk = with_headers_and_null_text(rng, chunk_of(rng, [make(rng, i) for i in range(300)]))
+    expected, found = both_ways(cfg, columns, chunk, most_through_chain=len(chunk) // 5)
+    assert found == expected
+    if filters != "this topic's records dropped":
+        assert len(expected[0]) > 50
+    else:
+        assert expected[0] == {} and expected[2] > 200  # (every record that reads is dropped)
+
+
+def test_a_record_a_filter_would_drop_whose_key_or_value_does_not_read_is_the_stages_bad_record() -> None:
+    # (Kafka Connect's converters read a record before its transformations see it: one they cannot read is bad,
+    # whatever a Filter would make of it. DebeziumTransform reads keys: a tombstone's key must read too.)
+    cfg = SinkConfig.parse(
+        {
+            **sink_config("orders", "db.orders"),
+            "value.converter": "json",
+            "value.converter.schemas.enable": "false",
+            "key.converter": "json",
+            "transforms": "others,dbz",
+            "transforms.others.type": FILTER,
+            "transforms.others.predicate": "mine",
+            "transforms.others.negate": "true",
+            "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+            "predicates": "mine",
+            "predicates.mine.type": f"{PREDICATES}.TopicNameMatches",
+            "predicates.mine.pattern": "elsewhere",
+        }
+    )
+    assert cfg.columnar_chain is not None and cfg.columnar_chain.filters
+    values: list[bytes | None] = [b'{"op": "c", "after": {"id": 1}}', b"{not json", None, b'{"op": "c"}']
+    keys: list[bytes | None] = [b'{"id": 1}', b'{"id": 2}', b"{not a key", b"{not a key"]
+    chunk = RecordChunk("orders", 0, [0, 1, 2, 3], [TS] * 4, keys, values, [None] * 4, [None] * 4)
+    expected, found = both_ways(cfg, pa.schema([("id", pa.int64())]), chunk)
+    assert found == expected
+    rows, bad, skipped = found
+    assert rows == {} and [at for at, _ in bad] == [1, 2, 3] and skipped == 1
+    assert "not JSON" in bad[0][1] and all(reason.startswith(KEY_NOT_JSON) for _, reason in bad[1:])

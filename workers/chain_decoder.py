@@ -1,7 +1,9 @@
 """A connector's chain of transforms applied by the sink's decoder to columns, not by the tasks record by record.
 
-For a chain ``TransformChain.columnar`` takes (decision 012): a Debezium
-transformation first, which the JSON decoder applies as it reads each event
+For a chain ``TransformChain.columnar`` takes (decision 012): Filters of records
+as consumed first, if any, which drop records by their topic, headers or null
+value before the values are read (``_unfiltered``); a Debezium transformation,
+which the JSON decoder applies as it reads each event
 (``JsonDecoder``'s ``unwrap``), then transformations that only move, drop or
 insert the value's fields (Kafka's InsertField$Value and ReplaceField$Value,
 the Iceberg sink's CopyValue), or those alone. Each of the table's columns is
@@ -35,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.config import SinkConfig
-from connectors.smt import TransformChain
+from connectors.smt import ConnectRecord, TransformChain
 from connectors.smt.record import Source
 from workers.json_decoder import Decoded, JsonDecoder, in_order
 from workers.json_text import json_text, parse_json
@@ -53,6 +55,8 @@ class ChainDecoder:
         self.data_schema = data_schema
         # The whole chain, record by record, then the plain decoder: for what the columns cannot take.
         self._chain = RecordTransformer(config, chain)
+        # Filters of records as consumed, which drop them before their values are read.
+        self._filters = TransformChain(columnar.filters) if columnar.filters else None
         self._plain = JsonDecoder(data_schema)
         sources = columnar.sources(data_schema.names)
         # Each column read from a field of the value (under the field's name; from any one of several, a record
@@ -105,7 +109,8 @@ class ChainDecoder:
         self._meta_decoders: dict[str, JsonDecoder] = {}
         if self.columnar:
             inner_schema = pa.schema(list(fields_read.values()))
-            unwrap_chain = TransformChain(chain.steps[:1]) if columnar.unwrap is not None else None
+            # (The unwrap is the first step after the Filters.)
+            unwrap_chain = TransformChain(chain.steps[len(columnar.filters) :][:1]) if columnar.unwrap else None
             self._inner = JsonDecoder(
                 inner_schema,
                 unwrap=columnar.unwrap,
@@ -119,6 +124,42 @@ class ChainDecoder:
 
     def decode(self, chunk: RecordChunk) -> Decoded:
         """The chunk's rows, and which records are bad or skipped, as the chain then the plain decoder make them."""
+        if self._filters is not None:
+            kept = self._unfiltered(chunk)
+            if len(kept) < len(chunk):
+                return self._decode(chunk.take(kept)).placed(kept, len(chunk) - len(kept), self.data_schema)
+        return self._decode(chunk)
+
+    def _unfiltered(self, chunk: RecordChunk) -> list[int]:
+        """The positions of the records the chain's leading Filters keep. A record they would drop as consumed (its
+        topic, its headers, a null value: no value read) is dropped once read as the tasks' stage reads it, and
+        the Filters still drop it. One whose key or value its converter cannot read is kept: the decoder finds it
+        bad, and the chain says why, as the stage does."""
+        assert self._filters is not None
+        kept: list[int] = []
+        for i, value in enumerate(chunk.values):
+            if chunk.errors[i] is None:
+                null = value is None or value.strip(b" \t\n\r") == b"null"
+                headers = chunk.headers[i] if chunk.headers else None
+                consumed = ConnectRecord(
+                    topic=chunk.topic,
+                    partition=chunk.partition,
+                    offset=chunk.offsets[i],
+                    timestamp=None,
+                    key=None,
+                    value=None if null else b"",
+                    headers=list(headers or []),
+                )
+                if self._filters.apply(consumed) is None:
+                    try:
+                        if self._filters.apply(self._chain.record(chunk, i)) is None:
+                            continue
+                    except ValueError:
+                        pass
+            kept.append(i)
+        return kept
+
+    def _decode(self, chunk: RecordChunk) -> Decoded:
         if self._inner is None:
             return self._through_chain(chunk, list(range(len(chunk))))
         read = self._inner.decode(chunk.values, chunk.errors, chunk.keys, chunk.offsets)

@@ -65,16 +65,7 @@ class RecordTransformer:
             error = chunk.errors[i]
             if error is None:
                 try:
-                    record = ConnectRecord(
-                        topic=chunk.topic,
-                        partition=chunk.partition,
-                        offset=offset,
-                        timestamp=chunk.timestamps[i],
-                        key=self._key(raw_key) if self.keys_used else None,
-                        value=self._value(raw_value) if self.values_used else raw_value,
-                        headers=list(headers or []),
-                    )
-                    transformed = self.chain.apply(record)
+                    transformed = self.chain.apply(self.record(chunk, i))
                 except (TransformFailed, ValueError) as exc:
                     error = str(exc)
                 else:
@@ -107,6 +98,20 @@ class RecordTransformer:
             out.headers.append(headers)
             out.errors.append(error)
         return out, kept
+
+    def record(self, chunk: RecordChunk, i: int) -> ConnectRecord:
+        """The chunk's record at ``i`` as the chain is given it: its key and value read as their converters read
+        them, where the chain reads them (ValueError when a converter cannot)."""
+        headers = chunk.headers[i] if chunk.headers else None
+        return ConnectRecord(
+            topic=chunk.topic,
+            partition=chunk.partition,
+            offset=chunk.offsets[i],
+            timestamp=chunk.timestamps[i],
+            key=self._key(chunk.keys[i]) if self.keys_used else None,
+            value=self._value(chunk.values[i]) if self.values_used else chunk.values[i],
+            headers=list(headers or []),
+        )
 
     def transform_values(
         self,

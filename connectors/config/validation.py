@@ -703,8 +703,9 @@ class SinkConfig:
     @property
     def columnar_chain(self) -> ColumnarChain | None:
         """The chain when the sink's decoders apply it to columns rather than the tasks record by record
-        (``TransformChain.columnar``: Debezium's unwrap or the Iceberg sink's DebeziumTransform, then Kafka's
-        InsertField$Value and ReplaceField$Value, or those alone), of plain JSON values, into a sink whose
+        (``TransformChain.columnar``: Filters of records as consumed, then Debezium's unwrap or the Iceberg sink's
+        DebeziumTransform, then Kafka's InsertField$Value and ReplaceField$Value, or those alone), of plain JSON
+        values, into a sink whose
         settings take it (``unwraps_in_decoder``: the Iceberg sink with one table, no route field and no schema
         evolution). The decoder reads each value's fields straight into the table's columns, several times
         cheaper than a parse, the chain and a JSON text per record (docs/decisions/012)."""

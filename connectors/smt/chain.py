@@ -43,15 +43,23 @@ class Step:
     negate: bool = False
 
 
+# The predicates a decoder tests on a record as consumed, without its value: its topic, a header's name, and
+# whether its value is null (before any transformation that may make it so).
+METADATA_PREDICATES = (kafka.TopicNameMatches, kafka.HasHeaderKey, kafka.RecordIsTombstone)
+
+
 @dataclass(frozen=True)
 class ColumnarChain:
-    """A chain as a decoder applies it to columns (``workers.chain_decoder``, decision 012): its Debezium
-    transformation (``unwrap``) as the events are read, each event's row read straight into the columns; then the
-    steps that only move, drop or insert the value's fields (``shape``), each of the table's columns read from the
-    field it comes from (``sources``) or filled from the record (its topic, partition, offset or timestamp)."""
+    """A chain as a decoder applies it to columns (``workers.chain_decoder``, decision 012): Filters under a
+    predicate of the record as consumed (``filters``: ``METADATA_PREDICATES``), which drop records before their
+    values are read; its Debezium transformation (``unwrap``) as the events are read, each event's row read
+    straight into the columns; then the steps that only move, drop or insert the value's fields (``shape``), each
+    of the table's columns read from the field it comes from (``sources``) or filled from the record (its topic,
+    partition, offset or timestamp)."""
 
     unwrap: debezium.Columnar | None
     shape: tuple[Transformation, ...] = ()
+    filters: tuple[Step, ...] = ()
 
     def sources(self, names: Iterable[str]) -> dict[str, Source] | None:
         """Where each of the fields ``names`` of the chain's output comes from, in the value the shaping steps are
@@ -91,23 +99,32 @@ class TransformChain:
 
     @property
     def columnar(self) -> ColumnarChain | None:
-        """The chain as a decoder can apply it to columns (``ColumnarChain``), with no predicate: a Debezium
-        transformation first (``ExtractNewRecordState`` without ``add.headers``, or ``DebeziumTransform``), then
-        any transformations that only move, drop or insert the value's fields (Kafka's InsertField$Value and
+        """The chain as a decoder can apply it to columns (``ColumnarChain``): Filters under a predicate of the
+        record as consumed first (``METADATA_PREDICATES``), if any; then, with no predicate, a Debezium
+        transformation (``ExtractNewRecordState`` without ``add.headers``, or ``DebeziumTransform``), then any
+        transformations that only move, drop or insert the value's fields (Kafka's InsertField$Value and
         ReplaceField$Value, the Iceberg sink's CopyValue: ``Transformation.shapes_columns``), or those alone; else
         None."""
-        if any(step.predicate is not None for step in self.steps):
+        lead = 0
+        while (
+            lead < len(self.steps)
+            and isinstance(self.steps[lead].transformation, kafka.Filter)
+            and isinstance(self.steps[lead].predicate, METADATA_PREDICATES)
+        ):
+            lead += 1
+        rest = self.steps[lead:]
+        if any(step.predicate is not None for step in rest):
             return None
-        first = self.steps[0].transformation
+        first = rest[0].transformation if rest else None
         unwrap = None
         if isinstance(first, debezium.ExtractNewRecordState | debezium.DebeziumTransform):
             unwrap = first.columnar
             if unwrap is None:
                 return None
-        shape = self.steps[1:] if unwrap is not None else self.steps
+        shape = rest[1:] if unwrap is not None else rest
         if not all(step.transformation.shapes_columns for step in shape):
             return None
-        return ColumnarChain(unwrap, tuple(step.transformation for step in shape))
+        return ColumnarChain(unwrap, tuple(step.transformation for step in shape), self.steps[:lead])
 
     @property
     def makes_floats(self) -> bool:

@@ -163,6 +163,15 @@ LINEAGE = {
     "transforms.lineage.static.field": "_source",
     "transforms.lineage.static.value": "orders",
 }
+# A Filter of tombstones (the JSON null too) before them: the decoders drop those before reading values.
+FILTERED_LINEAGE = {
+    **LINEAGE,
+    "transforms": "tombstones,fields,lineage",
+    "transforms.tombstones.type": "org.apache.kafka.connect.transforms.Filter",
+    "transforms.tombstones.predicate": "null",
+    "predicates": "null",
+    "predicates.null.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+}
 LINEAGE_SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "customer", StringType(), required=False),
@@ -201,6 +210,11 @@ CASES: dict[str, tuple[dict[str, str], list[Value], Schema | None]] = {
     "plain JSON into dates, timestamps and decimals": (GIVEN, TYPED_JSON, TYPED_SCHEMA),
     "InsertField and ReplaceField, auto-created": (LINEAGE, CONSISTENT_JSON, None),
     "InsertField and ReplaceField into given columns": ({**GIVEN, **LINEAGE}, PLAIN_JSON, LINEAGE_SCHEMA),
+    "a Filter of tombstones, then InsertField and ReplaceField": (
+        {**GIVEN, **FILTERED_LINEAGE},
+        PLAIN_JSON,
+        LINEAGE_SCHEMA,
+    ),
     # (InsertField's timestamp, epoch milliseconds, into a timestamptz column, as the Iceberg sink reads it.)
     "InsertField's timestamp into a given timestamptz column": (
         {**GIVEN, **LINEAGE},
