@@ -96,6 +96,7 @@ UNWRAP_REWRITE = "ExtractNewRecordState, rewrite, add.fields=op,table,source.ts_
 DEBEZIUM = "the Iceberg sink's DebeziumTransform"
 LINEAGE = "InsertField (topic, partition, offset, timestamp) and ReplaceField (exclude, renames)"
 UNWRAP_LINEAGE = "ExtractNewRecordState, then that InsertField and ReplaceField"
+FILTERED_UNWRAP = "a Filter of tombstones (RecordIsTombstone), then ExtractNewRecordState"
 # The columns InsertField and ReplaceField (LINEAGE_KEYS: the sink benchmark's iceberg-lineage) leave of the rows.
 LINEAGE_SCHEMA = pa.schema(
     [
@@ -112,6 +113,7 @@ LINEAGE_SCHEMA = pa.schema(
 # The columns of the rows each chain the decoder applies gives, as a table the sink created from them has them.
 APPLIED_SCHEMAS = {
     UNWRAP: ROW_SCHEMA,
+    FILTERED_UNWRAP: ROW_SCHEMA,
     LINEAGE: LINEAGE_SCHEMA,
     UNWRAP_LINEAGE: LINEAGE_SCHEMA,
     DEBEZIUM: pa.schema(
@@ -202,6 +204,17 @@ CHAINS: dict[str, tuple[dict[str, str], bool]] = {
     ),
     DEBEZIUM: (
         {"transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform"},
+        True,
+    ),
+    FILTERED_UNWRAP: (
+        {
+            "transforms": "tombstones,unwrap",
+            "transforms.tombstones.type": "org.apache.kafka.connect.transforms.Filter",
+            "transforms.tombstones.predicate": "null",
+            "predicates": "null",
+            "predicates.null.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        },
         True,
     ),
     LINEAGE: (LINEAGE_KEYS, False),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -135,24 +136,24 @@ class ChainDecoder:
         topic, its headers, a null value: no value read) is dropped once read as the tasks' stage reads it, and
         the Filters still drop it. One whose key or value its converter cannot read is kept: the decoder finds it
         bad, and the chain says why, as the stage does."""
-        assert self._filters is not None
+        filters = self._filters
+        assert filters is not None
+
+        def dropped(null: bool, headers: list[tuple[str, Any]] | None) -> bool:
+            """Whether the Filters drop a record of the chunk as consumed: by its topic, headers and null value."""
+            consumed = ConnectRecord(chunk.topic, chunk.partition, 0, None, None, None if null else b"", headers or [])
+            return filters.apply(consumed) is None
+
+        # (Records without headers are dropped or not by their null value alone: tested once for each.)
+        plain = {null: dropped(null, None) for null in (False, True)}
         kept: list[int] = []
         for i, value in enumerate(chunk.values):
             if chunk.errors[i] is None:
                 null = value is None or value.strip(b" \t\n\r") == b"null"
                 headers = chunk.headers[i] if chunk.headers else None
-                consumed = ConnectRecord(
-                    topic=chunk.topic,
-                    partition=chunk.partition,
-                    offset=chunk.offsets[i],
-                    timestamp=None,
-                    key=None,
-                    value=None if null else b"",
-                    headers=list(headers or []),
-                )
-                if self._filters.apply(consumed) is None:
+                if plain[null] if not headers else dropped(null, list(headers)):
                     try:
-                        if self._filters.apply(self._chain.record(chunk, i)) is None:
+                        if filters.apply(self._chain.record(chunk, i)) is None:
                             continue
                     except ValueError:
                         pass
