@@ -349,6 +349,36 @@ def test_a_number_with_a_fraction_or_an_exponent_is_truncated_toward_zero_as_jav
     assert not decoded.bad and decoded.columns.column("at").cast(pa.int64()).to_pylist() == [(2**53 + 1) * 1000]
 
 
+def test_a_table_whose_only_time_column_is_a_date_takes_days_as_the_others_do() -> None:
+    # (Debezium's Date is days since the epoch. Arrow C++'s reader reads such a table: arrow-rs would refuse them.)
+    decoder = JsonDecoder(pa.schema([("id", pa.int64()), ("day", pa.date32())]))
+    assert not decoder.rust_reader
+    decoded = decoder.decode(
+        [b'{"id": 1, "day": 19000}', b'{"id": 2, "day": 19000.7}', b'{"day": "2022-01-08"}'], [None] * 3
+    )
+    assert not decoded.bad and decoded.columns.column("day").to_pylist() == [dt.date(2022, 1, 8)] * 3
+
+
+def test_with_schema_evolution_a_struct_with_a_new_field_and_a_number_in_its_timestamp_reads() -> None:
+    schema = pa.schema([("k", pa.struct([("t", pa.timestamp("ms")), ("n", pa.int64())]))])
+    decoder = JsonDecoder(schema, evolve=True)
+    values = [
+        b'{"k": {"t": 1.5, "new": 1}}',
+        b'{"k": {"t": 2, "n": 3, "new": 2}}',
+        b'{"k": {"t": "1970-01-01T00:00:01"}}',
+    ]
+    for chunk in (values, values[:1], values[1:2]):
+        decoded = decoder.decode(chunk, [None] * len(chunk))
+        assert not decoded.bad, decoded.bad
+    rows = decoder.decode(values, [None] * 3).columns.column("k").to_pylist()
+    assert [r["t"] for r in rows] == [
+        dt.datetime(1970, 1, 1, 0, 0, 0, 1000),
+        dt.datetime(1970, 1, 1, 0, 0, 0, 2000),
+        dt.datetime(1970, 1, 1, 0, 0, 1),
+    ]
+    assert decoder.decode(values[:1], [None]).records_schema.field("k").type.get_field_index("new") >= 0
+
+
 def test_a_record_larger_than_a_parse_block_decodes() -> None:
     big = record(2, user="x" * (3 << 20))
     decoded = decode([record(1), big, record(3)])

@@ -29,18 +29,22 @@ from workers.json_values import converted_text
         # plain from 10^-3 up to 10^7, else d.dddE<n>).
         (1.0, "1.0"),
         (100.0, "100.0"),
-        (-0.0, "-0.0"),
+        (-0.0, "0.0"),  # (JsonConverter reads it as a BigDecimal, which has no -0)
         (0.001, "0.001"),
         (0.0001, "1.0E-4"),
         (1234567.5, "1234567.5"),
         (12345678.9, "1.23456789E7"),
         (1e20, "1.0E20"),
         (0.1 + 0.2, "0.30000000000000004"),
+        # Where one digit reads back, the one- or two-digit decimal nearest the double (Java 19 and later).
+        (5e-324, "4.9E-324"),
+        (1e-323, "9.9E-324"),
+        (2.5e-323, "2.5E-323"),
         (True, "true"),
         (False, "false"),
         # An object or array as Jackson writes it: compact, its doubles as Double.toString, control characters
         # without a short escape as an upper-case \\u escape.
-        ({"a": 1, "b": [1.5, None, True], "c": {}}, '{"a":1,"b":[1.5,null,true],"c":{}}'),
+        ({"a": 1, "b": [1.5, None, True, -0.0], "c": {}}, '{"a":1,"b":[1.5,null,true,0.0],"c":{}}'),
         ([1e20, 'x"\\\n\t\x01\x1f/é'], '[1.0E20,"x\\"\\\\\\n\\t\\u0001\\u001F/é"]'),
         ([], "[]"),
         ("text", "text"),
@@ -120,7 +124,8 @@ def test_every_way_of_reading_writes_a_value_that_is_no_text_as_its_text(way: st
             assert row["at"] == {"t": dt.time(10, 15), "s": texts.get("s")}
 
 
-def test_a_chunk_decodes_as_its_records_do_alone_whatever_else_is_bad_beside_them() -> None:
+@pytest.mark.parametrize("cpp_reader", [False, True])
+def test_a_chunk_decodes_as_its_records_do_alone_whatever_else_is_bad_beside_them(cpp_reader: bool) -> None:
     rng = random.Random(7)
     for schema in (STRINGS, WITH_A_TIMESTAMP):
         values: list[bytes | None] = []
@@ -140,14 +145,25 @@ def test_a_chunk_decodes_as_its_records_do_alone_whatever_else_is_bad_beside_the
                 record["tags"] = {"not": "a list"}  # bad: no list
             elif kind == 5 and "at" in schema.names:
                 record["at"] = rng.choice([1_700_000_000_000, "2024-02-29T10:00:00", "someday"])  # ms, text, or bad
-            values.append(json.dumps(record).encode())
-        decoder = JsonDecoder(schema)
-        whole = decoder.decode(values, [None] * len(values))
-        alone = [JsonDecoder(schema).decode([v], [None]) for v in values]
+            elif kind in (6, 7):
+                record["s"] = rng.choice([i, None, "x"])
+            text = json.dumps(record)
+            if kind == 6:
+                # Another field refused first (a number where a struct goes, as its text has it: the record written
+                # again has it otherwise), beside a number in a string column.
+                text = text[:-1] + ', "address": ' + rng.choice(["1e-3", "10.50", "-0.0"]) + ', "s": 5}'
+            elif kind == 7:
+                # A duplicate key (Arrow C++ refuses one; the last wins, as in Jackson, once written again).
+                text = text[:-1] + ', "s": ' + json.dumps(rng.choice([i, "x", None])) + "}"
+            values.append(text.encode())
+        decoder = JsonDecoder(schema, cpp_reader=cpp_reader)
+        for _ in range(2):  # (a decoder reused gives the same)
+            whole = decoder.decode(values, [None] * len(values))
+        alone = [JsonDecoder(schema, cpp_reader=cpp_reader).decode([v], [None]) for v in values]
         assert whole.positions == [i for i, d in enumerate(alone) if d.positions]
         assert whole.bad == [(i, d.bad[0][1]) for i, d in enumerate(alone) if d.bad]
         assert whole.columns.to_pylist() == [row for d in alone for row in d.columns.to_pylist()]
-        assert 0 < len(whole.bad) < len(values) // 2
+        assert 0 < len(whole.bad) < len(values) * 2 // 3
         assert all(reason.startswith(DOES_NOT_FIT) for _, reason in whole.bad)
 
 

@@ -249,9 +249,12 @@ class JsonDecoder:
             explicit_schema=self.parse_schema, unexpected_field_behavior="infer" if evolve else "ignore"
         )
         # (Not for a name with a NUL in it: arro3 hands names on as C text, which ends at the NUL.)
+        # (Not with a date column, read as text: arrow-rs would refuse a number of days there, which the C++
+        # reader takes, ``_read_cpp``.)
         self.rust_reader = (
             not evolve
             and not cpp_reader
+            and not _date_paths(read_fields)
             and all(_rust_readable(f.type) for f in self.parse_schema)
             and not any("\x00" in name for name in _names(self.parse_schema))
         )
@@ -809,6 +812,13 @@ class JsonDecoder:
                 self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed, as_text)
                 self._isolate(lines[middle:], positions[middle:], tables, good, bad, failed, as_text)
                 return
+            if not as_text and self._text_leaves:
+                # A record alone is read as its text whatever the reader said first (a duplicate key, another
+                # field), as it is in a part read again so: its result is its own, whatever else its chunk holds.
+                texts = _as_text(lines, self._text_leaves)
+                if texts is not None:
+                    self._isolate(texts, positions, tables, good, bad, failed, as_text=True)
+                    return
             if failed is not None:
                 failed.append(positions[0])
                 return
@@ -1120,7 +1130,9 @@ def _as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
             whole = pc.trunc(array)
             if pc.any(pc.invert(pc.less(pc.abs(whole), EXACT_DOUBLES))).as_py():
                 # (Infinite or NaN ones included: not JSON, but the reader may take them.)
-                raise ValueError(f"Column({path}): a number with a fraction or an exponent beyond 2^53")
+                raise ValueError(
+                    f"Column({path}): a number beyond 2^53, read as a double (which does not hold it exactly)"
+                )
             longs = whole.cast(pa.int64())
             if pa.types.is_timestamp(arrow_type):
                 array = longs
@@ -1130,9 +1142,12 @@ def _as_read(table: pa.Table, schema: pa.Schema) -> pa.Table:
                 except pa.ArrowInvalid:
                     raise ValueError(f"Column({path}): days a date cannot hold") from None
         if pa.types.is_struct(arrow_type):
+            # (With schema evolution the reader gives a struct the new fields of its values too: kept as read.)
             children = [
-                converted(child, f.type, f"{path}/{f.name}")
-                for child, f in zip(array.flatten(), arrow_type, strict=True)
+                converted(child, arrow_type.field(read.name).type, f"{path}/{read.name}")
+                if arrow_type.get_field_index(read.name) >= 0
+                else child
+                for child, read in zip(array.flatten(), array.type, strict=True)
             ]
             fields = [read.with_type(child.type) for read, child in zip(array.type, children, strict=True)]
             return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null())

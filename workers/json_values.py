@@ -317,7 +317,8 @@ def _java_scalar(value: bool | int | float) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(java_wrap(value, 64))
-    return java_double(value)
+    # (JsonConverter reads a number with a fraction or an exponent as a BigDecimal, which has no -0.)
+    return java_double(value or 0.0)
 
 
 def _jackson_string(text: str) -> str:

@@ -179,7 +179,15 @@ def java_double(value: float) -> str:
     if value == 0:
         return "-0.0" if math.copysign(1, value) < 0 else "0.0"
     sign = "-" if value < 0 else ""
-    _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    shortest = Decimal(repr(abs(value)))
+    _, digit_tuple, exponent = shortest.normalize().as_tuple()
+    if len(digit_tuple) == 1:
+        # Where one digit reads back, Java (19 and later) takes the one- or two-digit decimal nearest the double:
+        # another only for doubles of so little precision (subnormal) that it differs, 4.9E-324 for 5e-324.
+        exact = Decimal(abs(value))
+        two = Decimal(format(exact, ".1e"))
+        if float(two) == abs(value) and abs(two - exact) < abs(shortest - exact):
+            _, digit_tuple, exponent = two.normalize().as_tuple()
     digits = "".join(map(str, digit_tuple))
     scientific = len(digits) - 1 + int(exponent)  # value = d.ddd x 10^scientific
     if 1e-3 <= abs(value) < 1e7:
