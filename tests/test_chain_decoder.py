@@ -81,8 +81,19 @@ COLUMNS = pa.schema(
 )
 
 
-def config(chain: dict[str, dict[str, str]], unwrap: dict[str, str] | None = None) -> SinkConfig:
-    steps = ({"unwrap": {"type": UNWRAP, **unwrap}} if unwrap is not None else {}) | chain
+def config(
+    chain: dict[str, dict[str, str]],
+    unwrap: dict[str, str] | None = None,
+    first: dict[str, dict[str, str]] | None = None,
+    predicates: dict[str, dict[str, str]] | None = None,
+) -> SinkConfig:
+    """The connector's config with ``first`` (steps before the unwrap), the unwrap if given, then ``chain``."""
+    steps = (first or {}) | ({"unwrap": {"type": UNWRAP, **unwrap}} if unwrap is not None else {}) | chain
+    predicates = predicates or {}
+    predicate_keys = {
+        "predicates": ",".join(predicates),
+        **{f"predicates.{alias}.{k}": v for alias, keys in predicates.items() for k, v in keys.items()},
+    }
     return SinkConfig.parse(
         sink_config(
             "orders",
@@ -92,6 +103,7 @@ def config(chain: dict[str, dict[str, str]], unwrap: dict[str, str] | None = Non
                 "value.converter.schemas.enable": "false",
                 "transforms": ",".join(steps),
                 **{f"transforms.{alias}.{k}": v for alias, keys in steps.items() for k, v in keys.items()},
+                **(predicate_keys if predicates else {}),
             },
         )
     )
@@ -454,29 +466,6 @@ FILTERS: dict[str, tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]] 
 }
 
 
-def filtered_config(
-    filters: str, chain: dict[str, dict[str, str]], unwrap: dict[str, str] | None = None, **keys: str
-) -> SinkConfig:
-    steps, predicates = FILTERS[filters]
-    after = ({"unwrap": {"type": UNWRAP, **unwrap}} if unwrap is not None else {}) | chain
-    every = steps | after
-    return SinkConfig.parse(
-        sink_config(
-            "orders",
-            "db.orders",
-            **{
-                "value.converter": "json",
-                "value.converter.schemas.enable": "false",
-                "transforms": ",".join(every),
-                **{f"transforms.{alias}.{k}": v for alias, step in every.items() for k, v in step.items()},
-                "predicates": ",".join(predicates),
-                **{f"predicates.{alias}.{k}": v for alias, p in predicates.items() for k, v in p.items()},
-                **keys,
-            },
-        )
-    )
-
-
 def with_headers_and_null_text(rng: random.Random, chunk: RecordChunk) -> RecordChunk:
     """The chunk with headers on some records (``skip`` on a few), and a few values the JSON ``null``."""
     for i in range(len(chunk)):
@@ -494,7 +483,8 @@ def test_filters_of_records_as_consumed_drop_them_before_the_decoder_reads_them_
 ) -> None:
     unwrap = {"delete.handling.mode": "rewrite"} if "unwrap" in after else None
     chain = {**RENAMED, **LINEAGE} if "Kafka" in after else {}
-    cfg = filtered_config(filters, chain, unwrap)
+    steps, predicates = FILTERS[filters]
+    cfg = config(chain, unwrap, first=steps, predicates=predicates)
     columnar = cfg.columnar_chain
     assert columnar is not None and len(columnar.filters) == len(FILTERS[filters][0])
     assert cfg.staged_transforms is None, "the decoder applies the chain"

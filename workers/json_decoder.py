@@ -877,33 +877,22 @@ def _as_text(lines: Sequence[bytes], leaves: dict[str, Any]) -> list[bytes] | No
     return texts if changed else None
 
 
-def _texts_in(record: dict[str, Any], leaves: dict[str, Any]) -> bool:
-    """Put each value of ``record`` that is no text in a string field as its text; whether there was one."""
+def _texts_in(value: Any, leaves: Any) -> bool:
+    """Put what is no text where ``leaves`` has a string field (``True``; a struct's by name, a list's items as
+    ``[leaves]``) within ``value``, a parsed record, as its text; whether there was any."""
     changed = False
-    for name, inner in leaves.items():
-        value = record.get(name)
-        if value is None:
-            continue
-        if inner is True:
-            if type(value) is not str:
-                record[name] = converted_text(value)
-                changed = True
-        elif isinstance(inner, dict):
-            if isinstance(value, dict):
-                changed |= _texts_in(value, inner)
-        elif isinstance(value, list):
-            (element,) = inner
-            for j, item in enumerate(value):
-                if item is None:
-                    continue
-                if element is True:
-                    if type(item) is not str:
-                        value[j] = converted_text(item)
-                        changed = True
-                elif isinstance(element, dict) and isinstance(item, dict):
-                    changed |= _texts_in(item, element)
-                elif isinstance(element, list) and isinstance(item, list):
-                    changed |= _texts_in({"": item}, {"": element})
+    if isinstance(leaves, dict) and isinstance(value, dict):
+        items = [(name, inner) for name, inner in leaves.items() if value.get(name) is not None]
+    elif isinstance(leaves, list) and isinstance(value, list):
+        items = [(j, leaves[0]) for j, item in enumerate(value) if item is not None]
+    else:
+        return False
+    for at, inner in items:
+        if inner is not True:
+            changed |= _texts_in(value[at], inner)
+        elif type(value[at]) is not str:
+            value[at] = converted_text(value[at])
+            changed = True
     return changed
 
 
