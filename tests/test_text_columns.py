@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from workers import json_decoder
 from workers.json_decoder import DOES_NOT_FIT, JsonDecoder
 from workers.json_values import converted_text
 
@@ -191,3 +192,20 @@ def test_numbers_into_a_timestamp_and_into_text_in_one_chunk() -> None:
     assert [r["s"] for r in rows] == ["5", "x", "y", "true"]
     moment = dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
     assert [r["at"] for r in rows] == [moment, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), moment, None]
+
+
+def test_a_chunk_refused_for_a_number_in_a_uuid_column_is_looked_through_for_text_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (The reader says the same of it as of a number in a string column; the halves need not look again.)
+    looked: list[int] = []
+    as_text = json_decoder._as_text
+
+    def counted(lines: Any, leaves: Any) -> Any:
+        looked.append(len(lines))
+        return as_text(lines, leaves)
+
+    monkeypatch.setattr(json_decoder, "_as_text", counted)
+    values = [b'{"uid": %d, "s": "x"}' % i for i in range(64)]
+    decoded = JsonDecoder(pa.schema([("uid", pa.uuid()), ("s", pa.string())])).decode(values, [None] * 64)
+    assert len(decoded.bad) == 64 and sum(looked) == 64

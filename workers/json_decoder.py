@@ -794,7 +794,8 @@ class JsonDecoder:
     ) -> None:
         """Parse ``lines``, halving a part that fails until its bad records stand alone: those are ``bad``, or
         given to ``failed`` (their positions) when there is one. A part the reader refuses for a value that is no
-        text in a string column is read again with such values as their text (``as_text``: they are)."""
+        text in a string column is read again with such values as their text, and so is a record alone that fails
+        for any reason (``as_text``: they are, or the lines hold none)."""
         try:
             tables.append(self._parse(lines))
             good.extend(positions)
@@ -807,6 +808,8 @@ class JsonDecoder:
                 if texts is not None:
                     self._isolate(texts, positions, tables, good, bad, failed, as_text=True)
                     return
+                # (None of these holds one, the refused value being in a UUID or time column: nor do the halves.)
+                as_text = True
             if len(lines) > 1:
                 middle = len(lines) // 2
                 self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed, as_text)
