@@ -170,8 +170,9 @@ class ReplaceField(KeyOrValue):
 
 
 def java_double(value: float) -> str:
-    """Java's ``Double.toString``: what Kafka's casts to string write for a floating-point number (its
-    shortest digits, as Python's ``repr``; plain between 10^-3 and 10^7, else ``d.dddE<n>``)."""
+    """Java's ``Double.toString`` (Java 19 and later): what Kafka's casts to string write for a floating-point
+    number (its shortest digits, as Python's ``repr``, or the nearer of two digits where one would do; plain
+    between 10^-3 and 10^7, else ``d.dddE<n>``)."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
