@@ -251,10 +251,11 @@ class JsonDecoder:
         # (Not for a name with a NUL in it: arro3 hands names on as C text, which ends at the NUL.)
         # (Not with a date column, read as text: arrow-rs would refuse a number of days there, which the C++
         # reader takes, ``_read_cpp``.)
+        dates = _date_paths(read_fields)
         self.rust_reader = (
             not evolve
             and not cpp_reader
-            and not _date_paths(read_fields)
+            and not dates
             and all(_rust_readable(f.type) for f in self.parse_schema)
             and not any("\x00" in name for name in _names(self.parse_schema))
         )
@@ -277,7 +278,7 @@ class JsonDecoder:
         # with such a field as a number (``_read_cpp``): a long, or a double where one has a fraction or an exponent
         # (truncated, as Java's ``longValue()`` and ``intValue()`` truncate it). Those read so the last time, and
         # the options of each way.
-        self._time_paths = {} if self.rust_reader else _time_paths(self.parse_schema, _date_paths(read_fields))
+        self._time_paths = {} if self.rust_reader else _time_paths(self.parse_schema, dates)
         self._numeric: frozenset[str] = frozenset()
         self._fractional = False
         self._numeric_options = {(frozenset[str](), False): self._options}
@@ -803,7 +804,9 @@ class JsonDecoder:
         except (pa.ArrowInvalid, ValueError) as exc:
             # (Not ArrowNotImplementedError: a type the reader lacks is the
             # writer's fault, not the records'; it fails the write.)
-            if not as_text and self._text_leaves and _TEXT_REFUSED.search(str(exc)):
+            # (A record alone is read as its text whatever the reader said first, a duplicate key or another field,
+            # as it is in a part read again so: its result is its own, whatever else its chunk holds.)
+            if not as_text and self._text_leaves and (len(lines) == 1 or _TEXT_REFUSED.search(str(exc))):
                 texts = _as_text(lines, self._text_leaves)
                 if texts is not None:
                     self._isolate(texts, positions, tables, good, bad, failed, as_text=True)
@@ -815,13 +818,6 @@ class JsonDecoder:
                 self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed, as_text)
                 self._isolate(lines[middle:], positions[middle:], tables, good, bad, failed, as_text)
                 return
-            if not as_text and self._text_leaves:
-                # A record alone is read as its text whatever the reader said first (a duplicate key, another
-                # field), as it is in a part read again so: its result is its own, whatever else its chunk holds.
-                texts = _as_text(lines, self._text_leaves)
-                if texts is not None:
-                    self._isolate(texts, positions, tables, good, bad, failed, as_text=True)
-                    return
             if failed is not None:
                 failed.append(positions[0])
                 return

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
-from connectors.smt.kafka import java_double
+from connectors.smt.kafka import to_text
 from sinks.hudi.settings import HudiSettings
 from sinks.hudi.table_config import conflicts_message, table_conflicts
 from workers.events import DataFile
@@ -253,7 +253,8 @@ class PartitionRows(RecordRuns):
                 value = values[at]
                 try:
                     found = pa.scalar(value).cast(wanted).as_py()
-                    if spark_text(found) != spark_text(value):
+                    # (Java's toString of a key's value, as Spark casts it to text: a double's as Double.toString.)
+                    if to_text(found) != to_text(value):
                         raise ValueError(f"{value!r} is not the text of {found!r}")
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
                     found = None
@@ -319,15 +320,6 @@ def _nested_field(rows: pa.Table, path: str) -> pa.Array | None:
             return None
         column = pc.struct_field(column, part)
     return column
-
-
-def spark_text(value: Any) -> str:
-    """A key field's value as Spark casts it to text (a double as Java's ``Double.toString``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return java_double(value)
-    return str(value)
 
 
 def _key_column(values: Sequence[Any]) -> pa.Array:
