@@ -240,6 +240,16 @@ def test_replace_field_config_takes_a_rename_from_the_empty_name() -> None:
     assert out.value == {"b": 1, "c": 2}
 
 
+def test_replace_field_keeps_of_two_fields_renamed_to_one_the_later_in_kafkas_map_order() -> None:
+    # "n" renamed to "id" beside an "id": Java iterates "n" (bucket 14 of 16) after "id" (bucket 11), so n's
+    # value wins, whichever comes first in the value; the field keeps its place in the value.
+    chain = build("ReplaceField$Value", {"renames": "n:id"})
+    assert apply(chain, record({"n": 1, "id": 2, "x": 0})).value == {"id": 1, "x": 0}
+    assert apply(chain, record({"id": 2, "n": 1})).value == {"id": 1}
+    # ... and "b" (bucket 2) after "a" (bucket 1): renamed to "b", "a" loses.
+    assert apply(build("ReplaceField$Value", {"renames": "a:b"}), record({"b": 1, "a": 2})).value == {"b": 1}
+
+
 # --- Cast ----------------------------------------------------------------------------------------------------
 
 
@@ -540,6 +550,13 @@ def test_flatten_nested_map_with_delimiter() -> None:
 
 def test_flatten_default_delimiter_is_a_dot() -> None:
     assert apply(build("Flatten$Value"), record({"A": {"B": {"c": 1}}, "d": 2})).value == {"A.B.c": 1, "d": 2}
+
+
+def test_flatten_keeps_of_two_fields_joined_to_one_name_the_later_in_kafkas_map_order() -> None:
+    # Java iterates the HashMap JsonConverter reads a value into by its keys' hashes: "a.b" (bucket 4 of 16)
+    # after "a" (bucket 1), whichever comes first in the value.
+    for value in ({"a.b": 1, "a": {"b": 2}}, {"a": {"b": 2}, "a.b": 1}):
+        assert apply(build("Flatten$Value"), record(value)).value == {"a.b": 1}
 
 
 def test_flatten_needs_a_map() -> None:

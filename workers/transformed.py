@@ -27,6 +27,7 @@ from connectors.config import SinkConfig
 from connectors.smt import ConnectRecord, TransformChain, TransformFailed
 from workers.json_decoder import NO_PAYLOAD
 from workers.json_text import json_text, parse_json
+from workers.json_values import jackson_text
 from workers.staging import RecordChunk
 from workers.writes import Values
 
@@ -83,9 +84,7 @@ class RecordTransformer:
                         else raw_value
                     )
                     out.headers.append(
-                        [(name, _header(value, self.nonfinite)) for name, value in transformed.headers]
-                        if transformed.headers
-                        else None
+                        [(name, _header(value)) for name, value in transformed.headers] if transformed.headers else None
                     )
                     out.errors.append(None)
                     continue
@@ -157,7 +156,7 @@ class RecordTransformer:
             return raw
         if self.key_converter == "json":
             try:
-                return _payload(parse_json(raw))
+                return _payload(connect_json(raw))
             except ValueError:
                 raise ValueError(f"{KEY_NOT_JSON}{shown(raw)}") from None
         return raw.decode("utf-8", errors="replace")
@@ -168,7 +167,7 @@ class RecordTransformer:
         if not self.json_values:
             return raw.decode("utf-8", errors="replace")
         try:
-            decoded = parse_json(raw)
+            decoded = connect_json(raw)
         except ValueError:
             raise ValueError(f"the value is not JSON: {shown(raw)}") from None
         if not self.envelope:
@@ -187,6 +186,23 @@ def sink_values(config: SinkConfig, chunks: Iterable[RecordChunk]) -> Iterable[V
         return ((chunk.values, chunk.errors) for chunk in chunks)
     transformer = RecordTransformer(config, config.decoder_transforms)
     return (transformer.transform_chunk(chunk)[1:] for chunk in chunks)
+
+
+def connect_json(raw: bytes) -> Any:
+    """JSON text as Kafka's JsonConverter gives it to the transformations: a number with a fraction or an exponent
+    is read as a BigDecimal, which has no negative zero, so ``-0.0`` is ``0.0``."""
+    decoded = parse_json(raw)
+    return _without_negative_zero(decoded) if b"-0" in raw else decoded
+
+
+def _without_negative_zero(value: Any) -> Any:
+    if isinstance(value, float):
+        return value or 0.0
+    if isinstance(value, dict):
+        return {name: _without_negative_zero(field) for name, field in value.items()}
+    if isinstance(value, list):
+        return [_without_negative_zero(item) for item in value]
+    return value
 
 
 def _payload(decoded: Any) -> Any:
@@ -214,10 +230,11 @@ def _encoded(value: Any, converter: str, nonfinite: bool = False) -> bytes | Non
     return json_text(value, nonfinite)
 
 
-def _header(value: Any, nonfinite: bool = False) -> bytes | None:
-    """A header's value as Kafka carries it: strings as UTF-8, other values as JSON."""
+def _header(value: Any) -> bytes | None:
+    """A header's value as Kafka Connect's header converter (``SimpleHeaderConverter``) writes it: a string as
+    UTF-8, other values as the JSON Jackson writes (a double as Java's text: ``1.0E20``, ``NaN``)."""
     if value is None or isinstance(value, bytes):
         return value
     if isinstance(value, str):
         return value.encode()
-    return json_text(value, nonfinite)
+    return jackson_text(value).encode()

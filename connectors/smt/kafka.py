@@ -10,6 +10,7 @@ import base64
 import math
 import re
 import struct
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -22,7 +23,9 @@ from connectors.smt.record import (
     Props,
     Source,
     Transformation,
+    java_map_order,
     java_split,
+    last_in_java_order,
     require_map,
     type_name,
 )
@@ -149,12 +152,13 @@ class ReplaceField(KeyOrValue):
         value = self.operating(record)
         if value is None:
             return record
-        kept = {
-            self.renames.get(name, name): field
-            for name, field in require_map(value, "field replacement").items()
-            if self._kept(name)
-        }
-        return self.with_operating(record, kept)
+        fields = require_map(value, "field replacement")
+        pairs = [(self.renames.get(name, name), name, field) for name, field in fields.items() if self._kept(name)]
+        if len({name for name, _, _ in pairs}) == len(pairs):
+            return self.with_operating(record, {name: field for name, _, field in pairs})
+        # Two fields become one (``a`` renamed to ``b`` beside a ``b`` kept): Kafka keeps the later in its map's order.
+        order = {name: i for i, name in enumerate(java_map_order(fields))}
+        return self.with_operating(record, last_in_java_order(pairs, order))
 
     def _kept(self, name: str) -> bool:
         return name not in self.exclude and (not self.include or name in self.include)
@@ -462,17 +466,25 @@ class Flatten(KeyOrValue):
         value = self.operating(record)
         if value is None:
             return record
-        flat: dict[str, Any] = {}
-        self._flatten(require_map(value, "flattening"), "", flat)
-        return self.with_operating(record, flat)
+        pairs = list(self._leaves(require_map(value, "flattening"), "", (), in_java_order=False))
+        if len({name for name, _, _ in pairs}) == len(pairs):
+            return self.with_operating(record, {name: field for name, _, field in pairs})
+        # Two fields join to one name (``a.b`` beside ``a`` holding ``b``): Kafka keeps the later in its maps' order.
+        order = {at: i for i, (_, at, _) in enumerate(self._leaves(value, "", (), in_java_order=True))}
+        return self.with_operating(record, last_in_java_order(pairs, order))
 
-    def _flatten(self, value: dict[str, Any], prefix: str, into: dict[str, Any]) -> None:
-        for name, field in value.items():
+    def _leaves(
+        self, value: dict[str, Any], prefix: str, at: tuple[str, ...], in_java_order: bool
+    ) -> Iterator[tuple[str, tuple[str, ...], Any]]:
+        """The flattened fields: their joined name, path and value, depth first, each map's fields in its order or
+        in the order Kafka iterates it."""
+        for name in java_map_order(value) if in_java_order else value:
+            field = value[name]
             path = f"{prefix}{self.delimiter}{name}" if prefix else name
             if isinstance(field, dict):
-                self._flatten(field, path, into)
+                yield from self._leaves(field, path, (*at, name), in_java_order)
             else:
-                into[path] = field
+                yield path, (*at, name), field
 
 
 class ExtractField(KeyOrValue):
@@ -585,6 +597,11 @@ class ValueToKey(Transformation):
         return record
 
 
+def _saturated(number: int) -> int:
+    """A long as Java's ``TimeUnit`` conversions give it: beyond a long's range, its bound."""
+    return max(-(2**63), min(2**63 - 1, number))
+
+
 def _toward_zero(numerator: int, denominator: int) -> int:
     """Java's integer division (``TimeUnit``'s conversions to a coarser unit): toward zero."""
     quotient = abs(numerator) // denominator
@@ -647,7 +664,7 @@ class TimestampConverter(KeyOrValue):
         if isinstance(value, int) and not isinstance(value, bool):
             if self.precision >= 1000:
                 return _toward_zero(value, self.precision // 1000)
-            return value * (1000 // self.precision)
+            return _saturated(value * (1000 // self.precision))
         if isinstance(value, str):
             # A string in the format; else the ISO 8601 text of a Timestamp, Date or Time (Kafka's Date).
             try:
@@ -674,7 +691,7 @@ class TimestampConverter(KeyOrValue):
         try:
             if self.target == "unix":
                 if self.precision >= 1000:
-                    return millis * (self.precision // 1000)
+                    return _saturated(millis * (self.precision // 1000))
                 return _toward_zero(millis, 1000 // self.precision)
             if self.target == "string":
                 return timestamps.format_millis(millis, self.format)

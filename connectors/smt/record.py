@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -222,6 +222,47 @@ class Predicate:
 
     def test(self, record: ConnectRecord) -> bool:
         raise NotImplementedError
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: 31-based over the UTF-16 code units, in 32 bits."""
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_map_order(value: dict[str, Any]) -> list[str]:
+    """The keys of a JSON object in the order Java iterates the ``HashMap`` Kafka's JsonConverter reads it into
+    (a schemaless record's map): by bucket (the key's hash, spread, modulo the table's size, which doubles from
+    16 while the map is over three quarters full), then in insertion order within a bucket. Where two fields
+    become one (ReplaceField's renames, Flatten's joined names), the later in this order wins in Kafka. (A
+    bucket of eight keys or more makes Java's HashMap grow or become a tree: not followed here.)"""
+    size = 16
+    while len(value) > size * 3 // 4:
+        size *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name)
+        return (h ^ (h >> 16)) & (size - 1)
+
+    return sorted(value, key=bucket)  # (sorted is stable: insertion order within a bucket)
+
+
+def last_in_java_order[Field: Hashable](
+    pairs: Iterable[tuple[str, Field, Any]], order: Mapping[Field, int]
+) -> dict[str, Any]:
+    """``(new name, source field, value)`` pairs as one map, its names in the pairs' order, where a name that
+    several fields become takes the value of the field last in Java's iteration (``order``: each field's
+    position in it; a field is known by its name, or its path)."""
+    result: dict[str, Any] = {}
+    winner: dict[str, int] = {}
+    for name, source, value in pairs:
+        at = order[source]
+        if name not in winner or at > winner[name]:
+            result[name], winner[name] = value, at
+    return result
 
 
 def require_map(value: Any, purpose: str) -> dict[str, Any]:
