@@ -1,10 +1,12 @@
-"""connectors.smt against Apache Kafka's own transformations: random chains of Kafka's transformations and
-predicates, on random schemaless JSON records, applied by Kafka's code (connect-transforms 4.4.0, with the
-JsonConverter and SimpleHeaderConverter a sink connector's worker reads records with:
-tests/integration/java/ApplyTransforms.java) and by the tasks' stage here (``RecordTransformer.record``, then
-the chain). Both must refuse the same configs, and give each record the same outcome: dropped, failed, or the
-same topic, partition, timestamp, key, value and headers, each value of the same type (a Java Long an int, a
-Double or Float a float, bit for bit).
+"""connectors.smt against the transformations' own code: random chains of Apache Kafka's transformations and
+predicates and the Iceberg sink's DebeziumTransform and CopyValue, on random schemaless JSON records (change
+events among them), and Debezium's ExtractNewRecordState with random options on change events in their schema
+envelope, applied by their projects' code (connect-transforms 4.4.0, iceberg-kafka-connect-transforms 1.12.0,
+debezium-connect-plugins 3.6.1, with the JsonConverter and SimpleHeaderConverter a sink connector's worker
+reads records with: tests/integration/java/ApplyTransforms.java) and by the tasks' stage here
+(``RecordTransformer.record``, then the chain). Both must refuse the same configs, and give each record the
+same outcome: dropped, failed, or the same topic, partition, timestamp, key, value and headers, each value of
+the same type (a Java Long an int, a Double or Float a float, bit for bit; a Struct a map).
 
 Where the two differ on purpose (docs/transforms.md), the case is not generated or not compared:
 - a Date is its ISO 8601 text here, where Kafka's schemaless TimestampConverter makes a ``java.util.Date``
@@ -41,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 JARS = ROOT / "var" / "jars" / "connect-transforms"
 HARNESS = ROOT / "tests" / "integration" / "java" / "ApplyTransforms.java"
 K = "org.apache.kafka.connect.transforms."
+ICEBERG = "org.apache.iceberg.connect.transforms."
+DEBEZIUM = "io.debezium.transforms.ExtractNewRecordState"
 
 
 FIELDS = ("a", "b", "id", "ts", "n", "s")
@@ -109,6 +113,8 @@ def random_step(rng: random.Random, first: bool) -> tuple[str, dict[str, str]]:
             "HeaderFrom",
             "InsertHeader",
             "DropHeaders",
+            "DebeziumTransform",
+            "CopyValue",
         ]
     )
     props: dict[str, str] = {}
@@ -189,6 +195,13 @@ def random_step(rng: random.Random, first: bool) -> tuple[str, dict[str, str]]:
         props["header"] = rng.choice(["h1", "source"])
         props["value.literal"] = rng.choice(["abc", "1", "true", "x y"])
         return f"{K}InsertHeader", props
+    if kind == "DebeziumTransform":
+        if rng.random() < 0.4:
+            props["cdc.target.pattern"] = rng.choice(["{db}_x.{table}", "lake.{table}", "fixed"])
+        return f"{ICEBERG}DebeziumTransform", props
+    if kind == "CopyValue":
+        props["source.field"], props["target.field"] = rng.choice((*FIELDS, "after")), rng.choice(FIELDS)
+        return f"{ICEBERG}CopyValue", props
     props["headers"] = rng.choice(["h1", "h1,source", "h_a"])
     return f"{K}DropHeaders", props
 
@@ -224,9 +237,31 @@ def random_config(rng: random.Random) -> dict[str, str]:
     return config
 
 
-def random_record(rng: random.Random, offset: int) -> dict[str, Any]:
+def random_row(rng: random.Random) -> dict[str, Any]:
+    return {"id": rng.randint(0, 9), "name": rng.choice(["a", "", None]), "price": rng.choice([1.5, 0.0, None])}
+
+
+def random_change_event(rng: random.Random) -> dict[str, Any]:
+    """A Debezium change event without its schema (a truncate or an event missing a part now and then)."""
+    op = rng.choice(["c", "r", "u", "u", "d", "d", "t", "x"])
+    source = {"db": "inv", "schema": "public", "table": "orders", "ts_ms": 1_700_000_000_000, "lsn": 77}
+    if rng.random() < 0.15:
+        del source[rng.choice(["schema", "table", "lsn"])]
+    event: dict[str, Any] = {
+        "before": random_row(rng) if op in ("u", "d") else None,
+        "after": random_row(rng) if op in ("c", "r", "u", "x") else None,
+        "source": source,
+        "op": op,
+        "ts_ms": rng.choice([1_700_000_000_123, None]),
+    }
+    if rng.random() < 0.1:
+        del event[rng.choice(["op", "before", "after", "source"])]
+    return event
+
+
+def random_record(rng: random.Random, offset: int, change_events: bool = False) -> dict[str, Any]:
     key = rng.choice([None, {"id": rng.randint(0, 9)}, rng.randint(0, 9), "k", random_record_value(rng)])
-    value = random_record_value(rng)
+    value = random_change_event(rng) if change_events and rng.random() < 0.85 else random_record_value(rng)
     return {
         "topic": rng.choice(TOPICS),
         "partition": rng.randint(0, 3),
@@ -383,13 +418,15 @@ def same_text_numbers(java: Any, python: Any) -> bool:
 
 
 def differences(config: dict[str, str], job: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """How the tasks' stage differs from the harness's ``result`` of ``job`` (whose chain ``config`` keys)."""
     chain, errors = parse_chain(config)
     if "config_error" in result or errors:
         if ("config_error" in result) != bool(errors):
             return [f"config: Kafka {result.get('config_error')!r}, here {errors!r}"]
         return []
     assert chain is not None
-    transformer = RecordTransformer(SinkConfig.parse(sink_config("orders", "db.t", **CONVERTERS)), chain)
+    converters = {**CONVERTERS, "value.converter.schemas.enable": str(job.get("schemas", False)).lower()}
+    transformer = RecordTransformer(SinkConfig.parse(sink_config("orders", "db.t", **converters)), chain)
     found = []
     for given, java in zip(job["records"], result["results"], strict=True):
         python = python_outcome(transformer, given)
@@ -416,11 +453,134 @@ def differences(config: dict[str, str], job: dict[str, Any], result: dict[str, A
     return found
 
 
+ROW_SCHEMA = {
+    "type": "struct",
+    "optional": True,
+    "name": "inv.public.orders.Value",
+    "fields": [
+        {"field": "id", "type": "int64", "optional": False},
+        {"field": "name", "type": "string", "optional": True},
+        {"field": "price", "type": "double", "optional": True},
+    ],
+}
+# A change event's schema, as Debezium's PostgreSQL connector writes it (JsonConverter's envelope).
+ENVELOPE_SCHEMA = {
+    "type": "struct",
+    "optional": False,
+    "name": "inv.public.orders.Envelope",
+    "fields": [
+        {**ROW_SCHEMA, "field": "before"},
+        {**ROW_SCHEMA, "field": "after"},
+        {
+            "field": "source",
+            "type": "struct",
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "fields": [
+                {"field": "version", "type": "string", "optional": False},
+                {"field": "connector", "type": "string", "optional": False},
+                {"field": "name", "type": "string", "optional": False},
+                {"field": "ts_ms", "type": "int64", "optional": False},
+                {"field": "snapshot", "type": "string", "optional": True},
+                {"field": "db", "type": "string", "optional": False},
+                {"field": "schema", "type": "string", "optional": False},
+                {"field": "table", "type": "string", "optional": False},
+                {"field": "lsn", "type": "int64", "optional": True},
+            ],
+        },
+        {"field": "op", "type": "string", "optional": False},
+        {"field": "ts_ms", "type": "int64", "optional": True},
+        {
+            "field": "transaction",
+            "type": "struct",
+            "optional": True,
+            "name": "event.block",
+            "fields": [
+                {"field": "id", "type": "string", "optional": False},
+                {"field": "total_order", "type": "int64", "optional": False},
+                {"field": "data_collection_order", "type": "int64", "optional": False},
+            ],
+        },
+    ],
+}
+
+
+def random_enveloped_event(rng: random.Random, offset: int) -> str | None:
+    """A change event in JsonConverter's schema envelope (a tombstone now and then)."""
+    if rng.random() < 0.12:
+        return None
+    op = rng.choice(["c", "r", "u", "u", "d", "d", "t"])
+    payload = {
+        "before": random_row(rng) | {"id": offset} if op in ("u", "d") else None,
+        "after": random_row(rng) | {"id": offset} if op in ("c", "r", "u") else None,
+        "source": {
+            "version": "3.6.1.Final",
+            "connector": "postgresql",
+            "name": "inv",
+            "ts_ms": 1_700_000_000_000 + offset,
+            "snapshot": "true" if op == "r" else "false",
+            "db": "inv",
+            "schema": "public",
+            "table": "orders",
+            "lsn": rng.choice([None, 33_000 + offset]),
+        },
+        "op": op,
+        "ts_ms": rng.choice([None, 1_700_000_000_500]),
+        "transaction": rng.choice([None, {"id": "tx1", "total_order": 3, "data_collection_order": 1}]),
+    }
+    return json.dumps({"schema": ENVELOPE_SCHEMA, "payload": payload})
+
+
+def random_unwrap_config(rng: random.Random) -> dict[str, str]:
+    """Debezium's ExtractNewRecordState with random props (its keys of Debezium 3)."""
+    config = {"transforms": "unwrap", "transforms.unwrap.type": DEBEZIUM}
+    if rng.random() < 0.8:
+        config["transforms.unwrap.delete.tombstone.handling.mode"] = rng.choice(
+            ["drop", "tombstone", "rewrite", "rewrite-with-tombstone", "delete-to-tombstone"]
+        )
+    for key, names in (
+        ("add.fields", ["op", "table", "lsn", "source.ts_ms", "ts_ms", "db", "transaction.id", "op:operation"]),
+        ("add.headers", ["op", "source.ts_ms", "db", "lsn"]),
+    ):
+        if rng.random() < 0.5:
+            config[f"transforms.unwrap.{key}"] = ",".join(rng.sample(names, rng.randint(1, 3)))
+            if rng.random() < 0.3:
+                config[f"transforms.unwrap.{key}.prefix"] = "_"
+    return config
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_unwrap_does_what_debeziums_own_extract_new_record_state_does(seed: int) -> None:
+    """On change events with their schema (value.converter.schemas.enable=true), as Debezium's connectors write
+    them; the stage transforms their payload."""
+    rng = random.Random(seed)
+    configs = [random_unwrap_config(rng) for _ in range(60)]
+    jobs = []
+    for config in configs:
+        records = []
+        for offset in range(12):
+            record = random_record(rng, offset)
+            record["key"] = json.dumps({"id": offset})
+            record["value"] = random_enveloped_event(rng, offset)
+            records.append(record)
+        jobs.append({"config": config, "schemas": True, "records": records})
+    results = kafka_results(jobs)
+    found = [
+        f"{config}\n  {difference}"
+        for config, job, result in zip(configs, jobs, results, strict=True)
+        for difference in differences(config, job, result)
+    ]
+    assert not found, f"{len(found)} difference(s):\n" + "\n".join(found[:15])
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_chains_do_what_kafkas_own_transformations_do(seed: int) -> None:
     rng = random.Random(seed)
     configs = [random_config(rng) for _ in range(150)]
-    jobs = [{"config": config, "records": [random_record(rng, i) for i in range(12)]} for config in configs]
+    jobs = [
+        {"config": config, "records": [random_record(rng, i, "DebeziumTransform" in str(config)) for i in range(12)]}
+        for config in configs
+    ]
     for config, job in zip(configs, jobs, strict=True):
         if any("TimestampConverter" in value for value in config.values()):
             job["records"] = [without_iso_text(record) for record in job["records"]]

@@ -1,10 +1,13 @@
-// Apache Kafka's own transformation chain on schemaless JSON records, as a sink connector's worker applies it:
-// each line of stdin is a job, {"config": {connector keys}, "records": [{"topic", "partition", "offset",
-// "timestamp", "key", "value", "headers": [[name, text]]}]}, where key and value are JSON texts (or null) read
-// by Kafka's JsonConverter with schemas.enable=false and headers by its SimpleHeaderConverter. The stages are
+// A transformation chain on JSON records, as a sink connector's worker applies it, on the transformations' own
+// code (Kafka's, Debezium's, the Iceberg sink's): each line of stdin is a job, {"config": {connector keys},
+// "schemas": whether values are in JsonConverter's schema envelope, "records": [{"topic", "partition",
+// "offset", "timestamp", "key", "value", "headers": [[name, text]]}]}, where key and value are JSON texts (or
+// null) read by Kafka's JsonConverter (keys schemaless; values with schemas.enable as the job says) and headers
+// by its SimpleHeaderConverter. The stages are
 // built as ConnectorConfig.transformationStages builds them and applied as TransformationStage applies them.
 // Each job gets one line: {"config_error": why} or {"results": [...]}, a record's result being {"dropped": true},
-// {"failed": exception} or the record, its values tagged with their Java types (see tagged()).
+// {"failed": exception} or the record, its values tagged with their Java types (see tagged()), a Struct as a map
+// of its fields.
 //
 // Run on connect-transforms and connect-json (var/jars/connect-transforms): java -cp 'jars/*' ApplyTransforms.java
 
@@ -27,6 +30,8 @@ import java.util.List;
 import java.util.Map;
 import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.utils.Utils;
+import org.apache.kafka.connect.data.Field;
+import org.apache.kafka.connect.data.SchemaAndValue;
 import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.header.ConnectHeaders;
 import org.apache.kafka.connect.header.Header;
@@ -121,8 +126,12 @@ public class ApplyTransforms {
                 fields.set(String.valueOf(entry.getKey()), tagged(entry.getValue()));
             }
             return fields;
-        } else if (value instanceof Struct) {
-            throw new IllegalStateException("a schemaless chain made a Struct: " + value);
+        } else if (value instanceof Struct struct) {
+            ObjectNode fields = NODES.objectNode();
+            for (Field field : struct.schema().fields()) {
+                fields.set(field.name(), tagged(struct.get(field)));
+            }
+            return fields;
         }
         throw new IllegalStateException("no tag for " + value.getClass().getName());
     }
@@ -131,8 +140,10 @@ public class ApplyTransforms {
         ObjectMapper mapper = new ObjectMapper();
         JsonConverter keys = new JsonConverter();
         keys.configure(Map.of("schemas.enable", "false"), true);
-        JsonConverter values = new JsonConverter();
-        values.configure(Map.of("schemas.enable", "false"), false);
+        JsonConverter schemaless = new JsonConverter();
+        schemaless.configure(Map.of("schemas.enable", "false"), false);
+        JsonConverter enveloped = new JsonConverter();
+        enveloped.configure(Map.of("schemas.enable", "true"), false);
         SimpleHeaderConverter headerConverter = new SimpleHeaderConverter();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
@@ -153,14 +164,15 @@ public class ApplyTransforms {
                 continue;
             }
             ArrayNode results = result.putArray("results");
+            JsonConverter values = job.path("schemas").asBoolean(false) ? enveloped : schemaless;
             for (JsonNode given : job.get("records")) {
                 String topic = given.get("topic").asText();
                 ObjectNode found = NODES.objectNode();
                 try {
                     Object key = given.get("key").isNull()
                         ? null : keys.toConnectData(topic, given.get("key").asText().getBytes(StandardCharsets.UTF_8)).value();
-                    Object value = given.get("value").isNull()
-                        ? null : values.toConnectData(topic, given.get("value").asText().getBytes(StandardCharsets.UTF_8)).value();
+                    SchemaAndValue value = given.get("value").isNull()
+                        ? SchemaAndValue.NULL : values.toConnectData(topic, given.get("value").asText().getBytes(StandardCharsets.UTF_8));
                     ConnectHeaders headers = new ConnectHeaders();
                     for (JsonNode header : given.get("headers")) {
                         String name = header.get(0).asText();
@@ -168,7 +180,7 @@ public class ApplyTransforms {
                         headers.add(name, headerConverter.toConnectHeader(topic, name, bytes));
                     }
                     Long timestamp = given.get("timestamp").isNull() ? null : given.get("timestamp").asLong();
-                    SinkRecord record = new SinkRecord(topic, given.get("partition").asInt(), null, key, null, value,
+                    SinkRecord record = new SinkRecord(topic, given.get("partition").asInt(), null, key, value.schema(), value.value(),
                         given.get("offset").asLong(), timestamp, TimestampType.CREATE_TIME, headers);
                     for (Stage stage : stages) {
                         record = stage.apply(record);
