@@ -26,8 +26,10 @@ static/vendor/htmx.min.js: package.json package-lock.json
 # broker (kafka), and what Spark loads beside pyspark's jars (spark: the Spark
 # Connect server, Iceberg's runtime, Hudi's bundle, the PostgreSQL JDBC driver);
 # MirrorMaker 2's client library, the tests' reader of the mirror's checkpoints
-# (mirror-client); Kafka's own transformations, the tests' oracle for ours
-# (connect-transforms).
+# (mirror-client); the Kafka Connect plugins whose work the sinks do (Kafka's,
+# Debezium's and the Iceberg sink's transformations, the Iceberg sink's record
+# converter), the tests' oracles for ours
+# (connect-plugins).
 var/jars/%/.resolved: jvm/%/pom.xml
 	scripts/resolve-jars $*
 
@@ -38,7 +40,7 @@ var/jars/connect-guard/.resolved: $(shell find jvm/connect-guard/src -type f)
 var/jars/hudi-fence/.resolved: $(shell find jvm/hudi-fence/src -type f)
 
 install: $(VENV)/.installed static/vendor/htmx.min.js var/jars/kafka/.resolved var/jars/spark/.resolved \
-	var/jars/mirror-client/.resolved var/jars/connect-transforms/.resolved \
+	var/jars/mirror-client/.resolved var/jars/connect-plugins/.resolved \
 	var/jars/connect-guard/.resolved var/jars/hudi-fence/.resolved
 
 services: install

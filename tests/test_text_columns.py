@@ -199,13 +199,13 @@ def test_a_chunk_refused_for_a_number_in_a_uuid_column_is_looked_through_for_tex
 ) -> None:
     # (The reader says the same of it as of a number in a string column; the halves need not look again.)
     looked: list[int] = []
-    as_text = json_decoder._as_text
+    as_converted = json_decoder._as_converted
 
     def counted(lines: Any, leaves: Any) -> Any:
         looked.append(len(lines))
-        return as_text(lines, leaves)
+        return as_converted(lines, leaves)
 
-    monkeypatch.setattr(json_decoder, "_as_text", counted)
+    monkeypatch.setattr(json_decoder, "_as_converted", counted)
     values = [b'{"uid": %d, "s": "x"}' % i for i in range(64)]
     decoded = JsonDecoder(pa.schema([("uid", pa.uuid()), ("s", pa.string())])).decode(values, [None] * 64)
     assert len(decoded.bad) == 64 and sum(looked) == 64

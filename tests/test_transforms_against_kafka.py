@@ -40,7 +40,7 @@ from workers.staging import RecordChunk
 from workers.transformed import RecordTransformer, _header, connect_json
 
 ROOT = Path(__file__).resolve().parent.parent
-JARS = ROOT / "var" / "jars" / "connect-transforms"
+JARS = ROOT / "var" / "jars" / "connect-plugins"
 HARNESS = ROOT / "tests" / "integration" / "java" / "ApplyTransforms.java"
 K = "org.apache.kafka.connect.transforms."
 ICEBERG = "org.apache.iceberg.connect.transforms."

@@ -10,14 +10,16 @@ are plain JSON, the payload of Kafka Connect's schema envelope, or Avro
 Two JSON readers decode plain JSON. Into columns of boolean, integer,
 floating-point and string types (and structs and lists of them: all that
 schema inference makes from plain JSON), arrow-rs's reader (through arro3),
-several times faster than Arrow C++'s (bench/spark_decoding.py). It converts
-as the Iceberg sink's RecordConverter does: a number with a fraction into an
-integer column is truncated toward zero (Java's ``longValue()``) and a string
-of digits into a numeric column is parsed; what does not fit (an overflow, a
-string that is not a number, a boolean for a number...) fails. Neither takes a
-number, boolean, object or array into a string column, which RecordConverter
-writes as its text: a chunk they refuse for one is read again with each such
-value as that text (``_as_text``; ``json_values.converted_text``). Arrow C++'s
+several times faster than Arrow C++'s (bench/spark_decoding.py). Neither
+converts all that the Iceberg sink's RecordConverter converts: a number,
+boolean, object or array into a string column (its text), text into a boolean
+column (Java's ``parseBoolean``) or a number column (parsed as Java parses
+it), a number with a fraction into an integer column (truncated toward zero,
+Java's ``longValue()``), a number into a decimal column (rounded half up to
+its scale). A chunk they refuse for a value of another type is read again
+with each such value converted (``_as_converted``, by ``json_values``'s
+conversions); what does not convert (an overflow, text that is no number, a
+boolean for a number...) fails. Arrow C++'s
 reader, stricter on both, serves columns of date, timestamp or decimal types
 (arrow-rs would take a number into a timestamp column as microseconds, Kafka
 Connect takes milliseconds) and schema evolution, which needs its typing of
@@ -41,7 +43,9 @@ poison record costs O(log chunk) parses, not one per record.
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +60,7 @@ import pyarrow.json as pj
 
 from connectors.smt.debezium import ColumnarDebezium, ColumnarUnwrap
 from workers.json_text import json_text, parse_json
-from workers.json_values import column_of, column_of_text, converted_text, converter, python_decoded, read_as_text
+from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
 from workers.schemas import inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
@@ -282,13 +286,15 @@ class JsonDecoder:
         self._numeric: frozenset[str] = frozenset()
         self._fractional = False
         self._numeric_options = {(frozenset[str](), False): self._options}
-        # The string columns the readers read (and the string fields within them), by the names of the records'
-        # fields: a number, boolean, object or array there is read as its text, as the Iceberg sink's
-        # RecordConverter converts it (``_as_text``). Not with ``unwrap``: its fallback's plain decoder does so.
-        # (Not a UUID, binary or fixed column read as text: a number there is no UUID, and the reader says so.)
+        # The columns the readers read (and the fields within them) whose values of another type the Iceberg
+        # sink's RecordConverter converts, by the names of the records' fields: a number, boolean, object or array
+        # in a string column is its text; text in a boolean or number column is parsed, a fraction in an integer
+        # column truncated, a decimal rounded to its scale (``_as_converted``). Not with ``unwrap``: its
+        # fallback's plain decoder does so. (A UUID, binary or fixed column read as text converts a number to its
+        # text, which is then no UUID, and the converter says so: as the Java sink refuses a number there.)
         readers = pa.struct([f for f in data_schema if f.name not in self._converters])
-        text_leaves = None if unwrap is not None else _text_leaves(readers)
-        self._text_leaves = {"payload": text_leaves} if envelope and text_leaves else text_leaves
+        conversions = None if unwrap is not None else _conversions(readers)
+        self._conversions = {"payload": conversions} if envelope and conversions else conversions
 
     def decode(
         self,
@@ -327,7 +333,7 @@ class JsonDecoder:
         good: list[int] = []
         if lines:
             self._read_lines(lines, positions, tables, good, bad)
-        columns = pa.concat_tables(tables) if tables else self.data_schema.empty_table()
+        columns = pa.concat_tables(tables) if tables else _empty(self.data_schema)
         if self.envelope and tables:
             present = columns.column(PRESENT).combine_chunks()
             columns = columns.drop_columns([PRESENT])
@@ -640,7 +646,7 @@ class JsonDecoder:
             at += plain.positions
             bad += plain.bad
             skipped += plain.skipped
-        columns, at = in_order(parts, at) if parts else (self.data_schema.empty_table(), [])
+        columns, at = in_order(parts, at) if parts else (_empty(self.data_schema), [])
         bad.sort()
         return Decoded(columns, at, bad, skipped)
 
@@ -794,9 +800,10 @@ class JsonDecoder:
         as_text: bool = False,
     ) -> None:
         """Parse ``lines``, halving a part that fails until its bad records stand alone: those are ``bad``, or
-        given to ``failed`` (their positions) when there is one. A part the reader refuses for a value that is no
-        text in a string column is read again with such values as their text, and so is a record alone that fails
-        for any reason (``as_text``: they are, or the lines hold none)."""
+        given to ``failed`` (their positions) when there is one. A part the reader refuses for a value of another
+        type than its column's is read again with the values the Iceberg sink's RecordConverter converts
+        converted (``_as_converted``), and so is a record alone that fails for any reason (``as_text``: they
+        are, or the lines hold none)."""
         try:
             tables.append(self._parse(lines))
             good.extend(positions)
@@ -806,10 +813,10 @@ class JsonDecoder:
             # writer's fault, not the records'; it fails the write.)
             # (A record alone is read as its text whatever the reader said first, a duplicate key or another field,
             # as it is in a part read again so: its result is its own, whatever else its chunk holds.)
-            if not as_text and self._text_leaves and (len(lines) == 1 or _TEXT_REFUSED.search(str(exc))):
-                texts = _as_text(lines, self._text_leaves)
-                if texts is not None:
-                    self._isolate(texts, positions, tables, good, bad, failed, as_text=True)
+            if not as_text and self._conversions and (len(lines) == 1 or _CONVERTIBLE.search(str(exc))):
+                converted = _as_converted(lines, self._conversions)
+                if converted is not None:
+                    self._isolate(converted, positions, tables, good, bad, failed, as_text=True)
                     return
                 # (None of these holds one, the refused value being in a UUID or time column: nor do the halves.)
                 as_text = True
@@ -833,64 +840,92 @@ class JsonDecoder:
             bad.append((positions[0], f"{DOES_NOT_FIT}: {_reason(error)}"))
 
 
-# What the readers say of a value that is no text in a string field: arrow-rs's, then Arrow C++'s (which says the
-# same of a date or timestamp field, read as text, where ``_as_text`` changes nothing).
-_TEXT_REFUSED = re.compile(r"expected string got |changed from string to ")
+def _empty(schema: pa.Schema) -> pa.Table:
+    """A table of no rows of ``schema``. (``Schema.empty_table`` cannot make one with a UUID in a list, struct or
+    map: Arrow 26 makes no empty array of an extension type nested so.)"""
+    return pa.Table.from_batches([], schema=schema)
 
 
-def _text_leaves(struct: pa.StructType) -> dict[str, Any] | None:
-    """The string fields within ``struct``, by name: True for a string, the same of a struct's for a struct,
-    ``[leaves]`` for a list of them; None when it has none."""
+# What the readers say of a value of another type than its column's, which ``_as_converted`` may convert:
+# arrow-rs's (a string field; a boolean; a number it cannot parse), then Arrow C++'s (a string field, which it
+# says of a date or timestamp field too, read as text; a number or boolean field; a number it cannot parse).
+_CONVERTIBLE = re.compile(
+    r"expected string got |expected boolean got |failed to parse |changed from \w+ to |Failed to convert JSON to "
+)
+
+
+def _conversions(struct: pa.StructType) -> dict[str, Any] | None:
+    """The fields within ``struct`` that the Iceberg sink's RecordConverter converts a value of another type
+    into, by name: a leaf's conversion (``json_values.converter`` of its type: a string's text, a boolean's,
+    an integer's or a floating-point number's parse of text, an integer's truncation of a fraction, a decimal's
+    rounding), the same of a struct's for a struct, ``[leaves]`` for a list's items; None when it has none."""
     found: dict[str, Any] = {}
     for f in struct:
-        leaves = _leaves_of(f.type)
+        leaves = _conversions_of(f.type)
         if leaves is not None:
             found[f.name] = leaves
     return found or None
 
 
-def _leaves_of(arrow_type: pa.DataType) -> Any:
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return True
+def _conversions_of(arrow_type: pa.DataType) -> Any:
     if pa.types.is_struct(arrow_type):
-        return _text_leaves(arrow_type)
+        return _conversions(arrow_type)
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        inner = _leaves_of(arrow_type.value_type)
+        inner = _conversions_of(arrow_type.value_type)
         return None if inner is None else [inner]
+    if (
+        pa.types.is_string(arrow_type)
+        or pa.types.is_large_string(arrow_type)
+        or pa.types.is_boolean(arrow_type)
+        or pa.types.is_integer(arrow_type)
+        or pa.types.is_floating(arrow_type)
+        or pa.types.is_decimal(arrow_type)
+    ):
+        return converter(arrow_type)
     return None
 
 
-def _as_text(lines: Sequence[bytes], leaves: dict[str, Any]) -> list[bytes] | None:
-    """``lines`` with each value that is no text in a string field (``leaves``) as its text (``converted_text``),
-    each such line written again as JSON; None when none has one. A line that does not parse stays as it is."""
+def _as_converted(lines: Sequence[bytes], conversions: dict[str, Any]) -> list[bytes] | None:
+    """``lines`` with each value that the fields' ``conversions`` convert to another as converted, each such line
+    written again as JSON; None when none has one. A line that does not parse stays as it is."""
     changed = False
-    texts = list(lines)
+    converted = list(lines)
     for i, line in enumerate(lines):
         try:
             record = parse_json(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and _texts_in(record, leaves):
-            texts[i] = json_text(record)
+        if isinstance(record, dict) and _converted_in(record, conversions):
+            converted[i] = json_text(record)
             changed = True
-    return texts if changed else None
+    return converted if changed else None
 
 
-def _texts_in(value: Any, leaves: Any) -> bool:
-    """Put what is no text where ``leaves`` has a string field (``True``; a struct's by name, a list's items as
-    ``[leaves]``) within ``value``, a parsed record, as its text; whether there was any."""
+def _converted_in(value: Any, conversions: Any) -> bool:
+    """Put each value within ``value``, a parsed record, that its field's conversion (in ``conversions``: a
+    struct's by name, a list's items as ``[conversions]``) converts to another as converted, as JSON carries it
+    (a decimal as its text, which the readers read exactly); whether there was any. A value the conversion
+    refuses, or makes a number JSON has none for (NaN, an infinity), stays for the reader to refuse."""
     changed = False
-    if isinstance(leaves, dict) and isinstance(value, dict):
-        items = [(name, inner) for name, inner in leaves.items() if value.get(name) is not None]
-    elif isinstance(leaves, list) and isinstance(value, list):
-        items = [(j, leaves[0]) for j, item in enumerate(value) if item is not None]
+    if isinstance(conversions, dict) and isinstance(value, dict):
+        items = [(name, inner) for name, inner in conversions.items() if value.get(name) is not None]
+    elif isinstance(conversions, list) and isinstance(value, list):
+        items = [(j, conversions[0]) for j, item in enumerate(value) if item is not None]
     else:
         return False
     for at, inner in items:
-        if inner is not True:
-            changed |= _texts_in(value[at], inner)
-        elif type(value[at]) is not str:
-            value[at] = converted_text(value[at])
+        if isinstance(inner, dict | list):
+            changed |= _converted_in(value[at], inner)
+            continue
+        given = value[at]
+        try:
+            found = inner(given, str(at))
+        except ValueError:
+            continue
+        if isinstance(found, float) and not math.isfinite(found):
+            continue
+        if type(found) is not type(given) or found != given:
+            value[at] = str(found) if isinstance(found, decimal.Decimal) else found
             changed = True
     return changed
 

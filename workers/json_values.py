@@ -34,7 +34,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from connectors.smt.kafka import java_double, java_wrap
+from connectors.smt.kafka import java_double, java_double_of, java_parse_double, java_wrap
+from connectors.smt.record import java_map_order
 
 Convert = Callable[[Any, str], Any]
 
@@ -244,6 +245,10 @@ def _list(element: pa.Field, inner: Convert) -> Convert:
 
 
 def _boolean(value: Any, name: str) -> bool:
+    """A boolean, or text as Java's ``Boolean.parseBoolean`` reads it (``true`` in any case is true, any other
+    text false), as the Iceberg sink's ``RecordConverter.convertBoolean`` converts it."""
+    if isinstance(value, str):
+        return value.lower() == "true"
     if not isinstance(value, bool):
         raise _refused(name, value, "a boolean")
     return value
@@ -274,11 +279,13 @@ def _integer(arrow_type: pa.DataType) -> Convert:
 
 
 def _floating(value: Any, name: str) -> float:
-    if isinstance(value, bool):
+    """A number, or text as Java's ``Double.parseDouble`` reads it (spaces around it, ``1e3``, ``NaN``), as the
+    Iceberg sink's ``RecordConverter.convertDouble`` converts it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise _refused(name, value, "a number")
     try:
-        return float(value)
-    except (TypeError, ValueError) as exc:
+        return java_parse_double(value) if isinstance(value, str) else java_double_of(value)
+    except ValueError as exc:
         raise _refused(name, value, "a number") from exc
 
 
@@ -301,10 +308,10 @@ def converted_text(value: Any) -> str:
 
 def jackson_text(value: Any) -> str:
     """A parsed JSON value as Jackson writes the Java value JsonConverter makes of it: compact, a long whole, a
-    double as ``Double.toString`` (``100.0``, ``1.0E20``). An object's keys are in the value's order, where
-    Jackson writes a HashMap's, whose order follows the keys' hashes: the same JSON, not the same text."""
+    double as ``Double.toString`` (``100.0``, ``1.0E20``), an object's fields in the order Java iterates the
+    HashMap JsonConverter reads it into (``java_map_order``)."""
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_jackson_string(k)}:{jackson_text(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{_jackson_string(k)}:{jackson_text(value[k])}" for k in java_map_order(value)) + "}"
     if isinstance(value, list):
         return "[" + ",".join(jackson_text(v) for v in value) + "]"
     if isinstance(value, str):

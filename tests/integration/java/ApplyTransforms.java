@@ -9,7 +9,7 @@
 // {"failed": exception} or the record, its values tagged with their Java types (see tagged()), a Struct as a map
 // of its fields.
 //
-// Run on connect-transforms and connect-json (var/jars/connect-transforms): java -cp 'jars/*' ApplyTransforms.java
+// Run on connect-transforms and connect-json (var/jars/connect-plugins): java -cp 'jars/*' ApplyTransforms.java
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
