@@ -131,6 +131,9 @@ class ReplaceField(KeyOrValue):
                 props.error("renames", f"Invalid rename mapping: {mapping}")
             else:
                 self.renames[parts[0]] = parts[1]
+        # (Fields may become one only where a rename's target is a field of the value, or two renames share one.)
+        self._targets = set(self.renames.values())
+        self._merging = len(self._targets) < len(self.renames)
         _schema_only(props)
 
     @staticmethod
@@ -153,10 +156,13 @@ class ReplaceField(KeyOrValue):
         if value is None:
             return record
         fields = require_map(value, "field replacement")
+        if not self._merging and self._targets.isdisjoint(fields):
+            return self.with_operating(
+                record, {self.renames.get(name, name): field for name, field in fields.items() if self._kept(name)}
+            )
+        # Two fields may become one (``a`` renamed to ``b`` beside a ``b`` kept): Kafka keeps the later in its
+        # map's order.
         pairs = [(self.renames.get(name, name), name, field) for name, field in fields.items() if self._kept(name)]
-        if len({name for name, _, _ in pairs}) == len(pairs):
-            return self.with_operating(record, {name: field for name, _, field in pairs})
-        # Two fields become one (``a`` renamed to ``b`` beside a ``b`` kept): Kafka keeps the later in its map's order.
         order = {name: i for i, name in enumerate(java_map_order(fields))}
         return self.with_operating(record, last_in_java_order(pairs, order))
 
@@ -466,12 +472,26 @@ class Flatten(KeyOrValue):
         value = self.operating(record)
         if value is None:
             return record
-        pairs = list(self._leaves(require_map(value, "flattening"), "", (), in_java_order=False))
-        if len({name for name, _, _ in pairs}) == len(pairs):
-            return self.with_operating(record, {name: field for name, _, field in pairs})
+        flat: dict[str, Any] = {}
+        if self._flatten(require_map(value, "flattening"), "", flat) == len(flat):
+            return self.with_operating(record, flat)
         # Two fields join to one name (``a.b`` beside ``a`` holding ``b``): Kafka keeps the later in its maps' order.
+        pairs = self._leaves(value, "", (), in_java_order=False)
         order = {at: i for i, (_, at, _) in enumerate(self._leaves(value, "", (), in_java_order=True))}
         return self.with_operating(record, last_in_java_order(pairs, order))
+
+    def _flatten(self, value: dict[str, Any], prefix: str, into: dict[str, Any]) -> int:
+        """Put the flattened fields of ``value`` into ``into``; how many there were (more than ``into`` holds when
+        two joined to one name)."""
+        leaves = 0
+        for name, field in value.items():
+            path = f"{prefix}{self.delimiter}{name}" if prefix else name
+            if isinstance(field, dict):
+                leaves += self._flatten(field, path, into)
+            else:
+                into[path] = field
+                leaves += 1
+        return leaves
 
     def _leaves(
         self, value: dict[str, Any], prefix: str, at: tuple[str, ...], in_java_order: bool
