@@ -19,10 +19,8 @@ import datetime as dt
 import json
 import random
 import struct
-import subprocess
 import uuid
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -52,11 +50,9 @@ from pyiceberg.types import (
 
 from connectors.smt.kafka import float32
 from sinks.iceberg.writes import arrow_schema
+from tests.java_oracles import run_oracle
 from workers.json_decoder import JsonDecoder
 
-ROOT = Path(__file__).resolve().parent.parent
-JARS = ROOT / "var" / "jars" / "connect-plugins"
-HARNESS = ROOT / "tests" / "integration" / "java" / "ConvertRecords.java"
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -172,18 +168,6 @@ def random_record(rng: random.Random, schema: Schema, offset: int) -> str:
     return json.dumps(record)
 
 
-def iceberg_results(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        ["java", "-cp", f"{JARS}/*", str(HARNESS)],
-        input="".join(json.dumps(job) + "\n" for job in jobs),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return [json.loads(line) for line in done.stdout.splitlines()]
-
-
 def tagged(value: Any, arrow_type: pa.DataType) -> Any:
     """A decoded value as the harness tags the Java sink's (``ConvertRecords.tagged``)."""
     if value is None:
@@ -264,7 +248,7 @@ def test_records_become_the_rows_the_iceberg_sinks_record_converter_makes(seed: 
         {"schema": json.loads(s.model_dump_json()), "records": [random_record(rng, s, i) for i in range(25)]}
         for s in schemas
     ]
-    results = iceberg_results(jobs)
+    results = run_oracle("ConvertRecords.java", jobs)
     found = [
         f"{schema}\n  {difference}"
         for schema, job, result in zip(schemas, jobs, results, strict=True)

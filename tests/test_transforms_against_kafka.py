@@ -25,9 +25,7 @@ import json
 import math
 import random
 import struct
-import subprocess
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,12 +34,10 @@ from connectors.config import SinkConfig
 from connectors.smt import TransformFailed, parse_chain, timestamps
 from connectors.smt.kafka import float32, java_double
 from tests.conftest import sink_config
+from tests.java_oracles import run_oracle
 from workers.staging import RecordChunk
 from workers.transformed import RecordTransformer, _header, connect_json
 
-ROOT = Path(__file__).resolve().parent.parent
-JARS = ROOT / "var" / "jars" / "connect-plugins"
-HARNESS = ROOT / "tests" / "integration" / "java" / "ApplyTransforms.java"
 K = "org.apache.kafka.connect.transforms."
 ICEBERG = "org.apache.iceberg.connect.transforms."
 DEBEZIUM = "io.debezium.transforms.ExtractNewRecordState"
@@ -284,19 +280,6 @@ def without_iso_text(record: dict[str, Any]) -> dict[str, Any]:
             for text in ISO_TEXTS:
                 record[side] = record[side].replace(json.dumps(text), '"x.y"')
     return record
-
-
-def kafka_results(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each job through Kafka's transformation chain (the harness's one line per job)."""
-    done = subprocess.run(
-        ["java", "-cp", f"{JARS}/*", str(HARNESS)],
-        input="".join(json.dumps(job) + "\n" for job in jobs),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def tagged(value: Any) -> Any:
@@ -564,7 +547,7 @@ def test_the_unwrap_does_what_debeziums_own_extract_new_record_state_does(seed: 
             record["value"] = random_enveloped_event(rng, offset)
             records.append(record)
         jobs.append({"config": config, "schemas": True, "records": records})
-    results = kafka_results(jobs)
+    results = run_oracle("ApplyTransforms.java", jobs)
     found = [
         f"{config}\n  {difference}"
         for config, job, result in zip(configs, jobs, results, strict=True)
@@ -584,7 +567,7 @@ def test_random_chains_do_what_kafkas_own_transformations_do(seed: int) -> None:
     for config, job in zip(configs, jobs, strict=True):
         if any("TimestampConverter" in value for value in config.values()):
             job["records"] = [without_iso_text(record) for record in job["records"]]
-    results = kafka_results(jobs)
+    results = run_oracle("ApplyTransforms.java", jobs)
     assert len(results) == len(jobs)
     found = [
         f"{config}\n  {difference}"
