@@ -9,7 +9,10 @@ rounds, after two that warm up). The same records each time:
   (``uid``, ``raw``, ``at`` as strings, ``attrs`` left out), read by Arrow's reader alone;
 - the table with those columns typed UUID, binary, time and map<string, long>, which
   the decoder converts in Python from each record's parsed JSON (``workers.json_values``);
-- each of the four typed alone, the other three as text.
+- each of the four typed alone, the other three as text;
+- a table whose one time column is a date (``day``, days since the epoch, as Debezium writes a ``DATE``),
+  which Arrow C++'s reader decodes (arrow-rs refuses such numbers), beside the same table with ``day`` a
+  long, which arrow-rs decodes.
 
 No Spark, broker or database. Prints and writes bench/results/typed_columns_cost.json.
 
@@ -49,6 +52,7 @@ def values(records: int) -> list[bytes | None]:
                 "raw": base64.b64encode(f"raw-{i}".encode()).decode(),
                 "at": f"{i % 24:02d}:{i % 60:02d}:07.123",
                 "attrs": {"n": i, "m": i % 7},
+                "day": 18_000 + i % 3_000,
                 "note": padding,
             }
         ).encode()
@@ -71,6 +75,8 @@ def main() -> None:
         "text columns, Arrow's reader only (baseline)": schema(TEXT),
         "uuid, binary, time and map typed": schema(TYPED),
         **{f"{name} typed alone": schema({**TEXT, name: TYPED[name]}) for name in TYPED},
+        "day a long (arrow-rs)": schema({**TEXT, "day": pa.int64()}),
+        "day a date, the table's one time column (Arrow C++)": schema({**TEXT, "day": pa.date32()}),
     }
 
     def decode(columns: pa.Schema) -> None:
