@@ -922,12 +922,19 @@ def _converted_in(value: Any, conversions: Any) -> bool:
             found = inner(given, str(at))
         except ValueError:
             continue
-        if isinstance(found, float) and not math.isfinite(found):
+        if (isinstance(found, float) and not math.isfinite(found)) or _read_as_is(given, found):
             continue
-        if type(found) is not type(given) or found != given:
-            value[at] = str(found) if isinstance(found, decimal.Decimal) else found
-            changed = True
+        value[at] = str(found) if isinstance(found, decimal.Decimal) else found
+        changed = True
     return changed
+
+
+def _read_as_is(given: Any, found: Any) -> bool:
+    """Whether the readers read ``given`` as its conversion, ``found``, so that its line need not be written again:
+    the same value, or an integer into a floating-point column."""
+    if type(found) is type(given):
+        return bool(found == given)
+    return isinstance(found, float) and type(given) is int
 
 
 def _event_fields(
