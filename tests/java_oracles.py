@@ -23,4 +23,5 @@ def run_oracle(program: str, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]
         text=True,
         timeout=300,
     )
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    # (Lines end at "\n" only: Jackson writes U+2028 and U+0085 as they are, which splitlines() would break at.)
+    return [json.loads(line) for line in done.stdout.split("\n") if line]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -261,6 +262,21 @@ def test_a_chunk_of_bad_records_only_is_decoded_into_no_rows_beside_a_nested_uui
     # (Arrow makes no empty array of an extension type within another: the decoder must not need one.)
     decoded = JsonDecoder(pa.schema([("id", pa.int64()), ("u", column)])).decode([b'{"id": "x"}', b"{"], [None, None])
     assert decoded.columns.num_rows == 0 and [i for i, _ in decoded.bad] == [0, 1]
+
+
+def test_a_decimal_is_rounded_half_up_from_its_text_and_read_exactly_from_a_number_whatever_its_chunk() -> None:
+    # (RecordConverter rounds half up to the scale: BigDecimal.setScale(scale, HALF_UP). A number is read from
+    # its text, exactly, alone or beside a record whose value is converted; in a record whose own value is
+    # converted, from the double its text is, as RecordConverter reads it: BigDecimal.valueOf(double).)
+    schema = pa.schema([("price", pa.decimal128(9, 2)), ("exact", pa.decimal128(38, 18)), ("s", pa.string())])
+    records = [b'{"exact": 0.123456789012345678}', b'{"price": "-2.345", "exact": 0.123456789012345678}']
+    for chunk in (records, [*records, b'{"price": "0.125", "s": 5}']):
+        rows = JsonDecoder(schema).decode(chunk, [None] * len(chunk)).columns.to_pylist()
+        assert [(r["price"], r["exact"]) for r in rows] == [
+            (None, Decimal("0.123456789012345678")),
+            (Decimal("-2.35"), Decimal("0.123456789012345680")),
+            *([(Decimal("0.13"), None)] if len(chunk) > 2 else []),
+        ]
 
 
 def test_dates_timestamps_decimals_and_schema_evolution_are_read_by_arrow_cpp() -> None:

@@ -250,6 +250,14 @@ def test_replace_field_keeps_of_two_fields_renamed_to_one_the_later_in_kafkas_ma
     assert apply(build("ReplaceField$Value", {"renames": "a:b"}), record({"b": 1, "a": 2})).value == {"b": 1}
 
 
+def test_timestamp_converter_saturates_unix_conversions_beyond_a_long_as_timeunit_does() -> None:
+    # (Kafka's TimeUnit.SECONDS.toMillis saturates: -8066159124842040147 s is Long.MIN_VALUE ms, written back in
+    # seconds; what Kafka's own TimestampConverter gives, tests/test_transforms_against_kafka.py.)
+    chain = build("TimestampConverter$Value", {"field": "ts", "target.type": "unix", "unix.precision": "seconds"})
+    assert apply(chain, record({"ts": -8066159124842040147})).value == {"ts": -9223372036854775}
+    assert apply(chain, record({"ts": 8066159124842040147})).value == {"ts": 9223372036854775}
+
+
 # --- Cast ----------------------------------------------------------------------------------------------------
 
 

@@ -38,7 +38,10 @@ midnight, a map from an object. Only tables with such columns pay for it.
 
 Undecodable records are found without giving up the fast path: a chunk that
 fails to parse is split in halves until the bad records stand alone, so a
-poison record costs O(log chunk) parses, not one per record.
+poison record costs O(log chunk) parses, not one per record; and, where the
+reader's refusal may be a value to convert, one pass of Python's parse over
+the chunk first (bench/typed_columns_cost.py measures none of this: its
+records all fit).
 """
 
 from __future__ import annotations
@@ -931,9 +934,13 @@ def _converted_in(value: Any, conversions: Any) -> bool:
 
 def _read_as_is(given: Any, found: Any) -> bool:
     """Whether the readers read ``given`` as its conversion, ``found``, so that its line need not be written again:
-    the same value, or an integer into a floating-point column."""
+    the same value, an integer into a floating-point column, or a number into a decimal column. (The readers read
+    a number's text exactly, where the parse here makes a double of it: a number that fits a decimal is read
+    from the record's text, whatever its chunk, and one with more digits than the scale is refused.)"""
     if type(found) is type(given):
         return bool(found == given)
+    if isinstance(found, decimal.Decimal):
+        return isinstance(given, int | float) and not isinstance(given, bool)
     return isinstance(found, float) and type(given) is int
 
 
