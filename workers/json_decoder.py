@@ -15,8 +15,8 @@ converts all that the Iceberg sink's RecordConverter converts: a number,
 boolean, object or array into a string column (its text), text into a boolean
 column (Java's ``parseBoolean``) or a number column (parsed as Java parses
 it), a number with a fraction into an integer column (truncated toward zero,
-Java's ``longValue()``), a number into a decimal column (rounded half up to
-its scale). A chunk they refuse for a value of another type is read again
+Java's ``longValue()``), text into a decimal column (rounded half up to its
+scale). A chunk they refuse for a value of another type is read again
 with each such value converted (``_as_converted``, by ``json_values``'s
 conversions); what does not convert (an overflow, text that is no number, a
 boolean for a number...) fails. Arrow C++'s
@@ -292,7 +292,7 @@ class JsonDecoder:
         # The columns the readers read (and the fields within them) whose values of another type the Iceberg
         # sink's RecordConverter converts, by the names of the records' fields: a number, boolean, object or array
         # in a string column is its text; text in a boolean or number column is parsed, a fraction in an integer
-        # column truncated, a decimal rounded to its scale (``_as_converted``). Not with ``unwrap``: its
+        # column truncated, a decimal's text rounded to its scale (``_as_converted``). Not with ``unwrap``: its
         # fallback's plain decoder does so. (A UUID, binary or fixed column read as text converts a number to its
         # text, which is then no UUID, and the converter says so: as the Java sink refuses a number there.)
         readers = pa.struct([f for f in data_schema if f.name not in self._converters])
@@ -800,13 +800,13 @@ class JsonDecoder:
         good: list[int],
         bad: list[tuple[int, str]],
         failed: list[int] | None = None,
-        as_text: bool = False,
+        looked: bool = False,
     ) -> None:
         """Parse ``lines``, halving a part that fails until its bad records stand alone: those are ``bad``, or
         given to ``failed`` (their positions) when there is one. A part the reader refuses for a value of another
         type than its column's is read again with the values the Iceberg sink's RecordConverter converts
-        converted (``_as_converted``), and so is a record alone that fails for any reason (``as_text``: they
-        are, or the lines hold none)."""
+        converted (``_as_converted``), and so is a record alone that fails for any reason (``looked``: the lines
+        were looked through for such values already: they are converted, or hold none)."""
         try:
             tables.append(self._parse(lines))
             good.extend(positions)
@@ -814,19 +814,19 @@ class JsonDecoder:
         except (pa.ArrowInvalid, ValueError) as exc:
             # (Not ArrowNotImplementedError: a type the reader lacks is the
             # writer's fault, not the records'; it fails the write.)
-            # (A record alone is read as its text whatever the reader said first, a duplicate key or another field,
+            # (A record alone is read converted whatever the reader said first, a duplicate key or another field,
             # as it is in a part read again so: its result is its own, whatever else its chunk holds.)
-            if not as_text and self._conversions and (len(lines) == 1 or _CONVERTIBLE.search(str(exc))):
+            if not looked and self._conversions and (len(lines) == 1 or _CONVERTIBLE.search(str(exc))):
                 converted = _as_converted(lines, self._conversions)
                 if converted is not None:
-                    self._isolate(converted, positions, tables, good, bad, failed, as_text=True)
+                    self._isolate(converted, positions, tables, good, bad, failed, looked=True)
                     return
                 # (None of these holds one, the refused value being in a UUID or time column: nor do the halves.)
-                as_text = True
+                looked = True
             if len(lines) > 1:
                 middle = len(lines) // 2
-                self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed, as_text)
-                self._isolate(lines[middle:], positions[middle:], tables, good, bad, failed, as_text)
+                self._isolate(lines[:middle], positions[:middle], tables, good, bad, failed, looked)
+                self._isolate(lines[middle:], positions[middle:], tables, good, bad, failed, looked)
                 return
             if failed is not None:
                 failed.append(positions[0])
