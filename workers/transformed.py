@@ -192,7 +192,9 @@ def connect_json(raw: bytes) -> Any:
     """JSON text as Kafka's JsonConverter gives it to the transformations: a number with a fraction or an exponent
     is read as a BigDecimal, which has no negative zero, so ``-0.0`` is ``0.0``."""
     decoded = parse_json(raw)
-    return _without_negative_zero(decoded) if b"-0" in raw else decoded
+    # (A double's negative zero is written -0. or -0e: "-0" alone is an integer, and "2024-01-02" holds "-0".)
+    negative_zero = b"-0." in raw or b"-0e" in raw or b"-0E" in raw
+    return _without_negative_zero(decoded) if negative_zero else decoded
 
 
 def _without_negative_zero(value: Any) -> Any:
