@@ -28,9 +28,15 @@ from tests.readers import assert_same_rows, duckdb_iceberg_rows, spark_iceberg_r
 from workers import runtime
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})
+    admin.create_topics([new])[topic].result(30)
+
+
+# For a topic whose records are stamped long ago: the broker's retention (7 days by default, checked
+# every 5 minutes) would otherwise delete them, at a moment of its own, before the test reads them back.
+KEPT_FOREVER = {"retention.ms": "-1"}
 
 
 def produce(

@@ -21,6 +21,7 @@ from connectors.models import Commit, CommitState, Connector
 from sinks.iceberg.tables import PROP_COMMIT_ID
 from tests.integration.conftest import sink_config
 from tests.integration.helpers import (
+    KEPT_FOREVER,
     caught_up,
     create_topic,
     json_records,
@@ -324,7 +325,7 @@ def test_records_refused_after_the_transforms_or_avros_decoding_reach_the_dead_l
 def test_originals_are_read_again_by_offset_and_those_the_topic_no_longer_has_are_left_out_without_a_wait(
     kafka_bootstrap: str, topic_name: str
 ) -> None:
-    create_topic(kafka_bootstrap, topic_name, 1)
+    create_topic(kafka_bootstrap, topic_name, 1, KEPT_FOREVER)
     traces = [[("trace-id", f"t-{i}".encode())] for i in range(10)]
     produce(
         kafka_bootstrap, topic_name, json_records(0, 10), 1, headers=traces, timestamps=[1000 + i for i in range(10)]

@@ -32,6 +32,7 @@ from sinks.files.layout import parse_file_name, parse_start_file_name
 from sinks.files.settings import probe
 from tests.conftest import free_port, s3_boto_client, s3_client, serving
 from tests.integration.helpers import (
+    KEPT_FOREVER,
     Processes,
     TcpProxy,
     caught_up,
@@ -393,7 +394,7 @@ def test_the_time_partitioner_puts_each_record_in_its_local_hour(
 ) -> None:
     name = f"files-time-{extractor.lower()}"
     values, times = timed_records(120)
-    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS, KEPT_FOREVER)
     ends = produce(kafka_bootstrap, topic_name, values, PARTITIONS, timestamps=times)
     config = files_config(
         topic_name,
