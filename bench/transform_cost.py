@@ -16,7 +16,7 @@ leaves) for each chain, against two baselines measured in the same run:
 
 And, for each chain the Iceberg writer's decoder applies to columns
 (``SinkConfig.columnar_chain``, decision 012: Debezium's unwrap, its defaults
-and ``rewrite`` with ``add.fields``; the Iceberg sink's DebeziumTransform;
+and ``rewrite`` with ``add.fields``, and followed by a RegexRouter; the Iceberg sink's DebeziumTransform;
 Kafka's InsertField$Value and ReplaceField$Value, alone and after the unwrap),
 the two ways the product takes a record to its row, run in turn on the same
 records: the transform stage then the sink's decoding of its rows
@@ -97,6 +97,7 @@ DEBEZIUM = "the Iceberg sink's DebeziumTransform"
 LINEAGE = "InsertField (topic, partition, offset, timestamp) and ReplaceField (exclude, renames)"
 UNWRAP_LINEAGE = "ExtractNewRecordState, then that InsertField and ReplaceField"
 FILTERED_UNWRAP = "a Filter of tombstones (RecordIsTombstone), then ExtractNewRecordState"
+ROUTED_UNWRAP = "ExtractNewRecordState, then a RegexRouter (Debezium's unwrap,route)"
 # The columns InsertField and ReplaceField (LINEAGE_KEYS: the sink benchmark's iceberg-lineage) leave of the rows.
 LINEAGE_SCHEMA = pa.schema(
     [
@@ -114,6 +115,7 @@ LINEAGE_SCHEMA = pa.schema(
 APPLIED_SCHEMAS = {
     UNWRAP: ROW_SCHEMA,
     FILTERED_UNWRAP: ROW_SCHEMA,
+    ROUTED_UNWRAP: ROW_SCHEMA,
     LINEAGE: LINEAGE_SCHEMA,
     UNWRAP_LINEAGE: LINEAGE_SCHEMA,
     DEBEZIUM: pa.schema(
@@ -214,6 +216,16 @@ CHAINS: dict[str, tuple[dict[str, str], bool]] = {
             "predicates": "null",
             "predicates.null.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
             "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        },
+        True,
+    ),
+    ROUTED_UNWRAP: (
+        {
+            "transforms": "unwrap,route",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex": "([^.]+)\\.([^.]+)\\.([^.]+)",
+            "transforms.route.replacement": "$3",
         },
         True,
     ),

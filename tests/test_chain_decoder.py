@@ -282,6 +282,18 @@ def test_inserted_fields_are_the_records_and_renamed_fields_read_under_their_old
             pa.schema([("b", pa.string())]),
             "b is the name renamed, or the copy of id, whichever is later in the value",
         ),
+        (
+            {
+                "route": {
+                    "type": "org.apache.kafka.connect.transforms.RegexRouter",
+                    "regex": "orders",
+                    "replacement": "renamed",
+                },
+                "meta": {"type": INSERT, "topic.field": "_topic"},
+            },
+            pa.schema([("id", pa.int64()), ("_topic", pa.string())]),
+            "_topic is the topic as renamed, not as consumed",
+        ),
     ],
 )
 def test_a_table_whose_columns_cannot_be_traced_takes_every_record_through_the_chain(
@@ -529,3 +541,62 @@ def test_a_record_a_filter_would_drop_whose_key_or_value_does_not_read_is_the_st
     rows, bad, skipped = found
     assert rows == {} and [at for at, _ in bad] == [1, 2, 3] and skipped == 1
     assert "not JSON" in bad[0][1] and all(reason.startswith(KEY_NOT_JSON) for _, reason in bad[1:])
+
+
+ROUTE = {
+    "route": {
+        "type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "regex": "([^.]*)",
+        "replacement": "dbserver1.inventory.$1",
+    }
+}
+HEADERS = {
+    "mark": {"type": "org.apache.kafka.connect.transforms.InsertHeader", "header": "origin", "value.literal": "cdc"},
+    "unmark": {"type": "org.apache.kafka.connect.transforms.DropHeaders", "headers": "skip,other"},
+}
+# Chains with steps of the topic or headers alone, which pass values unchanged: (steps before the unwrap, the
+# steps after it, with or without the unwrap).
+PASSING: dict[str, tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]] = {
+    "the unwrap, then a RegexRouter (Debezium's unwrap,route)": ({}, ROUTE),
+    "a RegexRouter, then the unwrap (route,unwrap), then ReplaceField": (ROUTE, RENAMED),
+    "header transforms, the unwrap, then InsertField of the topic": (HEADERS, LINEAGE),
+    "InsertField of the topic, then a RegexRouter and header transforms": ({}, {**LINEAGE, **ROUTE, **HEADERS}),
+}
+
+
+@pytest.mark.parametrize("passing", PASSING)
+@pytest.mark.parametrize("unwrap", [None, {}, {"delete.handling.mode": "rewrite"}])
+@pytest.mark.parametrize("seed", range(2))
+def test_routers_and_header_transforms_pass_values_to_the_decoders_chain_as_the_stage_does(
+    passing: str, unwrap: dict[str, str] | None, seed: int
+) -> None:
+    first, after = PASSING[passing]
+    cfg = config(after, unwrap, first=first)
+    columnar = cfg.columnar_chain
+    assert columnar is not None and cfg.staged_transforms is None, "the decoder applies the chain"
+    assert (columnar.unwrap_step is not None) == (unwrap is not None)
+    if columnar.unwrap_step is not None:
+        assert columnar.unwrap_step.alias == "unwrap"
+    columns = pa.schema([*COLUMNS, ("__deleted", pa.string())])
+    assert ChainDecoder(columns, cfg.sink_view).columnar, "every column traced back"
+    rng = random.Random(seed)
+    make = change_event if unwrap is not None else record_value
+    chunk = with_headers_and_null_text(rng, chunk_of(rng, [make(rng, i) for i in range(300)]))
+    expected, found = both_ways(cfg, columns, chunk, most_through_chain=len(chunk) // 5)
+    assert found == expected
+    assert len(expected[0]) > 50
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        {"stamp": {"type": "org.apache.kafka.connect.transforms.TimestampRouter"}},  # (fails without a timestamp)
+        {"keyed": {"type": "org.apache.kafka.connect.transforms.ReplaceField$Key", "exclude": "id"}},
+    ],
+)
+def test_a_step_of_the_topic_or_key_that_the_columns_cannot_follow_keeps_the_chain_in_the_stage(
+    steps: dict[str, dict[str, str]],
+) -> None:
+    for unwrap in (None, {}):
+        cfg = config(steps, unwrap, first=ROUTE)
+        assert cfg.columnar_chain is None and cfg.staged_transforms is cfg.transforms

@@ -110,8 +110,7 @@ class ChainDecoder:
         self._meta_decoders: dict[str, JsonDecoder] = {}
         if self.columnar:
             inner_schema = pa.schema(list(fields_read.values()))
-            # (The unwrap is the first step after the Filters.)
-            unwrap_chain = TransformChain(chain.steps[len(columnar.filters) :][:1]) if columnar.unwrap else None
+            unwrap_chain = TransformChain((columnar.unwrap_step,)) if columnar.unwrap_step is not None else None
             self._inner = JsonDecoder(
                 inner_schema,
                 unwrap=columnar.unwrap,

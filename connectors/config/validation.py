@@ -704,7 +704,8 @@ class SinkConfig:
     def columnar_chain(self) -> ColumnarChain | None:
         """The chain when the sink's decoders apply it to columns rather than the tasks record by record
         (``TransformChain.columnar``: Filters of records as consumed, then Debezium's unwrap or the Iceberg sink's
-        DebeziumTransform, then Kafka's InsertField$Value and ReplaceField$Value, or those alone), of plain JSON
+        DebeziumTransform, then Kafka's InsertField$Value and ReplaceField$Value, or those alone, with routers and
+        header transforms among them), of plain JSON
         values, into a sink whose
         settings take it (``unwraps_in_decoder``: the Iceberg sink with one table, no route field and no schema
         evolution). The decoder reads each value's fields straight into the table's columns, several times

@@ -60,6 +60,9 @@ class ColumnarChain:
     unwrap: debezium.Columnar | None
     shape: tuple[Transformation, ...] = ()
     filters: tuple[Step, ...] = ()
+    # The Debezium transformation's step, which the decoder applies record by record to what the columns cannot
+    # read (its transformations of records' topics and headers, before it, do not change values).
+    unwrap_step: Step | None = None
 
     def sources(self, names: Iterable[str]) -> dict[str, Source] | None:
         """Where each of the fields ``names`` of the chain's output comes from, in the value the shaping steps are
@@ -104,7 +107,9 @@ class TransformChain:
         transformation (``ExtractNewRecordState`` without ``add.headers``, or ``DebeziumTransform``), then any
         transformations that only move, drop or insert the value's fields (Kafka's InsertField$Value and
         ReplaceField$Value, the Iceberg sink's CopyValue: ``Transformation.shapes_columns``), or those alone; else
-        None."""
+        None. Transformations of the topic or headers alone (RegexRouter, InsertHeader, DropHeaders) may come
+        anywhere after the Filters, the Debezium transformation's usual ``unwrap,route`` and ``route,unwrap``
+        included: they pass values unchanged."""
         lead = 0
         while (
             lead < len(self.steps)
@@ -115,16 +120,25 @@ class TransformChain:
         rest = self.steps[lead:]
         if any(step.predicate is not None for step in rest):
             return None
-        first = rest[0].transformation if rest else None
+        # (The first step that reads the value: those before it change the topic or headers alone.)
+        at = next((i for i, step in enumerate(rest) if step.transformation.uses_value), len(rest))
+        first = rest[at] if at < len(rest) else None
         unwrap = None
-        if isinstance(first, debezium.ExtractNewRecordState | debezium.DebeziumTransform):
-            unwrap = first.columnar
+        if first is not None and isinstance(
+            first.transformation, debezium.ExtractNewRecordState | debezium.DebeziumTransform
+        ):
+            unwrap = first.transformation.columnar
             if unwrap is None:
                 return None
-        shape = rest[1:] if unwrap is not None else rest
+        shape = (*rest[:at], *rest[at + 1 :]) if unwrap is not None else rest
         if not all(step.transformation.shapes_columns for step in shape):
             return None
-        return ColumnarChain(unwrap, tuple(step.transformation for step in shape), self.steps[:lead])
+        return ColumnarChain(
+            unwrap,
+            tuple(step.transformation for step in shape),
+            self.steps[:lead],
+            first if unwrap is not None else None,
+        )
 
     @property
     def makes_floats(self) -> bool:

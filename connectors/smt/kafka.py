@@ -813,6 +813,11 @@ class RegexRouter(Transformation):
         record.topic = record.topic[: first.start()] + replaced + record.topic[first.end() :]
         return record
 
+    def source_of(self, output: Source) -> Source | None:
+        """The value passes unchanged; but a topic InsertField inserts after it is the renamed one, which the
+        decoder, filling it from the record as consumed, would not write: not traced."""
+        return None if output.meta == "topic" else output
+
 
 class TimestampRouter(Transformation):
     """Renames the topic to ``topic.format``: ``${topic}`` and ``${timestamp}`` (the record's, formatted by
@@ -895,6 +900,11 @@ class InsertHeader(Transformation):
         record.headers.append((self.header, self.literal))
         return record
 
+    def source_of(self, output: Source) -> Source | None:
+        """The value passes unchanged. (A decoder applying a chain to columns writes the value's fields, and the
+        records' dead letters go as consumed: headers are written nowhere.)"""
+        return output
+
 
 class DropHeaders(Transformation):
     """Removes every header named in ``headers``."""
@@ -909,6 +919,11 @@ class DropHeaders(Transformation):
     def apply(self, record: ConnectRecord) -> ConnectRecord:
         record.headers = [(name, value) for name, value in record.headers if name not in self.names]
         return record
+
+    def source_of(self, output: Source) -> Source | None:
+        """The value passes unchanged. (A decoder applying a chain to columns writes the value's fields, and the
+        records' dead letters go as consumed: headers are written nowhere.)"""
+        return output
 
 
 def _key_and_value(cls: type[KeyOrValue]) -> list[type[Transformation]]:

@@ -172,6 +172,17 @@ FILTERED_LINEAGE = {
     "predicates": "null",
     "predicates.null.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
 }
+# A router and a header after them (they change no value): the decoders still apply the chain.
+ROUTED_LINEAGE = {
+    **LINEAGE,
+    "transforms": "fields,lineage,route,mark",
+    "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+    "transforms.route.regex": "t-(.*)",
+    "transforms.route.replacement": "routed-$1",
+    "transforms.mark.type": "org.apache.kafka.connect.transforms.InsertHeader",
+    "transforms.mark.header": "origin",
+    "transforms.mark.value.literal": "sinkadmin",
+}
 LINEAGE_SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "customer", StringType(), required=False),
@@ -212,6 +223,11 @@ CASES: dict[str, tuple[dict[str, str], list[Value], Schema | None]] = {
     "InsertField and ReplaceField into given columns": ({**GIVEN, **LINEAGE}, PLAIN_JSON, LINEAGE_SCHEMA),
     "a Filter of tombstones, then InsertField and ReplaceField": (
         {**GIVEN, **FILTERED_LINEAGE},
+        PLAIN_JSON,
+        LINEAGE_SCHEMA,
+    ),
+    "InsertField and ReplaceField, then a RegexRouter and InsertHeader": (
+        {**GIVEN, **ROUTED_LINEAGE},
         PLAIN_JSON,
         LINEAGE_SCHEMA,
     ),
