@@ -494,6 +494,70 @@ def test_the_iceberg_sinks_debezium_transform_deletes_by_its_nested_operation(tm
     assert bad == [] and [(r["id"], r[IS_DELETED]) for r in rows] == [(1, False), (1, True), (2, False)]
 
 
+def test_a_nested_precombine_field_is_read_in_its_struct_as_hudi_reads_it(tmp_path: Path) -> None:
+    """(The Iceberg sink's DebeziumTransform puts the event's time in ``_cdc.ts``: ordering by it was a bad record
+    for every event, its name looked for among the top-level columns only.)"""
+    config = SinkConfig.parse(
+        hudi_config(
+            tmp_path,
+            **{
+                "hoodie.datasource.write.precombine.field": "_cdc.ts",
+                "hoodie.datasource.write.recordkey.field": "id",
+                "hoodie.payload.delete.field": "_cdc.op",
+                "hoodie.payload.delete.marker": "D",
+            },
+        )
+    )
+    events = [
+        {"id": 1, "_cdc": {"op": "I", "ts": 5}},
+        {"id": 1, "_cdc": {"op": "D", "ts": 6}},
+        {"id": 2, "_cdc": {"op": "I"}},  # (no ts)
+        {"id": 3},  # (no _cdc)
+    ]
+    rows, bad = rows_of(config, [(None, json.dumps(e).encode()) for e in events], tmp_path / "rows.parquet")
+    assert [(r["id"], r["_cdc"]["ts"], r[IS_DELETED]) for r in rows] == [(1, 5, False), (1, 6, True)]
+    assert [(b.offset, b.reason) for b in bad] == [
+        (2, "precombine field '_cdc.ts' is missing or null"),
+        (3, "precombine field '_cdc.ts' is missing or null"),
+    ]
+
+
+def test_the_merge_mode_is_read_under_hudis_write_config_name_too(tmp_path: Path) -> None:
+    """Hudi 1.x's writer takes ``hoodie.write.record.merge.mode`` (its table config is ``hoodie.record.merge.mode``):
+    commit-time ordering set under that name orders by commit, as Hudi then does, and Debezium's tombstones may
+    delete; the two names with different values are refused."""
+    commit_time = {
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING",
+        "transforms": "unwrap",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+    }
+    assert validate_config(hudi_config(tmp_path, **commit_time)).ok
+    config = SinkConfig.parse(hudi_config(tmp_path, **commit_time))
+    assert not config.settings.event_time_ordering
+    # (So Hudi is given no ordering field, which would make the table event-time.)
+    options = writer_options(config.settings, config.raw)
+    assert "hoodie.datasource.write.precombine.field" not in options
+    assert options["hoodie.write.record.merge.mode"] == "COMMIT_TIME_ORDERING"
+    both = {**commit_time, "hoodie.record.merge.mode": "EVENT_TIME_ORDERING"}
+    assert "hoodie.write.record.merge.mode" in validate_config(hudi_config(tmp_path, **both)).errors
+
+
+def test_a_partitioned_tables_deletes_are_told_to_need_a_global_index(tmp_path: Path) -> None:
+    """A delete whose before lacks the partition fields deletes nothing under an index that is not global: the
+    refusal of tombstones in a partitioned table says so where it steers users to rows marked deleted."""
+    unwrap = {
+        "transforms": "unwrap",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        "hoodie.datasource.write.partitionpath.field": "region",
+    }
+    mode = "transforms.unwrap.delete.tombstone.handling.mode"
+    [why] = validate_config(hudi_config(tmp_path, **unwrap)).errors[mode]
+    assert "hoodie.index.type=GLOBAL_SIMPLE" in why and "REPLICA IDENTITY" in why
+    [why] = validate_config(hudi_config(tmp_path, **unwrap, **{"hoodie.index.type": "GLOBAL_SIMPLE"})).errors[mode]
+    assert "global index" not in why
+
+
 @pytest.mark.parametrize(
     ("index", "partition_path", "identity"),
     [
@@ -547,4 +611,19 @@ def test_tombstone_keys_of_any_size_or_kind_never_stop_the_write(tmp_path: Path)
         "1",
         "two",
         "99999999999999999999",
+    ]
+
+
+def test_a_record_refused_for_a_missing_key_says_when_its_value_is_an_envelope_read_as_plain_json(
+    tmp_path: Path,
+) -> None:
+    """(A Debezium config whose converters were left at a Kafka Connect worker's default, schemas.enable=true,
+    read here as plain JSON: the key field is under payload.)"""
+    config = SinkConfig.parse(hudi_config(tmp_path, **{"hoodie.datasource.write.recordkey.field": "id"}))
+    envelope = {"schema": {"type": "struct", "fields": []}, "payload": {"id": 1}}
+    _, bad = rows_of(config, [(None, json.dumps(envelope).encode()), (None, b'{"name": "x"}')], tmp_path / "r.parquet")
+    assert [b.reason for b in bad] == [
+        "record key field 'id' is missing or null (the value is Kafka Connect's {schema, payload} envelope, read as "
+        "plain JSON: set value.converter.schemas.enable=true)",
+        "record key field 'id' is missing or null",
     ]

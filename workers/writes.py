@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from connectors.config.validation import SinkConfig
 from workers.events import DataFile, TableVersion
+from workers.json_text import parse_json
 from workers.staging import ChunkSink, RawStagingFile, StagedPartition, raw_staging_path
 
 
@@ -93,6 +94,28 @@ def sample_values(
             if len(found) == limit:
                 break
     return found
+
+
+def with_envelope_hint(config: SinkConfig, refused: list[tuple[int, str]], values: Sequence[bytes | None]) -> None:
+    """The reasons of records a sink refused (by index into ``values``), each told, where its value is an object of
+    just ``schema`` and ``payload``, that it is Kafka Connect's JSON envelope read as plain JSON: its fields are
+    under ``payload`` (a converter left at a Kafka Connect worker's default, ``schemas.enable=true``)."""
+    if config.value_converter != "json" or config.schemas_enable:
+        return
+    for n, (i, reason) in enumerate(refused):
+        value = values[i]
+        if not value or b'"payload"' not in value or b'"schema"' not in value:
+            continue
+        try:
+            parsed = parse_json(value)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict) and parsed.keys() == {"schema", "payload"}:
+            refused[n] = (
+                i,
+                f"{reason} (the value is Kafka Connect's {{schema, payload}} envelope, read as plain JSON: set "
+                "value.converter.schemas.enable=true)",
+            )
 
 
 def bad_records(

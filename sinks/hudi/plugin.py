@@ -267,12 +267,15 @@ SYNONYMS = {
     "hoodie.table.name": "target.table.name",
     "hoodie.datasource.write.table.type": "hoodie.table.type",
     "hoodie.table.ordering.fields": "hoodie.datasource.write.precombine.field",
+    "hoodie.write.record.merge.mode": "hoodie.record.merge.mode",
 }
 SYNONYM_DOCS = {
     "hoodie.datasource.write.table.type": "The table type by Hudi's Spark datasource's name: COPY_ON_WRITE or "
     "MERGE_ON_READ, as hoodie.table.type.",
     "hoodie.table.ordering.fields": "Hudi 1.x's name for the ordering (precombine) field: "
     "hoodie.datasource.write.precombine.field. One field: ordering by several is not supported yet.",
+    "hoodie.write.record.merge.mode": "Hudi 1.x's write config for the merge mode (HoodieWriteConfig), which it "
+    "stores in the table config as hoodie.record.merge.mode: COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING.",
 }
 
 HUDI = Plugin(

@@ -342,7 +342,7 @@ def _check_deletes_as_rows(result: ConfigValidation, config: dict[str, str]) -> 
         return
     precombine = _get(config, "hoodie.datasource.write.precombine.field")
     tombstones_delete = not (
-        event_time_ordering(precombine, config.get("hoodie.record.merge.mode", "").strip().upper())
+        event_time_ordering(precombine, _get(config, "hoodie.record.merge.mode").upper())
         or _fields(config, "hoodie.datasource.write.partitionpath.field")
     )
     chain = parse_chain(config)[0]
@@ -391,10 +391,19 @@ def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str
     rows that carry the key's fields and a delete marker. So is one that keeps the tombstone Debezium sends after
     each delete (``rewrite-with-tombstone``, or the older ``drop.tombstones=false``): each would be a bad record."""
     precombine = _get(config, "hoodie.datasource.write.precombine.field")
-    event_time = event_time_ordering(precombine, config.get("hoodie.record.merge.mode", "").strip().upper())
+    event_time = event_time_ordering(precombine, _get(config, "hoodie.record.merge.mode").upper())
     partitioned = bool(_fields(config, "hoodie.datasource.write.partitionpath.field"))
     if not (event_time or partitioned):
         return
+    # (Rows marked deleted find their key by its partition path too, under an index that is not global.)
+    index = (
+        ""
+        if not partitioned or _get(config, "hoodie.index.type").upper() in GLOBAL_INDEXES
+        else "; and, the table being partitioned, a global index (hoodie.index.type=GLOBAL_SIMPLE or RECORD_INDEX): "
+        "with another, a delete whose before lacks the partition fields (PostgreSQL sends the key alone unless the "
+        "table's REPLICA IDENTITY is FULL) deletes nothing, and a key an update moves to another partition is kept "
+        "in both"
+    )
 
     def why_not(event_time: bool) -> str:
         return (
@@ -421,7 +430,7 @@ def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str
                 "Drop them first: a Filter under a RecordIsTombstone predicate before it (transforms=drop,"
                 f"{step.alias}; transforms.drop.type=org.apache.kafka.connect.transforms.Filter; transforms.drop."
                 "predicate=tombstone; predicates=tombstone; predicates.tombstone.type=org.apache.kafka.connect."
-                "transforms.predicates.RecordIsTombstone)",
+                "transforms.predicates.RecordIsTombstone)" + index,
             )
         if isinstance(step.transformation, ExtractNewRecordState) and step.transformation.delete == "tombstone":
             legacy = f"transforms.{step.alias}.delete.handling.mode"
@@ -430,7 +439,7 @@ def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str
                 key,
                 f"Debezium's unwrap makes each delete a tombstone here, and {why_not(event_time)}: every delete would go to the "
                 "dead letters. Set delete.tombstone.handling.mode=rewrite with hoodie.payload.delete.field=__deleted "
-                "and hoodie.payload.delete.marker=true, so that a delete is a row of its key marked deleted",
+                "and hoodie.payload.delete.marker=true, so that a delete is a row of its key marked deleted" + index,
             )
         elif isinstance(step.transformation, ExtractNewRecordState) and step.transformation.keep_tombstones:
             mode = f"transforms.{step.alias}.delete.tombstone.handling.mode"
@@ -440,7 +449,7 @@ def _check_deletes_as_tombstones(result: ConfigValidation, config: dict[str, str
                 f"Debezium's unwrap keeps the tombstone that follows each delete here, and {why_not(event_time)}: "
                 "every such tombstone would go to the dead letters (or fail the connector). Set "
                 "delete.tombstone.handling.mode=rewrite, which drops them, with hoodie.payload.delete.field=__deleted "
-                "and hoodie.payload.delete.marker=true, so that a delete is a row of its key marked deleted",
+                "and hoodie.payload.delete.marker=true, so that a delete is a row of its key marked deleted" + index,
             )
 
 
@@ -520,7 +529,7 @@ class HudiSettings:
                 else "SIMPLE"
             ),
             clustering=_get(raw, "hoodie.clustering.async.enabled").lower() == "true",
-            merge_mode=raw.get("hoodie.record.merge.mode", "").strip().upper(),
+            merge_mode=_get(raw, "hoodie.record.merge.mode").upper(),
         )
 
 

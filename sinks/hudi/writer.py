@@ -49,6 +49,7 @@ from workers.writes import (
     bad_outcome,
     bad_records,
     sample_values,
+    with_envelope_hint,
 )
 
 CHUNK_BYTES = 1 << 20
@@ -106,6 +107,7 @@ class PartitionRows(RecordRuns):
                 self.skipped += decoded.skipped
             refused: list[tuple[int, str]] = []
             rows = self._keyed(decoded.columns, [run[p] for p in decoded.positions], refused, decoded.positions)
+            with_envelope_hint(self.config, refused, values[done:])
             self.bad.extend(bad_records(self.topic, self.partition, run, decoded.bad, refused))
             if rows is not None and len(rows):
                 self.pieces.append(rows)
@@ -269,9 +271,12 @@ class PartitionRows(RecordRuns):
 
     @staticmethod
     def _missing(rows: pa.Table, name: str) -> list[int]:
-        if name not in rows.column_names:
+        """The rows without a value of the field ``name``: nested with dots in structs, as Hudi reads a record key
+        or precombine field (``_cdc.ts``, the Iceberg sink's DebeziumTransform's event time)."""
+        column = _nested_field(rows, name)
+        if column is None:
             return list(range(len(rows)))
-        return np.nonzero(np.asarray(rows.column(name).is_null().to_numpy(zero_copy_only=False)))[0].tolist()
+        return np.nonzero(np.asarray(column.is_null().to_numpy(zero_copy_only=False)))[0].tolist()
 
     def finish(self, folder: StoragePath, name: str) -> DataFile | None:
         """Write the rows to the file ``name`` in ``folder``, in the stream's order; the write status of

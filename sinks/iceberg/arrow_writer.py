@@ -35,7 +35,7 @@ from workers.events import DataFile
 from workers.json_decoder import Decoded, JsonDecoder, text_column, utf8_lossy
 from workers.staging import RawStagingFile, RecordChunk, StagedFile, StagedPartition, raw_staging_path
 from workers.transformed import RecordTransformer, sink_values
-from workers.writes import BadRecord, bad_records, publish
+from workers.writes import BadRecord, bad_records, publish, with_envelope_hint
 
 
 def split_by_partition(rows: pa.Table, table: TargetTable) -> list[tuple[tuple[Any, ...], pa.Table]]:
@@ -374,7 +374,9 @@ class ArrowPartitionWriter:
             decoded.columns = self._with_metadata(decoded, run)
             for i, reason in decoded.bad:
                 unconverted.setdefault(at(i), reason)
-            for i, reason in lane.refuse(decoded):
+            refusals = lane.refuse(decoded)
+            with_envelope_hint(self.config, refusals, run.values)
+            for i, reason in refusals:
                 refused.setdefault(at(i), reason)
             self.skipped += decoded.skipped
             decoded_runs.append((lane, decoded, run, at))
