@@ -12,7 +12,10 @@ rounds, after two that warm up). The same records each time:
 - each of the four typed alone, the other three as text;
 - a table whose one time column is a date (``day``, days since the epoch, as Debezium writes a ``DATE``),
   which Arrow C++'s reader decodes (arrow-rs refuses such numbers), beside the same table with ``day`` a
-  long, which arrow-rs decodes.
+  long, which arrow-rs decodes;
+- records in Kafka Connect's schema envelope (``value.converter.schemas.enable=true``) whose ``amount`` is a
+  Connect Decimal (JsonConverter's base64 of its unscaled integer, read as the decimal it is), beside the
+  same envelopes with ``amount`` a double.
 
 No Spark, broker or database. Prints and writes bench/results/typed_columns_cost.json.
 
@@ -35,6 +38,7 @@ from staging_costs import per_record_arguments, per_record_us, report_per_record
 
 from workers.json_decoder import JsonDecoder
 from workers.runtime import tune_process_for_tasks
+from workers.schemas import CONNECT_DECIMAL, schema_from_connect
 
 TEXT = {"uid": pa.string(), "raw": pa.string(), "at": pa.string(), "attrs": None}
 TYPED = {"uid": pa.uuid(), "raw": pa.binary(), "at": pa.time64("us"), "attrs": pa.map_(pa.string(), pa.int64())}
@@ -54,6 +58,38 @@ def values(records: int) -> list[bytes | None]:
                 "attrs": {"n": i, "m": i % 7},
                 "day": 18_000 + i % 3_000,
                 "note": padding,
+            }
+        ).encode()
+        for i in range(records)
+    ]
+
+
+def envelope_values(records: int, decimal: bool) -> list[bytes | None]:
+    """The records' id, user, amount and note in Connect's envelope, ``amount`` a Decimal of scale 2 or a double."""
+    amount: dict[str, object] = (
+        {"type": "bytes", "optional": True, "name": CONNECT_DECIMAL, "parameters": {"scale": "2"}}
+        if decimal
+        else {"type": "double", "optional": True}
+    )
+    connect_schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "id", "type": "int64"},
+            {"field": "user", "type": "string"},
+            {"field": "amount", **amount},
+            {"field": "note", "type": "string"},
+        ],
+    }
+    padding = "x" * 760
+
+    def amount_of(i: int) -> object:
+        return base64.b64encode((i * 25).to_bytes(4, "big", signed=True)).decode() if decimal else i * 0.25
+
+    return [
+        json.dumps(
+            {
+                "schema": connect_schema,
+                "payload": {"id": i, "user": f"user-{i % 1000}", "amount": amount_of(i), "note": padding},
             }
         ).encode()
         for i in range(records)
@@ -84,6 +120,15 @@ def main() -> None:
         assert len(decoded.positions) == n and not decoded.bad, decoded.bad[:1]
 
     measured = {name: per_record_us(functools.partial(decode, s), n, args.rounds) for name, s in cases.items()}
+    for name, decimal in (("envelope, amount a double", False), ("envelope, amount a Connect Decimal", True)):
+        enveloped = envelope_values(n, decimal)
+        columns = schema_from_connect(json.loads(enveloped[0] or b"")["schema"])
+
+        def decode_envelopes(columns: pa.Schema = columns, enveloped: list[bytes | None] = enveloped) -> None:
+            decoded = JsonDecoder(columns, envelope=True).decode(enveloped, errors)
+            assert len(decoded.positions) == n and not decoded.bad, decoded.bad[:1]
+
+        measured[name] = per_record_us(decode_envelopes, n, args.rounds)
     report_per_record(measured, "text columns, Arrow's reader only (baseline)", n, len(run[0] or b""), args.output)
 
 

@@ -64,7 +64,7 @@ import pyarrow.json as pj
 from connectors.smt.debezium import ColumnarDebezium, ColumnarUnwrap
 from workers.json_text import json_text, parse_json
 from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
-from workers.schemas import inferred_from_parsed, new_fields_of, widened
+from workers.schemas import envelope_decimals_as_text, inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
 if TYPE_CHECKING:
@@ -315,12 +315,22 @@ class JsonDecoder:
         positions: list[int] = []
         bad: list[tuple[int, str]] = []
         skipped = 0
-        for i, value in enumerate(values):
+        for i, raw in enumerate(values):
             if errors[i] is not None:
                 bad.append((i, str(errors[i])))
-            elif value is None:
+                continue
+            if raw is None:
                 skipped += 1  # a tombstone: nothing to write
-            elif value[:1] == b"{":
+                continue
+            value = raw
+            if self.envelope:
+                # (Connect's Decimals are base64 in the envelope's payload: read as the decimals they are.)
+                try:
+                    value = envelope_decimals_as_text(raw)
+                except ValueError as exc:
+                    bad.append((i, str(exc)))
+                    continue
+            if value[:1] == b"{":
                 lines.append(value)
                 positions.append(i)
             else:

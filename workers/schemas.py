@@ -18,6 +18,7 @@ The sources, as the connectors we replace read them:
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import json
 import logging
@@ -25,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+
+from workers.json_text import json_text, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -208,8 +211,35 @@ _CONNECT_TYPES: dict[str, pa.DataType] = {
 }
 
 
+# Kafka Connect's logical types (org.apache.kafka.connect.data.*), as its schema names them: the column types the
+# Iceberg sink's SchemaUtils gives them (a decimal of precision 38 and the schema's scale, a time, a timestamp with
+# a zone), and the values JsonConverter writes for them (a Decimal's unscaled integer in base64, a Date's days, a
+# Time's and a Timestamp's milliseconds).
+CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_CONNECT_LOGICAL: dict[tuple[str, str], pa.DataType] = {
+    ("int32", "org.apache.kafka.connect.data.Date"): pa.date32(),
+    ("int32", "org.apache.kafka.connect.data.Time"): pa.time64("us"),
+    ("int64", "org.apache.kafka.connect.data.Timestamp"): pa.timestamp("us", tz="UTC"),
+}
+
+
+def _decimal_scale(schema: Mapping[str, Any]) -> int:
+    try:
+        return int((schema.get("parameters") or {})["scale"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"a {CONNECT_DECIMAL} schema without its scale parameter: {schema}") from None
+
+
 def _connect_type(schema: Mapping[str, Any], ids: _Ids) -> pa.DataType:
     kind = schema.get("type")
+    name = schema.get("name")
+    if kind == "bytes" and name == CONNECT_DECIMAL:
+        scale = _decimal_scale(schema)
+        if not 0 <= scale <= 38:
+            raise ValueError(f"a {CONNECT_DECIMAL} of scale {scale}: a decimal column's scale is 0 to 38")
+        return pa.decimal128(38, scale)
+    if (str(kind), str(name)) in _CONNECT_LOGICAL:
+        return _CONNECT_LOGICAL[(str(kind), str(name))]
     if kind == "struct":
         fields = []
         for f in schema.get("fields", []):
@@ -225,6 +255,151 @@ def _connect_type(schema: Mapping[str, Any], ids: _Ids) -> pa.DataType:
     if kind in _CONNECT_TYPES:
         return _CONNECT_TYPES[str(kind)]
     raise ValueError(f"Kafka Connect schema type {kind!r} is not supported")
+
+
+# Where a Connect schema has Decimals: a Decimal's scale; a struct's fields that lead to one, by name; an array's
+# items ("items", plan), or a map's keys and values ("map", plan, plan), that are or hold one.
+_Plan = int | dict[str, "_Plan"] | tuple[Any, ...]
+
+
+def _decimals_plan(schema: Any) -> _Plan | None:
+    """Where ``schema`` has Decimals (``_Plan``); None where it has none."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if kind == "struct":
+        fields: dict[str, _Plan] = {}
+        for f in schema.get("fields") or ():
+            name = f.get("field") if isinstance(f, dict) else None
+            if isinstance(name, str) and (plan := _decimals_plan(f)) is not None:
+                fields[name] = plan
+        return fields or None
+    if kind == "array":
+        items = _decimals_plan(schema.get("items"))
+        return ("items", items) if items is not None else None
+    if kind == "map":
+        keys, values = _decimals_plan(schema.get("keys")), _decimals_plan(schema.get("values"))
+        return ("map", keys, values) if keys is not None or values is not None else None
+    if kind == "bytes" and schema.get("name") == CONNECT_DECIMAL:
+        return _decimal_scale(schema)
+    return None
+
+
+# The plans of the schemas met last (a topic's records repeat theirs): told apart by equality, in C.
+_PLANS: list[tuple[dict[str, Any], _Plan | None]] = []
+
+
+def _plan_for(schema: dict[str, Any]) -> _Plan | None:
+    for known, plan in _PLANS:
+        if known == schema:
+            return plan
+    plan = _decimals_plan(schema)
+    _PLANS.insert(0, (schema, plan))
+    del _PLANS[8:]
+    return plan
+
+
+def connect_decimals(schema: Any, value: Any) -> tuple[Any, bool]:
+    """``value``, of the Kafka Connect ``schema``, with each Decimal in it (JsonConverter's default
+    ``decimal.format=BASE64``: the unscaled two's-complement integer, big-endian, in base64, its scale in the
+    schema) as the decimal's text, as Avro's decimals are handed on (``workers.converters``): JsonConverter reads
+    it as the BigDecimal it is, where read as plain JSON it would be its base64. A Decimal that is a JSON number
+    already (``decimal.format=NUMERIC``) stays one. ValueError, naming the field, for one that is neither. Also
+    whether any was changed; structs are changed in place."""
+    plan = _plan_for(schema) if isinstance(schema, dict) else None
+    if plan is None or value is None:
+        return value, False
+    changed = [False]
+
+    def apply(plan: _Plan, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(plan, int):
+            if not isinstance(value, str):
+                return value
+            try:
+                unscaled = binascii.a2b_base64(value, strict_mode=True)
+            except ValueError:
+                unscaled = b""
+            if not unscaled:
+                raise _NotDecimal(value)
+            changed[0] = True
+            return _decimal_text(int.from_bytes(unscaled, "big", signed=True), plan)
+        if isinstance(plan, dict):
+            if isinstance(value, dict):
+                for name, inner in plan.items():
+                    if name in value:
+                        try:
+                            value[name] = apply(inner, value[name])
+                        except _NotDecimal as exc:
+                            exc.path.insert(0, f".{name}")
+                            raise
+            return value
+        if plan[0] == "items":
+            return [apply(plan[1], item) for item in value] if isinstance(value, list) else value
+        keys, values = plan[1], plan[2]
+        if isinstance(value, dict):
+            return value if values is None else {k: apply(values, v) for k, v in value.items()}
+        if isinstance(value, list):
+            # (A map whose keys are not text: JsonConverter writes it as [key, value] pairs.)
+            return [
+                [
+                    pair[0] if keys is None else apply(keys, pair[0]),
+                    pair[1] if values is None else apply(values, pair[1]),
+                ]
+                if isinstance(pair, list) and len(pair) == 2
+                else pair
+                for pair in value
+            ]
+        return value
+
+    try:
+        return apply(plan, value), changed[0]
+    except _NotDecimal as exc:
+        where = "".join(exc.path).lstrip(".") or "value"
+        raise ValueError(
+            f"field {where}: {exc.value[:40]!r} is no {CONNECT_DECIMAL}, the base64 of an unscaled integer"
+        ) from None
+
+
+def _decimal_text(unscaled: int, scale: int) -> str:
+    """The plain text of ``unscaled`` * 10^-``scale``: its digits, the point before the last ``scale`` of them
+    (or, for a negative scale, as many zeros after them)."""
+    digits = str(abs(unscaled))
+    sign = "-" if unscaled < 0 else ""
+    if scale <= 0:
+        return sign + digits + ("0" * -scale if unscaled else "")
+    digits = digits.rjust(scale + 1, "0")
+    return f"{sign}{digits[:-scale]}.{digits[-scale:]}"
+
+
+class _NotDecimal(Exception):
+    """A Decimal's text that is no base64 of an integer, with the path of struct fields to it (filled on the way
+    out, so that the walk builds no path where all is well)."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__(value)
+        self.value = value
+        self.path: list[str] = []
+
+
+_DECIMAL_NAME = CONNECT_DECIMAL.encode()
+
+
+def envelope_decimals_as_text(value: bytes) -> bytes:
+    """A value in Kafka Connect's JSON envelope with its payload's Decimals as their text (``connect_decimals``);
+    as it is when it has none in base64 (its text untouched: a ``decimal.format=NUMERIC`` number keeps all its
+    digits), or is no envelope, which the decoder refuses with why."""
+    if _DECIMAL_NAME not in value:
+        return value
+    try:
+        parsed = parse_json(value)
+    except ValueError:
+        return value
+    if not (isinstance(parsed, dict) and isinstance(parsed.get("schema"), Mapping) and "payload" in parsed):
+        return value
+    parsed["payload"], changed = connect_decimals(parsed["schema"], parsed["payload"])
+    return json_text(parsed) if changed else value
 
 
 def schema_from_connect(connect_schema: Mapping[str, Any]) -> pa.Schema:

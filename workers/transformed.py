@@ -28,6 +28,7 @@ from connectors.smt import ConnectRecord, TransformChain, TransformFailed
 from workers.json_decoder import NO_PAYLOAD
 from workers.json_text import json_text, parse_json
 from workers.json_values import jackson_text
+from workers.schemas import connect_decimals
 from workers.staging import RecordChunk
 from workers.writes import Values
 
@@ -175,7 +176,8 @@ class RecordTransformer:
         if not (isinstance(decoded, dict) and "schema" in decoded and "payload" in decoded):
             # (As Kafka Connect's JsonConverter refuses it, and the sinks' decoder when there are no transforms.)
             raise ValueError(NO_PAYLOAD)
-        return decoded["payload"]
+        # (Connect's Decimals, base64 in the payload, as the decimals they are: the chain sees their text.)
+        return connect_decimals(decoded["schema"], decoded["payload"])[0]
 
 
 def sink_values(config: SinkConfig, chunks: Iterable[RecordChunk]) -> Iterable[Values]:

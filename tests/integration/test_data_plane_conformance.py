@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import decimal
 import io
 import json
 import uuid
@@ -57,6 +58,16 @@ def envelope(payload: Any) -> bytes:
             {"field": "id", "type": "int64"},
             {"field": "name", "type": "string"},
             {"field": "tags", "type": "array", "items": {"type": "string"}},
+            # Kafka Connect's logical types: a Decimal (JsonConverter writes its unscaled integer in base64) and a
+            # Timestamp (epoch milliseconds), typed and read as the Iceberg sink does.
+            {
+                "field": "amount",
+                "type": "bytes",
+                "optional": True,
+                "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": "2"},
+            },
+            {"field": "placed", "type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp"},
         ],
     }
     return json.dumps({"schema": schema, "payload": payload}).encode()
@@ -245,7 +256,8 @@ CASES: dict[str, tuple[dict[str, str], list[Value], Schema | None]] = {
     "Kafka Connect envelopes": (
         {"value.converter.schemas.enable": "true"},
         [
-            envelope({"id": 1, "name": "a", "tags": ["x", "y"]}),
+            # (74.12: its unscaled 7412 in two bytes, base64.)
+            envelope({"id": 1, "name": "a", "tags": ["x", "y"], "amount": "HPQ=", "placed": 1_700_000_000_123}),
             envelope({"id": 2, "name": None, "tags": None}),
             envelope(None),
             b'{"id": 3, "name": "no envelope"}',
@@ -348,6 +360,12 @@ def test_both_data_planes_give_the_same_rows_and_bad_record_decisions(
     assert comparable(spark_rows) == comparable(arrow_rows)
     assert [(b.offset, b.reason) for b in spark.bad] == [(b.offset, b.reason) for b in arrow.bad]
     assert spark.skipped == arrow.skipped
+    if case == "Kafka Connect envelopes":
+        (one,) = [r for r in spark_rows if r["id"] == 1]
+        assert (one["amount"], one["placed"]) == (
+            decimal.Decimal("74.12"),
+            dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC),
+        )
     if CASES[case][2] is TYPED_SCHEMA:
         (six,) = [r for r in spark_rows if r["id"] == 6]
         assert (six["at"], six["day"], six["name"]) == (
