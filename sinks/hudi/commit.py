@@ -34,9 +34,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import posixpath
 import time
 from collections.abc import Mapping
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from connectors.config import SinkConfig
 from sinks.hudi.settings import HudiSettings, writer_options
@@ -54,6 +57,7 @@ from workers.coordinator import PreparedCommit, SinkUnavailable
 from workers.failpoints import failpoint, failpoint_set, failpoint_while
 from workers.locks import advisory_lock
 from workers.spark_writer import SparkJobs, SparkUnavailable
+from workers.storage import StoragePath
 
 log = logging.getLogger(__name__)
 
@@ -196,13 +200,18 @@ def typed_rows(spark: Any, paths: list[str], settings: HudiSettings, table_exist
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, LongType
 
-    grouped: dict[str, list[str]] = {}
-    schemas: dict[str, Any] = {}
+    # The files grouped by their columns, read from their footers here (a Spark job for each file's schema took
+    # a commit of many partitions seconds); then Spark reads each group's schema once.
+    grouped: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    folders: dict[str, tuple[Any, str]] = {}  # (a commit's files are in one folder: one file system for them)
     for path in paths:
-        schema = spark.read.parquet(path).schema
-        grouped.setdefault(schema.json(), []).append(path)
-        schemas[schema.json()] = schema
-    groups = [(schemas[key], spark.read.parquet(*group)) for key, group in grouped.items()]
+        folder, name = posixpath.split(path)
+        if folder not in folders:
+            folders[folder] = StoragePath.parse(folder).filesystem()
+        fs, root = folders[folder]
+        columns = pq.read_schema(f"{root}/{name}", filesystem=fs)
+        grouped.setdefault(tuple((f.name, str(f.type)) for f in columns), []).append(path)
+    groups = [(spark.read.parquet(group[0]).schema, spark.read.parquet(*group)) for group in grouped.values()]
     keying = {*settings.record_key_fields, IS_DELETED, SEQUENCE}
     records = [schema for schema, _ in groups if set(schema.names) - keying]
     table = spark.read.format("hudi").load(settings.base_path).schema if table_exists else None
