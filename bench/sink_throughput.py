@@ -18,7 +18,8 @@ the topic, partition, offset and timestamp added), and on a topic of Debezium ch
 instead (all sinks of the run must then be of these two): iceberg-cdc (the
 Iceberg sink's own CDC config: its DebeziumTransform, cdc-field, upsert mode,
 merge-on-read) against iceberg-cdc-append (the same events unwrapped by
-Debezium's ExtractNewRecordState and appended), and hudi-cdc (the same
+Debezium's ExtractNewRecordState and appended), iceberg-cdc-routed (that unwrap then
+a RegexRouter, Debezium's ``unwrap,route``, against iceberg-cdc-append), and hudi-cdc (the same
 unwrap, deletes rewritten as rows flagged ``__deleted``, upserted by key into a
 merge-on-read Hudi table); ``--writers``: spark and
 arrow; a connector each over the same topic, coordinator + tasks as separate
@@ -49,7 +50,7 @@ the make-run mode the connector is created once the stack has settled
 
     .venv/bin/python bench/sink_throughput.py [--records 1000000] [--partitions 16] [--writers spark,arrow]
         [--sinks iceberg,files,hudi-insert,hudi-upsert,hudi-upsert-mor,iceberg-upsert,iceberg-upsert-cow,iceberg-lineage
-         | --sinks iceberg-cdc,iceberg-cdc-append,hudi-cdc]
+         | --sinks iceberg-cdc,iceberg-cdc-append,iceberg-cdc-routed,hudi-cdc]
         [--modes run-connector,make-run]
         [--interval-ms 1000] [--max-records 0] [--set KEY=VALUE ...] [--repeat 1]
 
@@ -660,7 +661,12 @@ class Product:
 
 HUDI_SINKS = ("hudi-insert", "hudi-upsert", "hudi-upsert-mor", "hudi-cdc")
 # The sinks of a topic of Debezium change events (produce(debezium=True)), and the run each is compared with.
-CDC_SINKS = {"iceberg-cdc": "iceberg-cdc-append", "iceberg-cdc-append": None, "hudi-cdc": None}
+CDC_SINKS = {
+    "iceberg-cdc": "iceberg-cdc-append",
+    "iceberg-cdc-append": None,
+    "iceberg-cdc-routed": "iceberg-cdc-append",
+    "hudi-cdc": None,
+}
 # Debezium's JSON converter without schemas, as the CDC sinks read its events.
 CDC_CONVERTERS = {
     "key.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -765,6 +771,15 @@ def sink_config(args: argparse.Namespace, sink: str, writer: str, topic: str, ru
         else:
             # The same events, their rows appended (Debezium's defaults: deletes and tombstones dropped).
             tables = {**tables, **CDC_UNWRAP}
+        if sink == "iceberg-cdc-routed":
+            # Debezium's documented chain: the unwrap, then a RegexRouter naming each topic after its table.
+            tables = {
+                **tables,
+                "transforms": "unwrap,route",
+                "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+                "transforms.route.regex": "([^.]+)\\.([^.]+)\\.([^.]+)",
+                "transforms.route.replacement": "$3",
+            }
     if sink == "iceberg-lineage":
         tables = {**tables, **LINEAGE}
     if sink in ("iceberg-upsert", "iceberg-upsert-cow"):

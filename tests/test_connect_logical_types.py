@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from connectors.config import SinkConfig
 from tests.conftest import sink_config
@@ -76,8 +75,53 @@ def test_connects_logical_types_are_the_columns_the_iceberg_sink_makes_of_them()
         "by_tier": pa.map_(pa.string(), pa.decimal128(38, 1)),
         "nested": pa.struct([("fee", pa.decimal128(38, 4))]),
     }
-    with pytest.raises(ValueError, match="scale"):
-        schema_from_connect({"type": "struct", "fields": [{"field": "x", **decimal_schema(40)}]})
+    # (Beyond a decimal column's scales, the decimal's text; without a scale, the bytes, each value a bad record.)
+    unscaled = {"field": "y", "type": "bytes", "name": CONNECT_DECIMAL}
+    odd = schema_from_connect({"type": "struct", "fields": [{"field": "x", **decimal_schema(40)}, unscaled]})
+    assert [f.type for f in odd] == [pa.string(), pa.binary()]
+
+
+def test_a_decimal_of_a_scale_no_column_has_is_its_text_and_one_of_no_scale_a_bad_record_where_it_has_a_value() -> None:
+    """(PostgreSQL's NUMERIC(50, 40) has a scale of 40; JsonConverter fails a Decimal whose schema has no scale,
+    record by record, where there is a value to read.)"""
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "id", "type": "int64"},
+            {"field": "fine", **decimal_schema(40)},
+            {"field": "odd", "type": "bytes", "optional": True, "name": CONNECT_DECIMAL},
+        ],
+    }
+    decoder = JsonDecoder(schema_from_connect(schema), envelope=True)
+    values = [
+        json.dumps({"schema": schema, "payload": {"id": 1, "fine": base64_of(-12345), "odd": None}}).encode(),
+        json.dumps({"schema": schema, "payload": {"id": 2, "fine": None, "odd": base64_of(5)}}).encode(),
+    ]
+    decoded = decoder.decode(values, [None, None])
+    assert decoded.columns.to_pylist() == [{"id": 1, "fine": "-0." + "0" * 35 + "12345", "odd": None}]
+    assert decoded.bad == [(1, "field odd: 'BQ==' is of a Decimal whose schema has no scale parameter")]
+
+
+def test_a_keys_decimals_are_read_as_its_values_are() -> None:
+    """(A Debezium key in its envelope, ``{"id": <Decimal>}``: the key a transformation reads, and the key a Hudi
+    tombstone deletes by, are the decimal's text, as the record's own id is, not its base64.)"""
+    key_schema = {"type": "struct", "fields": [{"field": "id", **decimal_schema(2)}]}
+    key = json.dumps({"schema": key_schema, "payload": {"id": base64_of(1)}}).encode()
+    config = SinkConfig.parse(
+        sink_config(
+            "orders",
+            "db.orders",
+            **{
+                "key.converter": "json",
+                "value.converter": "json",
+                "value.converter.schemas.enable": "true",
+                "transforms": "dbz",
+                "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+            },
+        )
+    )
+    assert config.transforms is not None
+    assert RecordTransformer(config, config.transforms).staged_keys([key]) == [b'{"id":"0.01"}']
 
 
 def random_decimals(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -253,3 +297,13 @@ def test_the_transforms_are_given_an_envelopes_decimals_as_their_text() -> None:
         {"gold": "-0.5"},
         {"fee": "0.0001"},
     )
+
+
+def test_a_decimal_into_a_binary_column_keeps_its_bytes_as_tables_made_before_have_it() -> None:
+    """(Until Decimals were read as decimals, a table the sink created from envelopes had a binary column of the
+    unscaled integer's bytes: such a table still takes them so, rather than refusing the decimal's text.)"""
+    columns = pa.schema([("id", pa.int32()), ("amount", pa.binary()), ("nested", pa.struct([("fee", pa.binary())]))])
+    decoded = JsonDecoder(columns, envelope=True).decode([envelope(ROW)], [None])
+    assert decoded.bad == []
+    [row] = decoded.columns.to_pylist()
+    assert (row["amount"], row["nested"]) == ((7412).to_bytes(2, "big"), {"fee": b"\x01"})

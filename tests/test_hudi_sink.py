@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -627,3 +628,48 @@ def test_a_record_refused_for_a_missing_key_says_when_its_value_is_an_envelope_r
         "plain JSON: set value.converter.schemas.enable=true)",
         "record key field 'id' is missing or null",
     ]
+
+
+def test_a_tombstones_key_with_a_connect_decimal_deletes_the_row_its_record_made(tmp_path: Path) -> None:
+    """(Kafka Connect's envelope writes a Decimal key field in base64: the tombstone's key is read as the decimal
+    the record's own field is, or the delete would match no row.)"""
+    decimal_field = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2"}}
+    schema = {"type": "struct", "fields": [{"field": "id", **decimal_field}, {"field": "name", "type": "string"}]}
+    key_schema = {"type": "struct", "fields": [{"field": "id", **decimal_field}]}
+    config = SinkConfig.parse(
+        hudi_config(
+            tmp_path,
+            **{
+                "hoodie.datasource.write.recordkey.field": "id",
+                "hoodie.datasource.write.precombine.field": "",
+                "key.converter": "json",
+                "value.converter.schemas.enable": "true",
+            },
+        )
+    )
+    key = json.dumps({"schema": key_schema, "payload": {"id": "AQ=="}}).encode()
+    value = json.dumps({"schema": schema, "payload": {"id": "AQ==", "name": "x"}}).encode()
+    rows, bad = rows_of(config, [(key, value), (key, None)], tmp_path / "rows.parquet")
+    assert bad == [] and [(r["id"], r[IS_DELETED]) for r in rows] == [(Decimal("0.01"), False), (Decimal("0.01"), True)]
+
+
+def test_connects_times_in_the_envelope_stay_the_numbers_hudi_tables_had_them_as(tmp_path: Path) -> None:
+    """(A Connect Timestamp is a timestamp column for the Iceberg sink; here it stays the long it was in tables this
+    sink created before, which Hudi's writer would let become a timestamp and then read as microseconds.)"""
+    timestamp = {"type": "int64", "name": "org.apache.kafka.connect.data.Timestamp"}
+    date = {"type": "int32", "name": "org.apache.kafka.connect.data.Date"}
+    schema = {"type": "struct", "fields": [{"field": "id", "type": "int64"}, {"field": "seen", **timestamp}]}
+    schema["fields"].append({"field": "born", **date})
+    config = SinkConfig.parse(
+        hudi_config(
+            tmp_path,
+            **{
+                "hoodie.datasource.write.recordkey.field": "id",
+                "hoodie.datasource.write.precombine.field": "",
+                "value.converter.schemas.enable": "true",
+            },
+        )
+    )
+    value = json.dumps({"schema": schema, "payload": {"id": 1, "seen": 1_700_000_000_123, "born": 19000}}).encode()
+    rows, bad = rows_of(config, [(None, value)], tmp_path / "rows.parquet")
+    assert bad == [] and [(r["seen"], r["born"]) for r in rows] == [(1_700_000_000_123, 19000)]

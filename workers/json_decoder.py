@@ -64,7 +64,7 @@ import pyarrow.json as pj
 from connectors.smt.debezium import ColumnarDebezium, ColumnarUnwrap
 from workers.json_text import json_text, parse_json
 from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
-from workers.schemas import envelope_decimals_as_text, inferred_from_parsed, new_fields_of, widened
+from workers.schemas import binary_paths, envelope_decimals_as_text, inferred_from_parsed, new_fields_of, widened
 from workers.writes import narrow_type
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ class JsonDecoder:
         decoder without ``unwrap`` make of it."""
         self.data_schema = data_schema
         self.envelope = envelope
+        self._binary_paths = binary_paths(data_schema) if envelope else frozenset()
         self.unwrap = unwrap
         self.fallback = fallback
         if unwrap is not None and (evolve or envelope or fallback is None):
@@ -324,9 +325,10 @@ class JsonDecoder:
                 continue
             value = raw
             if self.envelope:
-                # (Connect's Decimals are base64 in the envelope's payload: read as the decimals they are.)
+                # (Connect's Decimals are base64 in the envelope's payload: read as the decimals they are, but in a
+                # binary column, as tables made before had them.)
                 try:
-                    value = envelope_decimals_as_text(raw)
+                    value = envelope_decimals_as_text(raw, self._binary_paths)
                 except ValueError as exc:
                     bad.append((i, str(exc)))
                     continue
@@ -530,14 +532,20 @@ class JsonDecoder:
                 parsed = parse_json(key)
             except ValueError:
                 continue
+            line = key
             if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed:
                 found = wrapped if isinstance(parsed["payload"], dict) else None
+                try:
+                    # (Connect's Decimals in it as their text, as the stage reads them: envelope_decimals_as_text.)
+                    line = envelope_decimals_as_text(key)
+                except ValueError:
+                    continue  # (the stage's error: record by record)
             else:
                 found = objects if isinstance(parsed, dict) else None
             if found is None:
                 told[i] = True  # (no object: no _cdc.key)
             else:
-                found[0].append(key)
+                found[0].append(line)
                 found[1].append(i)
         index = np.full(n, -1, dtype=np.int64)
         parts: list[pa.Array] = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -32,6 +32,10 @@ from workers.schemas import (
 
 class RecordRuns:
     """One staged partition's values, decoded run by run (``decode``)."""
+
+    # Whether Kafka Connect's Date, Time and Timestamp in a schema envelope are date, time and timestamp columns
+    # (``workers.schemas.schema_from_connect``), or the int and longs JsonConverter writes.
+    CONNECT_TIMES: ClassVar[bool] = True
 
     def __init__(self, config: SinkConfig, value_schemas: Sequence[str] = (), ignore_nulls: bool = True) -> None:
         self.config = config
@@ -66,7 +70,7 @@ class RecordRuns:
             schema = plain(schema_from_avro(json.loads(cfg.avro_schema)))
         elif envelope:
             found = sample_json_objects(samples, envelope=True)
-            schema = plain(schema_from_connect(found[0]["schema"])) if found else pa.schema([])
+            schema = plain(schema_from_connect(found[0]["schema"], self.CONNECT_TIMES)) if found else pa.schema([])
         else:
             objects = sample_json_objects(samples, envelope=False)
             # Avro through a registry: the first value's version's fields, so

@@ -223,42 +223,50 @@ _CONNECT_LOGICAL: dict[tuple[str, str], pa.DataType] = {
 }
 
 
-def _decimal_scale(schema: Mapping[str, Any]) -> int:
+def _decimal_scale(schema: Mapping[str, Any]) -> int | None:
+    """A Decimal's scale, its schema's ``scale`` parameter (text: JsonConverter refuses parameters that are not);
+    None without one, where JsonConverter fails each record that has a value of it."""
+    parameters = schema.get("parameters")
+    scale = parameters.get("scale") if isinstance(parameters, Mapping) else None
     try:
-        return int((schema.get("parameters") or {})["scale"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"a {CONNECT_DECIMAL} schema without its scale parameter: {schema}") from None
+        return int(scale) if isinstance(scale, str) else None
+    except ValueError:
+        return None
 
 
-def _connect_type(schema: Mapping[str, Any], ids: _Ids) -> pa.DataType:
+def _connect_type(schema: Mapping[str, Any], ids: _Ids, times: bool = True) -> pa.DataType:
     kind = schema.get("type")
     name = schema.get("name")
     if kind == "bytes" and name == CONNECT_DECIMAL:
         scale = _decimal_scale(schema)
-        if not 0 <= scale <= 38:
-            raise ValueError(f"a {CONNECT_DECIMAL} of scale {scale}: a decimal column's scale is 0 to 38")
-        return pa.decimal128(38, scale)
-    if (str(kind), str(name)) in _CONNECT_LOGICAL:
+        if scale is None:
+            return pa.binary()  # (no scale: each of its values is a bad record, connect_decimals)
+        # (A decimal column's scale is 0 to 38: the decimal's text beyond them, connect_decimals.)
+        return pa.decimal128(38, scale) if 0 <= scale <= 38 else pa.string()
+    if times and (str(kind), str(name)) in _CONNECT_LOGICAL:
         return _CONNECT_LOGICAL[(str(kind), str(name))]
     if kind == "struct":
         fields = []
         for f in schema.get("fields", []):
             field_id = ids()
-            fields.append(field(f["field"], _connect_type(f, ids), field_id))
+            fields.append(field(f["field"], _connect_type(f, ids, times), field_id))
         return pa.struct(fields)
     if kind == "array":
         element_id = ids()
-        return list_of(_connect_type(schema["items"], ids), element_id)
+        return list_of(_connect_type(schema["items"], ids, times), element_id)
     if kind == "map":
         key_id, value_id = ids(), ids()
-        return map_of(_connect_type(schema["keys"], ids), key_id, _connect_type(schema["values"], ids), value_id)
+        return map_of(
+            _connect_type(schema["keys"], ids, times), key_id, _connect_type(schema["values"], ids, times), value_id
+        )
     if kind in _CONNECT_TYPES:
         return _CONNECT_TYPES[str(kind)]
     raise ValueError(f"Kafka Connect schema type {kind!r} is not supported")
 
 
-# Where a Connect schema has Decimals: a Decimal's scale; a struct's fields that lead to one, by name; an array's
-# items ("items", plan), or a map's keys and values ("map", plan, plan), that are or hold one.
+# Where a Connect schema has Decimals: a Decimal's scale (("unscaled",) for one whose schema gives none); a struct's
+# fields that lead to one, by name; an array's items ("items", plan), or a map's keys and values ("map", plan,
+# plan), that are or hold one.
 _Plan = int | dict[str, "_Plan"] | tuple[Any, ...]
 
 
@@ -281,7 +289,8 @@ def _decimals_plan(schema: Any) -> _Plan | None:
         keys, values = _decimals_plan(schema.get("keys")), _decimals_plan(schema.get("values"))
         return ("map", keys, values) if keys is not None or values is not None else None
     if kind == "bytes" and schema.get("name") == CONNECT_DECIMAL:
-        return _decimal_scale(schema)
+        scale = _decimal_scale(schema)
+        return scale if scale is not None else ("unscaled",)
     return None
 
 
@@ -299,14 +308,32 @@ def _plan_for(schema: dict[str, Any]) -> _Plan | None:
     return plan
 
 
-def connect_decimals(schema: Any, value: Any) -> tuple[Any, bool]:
+def _without(plan: _Plan, kept: frozenset[tuple[str, ...]], at: tuple[str, ...] = ()) -> _Plan | None:
+    """``plan`` without the Decimals at the struct paths ``kept`` (one whose schema has no scale stays: its values
+    are bad records wherever they go, as JsonConverter fails them)."""
+    if at in kept and isinstance(plan, int):
+        return None
+    if not isinstance(plan, dict):
+        return plan
+    fields: dict[str, _Plan] = {}
+    for name, inner in plan.items():
+        pruned = _without(inner, kept, (*at, name))
+        if pruned is not None:
+            fields[name] = pruned
+    return fields or None
+
+
+def connect_decimals(schema: Any, value: Any, kept: frozenset[tuple[str, ...]] = frozenset()) -> tuple[Any, bool]:
     """``value``, of the Kafka Connect ``schema``, with each Decimal in it (JsonConverter's default
     ``decimal.format=BASE64``: the unscaled two's-complement integer, big-endian, in base64, its scale in the
     schema) as the decimal's text, as Avro's decimals are handed on (``workers.converters``): JsonConverter reads
     it as the BigDecimal it is, where read as plain JSON it would be its base64. A Decimal that is a JSON number
     already (``decimal.format=NUMERIC``) stays one. ValueError, naming the field, for one that is neither. Also
-    whether any was changed; structs are changed in place."""
+    whether any was changed; structs are changed in place. ``kept``: the struct paths of Decimals left as they are
+    (those of binary columns, which tables created before Decimals were read so have: their bytes, in base64)."""
     plan = _plan_for(schema) if isinstance(schema, dict) else None
+    if plan is not None and kept:
+        plan = _without(plan, kept)
     if plan is None or value is None:
         return value, False
     changed = [False]
@@ -322,7 +349,7 @@ def connect_decimals(schema: Any, value: Any) -> tuple[Any, bool]:
             except ValueError:
                 unscaled = b""
             if not unscaled:
-                raise _NotDecimal(value)
+                raise _NotDecimal(value, f"is no {CONNECT_DECIMAL}, the base64 of an unscaled integer")
             changed[0] = True
             return _decimal_text(int.from_bytes(unscaled, "big", signed=True), plan)
         if isinstance(plan, dict):
@@ -335,6 +362,8 @@ def connect_decimals(schema: Any, value: Any) -> tuple[Any, bool]:
                             exc.path.insert(0, f".{name}")
                             raise
             return value
+        if plan[0] == "unscaled":
+            raise _NotDecimal(value, "is of a Decimal whose schema has no scale parameter")
         if plan[0] == "items":
             return [apply(plan[1], item) for item in value] if isinstance(value, list) else value
         keys, values = plan[1], plan[2]
@@ -357,9 +386,7 @@ def connect_decimals(schema: Any, value: Any) -> tuple[Any, bool]:
         return apply(plan, value), changed[0]
     except _NotDecimal as exc:
         where = "".join(exc.path).lstrip(".") or "value"
-        raise ValueError(
-            f"field {where}: {exc.value[:40]!r} is no {CONNECT_DECIMAL}, the base64 of an unscaled integer"
-        ) from None
+        raise ValueError(f"field {where}: {str(exc.value)[:40]!r} {exc.why}") from None
 
 
 def _decimal_text(unscaled: int, scale: int) -> str:
@@ -377,19 +404,36 @@ class _NotDecimal(Exception):
     """A Decimal's text that is no base64 of an integer, with the path of struct fields to it (filled on the way
     out, so that the walk builds no path where all is well)."""
 
-    def __init__(self, value: str) -> None:
+    def __init__(self, value: Any, why: str) -> None:
         super().__init__(value)
         self.value = value
+        self.why = why
         self.path: list[str] = []
 
 
 _DECIMAL_NAME = CONNECT_DECIMAL.encode()
 
 
-def envelope_decimals_as_text(value: bytes) -> bytes:
-    """A value in Kafka Connect's JSON envelope with its payload's Decimals as their text (``connect_decimals``);
-    as it is when it has none in base64 (its text untouched: a ``decimal.format=NUMERIC`` number keeps all its
-    digits), or is no envelope, which the decoder refuses with why."""
+def binary_paths(schema: pa.Schema) -> frozenset[tuple[str, ...]]:
+    """The paths, through structs, of ``schema``'s binary columns (``connect_decimals``'s ``kept``)."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(fields: Iterable[pa.Field], at: tuple[str, ...]) -> None:
+        for f in fields:
+            if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
+                found.add((*at, f.name))
+            elif pa.types.is_struct(f.type):
+                walk(list(f.type), (*at, f.name))
+
+    walk(schema, ())
+    return frozenset(found)
+
+
+def envelope_decimals_as_text(value: bytes, kept: frozenset[tuple[str, ...]] = frozenset()) -> bytes:
+    """A value in Kafka Connect's JSON envelope with its payload's Decimals as their text (``connect_decimals``,
+    those at the paths ``kept`` left as they are); as it is when it has none in base64 (its text untouched: a
+    ``decimal.format=NUMERIC`` number keeps all its digits), or is no envelope, which the decoder refuses with
+    why."""
     if _DECIMAL_NAME not in value:
         return value
     try:
@@ -398,15 +442,17 @@ def envelope_decimals_as_text(value: bytes) -> bytes:
         return value
     if not (isinstance(parsed, dict) and isinstance(parsed.get("schema"), Mapping) and "payload" in parsed):
         return value
-    parsed["payload"], changed = connect_decimals(parsed["schema"], parsed["payload"])
+    parsed["payload"], changed = connect_decimals(parsed["schema"], parsed["payload"], kept)
     return json_text(parsed) if changed else value
 
 
-def schema_from_connect(connect_schema: Mapping[str, Any]) -> pa.Schema:
-    """The columns of Kafka Connect's JSON envelope schema of a struct."""
+def schema_from_connect(connect_schema: Mapping[str, Any], times: bool = True) -> pa.Schema:
+    """The columns of Kafka Connect's JSON envelope schema of a struct. ``times``: Connect's Date, Time and Timestamp
+    are date, time and timestamp columns (else the int and longs JsonConverter writes, as the Hudi sink keeps them:
+    ``sinks.hudi.writer``)."""
     if connect_schema.get("type") != "struct":
         raise ValueError("the record schema in the JSON envelope must be a struct")
-    return pa.schema(list(_connect_type(connect_schema, _Ids())))
+    return pa.schema(list(_connect_type(connect_schema, _Ids(), times)))
 
 
 # --- Avro ------------------------------------------------------------------------

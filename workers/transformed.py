@@ -213,7 +213,8 @@ def _payload(decoded: Any) -> Any:
     """A JSON key in Kafka Connect's schema envelope as its ``payload`` (the chain runs schemaless); any other
     JSON key as it is."""
     if isinstance(decoded, dict) and "payload" in decoded and "schema" in decoded:
-        return decoded["payload"]
+        # (Connect's Decimals in it as their text, as in a value's payload: connect_decimals.)
+        return connect_decimals(decoded["schema"], decoded["payload"])[0]
     return decoded
 
 

@@ -37,6 +37,7 @@ from sinks.hudi.table_config import conflicts_message, table_conflicts
 from workers.events import DataFile
 from workers.failpoints import failpoint
 from workers.record_runs import RecordRuns
+from workers.schemas import connect_decimals
 from workers.spark_writer import read_staged_chunks
 from workers.staging import StagedPartition
 from workers.storage import StoragePath
@@ -73,6 +74,11 @@ def incoming_root(settings: HudiSettings, commit_id: uuid.UUID | str) -> Storage
 
 class PartitionRows(RecordRuns):
     """One staged partition's records as rows for the table: data columns, then the keying columns."""
+
+    # Connect's Date, Time and Timestamp in a schema envelope stay the int and longs JsonConverter writes, as tables
+    # this sink created before had them: Hudi's writer takes a long column becoming a timestamp, and would then read
+    # the old rows' milliseconds as microseconds (docs/operations.md, "Upgrades").
+    CONNECT_TIMES = False
 
     def __init__(
         self, config: SinkConfig, settings: HudiSettings, topic: str, partition: int, value_schemas: Sequence[str]
@@ -219,7 +225,11 @@ class PartitionRows(RecordRuns):
         except ValueError:
             return ([text], "") if len(fields) == 1 else (None, missing)
         if isinstance(parsed, dict) and parsed.keys() == {"schema", "payload"} and _key_schemas(self.config.raw):
-            parsed = parsed["payload"]
+            # (Connect's Decimals as their text, as the records' own key fields are read: connect_decimals.)
+            try:
+                parsed = connect_decimals(parsed["schema"], parsed["payload"])[0]
+            except ValueError as exc:
+                return None, f"a tombstone's key: {exc}"
         if isinstance(parsed, dict):
             if all(f in parsed and parsed[f] is not None for f in fields):
                 return [parsed[f] for f in fields], ""
