@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import itertools
 import json
 import random
 import struct
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -56,18 +58,7 @@ from workers.json_decoder import JsonDecoder
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-class Ids:
-    """Field ids, one after another."""
-
-    def __init__(self) -> None:
-        self.last = 0
-
-    def next(self) -> int:
-        self.last += 1
-        return self.last
-
-
-def random_type(rng: random.Random, ids: Ids, depth: int = 0) -> IcebergType:
+def random_type(rng: random.Random, ids: Iterator[int], depth: int = 0) -> IcebergType:
     kinds = [
         IntegerType(),
         LongType(),
@@ -87,21 +78,21 @@ def random_type(rng: random.Random, ids: Ids, depth: int = 0) -> IcebergType:
     roll = rng.random()
     if depth < 1 and roll < 0.1:
         return StructType(
-            NestedField(ids.next(), "x", random_type(rng, ids, depth + 1), required=False),
-            NestedField(ids.next(), "y", random_type(rng, ids, depth + 1), required=False),
+            NestedField(next(ids), "x", random_type(rng, ids, depth + 1), required=False),
+            NestedField(next(ids), "y", random_type(rng, ids, depth + 1), required=False),
         )
     if depth < 1 and roll < 0.18:
-        return ListType(ids.next(), random_type(rng, ids, depth + 1), element_required=False)
+        return ListType(next(ids), random_type(rng, ids, depth + 1), element_required=False)
     if depth < 1 and roll < 0.22:
-        return MapType(ids.next(), StringType(), ids.next(), random_type(rng, ids, depth + 1), value_required=False)
+        return MapType(next(ids), StringType(), next(ids), random_type(rng, ids, depth + 1), value_required=False)
     return rng.choice(kinds)
 
 
 def random_schema(rng: random.Random) -> Schema:
-    ids = Ids()
-    fields = [NestedField(ids.next(), "id", LongType(), required=False)]
+    ids = itertools.count(1)  # (field ids, one after another)
+    fields = [NestedField(next(ids), "id", LongType(), required=False)]
     for name in ("a", "b", "c", "d"):
-        fields.append(NestedField(ids.next(), name, random_type(rng, ids), required=False))
+        fields.append(NestedField(next(ids), name, random_type(rng, ids), required=False))
     return Schema(*fields)
 
 
