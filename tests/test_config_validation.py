@@ -180,15 +180,19 @@ def test_created_tables_get_the_sinks_properties_then_the_configs_and_upsert_tab
 def test_table_properties_the_sink_cannot_honour_are_refused_per_key() -> None:
     prefix = "iceberg.tables.auto-create-props."
     result = validate_config(
-        {**BASE, f"{prefix}format-version": "3", f"{prefix}write.delete.mode": "merge-on-write", prefix: "x"}
+        {**BASE, f"{prefix}format-version": "4", f"{prefix}write.delete.mode": "merge-on-write", prefix: "x"}
     )
-    assert "no format 3 manifests" in result.errors[f"{prefix}format-version"][0]
+    assert "format versions 1, 2 and 3" in result.errors[f"{prefix}format-version"][0]
     assert result.errors[f"{prefix}write.delete.mode"] == ["copy-on-write or merge-on-read"]
     assert "name the table property" in result.errors[prefix][0]
     keyed = {**BASE, "iceberg.tables.upsert-mode-enabled": "true", "iceberg.tables.default-id-columns": "id"}
     v1 = validate_config({**keyed, f"{prefix}format-version": "1"})
     assert "format v1 tables have no delete files" in v1.errors[f"{prefix}format-version"][0]
     assert validate_config({**keyed, f"{prefix}format-version": "1", f"{prefix}write.merge.mode": "copy-on-write"}).ok
+    v3 = {**keyed, f"{prefix}format-version": "3"}
+    assert validate_config(v3).ok
+    ordered = validate_config({**v3, "sinkadmin.upsert.ordering-field": "ts"})
+    assert "an ordering field is not applied" in ordered.errors["sinkadmin.upsert.ordering-field"][0]
 
 
 def test_non_string_values_are_coerced_or_rejected() -> None:

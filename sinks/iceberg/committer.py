@@ -9,6 +9,7 @@ from django.conf import settings
 from connectors.config import SinkConfig
 from sinks.iceberg.key_index import KeyIndexCache
 from sinks.iceberg.settings import IcebergSettings
+from sinks.iceberg.spark_commits import SparkTables
 from sinks.iceberg.tables import CommitFile, TableCommit, catalog_for, catalog_outage, commit_to_table
 from sinks.iceberg.upserts import commit_upserts
 from workers.coordinator import CommitNotApplied, PreparedCommit, SinkUnavailable
@@ -37,6 +38,8 @@ class IcebergCommitter:
         self._run_units = UnitRunner(config)
         # What the last commit left its tables at (workers.sink.VersionedCommitter).
         self.table_versions: dict[str, TableVersion] = {}
+        # Where format v3 tables are committed to (pyiceberg writes up to v2).
+        self.spark_tables = SparkTables.of(config)
 
     @property
     def catalog(self) -> Any:
@@ -96,9 +99,10 @@ class IcebergCommitter:
                         self._run_units,
                         ordering_field=self.settings.ordering_field,
                         key_cache=key_cache(),
+                        spark=self.spark_tables,
                     )
                 else:
-                    committed = commit_to_table(self.catalog, table_name, commit)
+                    committed = commit_to_table(self.catalog, table_name, commit, spark=self.spark_tables)
             except Exception as exc:
                 if catalog_outage(exc, self.config) is not None:
                     raise

@@ -200,24 +200,37 @@ class SparkProcedures:
         return spark_catalog_conf(self.catalog, self.properties)
 
     def call(self, procedure: str, table: str, **arguments: str) -> list[dict[str, Any]]:
-        from workers.spark_writer import guarded
-
         arguments = {"table": sql_string(sql_identifier(*table.split("."))), **arguments}
         named = ", ".join(f"{name} => {value}" for name, value in arguments.items())
         statement = f"CALL {sql_identifier(self.catalog, 'system', procedure)}({named})"
 
-        conf = self.conf
-
-        def run() -> list[dict[str, Any]]:
-            spark = self._spark()
-            for key, value in conf.items():
-                spark.conf.set(key, value)
+        def run(spark: Any) -> list[dict[str, Any]]:
             # (A test's process dies here while Spark runs the procedure: the
             # server goes on or gives up, and the table is exact either way.)
             with failpoint_while(f"spark.{procedure}", after_s=0.25):
                 return [row.asDict() for row in spark.sql(statement).collect()]
 
+        return self.run(run)
+
+    def run[T](self, work: Callable[[Any], T]) -> T:
+        """``work(spark)`` on the catalog's session, as ``workers.spark_writer.guarded`` runs it: once more on
+        a session joined again if the server had dropped it (so ``work`` must be safe to run twice)."""
+        from workers.spark_writer import guarded
+
+        conf = self.conf
+
+        def run() -> T:
+            spark = self._spark()
+            for key, value in conf.items():
+                spark.conf.set(key, value)
+            return work(spark)
+
         return guarded(run, self._forget)
+
+    def table_identifier(self, table: str, branch: str | None = None) -> str:
+        """``table`` (``db.name``) of the catalog as Spark names it, or its ``branch``."""
+        parts = [self.catalog, *table.split(".")]
+        return sql_identifier(*parts, *([f"branch_{branch}"] if branch else []))
 
     def _spark(self) -> Any:
         if self._session is None:

@@ -302,7 +302,8 @@ ICEBERG_PREFIX_KEYS: tuple[PrefixKey, ...] = (
         "iceberg.tables.auto-create-props.",
         "Iceberg table properties of the tables the sink creates (format-version, write.merge.mode, "
         "write.parquet.compression-codec...), over the sink's own: format-version 2, zstd Parquet, and for "
-        "upsert tables write.merge.mode, write.update.mode and write.delete.mode merge-on-read.",
+        "upsert tables write.merge.mode, write.update.mode and write.delete.mode merge-on-read. Format-version "
+        "3 tables (deletion vectors) are written through Spark's Iceberg runtime.",
         _G_TABLES,
     ),
     PrefixKey("iceberg.kafka.", "Kafka client properties for the control topic clients.", _G_KAFKA),

@@ -212,15 +212,17 @@ def _check_table_properties(result: ConfigValidation, config: dict[str, str]) ->
         name, value = key[len(TABLE_PROPERTIES_PREFIX) :], raw.strip()
         if not name:
             result.add(key, "name the table property: iceberg.tables.auto-create-props.<property>")
-        elif name == "format-version" and value not in ("1", "2"):
-            result.add(
-                key,
-                "the sink writes Iceberg format versions 1 and 2 (pyiceberg 0.12, which makes its commits, "
-                "writes no format 3 manifests)",
-            )
+        elif name == "format-version" and value not in ("1", "2", "3"):
+            result.add(key, "the sink writes Iceberg format versions 1, 2 and 3 (3 through Spark's Iceberg runtime)")
         elif name in ROW_LEVEL_MODES and value not in ("copy-on-write", "merge-on-read"):
             result.add(key, "copy-on-write or merge-on-read")
     properties = created_table_properties(config, upserts=True)
+    if properties["format-version"] == "3" and config.get("sinkadmin.upsert.ordering-field", "").strip():
+        result.add(
+            "sinkadmin.upsert.ordering-field",
+            "format v3 tables are written through Spark's Iceberg runtime, where an ordering field is not "
+            f"applied: unset it, or create format v2 tables ({TABLE_PROPERTIES_PREFIX}format-version=2)",
+        )
     if (
         properties["format-version"] == "1"
         and properties["write.merge.mode"] == "merge-on-read"

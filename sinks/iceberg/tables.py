@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
+    from sinks.iceberg.spark_commits import SparkTables
     from workers.events import TableVersion
 
 log = logging.getLogger(__name__)
@@ -517,8 +518,9 @@ class TableCommit:
         return props
 
 
-def snapshot_of_commit(table: Table, connector: str, commit_id: str) -> int | None:
-    """The snapshot holding ``commit_id``, if the table has it.
+def snapshot_of_commit(table: Table, connector: str, commit_id: str, snapshot_id: int | None = None) -> int | None:
+    """The snapshot holding ``commit_id``, if the table has it (or the snapshot ``snapshot_id`` and its
+    ancestors: a branch's).
 
     Commits of one connector are strictly sequential, so only snapshots after
     the connector's latest one need a look: the walk stops at the first
@@ -527,7 +529,7 @@ def snapshot_of_commit(table: Table, connector: str, commit_id: str) -> int | No
     """
     from pyiceberg.table.snapshots import ancestors_of
 
-    current = table.current_snapshot()
+    current = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
     if current is None:
         return None
     for snapshot in ancestors_of(current, table.metadata):
@@ -655,21 +657,33 @@ class CommittedTable:
     table: TableVersion
 
 
-def commit_to_table(catalog: Catalog, table_name: str, commit: TableCommit, attempts: int = 8) -> CommittedTable:
+def commit_to_table(
+    catalog: Catalog, table_name: str, commit: TableCommit, attempts: int = 8, spark: SparkTables | None = None
+) -> CommittedTable:
     """Add the commit's files to the table in one snapshot, exactly once.
 
     The check for an existing snapshot and the append happen against the same
     table metadata, and the catalog's commit asserts that the branch has not
     moved since. So a concurrent commit (a zombie coordinator, another
     writer) makes ours fail, and the retry re-checks before appending again.
+
+    A format v3 table's commit is made through ``spark`` (``sinks.iceberg.spark_commits``).
     """
     from pyiceberg.table import TableProperties
+
+    from sinks.iceberg.spark_commits import SparkCommit, written_by_spark
 
     for attempt in range(attempts):
         table = without_automatic_retries(catalog.load_table(table_name))
         existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
         if existing is not None:
             return CommittedTable(existing, committed_version(table))
+        if written_by_spark(table):
+            if spark is None:
+                raise ValueError(
+                    f"{table_name} is a format v3 table, which is written through Spark: none is configured"
+                )
+            return spark.commit(catalog, table_name, commit, SparkCommit(tuple(f.path for f in commit.files)))
         added = data_files(table, commit.files)
         failpoint("iceberg.before_snapshot")  # (a test's coordinator freezes here: a zombie with the table loaded)
         try:
@@ -715,10 +729,16 @@ def create_table(
     schema: Schema,
     partition_by: Iterable[PartitionField],
     properties: Mapping[str, str] | None = None,
+    spark: SparkTables | None = None,
 ) -> Table:
     """Create the table (and its namespace) with ``properties`` (None: the sink's own,
-    ``sinks.iceberg.settings.CREATED_TABLE_PROPERTIES``); if another process won the race, load theirs."""
+    ``sinks.iceberg.settings.CREATED_TABLE_PROPERTIES``); if another process won the race, load theirs.
+
+    A format version pyiceberg cannot write (3) is reached by creating the table at 2, then upgrading it
+    through ``spark``'s Iceberg runtime, before any snapshot: a table left at 2 by a creator that died
+    between the two is upgraded by the next."""
     from sinks.iceberg.settings import CREATED_TABLE_PROPERTIES
+    from sinks.iceberg.spark_commits import SPARK_WRITTEN_FORMAT
 
     namespace = tuple(name.split(".")[:-1])
     # The tasks of a connector (and connectors sharing a namespace) find it
@@ -731,16 +751,23 @@ def create_table(
             if not catalog.namespace_exists(namespace):
                 with contextlib.suppress(NamespaceAlreadyExistsError):
                     catalog.create_namespace(namespace)
+    created = dict(CREATED_TABLE_PROPERTIES if properties is None else properties)
+    version = int(created.get("format-version", "2"))
+    if version >= SPARK_WRITTEN_FORMAT:
+        if spark is None:
+            raise ValueError(f"{name}: a format v{version} table is created through Spark, and none is configured")
+        created["format-version"] = str(SPARK_WRITTEN_FORMAT - 1)
     with advisory_lock(f"sinkadmin.create-table:{name}"):
         try:
-            return catalog.create_table(
-                name,
-                schema=schema,
-                partition_spec=partition_spec(schema, partition_by),
-                properties=dict(CREATED_TABLE_PROPERTIES if properties is None else properties),
+            table = catalog.create_table(
+                name, schema=schema, partition_spec=partition_spec(schema, partition_by), properties=created
             )
         except TableAlreadyExistsError:
-            return catalog.load_table(name)
+            table = catalog.load_table(name)
+        if spark is not None and table.metadata.format_version < version and table.current_snapshot() is None:
+            spark.upgrade(name, version)
+            table = catalog.load_table(name)
+        return table
 
 
 def _missing_fields(existing: StructType, candidate: StructType) -> list[NestedField]:
@@ -764,7 +791,12 @@ def missing_fields(existing: Schema, candidate: Schema) -> Schema | None:
 
 
 def evolve_table(
-    catalog: Catalog, name: str, additions: Schema, table: Table | None = None, attempts: int = 5
+    catalog: Catalog,
+    name: str,
+    additions: Schema,
+    table: Table | None = None,
+    attempts: int = 5,
+    spark: SparkTables | None = None,
 ) -> Table:
     """The table with the fields of ``additions`` it lacks added, as optional columns (nested ones in their struct).
 
@@ -782,7 +814,12 @@ def evolve_table(
     new changes nothing. Tasks that see the same new field race to add it:
     the catalog's commit asserts the schema it started from, so the loser
     reloads and finds the column there.
+
+    A format v3 table's columns are added through ``spark``'s Iceberg runtime (``ALTER TABLE ... ADD
+    COLUMNS``), which fails on a column another process added meanwhile: the loser reloads, as above.
     """
+    from sinks.iceberg.spark_commits import written_by_spark
+
     if table is not None and missing_fields(table.schema(), additions) is None:
         return table
     for attempt in range(attempts):
@@ -790,6 +827,20 @@ def evolve_table(
         missing = missing_fields(table.schema(), additions)
         if missing is None:
             return table
+        if written_by_spark(table):
+            if spark is None:
+                raise ValueError(
+                    f"{name} is a format v3 table, whose schema is changed through Spark: none is configured"
+                )
+            try:
+                spark.add_columns(name, table.schema(), missing)
+            except RuntimeError as exc:
+                if "already exists" not in str(exc):
+                    raise
+                log.info("schema update of %s raced another writer (attempt %d); retrying", name, attempt + 1)
+                continue
+            log.info("%s: added columns %s (through Spark)", name, ", ".join(missing.column_names))
+            return catalog.load_table(name)
         try:
             with table.update_schema() as update:
                 update.union_by_name(missing)

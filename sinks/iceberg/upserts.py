@@ -46,6 +46,7 @@ from sinks.iceberg.writes import file_io_properties, table_filesystem
 from workers.failpoints import failpoint
 
 if TYPE_CHECKING:
+    from sinks.iceberg.spark_commits import SparkTables
     from sinks.iceberg.tables import CommittedTable
 
 log = logging.getLogger(__name__)
@@ -743,8 +744,8 @@ COMPACT_DELETES = "compact them into the data files first: rewrite_data_files wi
 
 def _live_tasks(table: Any, table_name: str, row_filter: Any) -> list[Any]:
     """The scan tasks of the table's live data files the filter may match, each with its delete files. Delete
-    files an upsert cannot read (another writer's: Flink's equality deletes, a v3 table's deletion vectors)
-    are refused: the rows they delete would count as live."""
+    files an upsert cannot read (another writer's: Flink's equality deletes; a v3 table's deletion vectors are
+    Spark's to apply, sinks.iceberg.spark_commits) are refused: the rows they delete would count as live."""
     from pyiceberg.manifest import DataFileContent, FileFormat
 
     try:
@@ -799,15 +800,18 @@ def commit_upserts(
     attempts: int = 8,
     ordering_field: str | None = None,
     key_cache: KeyIndexCache | None = None,
+    spark: SparkTables | None = None,
 ) -> CommittedTable:
     """Upsert the commit's files (``ordered``: CommitFiles in stream order) into the table by ``id_columns``,
     in one snapshot, exactly once (as ``sinks.iceberg.tables.commit_to_table`` appends): merge-on-read or
     copy-on-write as the table's ``write.merge.mode`` says. Keys are looked up in the live files' key indexes
-    kept in ``key_cache``, if any."""
+    kept in ``key_cache``, if any. A format v3 table's upserts are made through ``spark``
+    (``sinks.iceberg.spark_commits``)."""
     from pyiceberg.exceptions import CommitFailedException, ValidationException
     from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, IsNull, LessThanOrEqual, Or
 
     from sinks.iceberg.row_delta import commit_row_delta, position_delete_file
+    from sinks.iceberg.spark_commits import upserts_through_spark, written_by_spark
     from sinks.iceberg.tables import (
         CommittedTable,
         committed_version,
@@ -831,6 +835,14 @@ def commit_upserts(
         missing = [c for c in id_columns if table.schema().find_field(c, case_sensitive=True) is None]
         if missing:
             raise ValueError(f"{table_name} has no column {missing[0]!r} (an identifier column of upsert mode)")
+        if written_by_spark(table):
+            if spark is None:
+                raise ValueError(
+                    f"{table_name} is a format v3 table, which is written through Spark: none is configured"
+                )
+            return upserts_through_spark(
+                spark, catalog, table_name, commit, ordered, id_columns, cdc_field, run_units, ordering_field
+            )
         mode = merge_mode(table.properties)
         if mode == MERGE_ON_READ and table.metadata.format_version < 2:
             raise ValueError(

@@ -19,6 +19,7 @@ from sinks.iceberg.arrow_writer import ArrowPartitionWriter, publish_decoded
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
 from sinks.iceberg.routing import Router, router_for
 from sinks.iceberg.settings import IcebergSettings, TableTarget
+from sinks.iceberg.spark_commits import SparkTables
 from sinks.iceberg.spark_writer import SparkWriter
 from sinks.iceberg.tables import (
     catalog_for,
@@ -105,6 +106,11 @@ class TableWriter:
             return self._catalog
 
     @functools.cached_property
+    def spark_tables(self) -> SparkTables:
+        """Where format v3 tables are created and their schemas changed (``sinks.iceberg.spark_commits``)."""
+        return SparkTables.of(self.config)
+
+    @functools.cached_property
     def router(self) -> Router | None:
         """Which tables staged records go to (``sinks.iceberg.routing``), for the Spark plane's samples."""
         return router_for(self.config)
@@ -169,7 +175,7 @@ class TableWriter:
         # missing: evolve_table updates from the catalog's table.
         table = self._table(name)
         for schema in [*registered, additions]:
-            table = evolve_table(self.catalog, name, schema, table)
+            table = evolve_table(self.catalog, name, schema, table, spark=self.spark_tables)
         evolved = self._keep(self.settings.target(name), table)
         if (plan := self._plans.get(staging_id)) is not None:
             # Partitions that settle from now on start with the new columns.
@@ -235,7 +241,7 @@ class TableWriter:
         assert name is not None
         table = self._table(name)
         if table is None:
-            table = create_table(self.catalog, name, DEAD_LETTER_TABLE_SCHEMA, ())
+            table = create_table(self.catalog, name, DEAD_LETTER_TABLE_SCHEMA, (), spark=self.spark_tables)
         check_dead_letter_table(name, table)
         return self._keep(TableTarget(name, (), None), table)
 
@@ -298,7 +304,14 @@ class TableWriter:
                         target.name,
                         unkeyed,
                     )
-            table = create_table(self.catalog, target.name, schema, target.partition_by, self.settings.table_properties)
+            table = create_table(
+                self.catalog,
+                target.name,
+                schema,
+                target.partition_by,
+                self.settings.table_properties,
+                spark=self.spark_tables,
+            )
         if self.settings.evolve_schema and (self.config.value_converter == "avro" or self.config.schema_registry):
             # The schemas are the config's Avro schema (fields added there, and
             # the connector restarted, become columns) or the registry's, Avro
@@ -306,7 +319,7 @@ class TableWriter:
             # its records are decoded, typed from the schema): only missing
             # fields are added.
             for additions in self._value_schemas():
-                table = evolve_table(self.catalog, target.name, additions, table)
+                table = evolve_table(self.catalog, target.name, additions, table, spark=self.spark_tables)
         self._check_keys(target, table)
         return self._keep(target, table)
 

@@ -73,8 +73,9 @@ def assert_table_equals_model(name: str, bootstrap: str, ends: dict[tuple[str, i
     rows = table_rows(name, TABLE)
     keys = [r["id"] for r in rows]
     assert len(keys) == len(set(keys)), "a key is in the table twice"
-    found = {r["id"]: {k: r[k] for k in ("id", "ts", "amount", "op", "region")} for r in rows}
-    assert found == model_of_topic(bootstrap, ends)
+    fields = ("id", "ts", "amount", "op", "region")
+    found = {r["id"]: {k: r[k] for k in fields} for r in rows}
+    assert found == {key: {k: r[k] for k in fields} for key, r in model_of_topic(bootstrap, ends).items()}
     duck = sorted((r["id"], r["amount"], r["op"]) for r in duckdb_rows(name, TABLE))
     assert duck == sorted((r["id"], r["amount"], r["op"]) for r in rows), "DuckDB reads other rows"
 

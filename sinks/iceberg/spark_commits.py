@@ -1,0 +1,452 @@
+"""Commits to Iceberg format v3 tables, made by Spark's Iceberg runtime.
+
+pyiceberg 0.12 reads format v3 tables but writes none: its v3 table metadata refuses to be written
+(apache/iceberg-python #1551), and it writes neither v3 manifests nor deletion vectors. So the sink's
+commit to a v3 table, its schema changes and the creation of one are made by Spark's Iceberg runtime
+(docs/decisions/021-format-v3-tables-through-spark.md). A commit goes on a branch of its own, published in
+one step, so that readers see its deletes and its rows at once, with its offsets:
+
+1. If main holds the commit already, that is all (the branches of earlier attempts are dropped). Otherwise
+   a branch of this attempt's own, ``sinkadmin_<commit id>_<attempt>``, is made at main's snapshot.
+2. In upsert mode, the table's rows of every key the commit writes or deletes are deleted on the branch
+   (``MERGE INTO ... WHEN MATCHED THEN DELETE``): Iceberg writes deletion vectors, or rewrites the data
+   files, as the table's ``write.merge.mode`` says.
+3. The commit's rows are appended to the branch, the commit's properties (connector, commit id, epoch,
+   offsets) in that snapshot's summary; the branch must then hold the commit once, at its head.
+4. main is fast-forwarded to the branch (Iceberg's ``fast_forward``). That fails if main moved since step 1
+   (another writer, or this commit's zombie, which would have published its own whole branch), or if the
+   branch is gone (a successor published the commit and dropped it): the attempt starts again, from a
+   check of main.
+5. The branch is dropped.
+
+Each step is safe to run twice (a Spark Connect session lost mid-step is joined again and the step run
+again, ``SparkProcedures.run``), save the append, which step 3 checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+    UUIDType,
+)
+
+from sinks.iceberg.maintenance import SparkProcedures, sql_identifier, sql_string
+from sinks.iceberg.writes import table_filesystem
+from workers.failpoints import failpoint
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+
+    from connectors.config import SinkConfig
+    from sinks.iceberg.tables import CommittedTable, TableCommit
+
+log = logging.getLogger(__name__)
+
+# The first table format version pyiceberg cannot write.
+SPARK_WRITTEN_FORMAT = 3
+BRANCH_PREFIX = "sinkadmin_"
+# What Iceberg's fast_forward says when main moved off the branch's base.
+NOT_AN_ANCESTOR = "is not an ancestor of"
+
+
+def written_by_spark(table: Table) -> bool:
+    """Whether the sink writes ``table`` through Spark's Iceberg runtime (a format pyiceberg cannot write)."""
+    return table.metadata.format_version >= SPARK_WRITTEN_FORMAT
+
+
+def commit_branch(commit_id: str) -> str:
+    """The prefix of the branches a commit is made on before it is published: one per attempt, so that a
+    zombie's fast-forward can only publish its own branch, which holds the whole commit."""
+    return f"{BRANCH_PREFIX}{uuid.UUID(commit_id).hex}_"
+
+
+@dataclass(frozen=True)
+class SparkCommit:
+    """What a commit does to a table written by Spark: the Parquet files of the rows it appends and, in
+    upsert mode, the files whose identifier columns name the keys whose table rows it deletes first."""
+
+    rows: tuple[str, ...]
+    keyed_by: tuple[str, ...] = ()
+    id_columns: tuple[str, ...] = ()
+    # A file of the keys the commit deletes without writing them (their identifier columns), and how many
+    # there are: the table's rows of them are counted, and a delete of a key the table lacks is counted.
+    deletes_file: str | None = None
+    deleted_keys: int = 0
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+# Iceberg's types as Spark's DDL names them (Spark's Iceberg runtime maps them back). Spark 3.5 has no time
+# type: a time column cannot be added through it.
+SPARK_TYPES: dict[type[IcebergType], str] = {
+    BooleanType: "boolean",
+    IntegerType: "int",
+    LongType: "bigint",
+    FloatType: "float",
+    DoubleType: "double",
+    DateType: "date",
+    TimestampType: "timestamp_ntz",
+    TimestamptzType: "timestamp",
+    StringType: "string",
+    BinaryType: "binary",
+    FixedType: "binary",
+    UUIDType: "string",
+}
+
+
+def spark_type(iceberg_type: IcebergType, column: str) -> str:
+    """``iceberg_type`` in Spark's DDL, for a column added through Spark; raises ValueError for a type that
+    Spark 3.5 has no type for."""
+    if isinstance(iceberg_type, DecimalType):
+        return f"decimal({iceberg_type.precision}, {iceberg_type.scale})"
+    if isinstance(iceberg_type, StructType):
+        fields = ", ".join(
+            f"{sql_identifier(f.name)}: {spark_type(f.field_type, f'{column}.{f.name}')}" for f in iceberg_type.fields
+        )
+        return f"struct<{fields}>"
+    if isinstance(iceberg_type, ListType):
+        return f"array<{spark_type(iceberg_type.element_type, f'{column}.element')}>"
+    if isinstance(iceberg_type, MapType):
+        key = spark_type(iceberg_type.key_type, f"{column}.key")
+        return f"map<{key}, {spark_type(iceberg_type.value_type, f'{column}.value')}>"
+    try:
+        return SPARK_TYPES[type(iceberg_type)]
+    except KeyError:
+        raise ValueError(
+            f"column {column!r} of type {iceberg_type} cannot be added to a format v3 table: the sink changes "
+            "such a table's schema through Spark, which has no such type"
+        ) from None
+
+
+def added_columns(existing: Schema, missing: Schema) -> list[str]:
+    """The ``ADD COLUMNS`` clauses of the fields of ``missing`` (``tables.missing_fields``: the fields of a
+    candidate schema that ``existing`` lacks, new fields of its structs under them), each a nullable column."""
+    clauses: list[str] = []
+
+    def add(path: tuple[str, ...], have: StructType | None, fields: Sequence[NestedField]) -> None:
+        for f in fields:
+            mine = have.field_by_name(f.name) if have is not None else None
+            if mine is not None and isinstance(mine.field_type, StructType) and isinstance(f.field_type, StructType):
+                add((*path, f.name), mine.field_type, f.field_type.fields)
+            else:
+                column = (*path, f.name)
+                clauses.append(f"{sql_identifier(*column)} {spark_type(f.field_type, '.'.join(column))}")
+
+    add((), existing.as_struct(), missing.fields)
+    return clauses
+
+
+def projection(target: Any, source: Any) -> list[str]:
+    """Spark SQL expressions selecting, from rows of schema ``source``, the columns of ``target`` (both
+    Spark StructTypes): by name, a missing column (top-level or in a struct) as null, as a table whose
+    schema grew since the rows were written reads them."""
+    from pyspark.sql.types import StructType as SparkStruct
+
+    def value(target_type: Any, source_field: Any, reference: str) -> str:
+        if source_field is None:
+            return f"CAST(NULL AS {target_type.simpleString()})"
+        if isinstance(target_type, SparkStruct) and isinstance(source_field.dataType, SparkStruct):
+            inner = {f.name: f for f in source_field.dataType.fields}
+            members = ", ".join(
+                f"{sql_string(f.name)}, {value(f.dataType, inner.get(f.name), f'{reference}.{sql_identifier(f.name)}')}"
+                for f in target_type.fields
+            )
+            return f"IF({reference} IS NULL, NULL, named_struct({members}))"
+        return reference
+
+    present = {f.name: f for f in source.fields}
+    return [
+        f"{value(f.dataType, present.get(f.name), sql_identifier(f.name))} AS {sql_identifier(f.name)}"
+        for f in target.fields
+    ]
+
+
+def key_match(id_columns: Sequence[str], table: str, keys: str) -> str:
+    """The condition matching a table row to a key row: each identifier column null-safely equal (a null key
+    matches the rows without one, as the sink's format v2 upserts match it)."""
+    return " AND ".join(
+        f"{table}.{sql_identifier(*c.split('.'))} <=> {keys}.{sql_identifier(*c.split('.'))}" for c in id_columns
+    )
+
+
+class SparkTables:
+    """Format v3 tables' commits, schema changes and creation, on the connector's catalog in Spark."""
+
+    def __init__(self, procedures: SparkProcedures) -> None:
+        self.procedures = procedures
+
+    @classmethod
+    def of(cls, config: SinkConfig) -> SparkTables:
+        """On the catalog of the connector of ``config`` (its session is joined at the first statement)."""
+        from sinks.iceberg.tables import connector_catalog_properties
+
+        return cls(SparkProcedures(config.settings.catalog_name, connector_catalog_properties(config)))
+
+    def sql(self, statement: str) -> list[dict[str, Any]]:
+        return self.procedures.run(lambda spark: [row.asDict() for row in spark.sql(statement).collect()])
+
+    def upgrade(self, table_name: str, format_version: int) -> None:
+        """Upgrade the table to ``format_version`` (a table pyiceberg created at the newest it writes)."""
+        self.sql(
+            f"ALTER TABLE {self.procedures.table_identifier(table_name)} "
+            f"SET TBLPROPERTIES ('format-version' = '{int(format_version)}')"
+        )
+
+    def add_columns(self, table_name: str, existing: Schema, missing: Schema) -> None:
+        """Add the fields of ``missing`` that ``existing`` (the table's schema) lacks, as optional columns
+        (nested ones in their struct)."""
+        clauses = added_columns(existing, missing)
+        self.sql(f"ALTER TABLE {self.procedures.table_identifier(table_name)} ADD COLUMNS ({', '.join(clauses)})")
+
+    def commit(
+        self, catalog: Catalog, table_name: str, commit: TableCommit, change: SparkCommit, attempts: int = 8
+    ) -> CommittedTable:
+        """Apply ``change`` to the table as ``commit``, exactly once (see the module's docstring)."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        from sinks.iceberg.tables import CommittedTable, committed_version, snapshot_of_commit
+        from sinks.iceberg.upserts import Laps
+
+        table_id = self.procedures.table_identifier(table_name)
+        for attempt in range(attempts):
+            laps = Laps()
+            table = catalog.load_table(table_name)
+            existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
+            if existing is not None:
+                self._drop_branches(table, table_id, commit.commit_id)
+                return CommittedTable(existing, committed_version(table))
+            branch = commit_branch(commit.commit_id) + uuid.uuid4().hex[:8]
+            self.sql(f"ALTER TABLE {table_id} CREATE BRANCH {sql_identifier(branch)}")
+            table = catalog.load_table(table_name)
+            laps.lap("branch")
+            base = table.metadata.refs[branch].snapshot_id
+            if snapshot_of_commit(table, commit.connector, commit.commit_id, base) is not None:
+                continue  # (main was published meanwhile: the next attempt finds the commit)
+            properties = {**commit.summary(), **change.properties}
+            # (No rows at the base, as a new table's: nothing to delete. A summary without totals, another
+            # writer's, says nothing.)
+            base_snapshot = table.snapshot_by_id(base)
+            summary = base_snapshot.summary if base_snapshot is not None else None
+            empty = summary is not None and summary.additional_properties.get("total-records") == "0"
+            if change.keyed_by and not empty:
+                properties.update(self._delete_keys(table_name, branch, change))
+            laps.lap("deletes")
+            self._append(table_name, branch, change.rows, properties)
+            laps.lap("append")
+            table = catalog.load_table(table_name)
+            if not self._holds_once(table, branch, base, commit):
+                log.warning(
+                    "commit %s on %s: branch %s does not hold it once; starting again",
+                    commit.commit_id,
+                    table_name,
+                    branch,
+                )
+                self._drop_branch(table_id, branch)
+                continue
+            failpoint("iceberg.v3.before_fast_forward")  # (a test's coordinator dies here: the branch holds it all)
+            try:
+                self.procedures.call("fast_forward", table_name, branch=sql_string("main"), to=sql_string(branch))
+            except RuntimeError as exc:
+                # main moved off the branch's base (another writer, or a zombie that published this commit), or
+                # the branch is gone (dropped by the coordinator that published it while this one was frozen).
+                if NOT_AN_ANCESTOR not in str(exc) and branch in catalog.load_table(table_name).metadata.refs:
+                    raise
+                log.info(
+                    "commit %s on %s raced another writer (attempt %d); re-checking",
+                    commit.commit_id,
+                    table_name,
+                    attempt + 1,
+                )
+                continue
+            laps.lap("fast-forward")
+            table = catalog.load_table(table_name)
+            self._drop_branches(table, table_id, commit.commit_id)
+            laps.lap("branch dropped")
+            log.info(
+                "commit %s on %s through Spark: %d file(s) of rows, %d of keys; %s",
+                commit.commit_id,
+                table_name,
+                len(change.rows),
+                len(change.keyed_by),
+                laps,
+            )
+            snapshot_id = snapshot_of_commit(table, commit.connector, commit.commit_id)
+            assert snapshot_id is not None, f"main of {table_name} lacks {commit.commit_id} after its fast-forward"
+            return CommittedTable(snapshot_id, committed_version(table))
+        raise CommitFailedException(f"could not commit {commit.commit_id} to {table_name} after {attempts} attempts")
+
+    def _drop_branches(self, table: Table, table_id: str, commit_id: str) -> None:
+        """Drop the branches of every attempt at the commit, which main holds: this one's, a dead coordinator's,
+        a zombie's (whose fast-forward then fails, and finds the commit in main)."""
+        for ref in table.metadata.refs:
+            if ref.startswith(commit_branch(commit_id)):
+                self._drop_branch(table_id, ref)
+
+    def _drop_branch(self, table_id: str, branch: str) -> None:
+        self.sql(f"ALTER TABLE {table_id} DROP BRANCH IF EXISTS {sql_identifier(branch)}")
+
+    def _delete_keys(self, table_name: str, branch: str, change: SparkCommit) -> dict[str, str]:
+        """Delete the branch's rows of the keys in ``change.keyed_by``; the properties that count the deletes
+        of keys it did not hold."""
+        from sinks.iceberg.upserts import ABSENT_KEY_DELETES
+
+        at = self.procedures.table_identifier(table_name, branch)
+        columns = ", ".join(sql_identifier(*c.split(".")) for c in change.id_columns)
+        view = f"sinkadmin_keys_{uuid.uuid4().hex}"
+
+        def delete(spark: Any) -> int:
+            absent = 0
+            if change.deletes_file is not None and change.deleted_keys:
+                spark.read.parquet(change.deletes_file).createOrReplaceTempView(view)
+                held = spark.sql(
+                    f"SELECT count(*) AS held FROM (SELECT DISTINCT {columns} FROM {view}) k "
+                    f"LEFT SEMI JOIN {at} t ON {key_match(change.id_columns, 't', 'k')}"
+                ).collect()[0]["held"]
+                absent = change.deleted_keys - int(held)
+            spark.read.option("mergeSchema", "true").parquet(*change.keyed_by).createOrReplaceTempView(view)
+            try:
+                spark.sql(
+                    f"MERGE INTO {at} t USING (SELECT DISTINCT {columns} FROM {view}) k "
+                    f"ON {key_match(change.id_columns, 't', 'k')} WHEN MATCHED THEN DELETE"
+                ).collect()
+            finally:
+                spark.catalog.dropTempView(view)
+            return absent
+
+        absent = self.procedures.run(delete)
+        if absent:
+            log.info("upsert on %s: %d delete(s) of keys the table does not hold", table_name, absent)
+        return {ABSENT_KEY_DELETES: str(absent)} if absent else {}
+
+    def _append(self, table_name: str, branch: str, rows: Sequence[str], properties: Mapping[str, str]) -> None:
+        at = self.procedures.table_identifier(table_name, branch)
+
+        def append(spark: Any) -> None:
+            target = spark.table(at).schema
+            if rows:
+                source = spark.read.option("mergeSchema", "true").parquet(*rows)
+                frame = source.selectExpr(*projection(target, source.schema))
+            else:
+                # (A commit of deletes only, or of no records: its snapshot holds its offsets.)
+                frame = spark.createDataFrame([], target)
+            writer = frame.writeTo(at)
+            for key, value in properties.items():
+                writer = writer.option(f"snapshot-property.{key}", value)
+            writer.append()
+
+        self.procedures.run(append)
+
+    @staticmethod
+    def _holds_once(table: Table, branch: str, base: int, commit: TableCommit) -> bool:
+        """Whether the branch's snapshots since ``base`` hold the commit once, at the branch's head."""
+        from pyiceberg.table.snapshots import ancestors_between
+
+        from sinks.iceberg.tables import PROP_COMMIT_ID, PROP_CONNECTOR
+
+        head = table.snapshot_by_id(table.metadata.refs[branch].snapshot_id)
+        base_snapshot = table.snapshot_by_id(base)
+        if head is None:
+            return False
+        holding = [
+            s
+            for s in ancestors_between(base_snapshot, head, table.metadata)
+            if s.snapshot_id != base
+            and s.summary is not None
+            and s.summary.additional_properties.get(PROP_CONNECTOR) == commit.connector
+            and s.summary.additional_properties.get(PROP_COMMIT_ID) == commit.commit_id
+        ]
+        return len(holding) == 1 and holding[0].snapshot_id == head.snapshot_id
+
+
+def write_deleted_keys(
+    paths: Sequence[str],
+    id_columns: Sequence[str],
+    deleted_keys: pa.Array,
+    target: str,
+    io_properties: Mapping[str, str],
+) -> str:
+    """A Parquet file at ``target`` of the identifier columns of the rows of ``paths`` whose key
+    (``upserts.key_column``) is one of ``deleted_keys``; its location."""
+    from sinks.iceberg.upserts import key_column
+
+    found = []
+    for path in paths:
+        fs, at = table_filesystem(path, io_properties)
+        parquet = pq.ParquetFile(at, filesystem=fs)
+        present = list(
+            dict.fromkeys(c.split(".")[0] for c in id_columns if c.split(".")[0] in parquet.schema_arrow.names)
+        )
+        rows = parquet.read(columns=present)
+        found.append(rows.filter(pc.is_in(key_column(rows, id_columns), deleted_keys).fill_null(False)))
+    fs, at = table_filesystem(target, io_properties)
+    pq.write_table(pa.concat_tables(found, promote_options="permissive"), at, filesystem=fs, compression="zstd")
+    return target
+
+
+def upserts_through_spark(
+    spark: SparkTables,
+    catalog: Catalog,
+    table_name: str,
+    commit: TableCommit,
+    ordered: Sequence[Any],
+    id_columns: Sequence[str],
+    cdc_field: str | None,
+    run_units: Any,
+    ordering_field: str | None,
+) -> CommittedTable:
+    """``upserts.commit_upserts`` of a format v3 table: the commit's own records come to the last of each key
+    as for any table (``upserts.winners``, its files rewritten without the others by ``run_units``); the
+    table's rows of its keys go, and its rows come, through ``spark``."""
+    from sinks.iceberg.upserts import UpsertRewrite, _beside, _run_units, winners
+    from sinks.iceberg.writes import file_io_properties
+
+    if ordering_field:
+        raise ValueError(
+            f"{table_name} is a format v3 table, which the sink writes through Spark, where "
+            f"sinkadmin.upsert.ordering-field ({ordering_field}) is not applied: unset it, or upsert into a "
+            "format v2 table"
+        )
+    io_properties = file_io_properties(catalog.properties)
+    paths = [f.path for f in ordered]
+    found = winners(paths, id_columns, cdc_field, None, io_properties)
+    template = UpsertRewrite(
+        (), tuple(id_columns), found.keys, commit.commit_id, found.deleted_keys, io_properties=io_properties
+    )
+    ran = _run_units(run_units, template, [], ordered, found)
+    rows = [
+        path if outcome["path"] is None else outcome["path"]
+        for path, (_, outcome) in zip(paths, ran.outcomes, strict=True)
+        if outcome["path"] is None or outcome["records"]
+    ]
+    deletes_file = None
+    if len(found.deleted_keys):
+        target = _beside(paths[0], "deleted-keys", commit.commit_id)
+        deletes_file = write_deleted_keys(paths, id_columns, found.deleted_keys, target, io_properties)
+    change = SparkCommit(tuple(rows), tuple(paths), tuple(id_columns), deletes_file, len(found.deleted_keys))
+    return spark.commit(catalog, table_name, commit, change)
