@@ -20,6 +20,9 @@ and its whole cycle (started -> committed), and per updated record. Compaction i
   After the waves, the table is read whole (pyiceberg, and a Spark aggregate) before and after the
   maintenance's compaction folds the delete files back (rewrite_data_files with delete-file-threshold 1,
   then rewrite_position_delete_files): the read cost of the deletes.
+- Iceberg format v3 (``--format-version 3``): the commit goes through Spark's Iceberg runtime, a MERGE of
+  the commit's keys on a branch writes deletion vectors, the rows are appended there, and main is
+  fast-forwarded (sinks.iceberg.spark_commits).
 
 With ``--key-type uuid`` (Iceberg) the key column is text, a UUID made from each key's number (by MD5, so
 that the keys' order in the table is random, as UUIDs are): a live file's keys are then looked up as text,
@@ -38,10 +41,10 @@ of medians over five waves, on a warmed Spark server:
   seventh session).
 
     .venv/bin/python bench/upsert_scale.py [--sink hudi|iceberg] [--merge-mode merge-on-read|copy-on-write]
-        [--key-type integer|uuid] [--sizes 100000,10000000] [--waves 5] [--buckets 16]
+        [--key-type integer|uuid] [--format-version 2|3] [--sizes 100000,10000000] [--waves 5] [--buckets 16]
 
 Prints and writes bench/results/<sink>_upsert_scale.json (Iceberg copy-on-write: ..._copy_on_write.json;
-UUID keys: ..._uuid_keys.json).
+UUID keys: ..._uuid_keys.json; format v3: ..._v3.json).
 """
 
 from __future__ import annotations
@@ -95,7 +98,9 @@ def key_value(key: int, key_type: str) -> int | str:
     return str(uuid.UUID(bytes=hashlib.md5(str(key).encode()).digest()))
 
 
-def iceberg_connector_config(topic: str, table: str, merge_mode: str, interval_ms: int) -> dict[str, str]:
+def iceberg_connector_config(
+    topic: str, table: str, merge_mode: str, interval_ms: int, format_version: int = 2
+) -> dict[str, str]:
     return {
         "connector.class": "iceberg",
         "topics": topic,
@@ -105,6 +110,7 @@ def iceberg_connector_config(topic: str, table: str, merge_mode: str, interval_m
         "iceberg.tables.default-id-columns": "key",
         "iceberg.tables.auto-create-enabled": "true",
         "iceberg.tables.auto-create-props.write.merge.mode": merge_mode,
+        "iceberg.tables.auto-create-props.format-version": str(format_version),
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "false",
         "sinkadmin.maintenance.enabled": "false",
@@ -156,14 +162,20 @@ def bulk_insert(config: dict[str, str], rows: int) -> float:
 
 def iceberg_load(config: dict[str, str], rows: int, key_type: str) -> float:
     """The table of ``rows`` keys in ten files, created as the sink creates it for ``config`` (its table
-    properties), its columns as the sink decodes the topic's records (key, version, amount, note)."""
+    properties), its columns as the sink decodes the topic's records (key, version, amount, note). A format
+    v3 table is loaded at v2 by pyiceberg, which writes no v3, then upgraded through Spark, as a user
+    upgrades a table."""
     import pyarrow as pa
     from pyiceberg.schema import Schema
     from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
+    from sinks.iceberg.spark_commits import SparkTables
     from sinks.iceberg.tables import catalog_for, create_table
 
     parsed = SinkConfig.parse(config)
+    properties = dict(parsed.settings.table_properties)
+    format_version = int(properties.get("format-version", "2"))
+    properties["format-version"] = str(min(format_version, 2))
     schema = Schema(
         NestedField(1, "key", LongType() if key_type == "integer" else StringType(), required=False),
         NestedField(2, "version", LongType(), required=False),
@@ -172,7 +184,7 @@ def iceberg_load(config: dict[str, str], rows: int, key_type: str) -> float:
     )
     began = time.monotonic()
     with catalog_for(parsed) as catalog:
-        table = create_table(catalog, parsed.settings.tables[0].name, schema, (), parsed.settings.table_properties)
+        table = create_table(catalog, parsed.settings.tables[0].name, schema, (), properties)
         step = max(1, rows // 10)
         for first in range(0, rows, step):
             keys = pa.array(range(first, min(rows, first + step)), pa.int64())
@@ -187,6 +199,8 @@ def iceberg_load(config: dict[str, str], rows: int, key_type: str) -> float:
                     }
                 )
             )
+    if format_version > 2:
+        SparkTables.of(parsed).upgrade(parsed.settings.tables[0].name, format_version)
     return time.monotonic() - began
 
 
@@ -289,6 +303,7 @@ def measure_size(
     buckets: int,
     interval_ms: int,
     key_type: str = "integer",
+    format_version: int = 2,
 ) -> dict:
     run = uuid.uuid4().hex[:8]
     topic, name, table = f"bench-{sink}-scale-{run}", f"bench-{sink}-scale-{rows}-{run}", f"scale_{run}"
@@ -296,7 +311,7 @@ def measure_size(
     admin = AdminClient({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     if sink == "iceberg":
-        config = iceberg_connector_config(topic, table, merge_mode, interval_ms)
+        config = iceberg_connector_config(topic, table, merge_mode, interval_ms, format_version)
     else:
         config = connector_config(topic, base, table, buckets, interval_ms)
     print(f"{rows:,} rows: bulk insert...", flush=True)
@@ -351,6 +366,8 @@ def main() -> None:
     parser.add_argument("--sink", choices=("hudi", "iceberg"), default="hudi")
     parser.add_argument("--merge-mode", choices=("merge-on-read", "copy-on-write"), default="merge-on-read")
     parser.add_argument("--key-type", choices=("integer", "uuid"), default="integer")
+    # Iceberg's table format version: 3 is written through Spark's Iceberg runtime (deletion vectors).
+    parser.add_argument("--format-version", type=int, choices=(2, 3), default=2)
     parser.add_argument("--sizes", default="100000,10000000")
     parser.add_argument("--waves", type=int, default=5)
     parser.add_argument("--interval-ms", type=int, default=INTERVAL_MS)
@@ -364,6 +381,7 @@ def main() -> None:
         parser.error("--key-type is the Iceberg sink's: Hudi's bucket index hashes any key alike")
     suffix = "_copy_on_write" if args.sink == "iceberg" and args.merge_mode == "copy-on-write" else ""
     suffix += "_uuid_keys" if args.key_type == "uuid" else ""
+    suffix += "_v3" if args.sink == "iceberg" and args.format_version == 3 else ""
     output = args.output or str(ROOT / "bench" / "results" / f"{args.sink}_upsert_scale{suffix}.json")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     call_command("migrate", verbosity=0)
@@ -383,6 +401,7 @@ def main() -> None:
                     args.buckets,
                     args.interval_ms,
                     args.key_type,
+                    args.format_version,
                 )
                 for rows in sizes
             ]
@@ -399,7 +418,7 @@ def main() -> None:
         "sink": args.sink,
         "key_type": args.key_type,
         **(
-            {"write.merge.mode": args.merge_mode}
+            {"write.merge.mode": args.merge_mode, "format-version": args.format_version}
             if args.sink == "iceberg"
             else {"table_type": "MERGE_ON_READ", "index": f"BUCKET ({args.buckets} buckets)"}
         ),

@@ -15,7 +15,7 @@ from sinks.iceberg.upserts import commit_upserts
 from workers.coordinator import CommitNotApplied, PreparedCommit, SinkUnavailable
 from workers.events import TableVersion
 from workers.failpoints import failpoint
-from workers.spark_writer import UnitRunner
+from workers.spark_writer import SparkUnavailable, UnitRunner
 
 
 def key_cache() -> KeyIndexCache | None:
@@ -59,6 +59,10 @@ class IcebergCommitter:
     def commit(self, prepared: PreparedCommit) -> dict[str, int]:
         try:
             return self._commit(prepared)
+        except SparkUnavailable as exc:
+            # (Spark runs an upsert's lookups and a format v3 table's whole commit: out of reach, the commit
+            # waits for it, as for the catalog.)
+            raise SinkUnavailable(str(exc)) from exc
         except Exception as exc:
             outage = catalog_outage(exc, self.config)
             if outage is None:
@@ -104,7 +108,7 @@ class IcebergCommitter:
                 else:
                     committed = commit_to_table(self.catalog, table_name, commit, spark=self.spark_tables)
             except Exception as exc:
-                if catalog_outage(exc, self.config) is not None:
+                if isinstance(exc, SparkUnavailable) or catalog_outage(exc, self.config) is not None:
                     raise
                 reason = f"{type(exc).__name__}: {exc}"
                 raise CommitNotApplied(self.connector, prepared.commit_id, reason, f"table {table_name}") from exc

@@ -187,6 +187,39 @@ def projection(target: Any, source: Any) -> list[str]:
     ]
 
 
+# Iceberg's S3FileIO catalog properties, and the S3A settings (under ``fs.s3a.bucket.<bucket>.``) that say the
+# same to Hadoop's S3A connector, through which Spark reads a commit's staged files.
+S3A_OF_ICEBERG = {
+    "s3.endpoint": "endpoint",
+    "s3.access-key-id": "access.key",
+    "s3.secret-access-key": "secret.key",
+    "s3.session-token": "session.token",
+    "s3.path-style-access": "path.style.access",
+    "client.region": "endpoint.region",
+    "s3.region": "endpoint.region",
+}
+
+
+def hadoop_locations(paths: Sequence[str], properties: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """``paths`` (a commit's staged files, where the catalog's FileIO wrote them) as Spark's file sources
+    read them, and the session settings that reach them: an ``s3://`` file through Hadoop's S3A connector
+    (``s3a://``), with the catalog's ``s3.*`` properties as its bucket's S3A settings. Settings a catalog
+    does not give fall to Spark's own (spark-defaults.conf, the AWS SDK's defaults)."""
+    from urllib.parse import urlsplit
+
+    located, settings = [], {}
+    for path in paths:
+        parts = urlsplit(path)
+        if parts.scheme not in ("s3", "s3a", "s3n"):
+            located.append(path)
+            continue
+        located.append(parts._replace(scheme="s3a").geturl())
+        for name, s3a in S3A_OF_ICEBERG.items():
+            if properties.get(name, "").strip():
+                settings[f"fs.s3a.bucket.{parts.netloc}.{s3a}"] = properties[name].strip()
+    return located, settings
+
+
 def key_match(id_columns: Sequence[str], table: str, keys: str) -> str:
     """The condition matching a table row to a key row: each identifier column null-safely equal (a null key
     matches the rows without one, as the sink's format v2 upserts match it)."""
@@ -320,16 +353,25 @@ class SparkTables:
         columns = ", ".join(sql_identifier(*c.split(".")) for c in change.id_columns)
         view = f"sinkadmin_keys_{uuid.uuid4().hex}"
 
-        def delete(spark: Any) -> int:
-            absent = 0
-            if change.deletes_file is not None and change.deleted_keys:
-                spark.read.parquet(change.deletes_file).createOrReplaceTempView(view)
-                held = spark.sql(
-                    f"SELECT count(*) AS held FROM (SELECT DISTINCT {columns} FROM {view}) k "
-                    f"LEFT SEMI JOIN {at} t ON {key_match(change.id_columns, 't', 'k')}"
-                ).collect()[0]["held"]
-                absent = change.deleted_keys - int(held)
-            spark.read.option("mergeSchema", "true").parquet(*change.keyed_by).createOrReplaceTempView(view)
+        def held(spark: Any) -> int:
+            self._reach(spark, [change.deletes_file] if change.deletes_file else [])
+            spark.read.parquet(*deletes_file).createOrReplaceTempView(view)
+            try:
+                return int(
+                    spark.sql(
+                        f"SELECT count(*) AS held FROM (SELECT DISTINCT {columns} FROM {view}) k "
+                        f"LEFT SEMI JOIN {at} t ON {key_match(change.id_columns, 't', 'k')}"
+                    ).collect()[0]["held"]
+                )
+            finally:
+                spark.catalog.dropTempView(view)
+
+        keyed_by = self._located(change.keyed_by)
+        deletes_file = self._located([change.deletes_file] if change.deletes_file else [])
+
+        def delete(spark: Any) -> None:
+            self._reach(spark, change.keyed_by)
+            spark.read.option("mergeSchema", "true").parquet(*keyed_by).createOrReplaceTempView(view)
             try:
                 spark.sql(
                     f"MERGE INTO {at} t USING (SELECT DISTINCT {columns} FROM {view}) k "
@@ -337,20 +379,26 @@ class SparkTables:
                 ).collect()
             finally:
                 spark.catalog.dropTempView(view)
-            return absent
 
-        absent = self.procedures.run(delete)
+        # (Each run twice, should the session be lost: the count before the MERGE, which a second run of
+        # finds nothing more to delete.)
+        absent = 0
+        if change.deletes_file is not None and change.deleted_keys:
+            absent = change.deleted_keys - self.procedures.run(held)
+        self.procedures.run(delete)
         if absent:
             log.info("upsert on %s: %d delete(s) of keys the table does not hold", table_name, absent)
         return {ABSENT_KEY_DELETES: str(absent)} if absent else {}
 
     def _append(self, table_name: str, branch: str, rows: Sequence[str], properties: Mapping[str, str]) -> None:
         at = self.procedures.table_identifier(table_name, branch)
+        located = self._located(rows)
 
         def append(spark: Any) -> None:
+            self._reach(spark, rows)
             target = spark.table(at).schema
             if rows:
-                source = spark.read.option("mergeSchema", "true").parquet(*rows)
+                source = spark.read.option("mergeSchema", "true").parquet(*located)
                 frame = source.selectExpr(*projection(target, source.schema))
             else:
                 # (A commit of deletes only, or of no records: its snapshot holds its offsets.)
@@ -361,6 +409,14 @@ class SparkTables:
             writer.append()
 
         self.procedures.run(append)
+
+    def _located(self, paths: Sequence[str]) -> list[str]:
+        return hadoop_locations(paths, self.procedures.properties)[0]
+
+    def _reach(self, spark: Any, paths: Sequence[str]) -> None:
+        """Set the session's settings that reach ``paths`` (``hadoop_locations``)."""
+        for key, value in hadoop_locations(paths, self.procedures.properties)[1].items():
+            spark.conf.set(key, value)
 
     @staticmethod
     def _holds_once(table: Table, branch: str, base: int, commit: TableCommit) -> bool:

@@ -110,3 +110,36 @@ def test_a_table_on_s3_is_written_upserted_read_and_compacted_with_the_catalogs_
     assert all(not task.delete_files for task in compacted.scan().plan_files()), "deletes left after compaction"
     assert int(compacted.current_snapshot().summary.additional_properties.get("total-position-deletes", 0)) == 0
     assert_table_is(name, expected)
+
+
+def test_a_format_v3_table_on_s3_is_upserted_through_spark_with_the_catalogs_s3_properties(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, s3_endpoint: str
+) -> None:
+    """Spark reads the commit's staged files on S3 through Hadoop's S3A connector, given the catalog's
+    ``s3.*`` properties as the bucket's S3A settings (sinks.iceberg.spark_commits.hadoop_locations), and
+    writes the deletion vectors and rows through Iceberg's S3FileIO."""
+    from tests.integration.test_iceberg_v3_tables import assert_merged_on_read_with_deletion_vectors
+
+    s3_client(s3_endpoint).create_dir(BUCKET)
+    name = "iceberg-s3-v3"
+    config = sink_config(
+        topic_name,
+        TABLE,
+        **{
+            **s3_catalog(s3_endpoint),
+            "iceberg.tables.upsert-mode-enabled": "true",
+            "iceberg.tables.default-id-columns": "id",
+            "iceberg.tables.cdc-field": "op",
+            "iceberg.tables.auto-create-props.format-version": "3",
+        },
+    )
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    actions.create_connector(name, config)
+    with running_in_threads(name):
+        for wave, seed in enumerate((31, 32)):
+            ends = produce(kafka_bootstrap, topic_name, changes(600, 80, PARTITIONS, seed), PARTITIONS)
+            wait_until(caught_up(name, ends), 180, f"{name} to commit wave {wave}")
+    files = table_of(name, TABLE).inspect.files().to_pylist()
+    assert files and all(f["file_path"].startswith(f"s3://{BUCKET}/") for f in files)
+    assert_merged_on_read_with_deletion_vectors(name)
+    assert_table_is(name, model(kafka_bootstrap, ends))

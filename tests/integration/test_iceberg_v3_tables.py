@@ -29,7 +29,14 @@ from tests.integration.helpers import (
     table_of,
     wait_until,
 )
-from tests.integration.test_iceberg_upserts import PARTITIONS, TABLE, assert_table_equals_model, compact, upsert_config
+from tests.integration.test_iceberg_upserts import (
+    PARTITIONS,
+    TABLE,
+    assert_table_equals_model,
+    compact,
+    model_of_topic,
+    upsert_config,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -71,8 +78,8 @@ def test_upserts_into_a_format_v3_table_delete_by_deletion_vectors(
     ends: dict[tuple[str, int], int] = {}
     with running_in_threads(name, tasks=2):
         # Two waves, so that the second deletes and updates keys the table holds; then a record with a new
-        # field, which becomes a column (added through Spark); it is of a key of partition 0, where produce()
-        # puts it.
+        # field, which becomes a column (added through Spark). Records of keys of partition 0, where produce()
+        # puts the first record of a batch.
         for wave, seed in enumerate((21, 22)):
             ends = produce(kafka_bootstrap, topic_name, changes(1500, 150, PARTITIONS, seed), PARTITIONS)
             wait_until(caught_up(name, ends), 180, f"{name} to commit wave {wave}")
@@ -82,6 +89,11 @@ def test_upserts_into_a_format_v3_table_delete_by_deletion_vectors(
         last = [json.dumps(grown).encode(), json.dumps(never).encode()]
         ends = {**ends, **produce(kafka_bootstrap, topic_name, last, PARTITIONS)}
         wait_until(caught_up(name, ends), 180, f"{name} to commit a record with a new field")
+        # A commit of one delete alone: no row to append, its snapshot holds its offsets.
+        held = next(k for k in (6, 14, 16) if k in model_of_topic(kafka_bootstrap, ends))
+        gone = {"id": held, "ts": 10**6 + 1, "amount": 0, "op": "d", "region": f"r{held % 3}"}
+        ends = {**ends, **produce(kafka_bootstrap, topic_name, [json.dumps(gone).encode()], PARTITIONS)}
+        wait_until(caught_up(name, ends), 180, f"{name} to commit a delete alone")
     assert_table_equals_model(name, kafka_bootstrap, ends)
     assert_merged_on_read_with_deletion_vectors(name)
     table = table_of(name, TABLE)
