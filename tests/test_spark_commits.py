@@ -29,14 +29,18 @@ from pyspark.sql.types import StructField
 from pyspark.sql.types import StructType as SparkStruct
 
 from sinks.iceberg.spark_commits import (
+    DELETES_ONLY,
+    INCOMING,
+    KEY_INDEX,
     added_columns,
     commit_branch,
     key_match,
     projection,
     spark_type,
-    write_deleted_keys,
+    write_commit_keys,
 )
 from sinks.iceberg.tables import missing_fields
+from sinks.iceberg.upserts import winners
 
 
 def test_iceberg_types_are_spark_ddl_and_a_time_column_is_refused() -> None:
@@ -109,16 +113,25 @@ def test_each_commit_has_branches_of_its_own() -> None:
     assert not commit_branch(str(uuid.uuid4())).startswith(commit_branch(str(commit_id)))
 
 
-def test_the_deleted_keys_file_holds_the_identifier_columns_of_the_deleting_rows(tmp_path: Path) -> None:
-    """Spark counts the table's rows of these keys: a delete of a key the table lacks is counted apart."""
+def test_the_keys_file_holds_each_keys_winning_identifier_columns_and_what_spark_needs_of_it(tmp_path: Path) -> None:
+    """One row per key (its index among the commit's keys), flagged when the commit only deletes it (Spark
+    counts the table's rows of those), with its winning record's ordering value (Spark keeps a later row)."""
     first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    pq.write_table(pa.table({"id": [1, 2, 3], "region": ["x", "y", "z"], "op": ["d", "u", "d"]}), first)
-    pq.write_table(pa.table({"id": [3, 4], "region": ["z", "w"], "op": ["d", "d"]}), second)
-    deleted = pa.array(["1\x1fx", "3\x1fz", "4\x1fw"])
-    target = write_deleted_keys([str(first), str(second)], ["id", "region"], deleted, str(tmp_path / "k.parquet"), {})
-    assert pq.read_table(target).to_pylist() == [
-        {"id": 1, "region": "x"},
-        {"id": 3, "region": "z"},
-        {"id": 3, "region": "z"},
-        {"id": 4, "region": "w"},
+    pq.write_table(
+        pa.table({"id": [1, 2, 1], "region": ["x", "y", "x"], "op": ["d", "u", "u"], "ts": [5, 1, 3]}), first
+    )
+    pq.write_table(pa.table({"id": [3, 2], "region": ["z", "y"], "op": ["d", "d"], "ts": [2, None]}), second)
+    paths = [str(first), str(second)]
+    found = winners(paths, ["id", "region"], "op", "ts")
+    target, incoming = write_commit_keys(paths, ["id", "region"], found, str(tmp_path / "k.parquet"), {})
+    assert incoming
+    rows = sorted(pq.read_table(target).to_pylist(), key=lambda r: r["id"])
+    assert [{k: r[k] for k in ("id", "region", DELETES_ONLY, INCOMING)} for r in rows] == [
+        # (The delete's ts 5 beats the update's 3; a key the commit writes too is not counted if absent.)
+        {"id": 1, "region": "x", DELETES_ONLY: False, INCOMING: 5},
+        {"id": 2, "region": "y", DELETES_ONLY: False, INCOMING: 1},  # (a null orders first)
+        {"id": 3, "region": "z", DELETES_ONLY: True, INCOMING: 2},
     ]
+    assert [found.keys[r[KEY_INDEX]].as_py() for r in rows] == ["1\x1fx", "2\x1fy", "3\x1fz"]
+    unordered = winners(paths, ["id", "region"], "op")
+    assert not write_commit_keys(paths, ["id", "region"], unordered, str(tmp_path / "u.parquet"), {})[1]

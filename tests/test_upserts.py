@@ -715,33 +715,3 @@ def test_a_null_key_replaces_the_row_without_one_beside_other_keys(tmp_path: Pat
     _commit(catalog, tmp_path, 2, [{"id": None, "op": "u", "v": "n2"}, {"id": "a", "op": "u", "v": "a2"}])
     rows = sorted((r["id"] or "", r["v"]) for r in catalog.load_table("db.t").scan().to_arrow().to_pylist())
     assert rows == [("", "n2"), ("a", "a2")]
-
-
-@pytest.mark.django_db
-def test_an_ordering_field_is_refused_for_a_format_v3_table_before_anything_is_prepared(tmp_path: Path) -> None:
-    """A v3 table is written through Spark, where the ordering field is not applied (decision 021): a commit
-    of it could never be applied as configured, so the write is refused first (I9)."""
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
-    from pyiceberg.schema import Schema
-    from pyiceberg.table import Table
-    from pyiceberg.table.metadata import new_table_metadata
-    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-    from pyiceberg.types import LongType, NestedField
-
-    from sinks.iceberg.settings import TableTarget
-
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=True), NestedField(2, "ts", LongType()), identifier_field_ids=[1]
-    )
-    writer = _table_writer(tmp_path, **{"sinkadmin.upsert.ordering-field": "ts"})
-    for version, refused in (("2", False), ("3", True)):
-        metadata = new_table_metadata(
-            schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, str(tmp_path), {"format-version": version}
-        )
-        table = Table(("db", "t"), metadata, f"{tmp_path}/v{version}.metadata.json", PyArrowFileIO(), writer.catalog)
-        if refused:
-            with pytest.raises(WriteRefused, match=r"db\.t is a format v3 table.*ordering-field \(ts\) is not applied"):
-                writer._check_keys(TableTarget("db.t", (), None, ("id",)), table)
-        else:
-            writer._check_keys(TableTarget("db.t", (), None, ("id",)), table)

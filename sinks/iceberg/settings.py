@@ -217,12 +217,6 @@ def _check_table_properties(result: ConfigValidation, config: dict[str, str]) ->
         elif name in ROW_LEVEL_MODES and value not in ("copy-on-write", "merge-on-read"):
             result.add(key, "copy-on-write or merge-on-read")
     properties = created_table_properties(config, upserts=True)
-    if properties["format-version"] == "3" and config.get("sinkadmin.upsert.ordering-field", "").strip():
-        result.add(
-            "sinkadmin.upsert.ordering-field",
-            "format v3 tables are written through Spark's Iceberg runtime, where an ordering field is not "
-            f"applied: unset it, or create format v2 tables ({TABLE_PROPERTIES_PREFIX}format-version=2)",
-        )
     if (
         properties["format-version"] == "1"
         and properties["write.merge.mode"] == "merge-on-read"

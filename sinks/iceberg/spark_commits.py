@@ -10,7 +10,8 @@ one step, so that readers see its deletes and its rows at once, with its offsets
    a branch of this attempt's own, ``sinkadmin_<commit id>_<attempt>``, is made at main's snapshot.
 2. In upsert mode, the table's rows of every key the commit writes or deletes are deleted on the branch
    (``MERGE INTO ... WHEN MATCHED THEN DELETE``): Iceberg writes deletion vectors, or rewrites the data
-   files, as the table's ``write.merge.mode`` says.
+   files, as the table's ``write.merge.mode`` says. With an ordering field, a row later than the commit's
+   record of its key stays, and that record is left out of the rows (its key found by a join first).
 3. The commit's rows are appended to the branch, the commit's properties (connector, commit id, epoch,
    offsets) in that snapshot's summary; the branch must then hold the commit once, at its head.
 4. main is fast-forwarded to the branch (Iceberg's ``fast_forward``). That fails if main moved since step 1
@@ -27,10 +28,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
 
     from connectors.config import SinkConfig
     from sinks.iceberg.tables import CommittedTable, TableCommit
+    from sinks.iceberg.upserts import Winners
 
 log = logging.getLogger(__name__)
 
@@ -87,19 +90,30 @@ def commit_branch(commit_id: str) -> str:
     return f"{BRANCH_PREFIX}{uuid.UUID(commit_id).hex}_"
 
 
+# The columns of a commit's keys file beside the identifier columns: each key's index among the commit's keys
+# (``Winners.keys``), whether the commit deletes it without writing it, and its record's ordering value.
+KEY_INDEX, DELETES_ONLY, INCOMING = "__sinkadmin_key", "__sinkadmin_deletes", "__sinkadmin_incoming"
+
+
 @dataclass(frozen=True)
 class SparkCommit:
-    """What a commit does to a table written by Spark: the Parquet files of the rows it appends and, in
-    upsert mode, the files whose identifier columns name the keys whose table rows it deletes first."""
+    """What a commit does to a table written by Spark: the Parquet files of the rows it appends (``rows``, or
+    ``rows_of``, given the indexes of the keys whose records are stale) and, in upsert mode, the file of its
+    keys (``write_commit_keys``), whose table rows it deletes first."""
 
-    rows: tuple[str, ...]
-    keyed_by: tuple[str, ...] = ()
+    rows: tuple[str, ...] = ()
+    keys_file: str | None = None
     id_columns: tuple[str, ...] = ()
-    # A file of the keys the commit deletes without writing them (their identifier columns), and how many
-    # there are: the table's rows of them are counted, and a delete of a key the table lacks is counted.
-    deletes_file: str | None = None
-    deleted_keys: int = 0
-    properties: Mapping[str, str] = field(default_factory=dict)
+    deleted_keys: int = 0  # (how many keys the file flags DELETES_ONLY)
+    # With an ordering field: the field, and whether the keys file has each record's value of it (INCOMING;
+    # absent when no record has the field).
+    ordering_field: str | None = None
+    incoming: bool = False
+    rows_of: Callable[[Sequence[int]], tuple[str, ...]] | None = field(default=None, repr=False)
+
+    def rows_without(self, stale: Sequence[int]) -> tuple[str, ...]:
+        """The files of the rows to append, the records of the ``stale`` keys left out."""
+        return self.rows_of(stale) if self.rows_of is not None else self.rows
 
 
 # Iceberg's types as Spark's DDL names them (Spark's Iceberg runtime maps them back). Spark 3.5 has no time
@@ -281,16 +295,20 @@ class SparkTables:
             base = table.metadata.refs[branch].snapshot_id
             if snapshot_of_commit(table, commit.connector, commit.commit_id, base) is not None:
                 continue  # (main was published meanwhile: the next attempt finds the commit)
-            properties = {**commit.summary(), **change.properties}
+            properties = commit.summary()
             # (No rows at the base, as a new table's: nothing to delete. A summary without totals, another
             # writer's, says nothing.)
             base_snapshot = table.snapshot_by_id(base)
             summary = base_snapshot.summary if base_snapshot is not None else None
             empty = summary is not None and summary.additional_properties.get("total-records") == "0"
-            if change.keyed_by and not empty:
-                properties.update(self._delete_keys(table_name, branch, change))
+            stale: list[int] = []
+            if change.keys_file is not None and not empty:
+                stale, counts = self._delete_keys(table_name, branch, change)
+                properties.update(counts)
             laps.lap("deletes")
-            self._append(table_name, branch, change.rows, properties)
+            rows = change.rows_without(stale)
+            laps.lap("rows")
+            self._append(table_name, branch, rows, properties)
             laps.lap("append")
             table = catalog.load_table(table_name)
             if not self._holds_once(table, branch, base, commit):
@@ -322,11 +340,11 @@ class SparkTables:
             self._drop_branches(table, table_id, commit.commit_id)
             laps.lap("branch dropped")
             log.info(
-                "commit %s on %s through Spark: %d file(s) of rows, %d of keys; %s",
+                "commit %s on %s through Spark: %d file(s) of rows, %s; %s",
                 commit.commit_id,
                 table_name,
-                len(change.rows),
-                len(change.keyed_by),
+                len(rows),
+                "keyed" if change.keys_file else "appended",
                 laps,
             )
             snapshot_id = snapshot_of_commit(table, commit.connector, commit.commit_id)
@@ -344,51 +362,74 @@ class SparkTables:
     def _drop_branch(self, table_id: str, branch: str) -> None:
         self.sql(f"ALTER TABLE {table_id} DROP BRANCH IF EXISTS {sql_identifier(branch)}")
 
-    def _delete_keys(self, table_name: str, branch: str, change: SparkCommit) -> dict[str, str]:
-        """Delete the branch's rows of the keys in ``change.keyed_by``; the properties that count the deletes
-        of keys it did not hold."""
-        from sinks.iceberg.upserts import ABSENT_KEY_DELETES
+    def _delete_keys(self, table_name: str, branch: str, change: SparkCommit) -> tuple[list[int], dict[str, str]]:
+        """Delete the branch's rows of the commit's keys (``change.keys_file``), but those later by the ordering
+        field than the commit's record of the key; the indexes of those keys (their records are stale), and
+        the summary properties that count the stale records and the deletes of keys the branch lacks."""
+        from sinks.iceberg.upserts import ABSENT_KEY_DELETES, STALE_RECORDS
 
+        assert change.keys_file is not None
         at = self.procedures.table_identifier(table_name, branch)
-        columns = ", ".join(sql_identifier(*c.split(".")) for c in change.id_columns)
+        match = key_match(change.id_columns, "t", "k")
+        later = self._later(change)
+        keys_file = change.keys_file
+        located = self._located([keys_file])
         view = f"sinkadmin_keys_{uuid.uuid4().hex}"
 
-        def held(spark: Any) -> int:
-            self._reach(spark, [change.deletes_file] if change.deletes_file else [])
-            spark.read.parquet(*deletes_file).createOrReplaceTempView(view)
-            try:
-                return int(
-                    spark.sql(
-                        f"SELECT count(*) AS held FROM (SELECT DISTINCT {columns} FROM {view}) k "
-                        f"LEFT SEMI JOIN {at} t ON {key_match(change.id_columns, 't', 'k')}"
-                    ).collect()[0]["held"]
-                )
-            finally:
-                spark.catalog.dropTempView(view)
+        def query(statement: str) -> Callable[[Any], list[Any]]:
+            def run(spark: Any) -> list[Any]:
+                self._reach(spark, [keys_file])
+                spark.read.parquet(*located).createOrReplaceTempView(view)
+                try:
+                    return list(spark.sql(statement.format(keys=view)).collect())
+                finally:
+                    spark.catalog.dropTempView(view)
 
-        keyed_by = self._located(change.keyed_by)
-        deletes_file = self._located([change.deletes_file] if change.deletes_file else [])
+            return run
 
-        def delete(spark: Any) -> None:
-            self._reach(spark, change.keyed_by)
-            spark.read.option("mergeSchema", "true").parquet(*keyed_by).createOrReplaceTempView(view)
-            try:
-                spark.sql(
-                    f"MERGE INTO {at} t USING (SELECT DISTINCT {columns} FROM {view}) k "
-                    f"ON {key_match(change.id_columns, 't', 'k')} WHEN MATCHED THEN DELETE"
-                ).collect()
-            finally:
-                spark.catalog.dropTempView(view)
-
-        # (Each run twice, should the session be lost: the count before the MERGE, which a second run of
-        # finds nothing more to delete.)
+        # (Each runs again on a session joined again: the stale keys and the count before the MERGE, which a
+        # second run of finds nothing more to delete.)
+        stale: list[int] = []
+        if later is not None:
+            found = self.procedures.run(
+                query(f"SELECT k.{KEY_INDEX} FROM {{keys}} k JOIN {at} t ON {match} WHERE {later}")
+            )
+            stale = sorted({int(row[0]) for row in found})
         absent = 0
-        if change.deletes_file is not None and change.deleted_keys:
-            absent = change.deleted_keys - self.procedures.run(held)
-        self.procedures.run(delete)
+        if change.deleted_keys:
+            held = self.procedures.run(
+                query(f"SELECT count(*) FROM {{keys}} k LEFT SEMI JOIN {at} t ON {match} WHERE k.{DELETES_ONLY}")
+            )
+            absent = change.deleted_keys - int(held[0][0])
+        unless_later = f" AND NOT ({later})" if later is not None else ""
+        self.procedures.run(
+            query(f"MERGE INTO {at} t USING {{keys}} k ON {match} WHEN MATCHED{unless_later} THEN DELETE")
+        )
         if absent:
             log.info("upsert on %s: %d delete(s) of keys the table does not hold", table_name, absent)
-        return {ABSENT_KEY_DELETES: str(absent)} if absent else {}
+        if stale:
+            log.info(
+                "upsert on %s: %d record(s) older than the table's row of their key (%s), not applied",
+                table_name,
+                len(stale),
+                change.ordering_field,
+            )
+        counts = {ABSENT_KEY_DELETES: str(absent)} if absent else {}
+        return stale, counts | ({STALE_RECORDS: str(len(stale))} if stale else {})
+
+    @staticmethod
+    def _later(change: SparkCommit) -> str | None:
+        """The condition of a table row later than the commit's record of its key by the ordering field
+        (``upserts.later_in_table``: a greater value, or a value where the record has none), if ordered."""
+        if change.ordering_field is None:
+            return None
+        current = f"t.{sql_identifier(*change.ordering_field.split('.'))}"
+        if not change.incoming:
+            return f"{current} IS NOT NULL"
+        incoming = f"k.{INCOMING}"
+        return (
+            f"CASE WHEN {incoming} IS NULL THEN {current} IS NOT NULL ELSE coalesce({current} > {incoming}, false) END"
+        )
 
     def _append(self, table_name: str, branch: str, rows: Sequence[str], properties: Mapping[str, str]) -> None:
         at = self.procedures.table_identifier(table_name, branch)
@@ -440,29 +481,33 @@ class SparkTables:
         return len(holding) == 1 and holding[0].snapshot_id == head.snapshot_id
 
 
-def write_deleted_keys(
+def write_commit_keys(
     paths: Sequence[str],
     id_columns: Sequence[str],
-    deleted_keys: pa.Array,
+    found: Winners,
     target: str,
     io_properties: Mapping[str, str],
-) -> str:
-    """A Parquet file at ``target`` of the identifier columns of the rows of ``paths`` whose key
-    (``upserts.key_column``) is one of ``deleted_keys``; its location."""
-    from sinks.iceberg.upserts import key_column
-
-    found = []
+) -> tuple[str, bool]:
+    """A Parquet file at ``target`` of the commit's keys (``found``, of the files at ``paths``): one row per
+    key, its identifier columns as its winning record has them, its index among ``found.keys``
+    (KEY_INDEX), whether the commit only deletes it (DELETES_ONLY) and, with an ordering field, the winning
+    record's value of it (INCOMING, when some record has one); its location, and whether it has INCOMING."""
+    tops = list(dict.fromkeys(c.split(".")[0] for c in id_columns))
+    read = []
     for path in paths:
         fs, at = table_filesystem(path, io_properties)
         parquet = pq.ParquetFile(at, filesystem=fs)
-        present = list(
-            dict.fromkeys(c.split(".")[0] for c in id_columns if c.split(".")[0] in parquet.schema_arrow.names)
-        )
-        rows = parquet.read(columns=present)
-        found.append(rows.filter(pc.is_in(key_column(rows, id_columns), deleted_keys).fill_null(False)))
+        read.append(parquet.read(columns=[c for c in tops if c in parquet.schema_arrow.names]))
+    rows = pa.concat_tables(read, promote_options="permissive").take(pa.array(found.winner_at, pa.int64()))
+    keys = rows.append_column(KEY_INDEX, pa.array(np.arange(len(found.keys), dtype=np.int64)))
+    keys = keys.append_column(DELETES_ONLY, pc.is_in(found.keys, found.deleted_keys).fill_null(False))
+    incoming = found.orders is not None and not pa.types.is_null(found.orders.type)
+    if incoming:
+        assert found.orders is not None
+        keys = keys.append_column(INCOMING, found.orders)
     fs, at = table_filesystem(target, io_properties)
-    pq.write_table(pa.concat_tables(found, promote_options="permissive"), at, filesystem=fs, compression="zstd")
-    return target
+    pq.write_table(keys, at, filesystem=fs, compression="zstd")
+    return target, incoming
 
 
 def upserts_through_spark(
@@ -477,32 +522,40 @@ def upserts_through_spark(
     ordering_field: str | None,
 ) -> CommittedTable:
     """``upserts.commit_upserts`` of a format v3 table: the commit's own records come to the last of each key
-    as for any table (``upserts.winners``, its files rewritten without the others by ``run_units``); the
-    table's rows of its keys go, and its rows come, through ``spark``."""
-    from sinks.iceberg.upserts import UpsertRewrite, _beside, _run_units, winners
+    as for any table (``upserts.winners``, by the ordering field if any), its files rewritten without the
+    others by ``run_units``; the table's rows of its keys go, and its rows come, through ``spark``. With an
+    ordering field, a key whose table row is later keeps it, and the commit's record of it is left out."""
+    from sinks.iceberg.upserts import UpsertRewrite, _beside, winners
     from sinks.iceberg.writes import file_io_properties
 
-    if ordering_field:
-        raise ValueError(
-            f"{table_name} is a format v3 table, which the sink writes through Spark, where "
-            f"sinkadmin.upsert.ordering-field ({ordering_field}) is not applied: unset it, or upsert into a "
-            "format v2 table"
-        )
     io_properties = file_io_properties(catalog.properties)
     paths = [f.path for f in ordered]
-    found = winners(paths, id_columns, cdc_field, None, io_properties)
+    found = winners(paths, id_columns, cdc_field, ordering_field, io_properties)
     template = UpsertRewrite(
         (), tuple(id_columns), found.keys, commit.commit_id, found.deleted_keys, io_properties=io_properties
     )
-    ran = _run_units(run_units, template, [], ordered, found)
-    rows = [
-        path if outcome["path"] is None else outcome["path"]
-        for path, (_, outcome) in zip(paths, ran.outcomes, strict=True)
-        if outcome["path"] is None or outcome["records"]
-    ]
-    deletes_file = None
-    if len(found.deleted_keys):
-        target = _beside(paths[0], "deleted-keys", commit.commit_id)
-        deletes_file = write_deleted_keys(paths, id_columns, found.deleted_keys, target, io_properties)
-    change = SparkCommit(tuple(rows), tuple(paths), tuple(id_columns), deletes_file, len(found.deleted_keys))
+
+    def rows_of(stale: Sequence[int]) -> tuple[str, ...]:
+        dropped = found.dropping(found.keys.take(pa.array(stale, pa.int64()))) if stale else found.dropped
+        units = template.own_units(paths, dropped, found.sizes)
+        outcomes = run_units(replace(template, units=tuple(units))) if units else []
+        return tuple(
+            path if outcome["path"] is None else outcome["path"]
+            for path, outcome in zip(paths, outcomes, strict=True)
+            if outcome["path"] is None or outcome["records"]
+        )
+
+    keys_file, incoming = None, False
+    if len(found.keys):
+        keys_file, incoming = write_commit_keys(
+            paths, id_columns, found, _beside(paths[0], "keys", commit.commit_id), io_properties
+        )
+    change = SparkCommit(
+        keys_file=keys_file,
+        id_columns=tuple(id_columns),
+        deleted_keys=len(found.deleted_keys),
+        ordering_field=ordering_field,
+        incoming=incoming,
+        rows_of=rows_of,
+    )
     return spark.commit(catalog, table_name, commit, change)

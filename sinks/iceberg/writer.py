@@ -19,7 +19,7 @@ from sinks.iceberg.arrow_writer import ArrowPartitionWriter, publish_decoded
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
 from sinks.iceberg.routing import Router, router_for
 from sinks.iceberg.settings import IcebergSettings, TableTarget
-from sinks.iceberg.spark_commits import SparkTables, written_by_spark
+from sinks.iceberg.spark_commits import SparkTables
 from sinks.iceberg.spark_writer import SparkWriter
 from sinks.iceberg.tables import (
     catalog_for,
@@ -337,12 +337,6 @@ class TableWriter:
                 "table identifier fields (Spark: ALTER TABLE ... SET IDENTIFIER FIELDS), then restart the connector"
             )
         ordering = self.settings.ordering_field
-        if ordering and written_by_spark(table):
-            raise WriteRefused(
-                f"table {target.name} is a format v3 table, which the sink writes through Spark's Iceberg runtime, "
-                f"where sinkadmin.upsert.ordering-field ({ordering}) is not applied: unset it, or upsert into a "
-                "format v2 table, then restart the connector"
-            )
         if ordering:
             try:
                 found = schema.find_field(ordering)

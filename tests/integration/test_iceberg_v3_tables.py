@@ -18,15 +18,17 @@ from connectors import actions
 from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector
 from sinks.iceberg.spark_commits import BRANCH_PREFIX, SparkTables
-from sinks.iceberg.upserts import ABSENT_KEY_DELETES
+from sinks.iceberg.upserts import ABSENT_KEY_DELETES, STALE_RECORDS
 from tests.integration.helpers import (
     Processes,
     caught_up,
     changes,
     create_topic,
+    duckdb_rows,
     produce,
     running_in_threads,
     table_of,
+    table_rows,
     wait_until,
 )
 from tests.integration.test_iceberg_upserts import (
@@ -186,3 +188,29 @@ def test_another_writers_commit_while_a_commit_is_on_its_branch_makes_it_start_a
     spark.sql(f"DELETE FROM {table_id} WHERE id = 99999")
     assert_table_equals_model(name, kafka_bootstrap, ends)
     assert_merged_on_read_with_deletion_vectors(name, frozenset({table_of(name, TABLE).current_snapshot().snapshot_id}))
+
+
+def test_an_ordering_field_keeps_the_tables_later_row_of_a_key(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    """``sinkadmin.upsert.ordering-field`` on v3: a record older than the table's row of its key, by the field,
+    is not applied (an update or a delete), nor counted absent; the rest are; the commit counts them."""
+    name = "iceberg-v3-ordered"
+    config = upsert_config(topic_name, **V3, **{"sinkadmin.upsert.ordering-field": "ts"})
+    create_topic(kafka_bootstrap, topic_name, 1)
+    actions.create_connector(name, config)
+
+    def record(key: int, ts: int, amount: int, op: str = "u") -> bytes:
+        return json.dumps({"id": key, "ts": ts, "amount": amount, "op": op, "region": f"r{key % 3}"}).encode()
+
+    with running_in_threads(name):
+        ends = produce(kafka_bootstrap, topic_name, [record(1, 10, 1), record(2, 10, 1), record(3, 10, 1)], 1)
+        wait_until(caught_up(name, ends), 180, f"{name} to commit the first rows")
+        second = [record(1, 5, 2), record(2, 20, 3), record(3, 5, 0, "d"), record(4, 1, 4), record(5, 1, 0, "d")]
+        ends = produce(kafka_bootstrap, topic_name, second, 1)
+        wait_until(caught_up(name, ends), 180, f"{name} to commit the second")
+    rows = sorted((r["id"], r["ts"], r["amount"]) for r in table_rows(name, TABLE))
+    assert rows == [(1, 10, 1), (2, 20, 3), (3, 10, 1), (4, 1, 4)]
+    assert sorted((r["id"], r["ts"], r["amount"]) for r in duckdb_rows(name, TABLE)) == rows
+    summary = table_of(name, TABLE).current_snapshot().summary.additional_properties
+    assert (summary.get(STALE_RECORDS), summary.get(ABSENT_KEY_DELETES)) == ("2", "1"), summary
