@@ -37,6 +37,8 @@ from sinks.iceberg.spark_commits import (
     key_match,
     projection,
     spark_type,
+    spark_unreadable,
+    staged_names,
     write_commit_keys,
 )
 from sinks.iceberg.tables import missing_fields
@@ -135,3 +137,57 @@ def test_the_keys_file_holds_each_keys_winning_identifier_columns_and_what_spark
     assert [found.keys[r[KEY_INDEX]].as_py() for r in rows] == ["1\x1fx", "2\x1fy", "3\x1fz"]
     unordered = winners(paths, ["id", "region"], "op")
     assert not write_commit_keys(paths, ["id", "region"], unordered, str(tmp_path / "u.parquet"), {})[1]
+
+
+def test_a_column_renamed_since_the_rows_were_written_is_read_by_its_old_name() -> None:
+    """Iceberg keeps a renamed field's old name in the table's name mapping: the commit's files, written
+    before the rename, are read by it, not taken for a column added since (null)."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "quantity", LongType(), required=False),
+        NestedField(3, "after", StructType(NestedField(4, "email", StringType(), required=False)), required=False),
+    )
+    mapping = (
+        '[{"field-id": 1, "names": ["id"]}, {"field-id": 2, "names": ["qty", "quantity"]}, '
+        '{"field-id": 3, "names": ["after"], "fields": [{"field-id": 4, "names": ["mail", "email"]}]}]'
+    )
+    metadata = new_table_metadata(
+        schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, "/t", {"schema.name-mapping.default": mapping}
+    )
+    table = Table(("db", "t"), metadata, "/t/v1.metadata.json", PyArrowFileIO(), None)  # type: ignore[arg-type]
+    names = staged_names(table)
+    assert names[("quantity",)] == ("quantity", "qty") and names[("after", "email")] == ("email", "mail")
+    target = SparkStruct(
+        [
+            StructField("id", SparkLong()),
+            StructField("quantity", SparkLong()),
+            StructField("after", SparkStruct([StructField("email", SparkString())])),
+        ]
+    )
+    source = SparkStruct(
+        [
+            StructField("id", SparkLong()),
+            StructField("qty", SparkLong()),
+            StructField("after", SparkStruct([StructField("mail", SparkString())])),
+        ]
+    )
+    assert projection(target, source, names) == [
+        "`id` AS `id`",
+        "`qty` AS `quantity`",
+        "IF(`after` IS NULL, NULL, named_struct('email', `after`.`mail`)) AS `after`",
+    ]
+
+
+def test_columns_spark_cannot_read_in_the_staged_files_are_named() -> None:
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "event", StructType(NestedField(3, "at", TimeType(), required=False)), required=False),
+    )
+    assert spark_unreadable(schema) == "column 'event.at' of type time"
+    assert spark_unreadable(Schema(NestedField(1, "id", LongType(), required=True))) is None

@@ -715,3 +715,35 @@ def test_a_null_key_replaces_the_row_without_one_beside_other_keys(tmp_path: Pat
     _commit(catalog, tmp_path, 2, [{"id": None, "op": "u", "v": "n2"}, {"id": "a", "op": "u", "v": "a2"}])
     rows = sorted((r["id"] or "", r["v"]) for r in catalog.load_table("db.t").scan().to_arrow().to_pylist())
     assert rows == [("", "n2"), ("a", "a2")]
+
+
+@pytest.mark.django_db
+def test_a_format_v3_table_of_a_column_spark_cannot_read_is_refused_before_it_is_created(tmp_path: Path) -> None:
+    """A v3 table is written through Spark, which has no type for Iceberg's time (a Kafka Connect Time in the
+    records' schema): the table is refused with the reason, not created (nor left at format 2 by an upgrade
+    that failed)."""
+    envelope = {
+        "schema": {
+            "type": "struct",
+            "fields": [
+                {"field": "id", "type": "int64", "optional": False},
+                {"field": "opens", "type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Time"},
+            ],
+        },
+        "payload": {"id": 1, "opens": 3600000},
+    }
+    writer = _table_writer(
+        tmp_path,
+        **{
+            "iceberg.tables.auto-create-props.format-version": "3",
+            "iceberg.tables.default-id-columns": "id",
+            "value.converter.schemas.enable": "true",
+        },
+    )
+    with pytest.raises(
+        WriteRefused,
+        match=r"db\.t the records would create \(not created\) is of format version 3.*"
+        r"column 'opens' of type time, which Spark 3\.5 cannot read",
+    ):
+        writer.table(uuid.uuid4(), "db.t", lambda: [json.dumps(envelope).encode()])
+    assert not writer.catalog.table_exists("db.t")

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.table.name_mapping import NameMapping
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -54,6 +55,7 @@ from pyiceberg.types import (
     StructType,
     TimestampType,
     TimestamptzType,
+    TimeType,
     UUIDType,
 )
 
@@ -75,8 +77,11 @@ log = logging.getLogger(__name__)
 # The first table format version pyiceberg cannot write.
 SPARK_WRITTEN_FORMAT = 3
 BRANCH_PREFIX = "sinkadmin_"
-# What Iceberg's fast_forward says when main moved off the branch's base.
+DEFAULT_NAME_MAPPING = "schema.name-mapping.default"
+# What Iceberg's fast_forward says when main moved off the branch's base; and what Spark's error says of a
+# statement that lost the catalog's compare-and-swap to another writer (CREATE BRANCH beside a commit).
 NOT_AN_ANCESTOR = "is not an ancestor of"
+ICEBERG_COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
 
 
 def written_by_spark(table: Table) -> bool:
@@ -134,6 +139,24 @@ SPARK_TYPES: dict[type[IcebergType], str] = {
 }
 
 
+def spark_unreadable(schema: Schema) -> str | None:
+    """A column of ``schema`` whose type Spark 3.5 cannot read in the files the sink stages (Parquet's UUID
+    type; Iceberg's time, which Spark has no type for), said as such; None if there is none. A format v3
+    table is written through Spark, which reads those files."""
+    pending: list[tuple[str, IcebergType]] = [(f.name, f.field_type) for f in schema.fields]
+    while pending:
+        path, field_type = pending.pop(0)
+        if isinstance(field_type, UUIDType | TimeType):
+            return f"column {path!r} of type {field_type}"
+        if isinstance(field_type, StructType):
+            pending += [(f"{path}.{f.name}", f.field_type) for f in field_type.fields]
+        elif isinstance(field_type, ListType):
+            pending.append((f"{path}.element", field_type.element_type))
+        elif isinstance(field_type, MapType):
+            pending += [(f"{path}.key", field_type.key_type), (f"{path}.value", field_type.value_type)]
+    return None
+
+
 def spark_type(iceberg_type: IcebergType, column: str) -> str:
     """``iceberg_type`` in Spark's DDL, for a column added through Spark; raises ValueError for a type that
     Spark 3.5 has no type for."""
@@ -176,27 +199,56 @@ def added_columns(existing: Schema, missing: Schema) -> list[str]:
     return clauses
 
 
-def projection(target: Any, source: Any) -> list[str]:
+def staged_names(table: Table) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Each column's path (its current names; a struct's fields under it) and the names its values may have
+    in files written before a rename: its current name, then the names the table's name mapping gives its
+    field id (Iceberg adds a renamed field's new name there and keeps the old)."""
+    by_id: dict[int, list[str]] = {}
+    pending = list((table.name_mapping() or NameMapping([])).root)
+    while pending:
+        mapped = pending.pop()
+        if mapped.field_id is not None:
+            by_id[mapped.field_id] = mapped.names
+        pending += mapped.fields
+    found: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def visit(struct: StructType, path: tuple[str, ...]) -> None:
+        for f in struct.fields:
+            here = (*path, f.name)
+            found[here] = tuple(dict.fromkeys([f.name, *by_id.get(f.field_id, [])]))
+            if isinstance(f.field_type, StructType):
+                visit(f.field_type, here)
+
+    visit(table.schema().as_struct(), ())
+    return found
+
+
+def projection(target: Any, source: Any, names: Mapping[tuple[str, ...], Sequence[str]] = {}) -> list[str]:
     """Spark SQL expressions selecting, from rows of schema ``source``, the columns of ``target`` (both
-    Spark StructTypes): by name, a missing column (top-level or in a struct) as null, as a table whose
-    schema grew since the rows were written reads them."""
+    Spark StructTypes): each by the first of its ``names`` (``staged_names``; else its own name) the rows
+    have, a missing column (top-level or in a struct) as null, as a table whose schema grew since the rows
+    were written reads them."""
     from pyspark.sql.types import StructType as SparkStruct
 
-    def value(target_type: Any, source_field: Any, reference: str) -> str:
+    def found(fields: Any, path: tuple[str, ...]) -> Any:
+        by_name = {f.name: f for f in fields}
+        return next((by_name[n] for n in names.get(path, (path[-1],)) if n in by_name), None)
+
+    def value(target_type: Any, source_field: Any, reference: str, path: tuple[str, ...]) -> str:
         if source_field is None:
             return f"CAST(NULL AS {target_type.simpleString()})"
+        reference = f"{reference}{'.' if reference else ''}{sql_identifier(source_field.name)}"
         if isinstance(target_type, SparkStruct) and isinstance(source_field.dataType, SparkStruct):
-            inner = {f.name: f for f in source_field.dataType.fields}
             members = ", ".join(
-                f"{sql_string(f.name)}, {value(f.dataType, inner.get(f.name), f'{reference}.{sql_identifier(f.name)}')}"
+                f"{sql_string(f.name)}, "
+                + value(f.dataType, found(source_field.dataType.fields, (*path, f.name)), reference, (*path, f.name))
                 for f in target_type.fields
             )
             return f"IF({reference} IS NULL, NULL, named_struct({members}))"
         return reference
 
-    present = {f.name: f for f in source.fields}
     return [
-        f"{value(f.dataType, present.get(f.name), sql_identifier(f.name))} AS {sql_identifier(f.name)}"
+        f"{value(f.dataType, found(source.fields, (f.name,)), '', (f.name,))} AS {sql_identifier(f.name)}"
         for f in target.fields
     ]
 
@@ -274,83 +326,118 @@ class SparkTables:
     def commit(
         self, catalog: Catalog, table_name: str, commit: TableCommit, change: SparkCommit, attempts: int = 8
     ) -> CommittedTable:
-        """Apply ``change`` to the table as ``commit``, exactly once (see the module's docstring)."""
+        """Apply ``change`` to the table as ``commit``, exactly once (see the module's docstring). An attempt
+        that loses a race (another writer's commit beside one of its statements, main moved before its
+        fast-forward, its branch dropped by a successor) starts again; one that fails otherwise drops its
+        branch and raises."""
         from pyiceberg.exceptions import CommitFailedException
 
         from sinks.iceberg.tables import CommittedTable, committed_version, snapshot_of_commit
-        from sinks.iceberg.upserts import Laps
 
         table_id = self.procedures.table_identifier(table_name)
         for attempt in range(attempts):
-            laps = Laps()
             table = catalog.load_table(table_name)
             existing = snapshot_of_commit(table, commit.connector, commit.commit_id)
             if existing is not None:
                 self._drop_branches(table, table_id, commit.commit_id)
                 return CommittedTable(existing, committed_version(table))
             branch = commit_branch(commit.commit_id) + uuid.uuid4().hex[:8]
-            self.sql(f"ALTER TABLE {table_id} CREATE BRANCH {sql_identifier(branch)}")
-            table = catalog.load_table(table_name)
-            laps.lap("branch")
-            base = table.metadata.refs[branch].snapshot_id
-            if snapshot_of_commit(table, commit.connector, commit.commit_id, base) is not None:
-                continue  # (main was published meanwhile: the next attempt finds the commit)
-            properties = commit.summary()
-            # (No rows at the base, as a new table's: nothing to delete. A summary without totals, another
-            # writer's, says nothing.)
-            base_snapshot = table.snapshot_by_id(base)
-            summary = base_snapshot.summary if base_snapshot is not None else None
-            empty = summary is not None and summary.additional_properties.get("total-records") == "0"
-            stale: list[int] = []
-            if change.keys_file is not None and not empty:
-                stale, counts = self._delete_keys(table_name, branch, change)
-                properties.update(counts)
-            laps.lap("deletes")
-            rows = change.rows_without(stale)
-            laps.lap("rows")
-            self._append(table_name, branch, rows, properties)
-            laps.lap("append")
-            table = catalog.load_table(table_name)
-            if not self._holds_once(table, branch, base, commit):
-                log.warning(
-                    "commit %s on %s: branch %s does not hold it once; starting again",
-                    commit.commit_id,
-                    table_name,
-                    branch,
-                )
-                self._drop_branch(table_id, branch)
-                continue
-            failpoint("iceberg.v3.before_fast_forward")  # (a test's coordinator dies here: the branch holds it all)
             try:
-                self.procedures.call("fast_forward", table_name, branch=sql_string("main"), to=sql_string(branch))
-            except RuntimeError as exc:
-                # main moved off the branch's base (another writer, or a zombie that published this commit), or
-                # the branch is gone (dropped by the coordinator that published it while this one was frozen).
-                if NOT_AN_ANCESTOR not in str(exc) and branch in catalog.load_table(table_name).metadata.refs:
+                published = self._attempt(catalog, table_name, branch, commit, change)
+            except Exception as exc:
+                raced = isinstance(exc, RuntimeError) and (
+                    ICEBERG_COMMIT_FAILED in str(exc)
+                    or NOT_AN_ANCESTOR in str(exc)
+                    or branch not in catalog.load_table(table_name).metadata.refs
+                )
+                self._drop_branch_quietly(table_id, branch)
+                if not raced:
                     raise
                 log.info(
-                    "commit %s on %s raced another writer (attempt %d); re-checking",
+                    "commit %s on %s raced another writer (attempt %d: %s); re-checking",
                     commit.commit_id,
                     table_name,
                     attempt + 1,
+                    str(exc).splitlines()[0][:200],
                 )
                 continue
-            laps.lap("fast-forward")
+            if not published:
+                self._drop_branch_quietly(table_id, branch)
+                continue
             table = catalog.load_table(table_name)
             self._drop_branches(table, table_id, commit.commit_id)
-            laps.lap("branch dropped")
-            log.info(
-                "commit %s on %s through Spark: %d file(s) of rows, %s; %s",
-                commit.commit_id,
-                table_name,
-                len(rows),
-                "keyed" if change.keys_file else "appended",
-                laps,
-            )
             snapshot_id = snapshot_of_commit(table, commit.connector, commit.commit_id)
             assert snapshot_id is not None, f"main of {table_name} lacks {commit.commit_id} after its fast-forward"
             return CommittedTable(snapshot_id, committed_version(table))
         raise CommitFailedException(f"could not commit {commit.commit_id} to {table_name} after {attempts} attempts")
+
+    def _attempt(
+        self, catalog: Catalog, table_name: str, branch: str, commit: TableCommit, change: SparkCommit
+    ) -> bool:
+        """One attempt at the commit, on ``branch``: whether main was fast-forwarded to it."""
+        from sinks.iceberg.tables import snapshot_of_commit
+        from sinks.iceberg.upserts import ABSENT_KEY_DELETES, Laps
+
+        laps = Laps()
+        table_id = self.procedures.table_identifier(table_name)
+        current = catalog.load_table(table_name)
+        if current.name_mapping() is None:
+            # The table's name mapping, which Iceberg then keeps through renames: the commit's files were written
+            # with the names of their time, and are read by them (``staged_names``).
+            mapping = current.schema().name_mapping.model_dump_json()
+            self.sql(
+                f"ALTER TABLE {table_id} SET TBLPROPERTIES ({sql_string(DEFAULT_NAME_MAPPING)} = {sql_string(mapping)})"
+            )
+        self.sql(f"ALTER TABLE {table_id} CREATE BRANCH {sql_identifier(branch)}")
+        table = catalog.load_table(table_name)
+        laps.lap("branch")
+        base = table.metadata.refs[branch].snapshot_id
+        if snapshot_of_commit(table, commit.connector, commit.commit_id, base) is not None:
+            return False  # (main was published meanwhile: the next attempt finds the commit)
+        properties = commit.summary()
+        # (No rows at the base, as a new table's: nothing to delete, and every delete is of a key it lacks. A
+        # summary without totals, another writer's, says nothing.)
+        base_snapshot = table.snapshot_by_id(base)
+        summary = base_snapshot.summary if base_snapshot is not None else None
+        empty = summary is not None and summary.additional_properties.get("total-records") == "0"
+        stale: list[int] = []
+        if change.keys_file is not None and not empty:
+            stale, counts = self._delete_keys(table_name, branch, change)
+            properties.update(counts)
+        elif change.deleted_keys:
+            properties[ABSENT_KEY_DELETES] = str(change.deleted_keys)
+        laps.lap("deletes")
+        rows = change.rows_without(stale)
+        laps.lap("rows")
+        self._append(table, table_name, branch, rows, properties)
+        laps.lap("append")
+        if not self._holds_once(catalog.load_table(table_name), branch, base, commit):
+            log.warning(
+                "commit %s on %s: branch %s does not hold it once; starting again", commit.commit_id, table_name, branch
+            )
+            return False
+        failpoint("iceberg.v3.before_fast_forward")  # (a test's coordinator dies here: the branch holds it all)
+        # (Fails if main moved off the branch's base: another writer, or a zombie that published this commit; or
+        # if the branch is gone, dropped by the coordinator that published it while this one was frozen.)
+        self.procedures.call("fast_forward", table_name, branch=sql_string("main"), to=sql_string(branch))
+        laps.lap("fast-forward")
+        log.info(
+            "commit %s on %s through Spark: %d file(s) of rows, %s; %s",
+            commit.commit_id,
+            table_name,
+            len(rows),
+            "keyed" if change.keys_file else "appended",
+            laps,
+        )
+        return True
+
+    def _drop_branch_quietly(self, table_id: str, branch: str) -> None:
+        """Drop an attempt's branch if Spark can; one left (Spark out of reach) goes when main holds the
+        commit (``_drop_branches``)."""
+        try:
+            self._drop_branch(table_id, branch)
+        except Exception as exc:
+            log.warning("branch %s of %s left for now: %s", branch, table_id, str(exc).splitlines()[0][:200])
 
     def _drop_branches(self, table: Table, table_id: str, commit_id: str) -> None:
         """Drop the branches of every attempt at the commit, which main holds: this one's, a dead coordinator's,
@@ -431,16 +518,21 @@ class SparkTables:
             f"CASE WHEN {incoming} IS NULL THEN {current} IS NOT NULL ELSE coalesce({current} > {incoming}, false) END"
         )
 
-    def _append(self, table_name: str, branch: str, rows: Sequence[str], properties: Mapping[str, str]) -> None:
+    def _append(
+        self, table: Table, table_name: str, branch: str, rows: Sequence[str], properties: Mapping[str, str]
+    ) -> None:
+        """Append the rows of the files at ``rows`` to the branch, their columns matched to the table's by
+        name, through a rename since they were written (``staged_names``)."""
         at = self.procedures.table_identifier(table_name, branch)
         located = self._located(rows)
+        names = staged_names(table)
 
         def append(spark: Any) -> None:
             self._reach(spark, rows)
             target = spark.table(at).schema
             if rows:
                 source = spark.read.option("mergeSchema", "true").parquet(*located)
-                frame = source.selectExpr(*projection(target, source.schema))
+                frame = source.selectExpr(*projection(target, source.schema, names))
             else:
                 # (A commit of deletes only, or of no records: its snapshot holds its offsets.)
                 frame = spark.createDataFrame([], target)

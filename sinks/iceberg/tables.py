@@ -819,6 +819,7 @@ def evolve_table(
     COLUMNS``), which fails on a column another process added meanwhile: the loser reloads, as above.
     """
     from sinks.iceberg.spark_commits import written_by_spark
+    from workers.writes import WriteRefused
 
     if table is not None and missing_fields(table.schema(), additions) is None:
         return table
@@ -834,6 +835,8 @@ def evolve_table(
                 )
             try:
                 spark.add_columns(name, table.schema(), missing)
+            except ValueError as exc:
+                raise WriteRefused(str(exc)) from exc  # (a type Spark has none of: refused before the prepare)
             except RuntimeError as exc:
                 if "already exists" not in str(exc):
                     raise

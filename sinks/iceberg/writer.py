@@ -19,7 +19,7 @@ from sinks.iceberg.arrow_writer import ArrowPartitionWriter, publish_decoded
 from sinks.iceberg.dead_letters import DEAD_LETTER_TABLE_SCHEMA, check_dead_letter_table, write_dead_letters
 from sinks.iceberg.routing import Router, router_for
 from sinks.iceberg.settings import IcebergSettings, TableTarget
-from sinks.iceberg.spark_commits import SparkTables
+from sinks.iceberg.spark_commits import SPARK_WRITTEN_FORMAT, SparkTables, spark_unreadable, written_by_spark
 from sinks.iceberg.spark_writer import SparkWriter
 from sinks.iceberg.tables import (
     catalog_for,
@@ -304,6 +304,8 @@ class TableWriter:
                         target.name,
                         unkeyed,
                     )
+            if self._format_version() >= SPARK_WRITTEN_FORMAT:
+                self._check_spark_readable(target.name, schema, created=False)
             table = create_table(
                 self.catalog,
                 target.name,
@@ -312,6 +314,17 @@ class TableWriter:
                 self.settings.table_properties,
                 spark=self.spark_tables,
             )
+        elif (
+            self.settings.auto_create
+            and self._format_version() >= SPARK_WRITTEN_FORMAT
+            and table.metadata.format_version < self._format_version()
+            and table.current_snapshot() is None
+        ):
+            # Created at format 2 by a creator that died before its upgrade to the configured version.
+            self._check_spark_readable(target.name, table.schema(), created=True)
+            self.spark_tables.upgrade(target.name, self._format_version())
+            table = load_table(self.catalog, target.name)
+            assert table is not None
         if self.settings.evolve_schema and (self.config.value_converter == "avro" or self.config.schema_registry):
             # The schemas are the config's Avro schema (fields added there, and
             # the connector restarted, become columns) or the registry's, Avro
@@ -320,8 +333,28 @@ class TableWriter:
             # fields are added.
             for additions in self._value_schemas():
                 table = evolve_table(self.catalog, target.name, additions, table, spark=self.spark_tables)
+        if written_by_spark(table):
+            self._check_spark_readable(target.name, table.schema(), created=True)
         self._check_keys(target, table)
         return self._keep(target, table)
+
+    def _format_version(self) -> int:
+        """The format version of the tables the sink creates (iceberg.tables.auto-create-props.format-version)."""
+        return int(self.settings.table_properties.get("format-version", "2"))
+
+    @staticmethod
+    def _check_spark_readable(name: str, schema: Any, created: bool) -> None:
+        """A format v3 table is written through Spark, which must read every column of the files the sink
+        stages: one it cannot is refused before anything is prepared (I9)."""
+        unreadable = spark_unreadable(schema)
+        if unreadable is None:
+            return
+        what = f"table {name}" if created else f"the table {name} the records would create (not created)"
+        raise WriteRefused(
+            f"{what} is of format version 3, which the sink writes through Spark's Iceberg runtime, and has "
+            f"{unreadable}, which Spark 3.5 cannot read in the files the sink stages: use format version 2 "
+            "(iceberg.tables.auto-create-props.format-version=2), or a table without it"
+        )
 
     def _check_keys(self, target: Any, table: Any) -> None:
         """An upsert table must have its identifier columns, or no commit of it could ever be applied:

@@ -19,12 +19,14 @@ from connectors.config import SinkConfig
 from connectors.models import Commit, CommitState, Connector
 from sinks.iceberg.spark_commits import BRANCH_PREFIX, SparkTables
 from sinks.iceberg.upserts import ABSENT_KEY_DELETES, STALE_RECORDS
+from tests.conftest import sink_config
 from tests.integration.helpers import (
     Processes,
     caught_up,
     changes,
     create_topic,
     duckdb_rows,
+    json_records,
     produce,
     running_in_threads,
     table_of,
@@ -214,3 +216,47 @@ def test_an_ordering_field_keeps_the_tables_later_row_of_a_key(
     assert sorted((r["id"], r["ts"], r["amount"]) for r in duckdb_rows(name, TABLE)) == rows
     summary = table_of(name, TABLE).current_snapshot().summary.additional_properties
     assert (summary.get(STALE_RECORDS), summary.get(ABSENT_KEY_DELETES)) == ("2", "1"), summary
+
+
+def test_a_column_renamed_before_a_prepared_commit_is_rolled_forward_keeps_its_values(
+    procs: Processes, kafka_bootstrap: str, topic_name: str
+) -> None:
+    """The commit's files name ``amount``; the table's column is ``total`` by the time the commit is applied.
+    Iceberg's name mapping keeps the old name, by which the rows are read: none comes out null."""
+    name = "iceberg-v3-renamed"
+    ends = start(procs, kafka_bootstrap, topic_name, name, 33)
+    doomed = procs.coordinator(name, failpoints="coordinator.after_prepare=kill")
+    assert doomed.wait(240) == -signal.SIGKILL
+    assert Commit.objects.filter(connector_name=name, state=CommitState.PREPARED).exists()
+    spark = SparkTables.of(SinkConfig.parse(Connector.objects.get(name=name).config))
+    spark.sql(f"ALTER TABLE {spark.procedures.table_identifier(TABLE)} RENAME COLUMN amount TO total")
+    procs.coordinator(name)
+    wait_until(caught_up(name, ends), 240, "the new coordinator to roll the commit forward")
+    rows = {r["id"]: (r["ts"], r["total"], r["op"]) for r in table_rows(name, TABLE)}
+    model = model_of_topic(kafka_bootstrap, ends)
+    assert rows == {key: (r["ts"], r["amount"], r["op"]) for key, r in model.items()}
+
+
+def test_two_connectors_appending_to_one_format_v3_table_lose_and_repeat_nothing(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str
+) -> None:
+    """Each connector's statements race the other's commits (a branch made beside a commit, a fast-forward
+    after main moved): the attempt that loses starts again. A coordinator whose commit failed would stop
+    (it runs in a thread here), and its connector would not catch up."""
+    topics = [f"{topic_name}-a", f"{topic_name}-b"]
+    names = ["iceberg-v3-w1", "iceberg-v3-w2"]
+    shared = {**V3, "iceberg.catalog": f"catalog-{topic_name}", "iceberg.control.commit.interval-ms": "300"}
+    ends: dict[str, dict[tuple[str, int], int]] = {}
+    for topic, name in zip(topics, names, strict=True):
+        create_topic(kafka_bootstrap, topic, 2)
+        actions.create_connector(name, sink_config(topic, "db.shared", **shared))
+        ends[name] = {}
+    with running_in_threads(names[0]), running_in_threads(names[1]):
+        for wave in range(6):
+            for index, (topic, name) in enumerate(zip(topics, names, strict=True)):
+                first = (index * 6 + wave) * 200
+                ends[name] = {**ends[name], **produce(kafka_bootstrap, topic, json_records(first, 200), 2)}
+            for name in names:
+                wait_until(caught_up(name, ends[name]), 180, f"{name} to commit wave {wave}")
+    ids = sorted(r["id"] for r in table_rows(names[0], "db.shared"))
+    assert ids == list(range(2 * 6 * 200))
