@@ -26,6 +26,7 @@ again, ``SparkProcedures.run``), save the append, which step 3 checks.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -650,4 +651,11 @@ def upserts_through_spark(
         incoming=incoming,
         rows_of=rows_of,
     )
-    return spark.commit(catalog, table_name, commit, change)
+    committed = spark.commit(catalog, table_name, commit, change)
+    if keys_file is not None:
+        # (This attempt's own file, named afresh each time; one a crash leaves is an orphan, which maintenance
+        # removes.)
+        fs, at = table_filesystem(keys_file, io_properties)
+        with contextlib.suppress(OSError):
+            fs.delete_file(at)
+    return committed

@@ -818,7 +818,7 @@ def evolve_table(
     A format v3 table's columns are added through ``spark``'s Iceberg runtime (``ALTER TABLE ... ADD
     COLUMNS``), which fails on a column another process added meanwhile: the loser reloads, as above.
     """
-    from sinks.iceberg.spark_commits import written_by_spark
+    from sinks.iceberg.spark_commits import ICEBERG_COMMIT_FAILED, written_by_spark
     from workers.writes import WriteRefused
 
     if table is not None and missing_fields(table.schema(), additions) is None:
@@ -838,7 +838,7 @@ def evolve_table(
             except ValueError as exc:
                 raise WriteRefused(str(exc)) from exc  # (a type Spark has none of: refused before the prepare)
             except RuntimeError as exc:
-                if "already exists" not in str(exc):
+                if "already exists" not in str(exc) and ICEBERG_COMMIT_FAILED not in str(exc):
                     raise
                 log.info("schema update of %s raced another writer (attempt %d); retrying", name, attempt + 1)
                 continue
