@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.table import TableProperties
 from pyiceberg.table.name_mapping import NameMapping
 from pyiceberg.types import (
     BinaryType,
@@ -78,7 +79,6 @@ log = logging.getLogger(__name__)
 # The first table format version pyiceberg cannot write.
 SPARK_WRITTEN_FORMAT = 3
 BRANCH_PREFIX = "sinkadmin_"
-DEFAULT_NAME_MAPPING = "schema.name-mapping.default"
 # What Iceberg's fast_forward says when main moved off the branch's base; and what Spark's error says of a
 # statement that lost the catalog's compare-and-swap to another writer (CREATE BRANCH beside a commit).
 NOT_AN_ANCESTOR = "is not an ancestor of"
@@ -88,6 +88,13 @@ ICEBERG_COMMIT_FAILED = "org.apache.iceberg.exceptions.CommitFailedException"
 def written_by_spark(table: Table) -> bool:
     """Whether the sink writes ``table`` through Spark's Iceberg runtime (a format pyiceberg cannot write)."""
     return table.metadata.format_version >= SPARK_WRITTEN_FORMAT
+
+
+def through_spark(spark: SparkTables | None, table_name: str) -> SparkTables:
+    """``spark``, through which the format v3 table ``table_name`` is written; a ValueError if none is given."""
+    if spark is None:
+        raise ValueError(f"{table_name} is a format v3 table, which the sink writes through Spark: none is given")
+    return spark
 
 
 def commit_branch(commit_id: str) -> str:
@@ -344,7 +351,7 @@ class SparkTables:
                 return CommittedTable(existing, committed_version(table))
             branch = commit_branch(commit.commit_id) + uuid.uuid4().hex[:8]
             try:
-                published = self._attempt(catalog, table_name, branch, commit, change)
+                published = self._attempt(catalog, table_name, table, branch, commit, change)
             except Exception as exc:
                 raced = isinstance(exc, RuntimeError) and (
                     ICEBERG_COMMIT_FAILED in str(exc)
@@ -373,21 +380,21 @@ class SparkTables:
         raise CommitFailedException(f"could not commit {commit.commit_id} to {table_name} after {attempts} attempts")
 
     def _attempt(
-        self, catalog: Catalog, table_name: str, branch: str, commit: TableCommit, change: SparkCommit
+        self, catalog: Catalog, table_name: str, current: Table, branch: str, commit: TableCommit, change: SparkCommit
     ) -> bool:
-        """One attempt at the commit, on ``branch``: whether main was fast-forwarded to it."""
+        """One attempt at the commit, on ``branch``, of the table as ``current`` was loaded: whether main was
+        fast-forwarded to it."""
         from sinks.iceberg.tables import snapshot_of_commit
         from sinks.iceberg.upserts import ABSENT_KEY_DELETES, Laps
 
         laps = Laps()
         table_id = self.procedures.table_identifier(table_name)
-        current = catalog.load_table(table_name)
         if current.name_mapping() is None:
             # The table's name mapping, which Iceberg then keeps through renames: the commit's files were written
             # with the names of their time, and are read by them (``staged_names``).
             mapping = current.schema().name_mapping.model_dump_json()
             self.sql(
-                f"ALTER TABLE {table_id} SET TBLPROPERTIES ({sql_string(DEFAULT_NAME_MAPPING)} = {sql_string(mapping)})"
+                f"ALTER TABLE {table_id} SET TBLPROPERTIES ({sql_string(TableProperties.DEFAULT_NAME_MAPPING)} = {sql_string(mapping)})"
             )
         self.sql(f"ALTER TABLE {table_id} CREATE BRANCH {sql_identifier(branch)}")
         table = catalog.load_table(table_name)

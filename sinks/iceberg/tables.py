@@ -671,7 +671,7 @@ def commit_to_table(
     """
     from pyiceberg.table import TableProperties
 
-    from sinks.iceberg.spark_commits import SparkCommit, written_by_spark
+    from sinks.iceberg.spark_commits import SparkCommit, through_spark, written_by_spark
 
     for attempt in range(attempts):
         table = without_automatic_retries(catalog.load_table(table_name))
@@ -679,11 +679,8 @@ def commit_to_table(
         if existing is not None:
             return CommittedTable(existing, committed_version(table))
         if written_by_spark(table):
-            if spark is None:
-                raise ValueError(
-                    f"{table_name} is a format v3 table, which is written through Spark: none is configured"
-                )
-            return spark.commit(catalog, table_name, commit, SparkCommit(tuple(f.path for f in commit.files)))
+            change = SparkCommit(tuple(f.path for f in commit.files))
+            return through_spark(spark, table_name).commit(catalog, table_name, commit, change)
         added = data_files(table, commit.files)
         failpoint("iceberg.before_snapshot")  # (a test's coordinator freezes here: a zombie with the table loaded)
         try:
@@ -738,7 +735,7 @@ def create_table(
     through ``spark``'s Iceberg runtime, before any snapshot: a table left at 2 by a creator that died
     between the two is upgraded by the next."""
     from sinks.iceberg.settings import CREATED_TABLE_PROPERTIES
-    from sinks.iceberg.spark_commits import SPARK_WRITTEN_FORMAT
+    from sinks.iceberg.spark_commits import SPARK_WRITTEN_FORMAT, through_spark
 
     namespace = tuple(name.split(".")[:-1])
     # The tasks of a connector (and connectors sharing a namespace) find it
@@ -754,8 +751,7 @@ def create_table(
     created = dict(CREATED_TABLE_PROPERTIES if properties is None else properties)
     version = int(created.get("format-version", "2"))
     if version >= SPARK_WRITTEN_FORMAT:
-        if spark is None:
-            raise ValueError(f"{name}: a format v{version} table is created through Spark, and none is configured")
+        spark = through_spark(spark, name)
         created["format-version"] = str(SPARK_WRITTEN_FORMAT - 1)
     with advisory_lock(f"sinkadmin.create-table:{name}"):
         try:
@@ -818,7 +814,7 @@ def evolve_table(
     A format v3 table's columns are added through ``spark``'s Iceberg runtime (``ALTER TABLE ... ADD
     COLUMNS``), which fails on a column another process added meanwhile: the loser reloads, as above.
     """
-    from sinks.iceberg.spark_commits import ICEBERG_COMMIT_FAILED, written_by_spark
+    from sinks.iceberg.spark_commits import ICEBERG_COMMIT_FAILED, through_spark, written_by_spark
     from workers.writes import WriteRefused
 
     if table is not None and missing_fields(table.schema(), additions) is None:
@@ -829,10 +825,7 @@ def evolve_table(
         if missing is None:
             return table
         if written_by_spark(table):
-            if spark is None:
-                raise ValueError(
-                    f"{name} is a format v3 table, whose schema is changed through Spark: none is configured"
-                )
+            spark = through_spark(spark, name)
             try:
                 spark.add_columns(name, table.schema(), missing)
             except ValueError as exc:

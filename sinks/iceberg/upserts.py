@@ -811,7 +811,7 @@ def commit_upserts(
     from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, In, IsNull, LessThanOrEqual, Or
 
     from sinks.iceberg.row_delta import commit_row_delta, position_delete_file
-    from sinks.iceberg.spark_commits import upserts_through_spark, written_by_spark
+    from sinks.iceberg.spark_commits import through_spark, upserts_through_spark, written_by_spark
     from sinks.iceberg.tables import (
         CommittedTable,
         committed_version,
@@ -836,12 +836,16 @@ def commit_upserts(
         if missing:
             raise ValueError(f"{table_name} has no column {missing[0]!r} (an identifier column of upsert mode)")
         if written_by_spark(table):
-            if spark is None:
-                raise ValueError(
-                    f"{table_name} is a format v3 table, which is written through Spark: none is configured"
-                )
             return upserts_through_spark(
-                spark, catalog, table_name, commit, ordered, id_columns, cdc_field, run_units, ordering_field
+                through_spark(spark, table_name),
+                catalog,
+                table_name,
+                commit,
+                ordered,
+                id_columns,
+                cdc_field,
+                run_units,
+                ordering_field,
             )
         mode = merge_mode(table.properties)
         if mode == MERGE_ON_READ and table.metadata.format_version < 2:
