@@ -260,8 +260,9 @@ def test_an_envelope_without_a_decimal_in_base64_keeps_its_text() -> None:
 
 
 def test_the_transforms_are_given_an_envelopes_decimals_as_their_text() -> None:
-    """(Kafka's give them a BigDecimal; here, as Avro's decimals are, text: the chain passes it on whole, and the
-    sink reads it into a decimal column.)"""
+    """(Kafka's give them a BigDecimal; here, as Avro's decimals are, text: the chain passes it on whole. The stage
+    writes the row in the envelope of its schema, each Decimal in base64 again, as JsonConverter writes it, and
+    the sink reads it into a decimal column.)"""
     event = {
         "schema": {
             "type": "struct",
@@ -289,7 +290,10 @@ def test_the_transforms_are_given_an_envelopes_decimals_as_their_text() -> None:
     chunk = RecordChunk("orders", 0, [0], [None], [None], [json.dumps(event).encode()], [None], [None])
     out, dropped = RecordTransformer(config, config.transforms).apply(chunk)
     assert dropped == 0 and out.errors == [None]
-    row = json.loads(out.values[0] or b"")
+    staged = json.loads(out.values[0] or b"")
+    assert staged["schema"] == {**ROW_SCHEMA, "optional": False}
+    assert staged["payload"] == ROW
+    row = connect_decimals(staged["schema"], staged["payload"])[0]
     assert (row["amount"], row["rate"], row["prices"], row["by_tier"], row["nested"]) == (
         "74.12",
         "-3",

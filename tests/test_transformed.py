@@ -93,7 +93,9 @@ def test_a_debezium_run_becomes_rows_and_its_deletes_are_dropped_but_covered() -
     assert (staged.start, staged.end, staged.records, staged.dropped) == (10, 14, 2, 2)
 
 
-def test_after_the_transforms_the_sink_sees_plain_json() -> None:
+def test_after_the_transforms_the_sink_sees_the_envelope_of_the_schema_the_chain_gives() -> None:
+    """As Kafka Connect hands a sink a transformed record with the schema its transformations gave it: HoistField
+    makes a struct of one field of the value's schema. A null value (a tombstone) has no schema."""
     enveloped = config(
         **{
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -105,11 +107,18 @@ def test_after_the_transforms_the_sink_sees_plain_json() -> None:
     )
     assert enveloped.transforms is not None
     view = enveloped.sink_view
-    assert (view.value_converter, view.schemas_enable, view.transforms) == ("json", False, None)
-    chunk = run([{"schema": {"type": "struct", "fields": []}, "payload": {"id": 3}}, None])
+    assert (view.value_converter, view.schemas_enable, view.transforms) == ("json", True, None)
+    row = {"type": "struct", "optional": False, "fields": [{"field": "id", "type": "int32", "optional": False}]}
+    chunk = run([{"schema": row, "payload": {"id": 3}}, None])
     out, dropped = RecordTransformer(enveloped, enveloped.transforms).apply(chunk)
     assert dropped == 0
-    assert [json.loads(v) if v else v for v in out.values] == [{"row": {"id": 3}}, {"row": None}]
+    assert [json.loads(v) if v else v for v in out.values] == [
+        {
+            "schema": {"type": "struct", "optional": False, "fields": [{**row, "field": "row"}]},
+            "payload": {"row": {"id": 3}},
+        },
+        {"schema": None, "payload": {"row": None}},
+    ]
 
     # Plain JSON where an envelope is expected: refused, as Kafka Connect's JsonConverter refuses it.
     out, _ = RecordTransformer(enveloped, enveloped.transforms).apply(run([{"id": 4}]))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
+from workers.avro_connect import AvroConnect
 from workers.schema_registry import SchemaRegistry, UnknownSchema
 
 if TYPE_CHECKING:
@@ -34,9 +35,20 @@ class AvroValueDecoder:
 
     def __init__(self, schema_json: str) -> None:
         self.schema = fastavro.parse_schema(json.loads(schema_json))
+        self._connect: AvroConnect | None = None
 
     def to_json(self, payload: bytes) -> bytes:
         """Decode one value (raw Avro, or Confluent wire format) to JSON bytes; raises ValueError."""
+        return _avro_json(self._record(payload))
+
+    def to_envelope(self, payload: bytes) -> bytes:
+        """One value in JsonConverter's envelope of its Connect schema (``workers.avro_connect``), as Kafka
+        Connect's AvroConverter hands it to a connector's transforms; raises ValueError."""
+        if self._connect is None:
+            self._connect = AvroConnect(self.schema)
+        return self._connect.envelope(self._record(payload))
+
+    def _record(self, payload: bytes) -> Any:
         attempts = []
         if len(payload) > 5 and payload[0] == _CONFLUENT_MAGIC:
             attempts.append(payload[5:])  # magic byte + 4-byte schema id
@@ -44,7 +56,7 @@ class AvroValueDecoder:
         last_error: Exception | None = None
         for body in attempts:
             try:
-                return _avro_json(body, self.schema)
+                return _avro_record(body, self.schema)
             except Exception as exc:  # fastavro raises many types on corrupt input
                 last_error = exc
         raise ValueError(f"not a valid Avro record for the configured schema: {last_error}")
@@ -65,11 +77,24 @@ class RegistryAvroDecoder:
         self.registry = registry
         self._parsed: dict[int, Any] = {}
         self._seen: dict[int, str] = {}
+        self._connect: dict[int, AvroConnect] = {}
         self._lock = threading.Lock()
 
     def to_json(self, payload: bytes) -> bytes:
         """One value to JSON bytes; raises ValueError for a value that cannot be decoded,
         RegistryUnavailable (not a ValueError) when the registry cannot be reached."""
+        return _avro_json(self._record(payload)[1])
+
+    def to_envelope(self, payload: bytes) -> bytes:
+        """One value in JsonConverter's envelope of the Connect schema of its registered schema
+        (``workers.avro_connect``), as Kafka Connect's AvroConverter hands it to a connector's transforms."""
+        schema_id, record = self._record(payload)
+        connect = self._connect.get(schema_id)
+        if connect is None:
+            connect = self._connect[schema_id] = AvroConnect(self._parsed[schema_id])
+        return connect.envelope(record)
+
+    def _record(self, payload: bytes) -> tuple[int, Any]:
         if len(payload) < 5 or payload[0] != _CONFLUENT_MAGIC:
             raise ValueError("not in the Confluent wire format (magic byte 0, then a 4-byte schema id)")
         schema_id = int.from_bytes(payload[1:5], "big")
@@ -84,7 +109,7 @@ class RegistryAvroDecoder:
                 self._parsed[schema_id] = parsed
                 self._seen[schema_id] = text
         try:
-            return _avro_json(payload[5:], parsed)
+            return schema_id, _avro_record(payload[5:], parsed)
         except Exception as exc:  # fastavro raises many types on corrupt input
             raise ValueError(f"not a valid Avro record for schema id {schema_id}: {exc}") from None
 
@@ -147,11 +172,15 @@ def value_decoder(config: SinkConfig) -> ValueDecoder | None:
         return decoder
 
 
-def _avro_json(body: bytes, schema: Any) -> bytes:
+def _avro_record(body: bytes, schema: Any) -> Any:
     stream = io.BytesIO(body)
     record = fastavro.schemaless_reader(stream, schema, None)
     if stream.tell() != len(body):
         raise ValueError(f"{len(body) - stream.tell()} trailing bytes after the Avro record")
+    return record
+
+
+def _avro_json(record: Any) -> bytes:
     return json.dumps(record, default=_json_default, separators=(",", ":")).encode()
 
 

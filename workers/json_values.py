@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from connectors.smt.kafka import java_double, java_double_of, java_parse_double, java_wrap
 from connectors.smt.record import java_map_order
+from connectors.smt.schemas import Struct
 
 Convert = Callable[[Any, str], Any]
 
@@ -311,7 +312,8 @@ def jackson_text(value: Any) -> str:
     double as ``Double.toString`` (``100.0``, ``1.0E20``), an object's fields in the order Java iterates the
     HashMap JsonConverter reads it into (``java_map_order``)."""
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_jackson_string(k)}:{jackson_text(value[k])}" for k in java_map_order(value)) + "}"
+        order = value if isinstance(value, Struct) else java_map_order(value)
+        return "{" + ",".join(f"{_jackson_string(k)}:{jackson_text(value[k])}" for k in order) + "}"
     if isinstance(value, list):
         return "[" + ",".join(jackson_text(v) for v in value) + "]"
     if isinstance(value, str):
@@ -319,7 +321,9 @@ def jackson_text(value: Any) -> str:
     return "null" if value is None else _java_scalar(value)
 
 
-def _java_scalar(value: bool | int | float) -> str:
+def _java_scalar(value: bool | int | float | decimal.Decimal) -> str:
+    if isinstance(value, decimal.Decimal):
+        return str(value)  # (a BigDecimal's toString)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

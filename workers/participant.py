@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.config import SinkConfig
-from workers.converters import value_decoder
+from workers.converters import AvroValueDecoder, RegistryAvroDecoder, value_decoder
 from workers.events import ControlEvent, ControlPort, EventType, PartitionStatus
 from workers.failpoints import failpoint
 from workers.kafka import OUT_OF_RANGE_ERRORS
@@ -222,6 +222,7 @@ class TaskRunner:
         self._write_executor = write_executor
         # Values that are not plain JSON to begin with (Avro, the wire format) become JSON as they are staged.
         self._decoder = value_decoder(config)
+        self._avro_envelopes = config.avro_envelopes
         # Then the connector's Kafka Connect transforms run over them (workers.transformed).
         # (A chain the sink's decoders apply to columns is not the tasks': SinkConfig.staged_transforms.)
         staged = config.staged_transforms
@@ -610,10 +611,15 @@ class TaskRunner:
         values = [m.value() for m in run]
         errors: list[str | None] = [None] * len(run)
         if self._decoder is not None:
+            # (Avro for the transforms: in the envelope of its Connect schema, as Kafka Connect hands it to them.)
+            decoder = self._decoder
+            decode = decoder.to_json
+            if self._avro_envelopes and isinstance(decoder, AvroValueDecoder | RegistryAvroDecoder):
+                decode = decoder.to_envelope
             for i, value in enumerate(values):
                 if value is not None:
                     try:
-                        values[i] = self._decoder.to_json(value)
+                        values[i] = decode(value)
                     except ValueError as exc:
                         errors[i] = str(exc)
         stamps: list[int] = [m.timestamp()[1] for m in run]

@@ -300,7 +300,7 @@ _PLANS: list[tuple[dict[str, Any], _Plan | None]] = []
 
 def _plan_for(schema: dict[str, Any]) -> _Plan | None:
     for known, plan in _PLANS:
-        if known == schema:
+        if known is schema or known == schema:  # (the stage gives the same object for the same schema)
             return plan
     plan = _decimals_plan(schema)
     _PLANS.insert(0, (schema, plan))

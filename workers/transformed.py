@@ -25,6 +25,7 @@ from typing import Any
 
 from connectors.config import SinkConfig
 from connectors.smt import ConnectRecord, TransformChain, TransformFailed
+from connectors.smt.schemas import Schema, envelope_payload
 from workers.json_decoder import NO_PAYLOAD
 from workers.json_text import json_text, parse_json
 from workers.json_values import jackson_text
@@ -45,10 +46,15 @@ class RecordTransformer:
         self.value_converter = config.value_converter
         # (Avro values reach the chain as the JSON the participant decoded them into.)
         self.json_values = config.value_converter in ("json", "avro")
-        self.envelope = config.value_converter == "json" and config.schemas_enable
+        # (Avro values come in JsonConverter's envelope of their Connect schema: workers.avro_connect.)
+        self.envelope = (config.value_converter == "json" and config.schemas_enable) or config.avro_envelopes
         self.keys_used = chain.uses_keys
-        # (A value in Kafka Connect's schema envelope is its payload to the sink, so it is always decoded.)
-        self.values_used = chain.uses_values or self.envelope
+        self.values_used = chain.uses_values
+        # Each schema of the values, once (by its text), so that the chain knows it again: the schema a step makes
+        # of it is worked out once (``TransformChain.apply_with_schema``); and the text of each schema the chain
+        # makes, by its id.
+        self._schemas: dict[bytes, Schema] = {}
+        self._schema_texts: dict[int, tuple[Schema, bytes]] = {}
         # (A Cast to a float type may make NaN or an infinity: written as Jackson's strings for them.)
         self.nonfinite = chain.makes_floats
 
@@ -67,23 +73,20 @@ class RecordTransformer:
             error = chunk.errors[i]
             if error is None:
                 try:
-                    transformed = self.chain.apply(self.record(chunk, i))
+                    done = self._transformed(chunk, i)
                 except (TransformFailed, ValueError) as exc:
                     error = str(exc)
                 else:
-                    if transformed is None:
+                    if done is None:
                         continue
+                    transformed, value = done
                     kept.append(i)
                     out.offsets.append(offset)
                     out.timestamps.append(transformed.timestamp)
                     out.keys.append(
                         _encoded(transformed.key, self.key_converter, self.nonfinite) if self.keys_used else raw_key
                     )
-                    out.values.append(
-                        _encoded(transformed.value, self.value_converter, self.nonfinite)
-                        if self.values_used
-                        else raw_value
-                    )
+                    out.values.append(value)
                     out.headers.append(
                         [(name, _header(value)) for name, value in transformed.headers] if transformed.headers else None
                     )
@@ -99,19 +102,57 @@ class RecordTransformer:
             out.errors.append(error)
         return out, kept
 
+    def _transformed(self, chunk: RecordChunk, i: int) -> tuple[ConnectRecord, bytes | None] | None:
+        """The chunk's record at ``i`` through the chain, and its value as staged; None when the chain drops it.
+        A value in Kafka Connect's schema envelope is transformed with its schema, and staged in the envelope of
+        the schema the chain gives it (``connectors.smt.schemas``), as Kafka Connect hands a sink a transformed
+        record with its schema."""
+        if not (self.envelope and self.values_used):
+            transformed = self.chain.apply(self.record(chunk, i))
+            if transformed is None:
+                return None
+            if not self.values_used:
+                return transformed, chunk.values[i]
+            return transformed, _encoded(transformed.value, self.value_converter, self.nonfinite)
+        record, schema = self.record_with_schema(chunk, i)
+        done = self.chain.apply_with_schema(record, schema)
+        if done is None:
+            return None
+        transformed, made = done
+        if transformed.value is None:
+            return transformed, None
+        payload = json_text(envelope_payload(made, transformed.value), self.nonfinite)
+        return transformed, b'{"schema":' + self._schema_text(made) + b',"payload":' + payload + b"}"
+
     def record(self, chunk: RecordChunk, i: int) -> ConnectRecord:
         """The chunk's record at ``i`` as the chain is given it: its key and value read as their converters read
         them, where the chain reads them (ValueError when a converter cannot)."""
+        return self.record_with_schema(chunk, i)[0]
+
+    def record_with_schema(self, chunk: RecordChunk, i: int) -> tuple[ConnectRecord, Schema | None]:
+        """``record``, and its value's schema: that of its Kafka Connect envelope, None for a schemaless value."""
         headers = chunk.headers[i] if chunk.headers else None
-        return ConnectRecord(
+        value, schema = self._value(chunk.values[i]) if self.values_used else (chunk.values[i], None)
+        record = ConnectRecord(
             topic=chunk.topic,
             partition=chunk.partition,
             offset=chunk.offsets[i],
             timestamp=chunk.timestamps[i],
             key=self._key(chunk.keys[i]) if self.keys_used else None,
-            value=self._value(chunk.values[i]) if self.values_used else chunk.values[i],
+            value=value,
             headers=list(headers or []),
         )
+        return record, schema
+
+    def _schema_text(self, schema: Schema | None) -> bytes:
+        if schema is None:
+            return b"null"
+        found = self._schema_texts.get(id(schema))
+        if found is None or found[0] is not schema:
+            if len(self._schema_texts) >= 1024:
+                self._schema_texts.clear()
+            found = self._schema_texts[id(schema)] = (schema, json_text(schema))
+        return found[1]
 
     def transform_values(
         self,
@@ -162,22 +203,32 @@ class RecordTransformer:
                 raise ValueError(f"{KEY_NOT_JSON}{shown(raw)}") from None
         return raw.decode("utf-8", errors="replace")
 
-    def _value(self, raw: bytes | None) -> Any:
+    def _value(self, raw: bytes | None) -> tuple[Any, Schema | None]:
+        """A value as the chain is given it, and its schema (that of its envelope)."""
         if raw is None or self.value_converter == "bytearray":
-            return raw
+            return raw, None
         if not self.json_values:
-            return raw.decode("utf-8", errors="replace")
+            return raw.decode("utf-8", errors="replace"), None
         try:
             decoded = connect_json(raw)
         except ValueError:
             raise ValueError(f"the value is not JSON: {shown(raw)}") from None
         if not self.envelope:
-            return decoded
+            return decoded, None
         if not (isinstance(decoded, dict) and "schema" in decoded and "payload" in decoded):
             # (As Kafka Connect's JsonConverter refuses it, and the sinks' decoder when there are no transforms.)
             raise ValueError(NO_PAYLOAD)
+        schema = decoded["schema"]
+        if not isinstance(schema, dict):
+            return decoded["payload"], None  # (``"schema": null``: a schemaless value)
+        text = json_text(schema)
+        known = self._schemas.get(text)
+        if known is None:
+            if len(self._schemas) >= 256:
+                self._schemas.clear()
+            known = self._schemas[text] = schema
         # (Connect's Decimals, base64 in the payload, as the decimals they are: the chain sees their text.)
-        return connect_decimals(decoded["schema"], decoded["payload"])[0]
+        return connect_decimals(known, decoded["payload"])[0], known
 
 
 def sink_values(config: SinkConfig, chunks: Iterable[RecordChunk]) -> Iterable[Values]:

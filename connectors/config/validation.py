@@ -752,18 +752,31 @@ class SinkConfig:
 
     @property
     def sink_view(self) -> SinkConfig:
-        """The config as the sink sees its records: after transforms (which run schemaless), values that
-        were JSON or Avro are plain JSON, without a schema envelope or registry, and the chain is done; or,
-        when the sink's decoders apply it (``columnar_chain``), the records as consumed and the chain theirs."""
+        """The config as the sink sees its records: after transforms, values in Kafka Connect's schema envelope,
+        and Avro values, are in the envelope of the schema the chain gives them (``connectors.smt.schemas``),
+        values of a JSON Schema registry are plain JSON, and the chain is done; or, when the sink's decoders
+        apply it (``columnar_chain``), the records as consumed and the chain theirs."""
         if self.transforms is None:
             return self
         if self.columnar_chain is not None:
             return replace(self, transforms=None, decoder_transforms=self.transforms)
-        if self.value_converter not in ("json", "avro"):
+        if self.value_converter not in ("json", "avro") or (self.schemas_enable and not self.decodes_values):
             return replace(self, transforms=None)
         return replace(
-            self, value_converter="json", schemas_enable=False, avro_schema=None, schema_registry=None, transforms=None
+            self,
+            value_converter="json",
+            schemas_enable=self.avro_envelopes,
+            avro_schema=None,
+            schema_registry=None,
+            transforms=None,
         )
+
+    @property
+    def avro_envelopes(self) -> bool:
+        """Whether the tasks stage Avro values in JsonConverter's envelope of their Connect schema
+        (``workers.avro_connect``): for the transforms, which run with it, as Kafka Connect's AvroConverter hands
+        them a record with its schema."""
+        return self.value_converter == "avro" and self.staged_transforms is not None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any]) -> SinkConfig:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from connectors.smt import debezium, kafka
 from connectors.smt.record import ConnectRecord, DataException, Predicate, Props, Source, Transformation
+from connectors.smt.schemas import Schema
 
 TRANSFORMATIONS: dict[str, type[Transformation]] = {
     name: cls for cls in (*kafka.TRANSFORMATIONS, *debezium.TRANSFORMATIONS) for name in cls.CLASSES
@@ -85,6 +86,10 @@ class ColumnarChain:
 @dataclass(frozen=True)
 class TransformChain:
     steps: tuple[Step, ...]
+    # What each step makes of each schema (``_schema_after``), by the step's index and the schema's id.
+    _schemas: dict[tuple[int, int, bool], tuple[Schema, Schema | DataException | None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def uses_keys(self) -> bool:
@@ -149,11 +154,26 @@ class TransformChain:
         """The record through each transformation in order (those whose predicate holds, or with
         ``negate`` does not); None when one drops it. Raises ``TransformFailed`` with the step's alias and
         class when one cannot transform it."""
-        for step in self.steps:
+        done = self.apply_with_schema(record, None)
+        return None if done is None else done[0]
+
+    def apply_with_schema(
+        self, record: ConnectRecord, schema: Schema | None
+    ) -> tuple[ConnectRecord, Schema | None] | None:
+        """``apply`` to a record whose value has ``schema`` (None: schemaless), and the schema of the value it
+        makes (``Transformation.value_schema``: the schema Kafka Connect's transformations give it). A null value
+        has no schema; a schema ``value_schema`` gives once is the same dict for the same step and schema (the
+        stage keeps its text by it)."""
+        for index, step in enumerate(self.steps):
             try:
                 if step.predicate is not None and step.predicate.test(record) == step.negate:
                     continue
-                transformed = step.transformation.apply(record)
+                if schema is None:
+                    transformed = step.transformation.apply(record)
+                else:
+                    after = self._schema_after(index, step.transformation, schema, record.value is None)
+                    transformed = step.transformation.apply_with_schema(record, schema)
+                    schema = after
             except DataException as exc:
                 raise TransformFailed(f"{failure_prefix(step.alias, step.class_name)}{exc}") from None
             except Exception as exc:
@@ -164,7 +184,27 @@ class TransformChain:
             if transformed is None:
                 return None
             record = transformed
-        return record
+        return record, schema
+
+    def _schema_after(self, index: int, transformation: Transformation, schema: Schema, null: bool) -> Schema | None:
+        """``transformation.value_schema(schema)`` (``null_value_schema`` for a ``null`` value), once per step and
+        schema (their records share the schema object: ``workers.transformed``), failures too."""
+        memo = self._schemas
+        key = (index, id(schema), null)
+        found = memo.get(key)
+        if found is None:
+            try:
+                made = transformation.null_value_schema(schema) if null else transformation.value_schema(schema)
+                found = (schema, made)
+            except DataException as exc:
+                found = (schema, exc)
+            if len(memo) >= 1024:
+                memo.clear()
+            memo[key] = found  # (the schema kept with it: its id names no other while here)
+        result = found[1]
+        if isinstance(result, DataException):
+            raise result
+        return result
 
 
 def failure_prefix(alias: str, class_name: str) -> str:

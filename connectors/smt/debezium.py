@@ -8,8 +8,9 @@ heartbeat, a schema change) passes unchanged, as with Debezium's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from connectors.smt import schemas
 from connectors.smt.kafka import to_text
 from connectors.smt.record import (
     ConnectRecord,
@@ -181,6 +182,26 @@ class ExtractNewRecordState(Transformation):
         record.value = row
         return record
 
+    def value_schema(self, schema: schemas.Schema) -> schemas.Schema | None:
+        """The row's schema (``after``'s), with ``__deleted`` in a rewrite mode and the fields ``add.fields``
+        adds, each optional, as Debezium makes them; a schema that is no change event's passes unchanged."""
+        row = schemas.field(schema, "after") or schemas.field(schema, "before")
+        if schema.get("type") != "struct" or row is None or schemas.field(schema, "op") is None:
+            return schema
+        if row.get("type") != "struct":
+            raise DataException(f"the change event's after is no struct: {row.get('type')}")
+        members = schemas.fields(row)
+        if self.delete == "rewrite":
+            members.append(("__deleted", schemas.primitive("string", optional=True)))
+        for struct_name, name, added in self.fields:
+            holder = schema if struct_name is None else schemas.field(schema, struct_name)
+            found = schemas.field(holder, name) if holder is not None else None
+            if found is None:
+                found = schemas.field(schema, name)
+            if found is not None:
+                members.append((added, schemas.with_optional(found, True)))
+        return schemas.struct(row, members)
+
     @staticmethod
     def _field_values(envelope: dict[str, Any], references: list[tuple[str | None, str, str]]) -> list[tuple[str, Any]]:
         """The referenced fields the event has, with their added names: a field of its struct, else a field
@@ -255,6 +276,26 @@ class DebeziumTransform(Transformation):
         record.value = {**payload, "_cdc": cdc}
         return record
 
+    # ``_cdc``'s schema with a value schema (the Iceberg sink's ``makeCdcSchema``): the key, whose schema a key
+    # read schemaless lacks, is not in it.
+    CDC_SCHEMA: ClassVar[schemas.Schema] = schemas.struct(
+        None,
+        [
+            ("op", schemas.primitive("string")),
+            ("ts", schemas.logical(schemas.TIMESTAMP)),
+            ("offset", schemas.primitive("int64", optional=True)),
+            ("source", schemas.primitive("string")),
+            ("target", schemas.primitive("string")),
+        ],
+    )
+
+    def value_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        """The row's schema (``after``'s; ``before``'s, the same, for a delete) and ``_cdc``."""
+        row = schemas.field(schemas.require_struct(schema, "Debezium transform"), "after")
+        if row is None or row.get("type") != "struct":
+            raise DataException("the change event's schema has no struct after")
+        return schemas.struct(row, [*schemas.fields(row), ("_cdc", self.CDC_SCHEMA)])
+
 
 class CopyValue(Transformation):
     """The Iceberg sink's CopyValue: the value's ``source.field`` copied to ``target.field``."""
@@ -286,6 +327,15 @@ class CopyValue(Transformation):
         value[self.target] = value.get(self.source)
         record.value = value
         return record
+
+    def value_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        """The value's schema and the copy's, the source field's (a field of that name already there, or no
+        source field, is a record Kafka's refuses)."""
+        struct = schemas.require_struct(schema, "copy value")
+        source = schemas.field(struct, self.source)
+        if source is None:
+            raise DataException(f"the value's schema has no field {self.source}")
+        return schemas.struct(struct, [*schemas.fields(struct), (self.target, source)])
 
 
 TRANSFORMATIONS: list[type[Transformation]] = [ExtractNewRecordState, DebeziumTransform, CopyValue]

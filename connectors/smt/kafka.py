@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from connectors.smt import timestamps
+from connectors.smt import schemas, timestamps
 from connectors.smt.record import (
     ConnectRecord,
     DataException,
@@ -57,12 +57,16 @@ class InsertField(KeyOrValue):
     def __init__(self, props: Props) -> None:
         super().__init__(props)
         self.fields = []
+        # (Whether each kind's field is optional in the record's schema: a name ending in ``!`` is required.)
+        self.optional: dict[str, bool] = {}
         empty = False
         for kind in ("topic", "partition", "offset", "timestamp", "static"):
             key = f"{kind}.field"
-            name = _field_name(props.text(key))
+            spec = props.text(key)
+            name = _field_name(spec)
             if name:
                 self.fields.append((kind, name))
+                self.optional[kind] = not spec.endswith("!")
             elif key in props.props:
                 props.error(key, f"{key} names no field: Kafka Connect would insert a field named ''; remove the key")
                 empty = True
@@ -93,6 +97,22 @@ class InsertField(KeyOrValue):
             if inserted is not None or kind in ("topic", "offset"):
                 updated[name] = inserted
         return self.with_operating(record, updated)
+
+    # The types of the fields it inserts into a struct (the timestamp's is Connect's Timestamp).
+    TYPES: ClassVar[dict[str, str]] = {"topic": "string", "partition": "int32", "offset": "int64", "static": "string"}
+
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        struct = schemas.require_struct(schema, "field insertion")
+        inserted = [
+            (
+                name,
+                schemas.logical(schemas.TIMESTAMP, self.optional[kind])
+                if kind == "timestamp"
+                else schemas.primitive(self.TYPES[kind], self.optional[kind]),
+            )
+            for kind, name in self.fields
+        ]
+        return schemas.struct(struct, [*schemas.fields(struct), *inserted])
 
     def source_of(self, output: Source) -> Source | None:
         """An inserted field comes from the record (``Source.meta``, the kind inserted), the others from the
@@ -168,6 +188,44 @@ class ReplaceField(KeyOrValue):
 
     def _kept(self, name: str) -> bool:
         return name not in self.exclude and (not self.include or name in self.include)
+
+    def apply_value_with_schema(self, record: ConnectRecord, schema: schemas.Schema) -> ConnectRecord:
+        """As Kafka's replaces a struct's fields: each field of the new schema (a kept field, by its new name)
+        takes the value of the field renamed to that name, if any, else of its own name: so a field kept beside
+        a rename to its name takes the renamed field's value, and one whose source the struct lacks is a
+        record Kafka's refuses."""
+        value = self.operating(record)
+        if value is None:
+            return record
+        struct = schemas.require_struct(schema, "field replacement")
+        fields = require_map(value, "field replacement")
+        members = dict(schemas.fields(struct))
+        reverse = {new: old for old, new in self.renames.items()}
+        updated = {}
+        for name, field in members.items():
+            if not self._kept(name):
+                continue
+            new = self.renames.get(name, name)
+            source = reverse.get(new, new)
+            if source not in members:
+                raise DataException(f"{source} is not a valid field name")
+            if source != name:
+                # (Kafka's Struct takes a value of the field's own Java class, and no null where it is required.)
+                schemas.require_fits(field, members[source], new)
+                if fields.get(source) is None and not schemas.is_optional(field) and "default" not in field:
+                    raise DataException(
+                        f'Invalid value: null used for required field: "{new}", schema type: '
+                        f"{str(field.get('type')).upper()}"
+                    )
+            updated[new] = fields.get(source)
+        return self.with_operating(record, updated)
+
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        struct = schemas.require_struct(schema, "field replacement")
+        return schemas.struct(
+            struct,
+            [(self.renames.get(name, name), field) for name, field in schemas.fields(struct) if self._kept(name)],
+        )
 
     def source_of(self, output: Source) -> Source | None:
         """A field comes from the kept field renamed to it, or from its own name if that is kept and not renamed;
@@ -409,13 +467,67 @@ class Cast(KeyOrValue):
             updated[name] = self._cast(updated.get(name), kind, name)
         return self.with_operating(record, updated)
 
+    def apply_value_with_schema(self, record: ConnectRecord, schema: schemas.Schema) -> ConnectRecord:
+        """As Kafka's casts a value with a schema: a Decimal as the number it is (its text here), and a Date, Time
+        or Timestamp to a string as Kafka writes a date (``Values.dateFormatFor``), to a number as the days or
+        milliseconds it is written as."""
+        value = self.operating(record)
+        if value is None:
+            return record
+        if self.whole is not None:
+            return self.with_operating(record, self._cast(value, self.whole, None, schema))
+        struct = schemas.require_struct(schema, "cast types")
+        updated = dict(require_map(value, "cast types"))
+        for name, kind in self.casts.items():
+            field = schemas.field(struct, name)
+            if field is not None:  # (a field the schema lacks is not cast, nor added, with a schema)
+                updated[name] = self._cast(updated.get(name), kind, name, field)
+        return self.with_operating(record, updated)
+
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        if self.whole is not None:
+            whole = schemas.basics(schema, schemas.json_type(self.whole))
+            return schemas.with_optional(whole, schemas.is_optional(schema))
+        struct = schemas.require_struct(schema, "cast types")
+        cast = [
+            (
+                name,
+                schemas.primitive(schemas.json_type(self.casts[name]), schemas.is_optional(field))
+                if name in self.casts
+                else field,
+            )
+            for name, field in schemas.fields(struct)
+        ]
+        return schemas.with_optional(schemas.struct(struct, cast), schemas.is_optional(struct))
+
     @staticmethod
-    def _cast(value: Any, kind: str, field: str | None) -> Any:
+    def _cast(value: Any, kind: str, field: str | None, schema: schemas.Schema | None = None) -> Any:
         try:
-            return cast_value(value, kind)
+            return cast_value(value if schema is None else _typed(schema, value, kind), kind)
         except (ValueError, DataException) as exc:
             where = f"field {field}: " if field is not None else ""
             raise DataException(f"{where}cannot cast {value!r} to {kind}: {exc}") from None
+
+
+def _typed(schema: schemas.Schema, value: Any, target: str) -> Any:
+    """A value of ``schema`` as Kafka's Cast reads it before casting it to ``target``: a Decimal (its text
+    here) as the number it is, a Date, Time or Timestamp cast to a string as the date Kafka writes."""
+    if value is None:
+        return None
+    name = schema.get("name")
+    if schema.get("type") == "bytes" and name != schemas.DECIMAL and target != "string":
+        raise DataException("Unexpected type in Cast transformation: class [B")  # (to a string: its base64)
+    if name == schemas.DECIMAL and isinstance(value, str):
+        number = Decimal(value)
+        if target == "string":
+            return str(number)  # (BigDecimal.toString, the same rule as Python's)
+        if target in ("float32", "float64"):
+            return float(number)
+        return int(number)  # (BigDecimal.longValue: toward zero; narrowed by the cast)
+    if name in (schemas.DATE, schemas.TIME, schemas.TIMESTAMP) and target == "string" and isinstance(value, int):
+        millis = value * 86_400_000 if name == schemas.DATE else value
+        return timestamps.connect_date_text(millis)
+    return value
 
 
 class MaskField(KeyOrValue):
@@ -436,6 +548,37 @@ class MaskField(KeyOrValue):
         updated = dict(require_map(self.operating(record), "mask fields"))
         for name in self.fields:
             updated[name] = self._masked(updated.get(name))
+        return self.with_operating(record, updated)
+
+    def apply_value_with_schema(self, record: ConnectRecord, schema: schemas.Schema) -> ConnectRecord:
+        """As Kafka's masks a struct: a Decimal (its text here) as the BigDecimal it is, zero or the
+        replacement read as a number; the other fields as without a schema (a Date's days are a number)."""
+        struct = schemas.require_struct(schema, "mask fields")
+        updated = dict(require_map(self.operating(record), "mask fields"))
+        for name in self.fields:
+            field = schemas.field(struct, name)
+            if field is None:
+                continue  # (a struct has no such field to mask)
+            value = updated.get(name)
+            kind = field.get("name")
+            if value is None:
+                continue
+            if kind == schemas.DECIMAL:
+                try:
+                    updated[name] = str(big_decimal(self.replacement or "0"))
+                except ValueError as exc:
+                    raise DataException(str(exc)) from None
+            elif kind in (schemas.DATE, schemas.TIME, schemas.TIMESTAMP) or field.get("type") in ("bytes", "struct"):
+                java = {"bytes": "[B", "struct": "org.apache.kafka.connect.data.Struct"}.get(
+                    str(field.get("type")), "java.util.Date"
+                )
+                if self.replacement is not None:
+                    raise DataException(f"Cannot mask value of type class {java} with custom replacement.")
+                if kind is None:
+                    raise DataException(f"Cannot mask value of type: class {java}")
+                updated[name] = 0  # (new Date(0))
+            else:
+                updated[name] = self._masked(value)
         return self.with_operating(record, updated)
 
     def _masked(self, value: Any) -> Any:
@@ -480,6 +623,34 @@ class Flatten(KeyOrValue):
         order = {at: i for i, (_, at, _) in enumerate(self._leaves(value, "", (), in_java_order=True))}
         return self.with_operating(record, last_in_java_order(pairs, order))
 
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        struct = schemas.require_struct(schema, "flattening")
+        flat: list[tuple[str, schemas.Schema]] = []
+        self._flatten_schema(struct, "", schemas.is_optional(struct), flat)
+        return schemas.struct(struct, flat)
+
+    def _flatten_schema(
+        self, struct: schemas.Schema, prefix: str, optional: bool, into: list[tuple[str, schemas.Schema]]
+    ) -> None:
+        """Kafka's ``buildUpdatedSchema``: each leaf field, optional when it or a struct it is in is."""
+        for name, field in schemas.fields(struct):
+            path = f"{prefix}{self.delimiter}{name}" if prefix else name
+            inner_optional = optional or schemas.is_optional(field)
+            kind = str(field.get("type"))
+            if kind == "struct":
+                self._flatten_schema(field, path, inner_optional, into)
+            elif kind == "map":
+                raise DataException(
+                    f"Flatten transformation does not support MAP for record with schemas (for field {path})."
+                )
+            else:
+                flat = schemas.basics(field, kind)
+                if kind == "array":
+                    flat["items"] = field["items"]
+                if "default" in field:
+                    flat["default"] = field["default"]
+                into.append((path, schemas.with_optional(flat, inner_optional)))
+
     def _flatten(self, value: dict[str, Any], prefix: str, into: dict[str, Any]) -> int:
         """Put the flattened fields of ``value`` into ``into``; how many there were (more than ``into`` holds when
         two joined to one name)."""
@@ -511,6 +682,8 @@ class ExtractField(KeyOrValue):
     """Replaces the key or value with one of its fields (null when it has no such field); with
     ``field.syntax.version=V2`` the field is a path into nested maps (KIP-821)."""
 
+    SCHEMA_OF_NULL = True
+
     def __init__(self, props: Props) -> None:
         super().__init__(props)
         self.field = props.required("field")
@@ -535,6 +708,18 @@ class ExtractField(KeyOrValue):
                 return self.with_operating(record, None)
             current = require_map(current.get(name), "nested field access")
         return self.with_operating(record, current.get(self.path[-1]))
+
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        current: schemas.Schema | None = schemas.require_struct(schema, "field extraction")
+        for name in self.path:
+            if current is None or current.get("type") != "struct":
+                current = None
+                break
+            current = schemas.field(current, name)
+        if current is None:
+            # (Kafka's IllegalArgumentException: the record cannot be transformed.)
+            raise DataException(f"Unknown field: {self.field}")
+        return current
 
 
 def field_path_v2(path: str) -> list[str]:
@@ -592,12 +777,17 @@ def field_path_v2(path: str) -> list[str]:
 class HoistField(KeyOrValue):
     """Wraps the key or value into a map of one field."""
 
+    SCHEMA_OF_NULL = True
+
     def __init__(self, props: Props) -> None:
         super().__init__(props)
         self.field = props.required("field")
 
     def apply(self, record: ConnectRecord) -> ConnectRecord:
         return self.with_operating(record, {self.field: self.operating(record)})
+
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        return schemas.struct(None, [(self.field, schema)])
 
 
 class ValueToKey(Transformation):
@@ -615,6 +805,14 @@ class ValueToKey(Transformation):
         value = require_map(record.value, "copying fields from value to key")
         record.key = {name: value.get(name) for name in self.fields}
         return record
+
+    def value_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        """The value's, as it is; each field must be one of its struct's."""
+        struct = schemas.require_struct(schema, "copying fields from value to key")
+        for name in self.fields:
+            if schemas.field(struct, name) is None:
+                raise DataException(f"Field does not exist: {name}")
+        return struct
 
 
 def _saturated(number: int) -> int:
@@ -637,6 +835,8 @@ class TimestampConverter(KeyOrValue):
     ``2017-01-03``, ``06:30:01.864``), and such text is read back as one (Kafka's Date input, as a previous
     TimestampConverter leaves it): a string is read in ``format``, else (no format, or not in it) as that
     text."""
+
+    SCHEMA_OF_NULL = True
 
     TARGETS = ("string", "unix", "Date", "Time", "Timestamp")
     PRECISIONS: ClassVar[dict[str, int]] = {
@@ -678,9 +878,68 @@ class TimestampConverter(KeyOrValue):
         updated[self.field] = self._convert(updated.get(self.field))
         return self.with_operating(record, updated)
 
+    # The schema of each target type (Kafka's ``TimestampTranslator.typeSchema``).
+    def _target_schema(self, optional: bool) -> schemas.Schema:
+        if self.target in ("Timestamp", "Date", "Time"):
+            return schemas.logical(f"org.apache.kafka.connect.data.{self.target}", optional)
+        return schemas.primitive("int64" if self.target == "unix" else "string", optional)
+
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        if not self.field:
+            return self._target_schema(schemas.is_optional(schema))
+        struct = schemas.require_struct(schema, "converting timestamp formats")
+        converted = [
+            (name, self._target_schema(schemas.is_optional(field)) if name == self.field else field)
+            for name, field in schemas.fields(struct)
+        ]
+        return schemas.with_optional(schemas.struct(struct, converted), schemas.is_optional(struct))
+
+    def apply_value_with_schema(self, record: ConnectRecord, schema: schemas.Schema) -> ConnectRecord:
+        """As Kafka's converts a value with a schema: a Date, Time or Timestamp (written as its days or
+        milliseconds) is read as the date it is, not as a unix time; a field the struct's schema lacks is not
+        added."""
+        value = self.operating(record)
+        if not self.field:
+            _timestamp_type(schema)
+            return self.with_operating(record, self._convert(self._as_date(schema, value)))
+        if value is None:
+            return self.with_operating(record, None)
+        struct = schemas.require_struct(schema, "converting timestamp formats")
+        field = schemas.field(struct, self.field)
+        updated = dict(require_map(value, "converting timestamp formats"))
+        if field is not None:
+            _timestamp_type(field)
+            updated[self.field] = self._convert(self._as_date(field, updated.get(self.field)))
+        return self.with_operating(record, updated)
+
+    def _as_date(self, schema: schemas.Schema, value: Any) -> Any:
+        """A value of ``schema`` as the date it is (``_Instant``): a Date, Time or Timestamp from its days or
+        milliseconds, a string (which is no date with a schema) read in ``format`` alone; other values as they
+        are."""
+        name = schema.get("name")
+        if isinstance(value, int) and not isinstance(value, bool):
+            if name == schemas.DATE:
+                return _Instant(value * 86_400_000)
+            if name in (schemas.TIME, schemas.TIMESTAMP):
+                return _Instant(value)
+        if isinstance(value, str) and schema.get("type") == "string" and name is None:
+            if not self.format:
+                raise DataException(
+                    "TimestampConverter requires format option to be specified when using string timestamps"
+                )
+            try:
+                return _Instant(timestamps.parse_millis(value, self.format))
+            except (OverflowError, ValueError) as exc:
+                raise DataException(
+                    f"Could not parse timestamp: value ({value}) does not match pattern ({self.format}): {exc}"
+                ) from None
+        return value
+
     def _millis(self, value: Any) -> int:
         """The timestamp in epoch milliseconds (a unix one at ``unix.precision``, truncated as Java's
         ``TimeUnit`` truncates)."""
+        if isinstance(value, _Instant):
+            return int(value)
         if isinstance(value, int) and not isinstance(value, bool):
             if self.precision >= 1000:
                 return _toward_zero(value, self.precision // 1000)
@@ -722,6 +981,20 @@ class TimestampConverter(KeyOrValue):
             return timestamps.iso_millis(millis)
         except (OverflowError, ValueError) as exc:
             raise DataException(f"TimestampConverter cannot represent {value!r} as {self.target}: {exc}") from None
+
+
+class _Instant(int):
+    """A date a value's schema says it is (Kafka's ``java.util.Date``), in epoch milliseconds: not a unix time."""
+
+
+def _timestamp_type(schema: schemas.Schema) -> None:
+    """Kafka's ``timestampTypeFromSchema``: a timestamp with a schema is a Timestamp, Date or Time, an int64 (a
+    unix time) or a string (in ``format``); DataException for any other type."""
+    if schema.get("name") in (schemas.TIMESTAMP, schemas.DATE, schemas.TIME):
+        return
+    if schema.get("type") not in ("int64", "string"):
+        kind = str(schema.get("type")).upper()
+        raise DataException(f"Schema Schema{{{kind}}} does not correspond to a known timestamp type format")
 
 
 ReplacementPart = tuple[str, str | int]
@@ -878,6 +1151,27 @@ class HeaderFrom(KeyOrValue):
             if self.move:
                 updated.pop(name, None)
         return self.with_operating(record, updated)
+
+    def apply_value_with_schema(self, record: ConnectRecord, schema: schemas.Schema) -> ConnectRecord:
+        """As Kafka's with a schema: each header holds its field's value as Kafka's header converter writes a value
+        of that schema (``schemas.header_value``: a Date's text, not the number it is written as)."""
+        before = len(record.headers)
+        record = self.apply(record)
+        for at, name in enumerate(self.fields, start=before):
+            field = schemas.field(schema, name)
+            if field is not None:
+                header, value = record.headers[at]
+                record.headers[at] = (header, schemas.header_value(field, value))
+        return record
+
+    def operating_schema(self, schema: schemas.Schema) -> schemas.Schema:
+        struct = schemas.require_struct(schema, f"header {'move' if self.move else 'copy'}")
+        for name in self.fields:
+            if schemas.field(struct, name) is None:
+                raise DataException(f"{name} is not a field of the value's schema")  # (Kafka's NullPointerException)
+        if not self.move:
+            return struct
+        return schemas.struct(struct, [(n, f) for n, f in schemas.fields(struct) if n not in self.fields])
 
 
 class InsertHeader(Transformation):

@@ -161,6 +161,21 @@ class Transformation:
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         raise NotImplementedError
 
+    def apply_with_schema(self, record: ConnectRecord, schema: dict[str, Any]) -> ConnectRecord | None:
+        """``apply`` to a record whose value has ``schema`` (``connectors.smt.schemas``): the same, but for a
+        transformation that does otherwise with a schema (a Date is a date then, not the number it is written as)."""
+        return self.apply(record)
+
+    def value_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """The schema of the value this transformation makes of a value of ``schema``, as Kafka's
+        ``applyWithSchema`` builds it (``connectors.smt.schemas``); DataException where Kafka's refuses the
+        schema. A transformation of the topic, the headers or the key leaves it as it is."""
+        return schema
+
+    def null_value_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """``value_schema`` for a null value of ``schema``: most of Kafka's pass such a record as it is."""
+        return schema
+
     @property
     def uses_key(self) -> bool:
         return self.USES_KEY
@@ -202,6 +217,27 @@ class KeyOrValue(Transformation):
 
     def operating(self, record: ConnectRecord) -> Any:
         return record.key if self.ON_KEY else record.value
+
+    # Whether the $Value variant gives a null value the schema it gives others (Kafka's Flatten, ExtractField,
+    # HoistField and TimestampConverter), rather than passing the record as it is.
+    SCHEMA_OF_NULL: ClassVar[bool] = False
+
+    def value_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
+        return schema if self.ON_KEY else self.operating_schema(schema)
+
+    def null_value_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
+        return self.value_schema(schema) if self.SCHEMA_OF_NULL else schema
+
+    def apply_with_schema(self, record: ConnectRecord, schema: dict[str, Any]) -> ConnectRecord | None:
+        return self.apply(record) if self.ON_KEY else self.apply_value_with_schema(record, schema)
+
+    def apply_value_with_schema(self, record: ConnectRecord, schema: dict[str, Any]) -> ConnectRecord | None:
+        """``apply_with_schema`` of the $Value variant."""
+        return self.apply(record)
+
+    def operating_schema(self, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """``value_schema`` of the $Value variant."""
+        return schema
 
     def with_operating(self, record: ConnectRecord, new: Any) -> ConnectRecord:
         if self.ON_KEY:

@@ -260,6 +260,15 @@ def iso_millis(millis: int) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def connect_date_text(millis: int) -> str:
+    """A date as Kafka Connect writes it as a string (``Values.dateFormatFor``): a time of day before the epoch's
+    first day is over (or before it), a date at midnight, else a timestamp; in UTC."""
+    text = iso_millis(millis)
+    if millis < 86_400_000:
+        return text[11:]
+    return text[:10] if millis % 86_400_000 == 0 else text
+
+
 _ISO = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})?)?"
     r"|\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?"

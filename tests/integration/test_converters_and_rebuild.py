@@ -68,6 +68,81 @@ def test_json_values_in_the_connect_schema_envelope_create_a_typed_table(
     assert rows[3] == {"id": 3, "name": "n3", "score": 1.5}
 
 
+# An order as a Debezium connector writes it in Avro (time.precision.mode=connect): NUMERIC(10,2), DATE and
+# TIMESTAMPTZ as Avro's logical types, SMALLINT as an int Confluent's AvroData makes an int16.
+TYPED_ORDER = {
+    "type": "record",
+    "name": "Value",
+    "namespace": "shop.public.orders",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "amount", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}]},
+        {"name": "placed", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "seen", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "qty", "type": {"type": "int", "connect.type": "int16"}},
+        {"name": "note", "type": "string"},
+    ],
+}
+
+
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_avro_values_through_transforms_create_the_table_their_schema_types(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, writer: str
+) -> None:
+    """Kafka Connect's AvroConverter hands the transforms a record with the Connect schema of its Avro schema;
+    so do the tasks here: the table the sink creates of the transformed records is typed from it (a decimal, a
+    date, a timestamptz, an int), and the field InsertField adds with its own type."""
+    import datetime as dt
+    from decimal import Decimal
+
+    parsed = fastavro.parse_schema(TYPED_ORDER)
+    orders = [
+        {
+            "id": i,
+            "amount": None if i % 7 == 0 else Decimal(i * 137 - 900).scaleb(-2),
+            "placed": dt.date(2024, 1, 1) + dt.timedelta(days=i),
+            "seen": dt.datetime(2024, 5, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=i * 1001),
+            "qty": i - 20,
+            "note": f"n{i}",
+        }
+        for i in range(40)
+    ]
+    values = []
+    for order in orders:
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, parsed, order)
+        values.append(buffer.getvalue())
+    create_topic(kafka_bootstrap, topic_name, 2)
+    ends = produce(kafka_bootstrap, topic_name, values, 2)
+    name = f"avro-typed-{writer}"
+    config = {
+        "value.converter": "io.confluent.connect.avro.AvroConverter",
+        "value.converter.avro.schema": json.dumps(TYPED_ORDER),
+        "sinkadmin.writer": writer,
+        "transforms": "drop,lineage",
+        "transforms.drop.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+        "transforms.drop.exclude": "note",
+        "transforms.lineage.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+        "transforms.lineage.offset.field": "_offset",
+    }
+    actions.create_connector(name, sink_config(topic_name, "db.orders", **config))
+    with running_in_threads(name):
+        wait_until(caught_up(name, ends), 120, "the Avro orders")
+    table = table_of(name, "db.orders")
+    assert [(f.name, str(f.field_type)) for f in table.schema().fields] == [
+        ("id", "int"),
+        ("amount", "decimal(38, 2)"),
+        ("placed", "date"),
+        ("seen", "timestamptz"),
+        ("qty", "int"),
+        ("_offset", "long"),
+    ]
+    rows = {r["id"]: r for r in table_rows(name, "db.orders")}
+    assert {i: {k: v for k, v in r.items() if k != "_offset"} for i, r in rows.items()} == {
+        o["id"]: {k: v for k, v in o.items() if k != "note"} for o in orders
+    }
+
+
 def avro_value(record: dict[str, object], confluent: bool) -> bytes:
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, fastavro.parse_schema(AVRO_SCHEMA), record)

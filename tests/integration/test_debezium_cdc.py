@@ -8,9 +8,12 @@ by pyiceberg and Spark's Iceberg reader, or by hudi-rs and Spark's Hudi reader."
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import random
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +59,12 @@ class SourceTable:
         scatter: bool = False,
         table: str = "customers",
         columns: Callable[[int, str, random.Random], dict[str, Any]] | None = None,
+        schema: Callable[[list[str]], dict[str, Any]] | None = None,
     ) -> None:
         self.table = table
+        # With ``schema``: each event in JsonConverter's schema envelope, its rows' schema made of their columns
+        # (Debezium's with value.converter.schemas.enable=true), its values as JsonConverter writes them.
+        self.schema = schema
         # A new row's columns but its key (the row's amount is what updates change).
         self.columns = columns or (lambda key, name, rng: {"name": name, "amount": round(rng.uniform(0, 100), 2)})
         self.rows: dict[int, dict[str, Any]] = {}
@@ -89,7 +96,41 @@ class SourceTable:
             "ts_ms": 1_700_000_000_500 + self.lsn,
         }
         partition = self.rng.randrange(PARTITIONS) if self.scatter else key % PARTITIONS
+        if self.schema is not None:
+            event = self._enveloped(event)
         self.events.append((partition, json.dumps({"id": key}).encode(), json.dumps(event).encode()))
+
+    def _enveloped(self, event: dict[str, Any]) -> dict[str, Any]:
+        assert self.schema is not None
+        columns = list(next(row for row in (event["after"], event["before"]) if row is not None))
+        row_schema = self.schema(columns)
+        encoded = {
+            side: None if event[side] is None else connect_payload(row_schema, event[side])
+            for side in ("before", "after")
+        }
+        source_schema = {
+            "type": "struct",
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "fields": [
+                {"field": name, "type": "int64" if name in ("ts_ms", "lsn") else "string", "optional": name == "lsn"}
+                for name in event["source"]
+            ],
+        }
+        envelope_schema = {
+            "type": "struct",
+            "optional": False,
+            "name": f"dbserver1.public.{self.table}.Envelope",
+            "version": 2,
+            "fields": [
+                {**row_schema, "optional": True, "field": "before"},
+                {**row_schema, "optional": True, "field": "after"},
+                {**source_schema, "field": "source"},
+                {"field": "op", "type": "string", "optional": False},
+                {"field": "ts_ms", "type": "int64", "optional": True},
+            ],
+        }
+        return {"schema": envelope_schema, "payload": {**event, **encoded}}
 
     def snapshot(self, count: int) -> None:
         for key in range(count):
@@ -111,7 +152,10 @@ class SourceTable:
                 self._emit("d", key, before, None)
                 self.events.append((key % PARTITIONS, json.dumps({"id": key}).encode(), None))
             else:
-                row = self._written({**before, "amount": round(self.rng.uniform(0, 100), 2)})
+                amount: Any = round(self.rng.uniform(0, 100), 2)
+                if self.schema is not None:  # (a NUMERIC(10,2) column: its Decimal)
+                    amount = Decimal(str(amount)).quantize(Decimal("0.01"))
+                row = self._written({**before, "amount": amount})
                 self.rows[key] = row
                 self._emit("u", key, before, row)
 
@@ -129,6 +173,24 @@ class SourceTable:
         self.events.clear()
         assert producer.flush(30) == 0
         return ends
+
+
+def connect_payload(schema: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """A row as JsonConverter writes it in the payload of ``schema``: a Decimal as the base64 of its unscaled
+    integer, a date as its days, a timestamp as its epoch milliseconds."""
+    out: dict[str, Any] = {}
+    for field in schema["fields"]:
+        value = row.get(field["field"])
+        if isinstance(value, Decimal):
+            unscaled = int(value.scaleb(int(field["parameters"]["scale"])))
+            size = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
+            value = base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+        elif isinstance(value, dt.datetime):
+            value = int(value.timestamp() * 1000)
+        elif isinstance(value, dt.date):
+            value = (value - dt.date(1970, 1, 1)).days
+        out[field["field"]] = value
+    return out
 
 
 def cdc_configs(topic: str, hudi_base: Path) -> dict[str, dict[str, str]]:
@@ -329,3 +391,121 @@ def test_a_column_added_to_the_source_table_becomes_a_column_of_the_upserted_tab
     assert found == {key: {"tier": None, **row} for key, row in source.rows.items()}
     assert any(r["tier"] is not None for r in rows) and any(r["tier"] is None for r in rows)
     assert_upserts_merged_on_read(name, table)
+
+
+# A PostgreSQL table's columns as Debezium's connector types them with time.precision.mode=connect: INTEGER an
+# int32, SMALLINT an int16, NUMERIC(10,2) a Connect Decimal, DATE a Connect Date, TIMESTAMPTZ... as a Connect
+# Timestamp, VARCHAR a string.
+ORDER_TYPES: dict[str, dict[str, Any]] = {
+    "id": {"type": "int32", "optional": False},
+    "name": {"type": "string", "optional": True},
+    "amount": {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+    },
+    "qty": {"type": "int16", "optional": True},
+    "ordered_on": {"type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Date", "version": 1},
+    "updated_at": {"type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1},
+    "discount": {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "3", "connect.decimal.precision": "6"},
+    },
+}
+
+
+def order_columns(key: int, name: str, rng: random.Random) -> dict[str, Any]:
+    return {
+        "name": name,
+        "amount": Decimal(rng.randrange(-(10**8), 10**8)).scaleb(-2),
+        "qty": rng.randrange(-300, 300),
+        "ordered_on": dt.date(2024, 1, 1) + dt.timedelta(days=rng.randrange(-800, 800)),
+        "updated_at": dt.datetime(2024, 5, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=rng.randrange(10**11)),
+    }
+
+
+def test_debezium_events_with_their_schemas_make_the_tables_the_iceberg_sink_makes_of_them(
+    lake: dict[str, str], kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """Debezium's events in JsonConverter's schema envelope (value.converter.schemas.enable=true, its default)
+    through the Iceberg sink's DebeziumTransform and through ExtractNewRecordState: the tasks transform each with
+    its schema, so the tables the sink creates are typed as the Iceberg sink types them (a Decimal a
+    decimal(38, scale), a Date a date, a Timestamp a timestamptz, an int16 an int), not from the JSON (strings
+    and longs); a decimal column added to the source mid-stream is added as one. Each table equals the source,
+    read by pyiceberg, Spark's Iceberg reader and DuckDB's."""
+    from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, StringType, TimestamptzType
+
+    create_topic(kafka_bootstrap, topic_name, PARTITIONS)
+    base = cdc_configs(topic_name, tmp_path)
+    # (Schema evolution from envelopes is the spark data plane's.)
+    enveloped = {
+        "value.converter.schemas.enable": "true",
+        "iceberg.tables.evolve-schema-enabled": "true",
+        "sinkadmin.writer": "spark",
+    }
+    configs = {
+        "typed-dbz": {**base["cdc-iceberg-transform"], **enveloped, "iceberg.tables": "db.orders_dbz"},
+        "typed-unwrap": {**base["cdc-unwrap-rewrite"], **enveloped, "iceberg.tables": "db.orders_unwrap"},
+    }
+    for name, config in configs.items():
+        assert SinkConfig.parse(config).staged_transforms is not None  # (with schemas: the tasks' stage)
+        actions.create_connector(name, config)
+    source = SourceTable(
+        seed=48,
+        table="orders",
+        columns=order_columns,
+        schema=lambda names: {
+            "type": "struct",
+            "optional": False,
+            "name": "dbserver1.public.orders.Value",
+            "fields": [{**ORDER_TYPES[name], "field": name} for name in names],
+        },
+    )
+    ends: dict[tuple[str, int], int] = {}
+    with running_in_threads("typed-dbz"), running_in_threads("typed-unwrap"):
+        for wave in range(3):
+            if wave == 0:
+                source.snapshot(120)
+            else:
+                if wave == 2:  # ALTER TABLE orders ADD COLUMN discount NUMERIC(6,3)
+                    source.added["discount"] = lambda key: Decimal(key % 1000).scaleb(-3)
+                source.changes(200)
+            ends = {**ends, **source.publish(kafka_bootstrap, topic_name)}
+            for name in configs:
+                wait_until(caught_up(name, ends), 240, f"{name} to commit wave {wave}")
+
+    typed = {
+        "id": IntegerType(),
+        "name": StringType(),
+        "amount": DecimalType(38, 2),
+        "qty": IntegerType(),
+        "ordered_on": DateType(),
+        "updated_at": TimestamptzType(),
+        "discount": DecimalType(38, 3),
+    }
+    columns = list(typed)
+    model = {key: {c: row.get(c) for c in columns} for key, row in source.rows.items()}
+    for name, table in (("typed-dbz", "db.orders_dbz"), ("typed-unwrap", "db.orders_unwrap")):
+        schema = table_of(name, table).schema()
+        assert {c: schema.find_field(c).field_type for c in columns} == typed, name
+        assert schema.identifier_field_names() == {"id"}
+        rows = table_rows(name, table)
+        assert {r["id"]: {c: r[c] for c in columns} for r in rows} == model, name
+        assert len(rows) == len(model), "a key is in the table twice"
+        duck = duckdb_rows(name, table)
+        assert sorted((r["id"], r["amount"], r["ordered_on"], r["discount"]) for r in duck) == sorted(
+            (r["id"], r["amount"], r["ordered_on"], r["discount"]) for r in model.values()
+        )
+        assert_upserts_merged_on_read(name, table)
+    dbz = table_of("typed-dbz", "db.orders_dbz").schema()
+    assert (dbz.find_field("_cdc.ts").field_type, dbz.find_field("_cdc.offset").field_type) == (
+        TimestamptzType(),
+        LongType(),
+    )
+    unwrap = table_of("typed-unwrap", "db.orders_unwrap").schema()
+    assert unwrap.find_field("__source_ts_ms").field_type == LongType()

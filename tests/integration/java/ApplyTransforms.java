@@ -7,7 +7,8 @@
 // built as ConnectorConfig.transformationStages builds them and applied as TransformationStage applies them.
 // Each job gets one line: {"config_error": why} or {"results": [...]}, a record's result being {"dropped": true},
 // {"failed": exception} or the record, its values tagged with their Java types (see tagged()), a Struct as a map
-// of its fields.
+// of its fields; with "schemas", also the value as JsonConverter writes it in its envelope ("staged": its schema
+// and payload, or "staged_error" when JsonConverter cannot write it).
 //
 // Run on connect-transforms and connect-json (var/jars/connect-plugins): java -cp 'jars/*' ApplyTransforms.java
 
@@ -196,6 +197,15 @@ public class ApplyTransforms {
                         found.set("timestamp", record.timestamp() == null ? NODES.nullNode() : NODES.numberNode(record.timestamp()));
                         found.set("key", tagged(record.key()));
                         found.set("value", tagged(record.value()));
+                        if (job.path("schemas").asBoolean(false)) {
+                            // The value as JsonConverter writes it in its envelope: what a sink is handed of it.
+                            try {
+                                byte[] staged = enveloped.fromConnectData(record.topic(), record.valueSchema(), record.value());
+                                found.set("staged", staged == null ? NODES.nullNode() : mapper.readTree(staged));
+                            } catch (Exception e) {
+                                found.put("staged_error", e.toString());
+                            }
+                        }
                         ArrayNode headerList = found.putArray("headers");
                         for (Header header : record.headers()) {
                             byte[] bytes = headerConverter.fromConnectHeader(topic, header.key(), header.schema(), header.value());
