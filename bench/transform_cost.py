@@ -24,6 +24,12 @@ records: the transform stage then the sink's decoding of its rows
 the Iceberg sink with schema evolution or a route field), against the
 decoder applying the chain as it reads the values (``ChainDecoder``).
 
+And the Debezium chains on the same events in JsonConverter's schema envelope
+(``value.converter.schemas.enable=true``, Debezium's default), which the stage
+transforms with their schema and writes in the envelope of the schema the chain
+gives them (``connectors.smt.schemas``), against the same chain on the events
+without their schema, measured in turn.
+
 In a process tuned as the tasks' are (``workers.runtime.tune_process_for_tasks``).
 No Spark, broker or database. Prints and writes bench/results/transform_cost.json.
 
@@ -267,6 +273,52 @@ CHAINS: dict[str, tuple[dict[str, str], bool]] = {
 }
 
 
+# The events' schemas, as Debezium's PostgreSQL connector writes them in JsonConverter's envelope.
+ROW_CONNECT = {
+    "type": "struct",
+    "optional": False,
+    "name": "dbserver1.public.orders.Value",
+    "fields": [
+        {"field": "id", "type": "int64", "optional": False},
+        {"field": "user", "type": "string", "optional": True},
+        {"field": "amount", "type": "double", "optional": True},
+        {"field": "ok", "type": "boolean", "optional": True},
+        {"field": "note", "type": "string", "optional": True},
+    ],
+}
+SOURCE_CONNECT = {
+    "type": "struct",
+    "optional": False,
+    "name": "io.debezium.connector.postgresql.Source",
+    "fields": [
+        {"field": name, "type": "int64" if name in ("ts_ms", "lsn") else "string", "optional": name == "lsn"}
+        for name in (*SOURCE, "ts_ms", "lsn")
+    ],
+}
+ENVELOPE_CONNECT = {
+    "type": "struct",
+    "optional": False,
+    "name": "dbserver1.public.orders.Envelope",
+    "version": 2,
+    "fields": [
+        {**ROW_CONNECT, "optional": True, "field": "before"},
+        {**ROW_CONNECT, "optional": True, "field": "after"},
+        {**SOURCE_CONNECT, "field": "source"},
+        {"field": "op", "type": "string", "optional": False},
+        {"field": "ts_ms", "type": "int64", "optional": True},
+    ],
+}
+WITH_SCHEMAS = (UNWRAP, UNWRAP_REWRITE, DEBEZIUM)
+
+
+def enveloped(values: list[bytes | None]) -> list[bytes | None]:
+    """The events in JsonConverter's schema envelope."""
+    return [
+        None if v is None else json.dumps({"schema": ENVELOPE_CONNECT, "payload": json.loads(v)}).encode()
+        for v in values
+    ]
+
+
 def json_round_trip(chunk: RecordChunk) -> None:
     """Each value parsed and written back as the transform stage does (orjson), and nothing else."""
     for value in chunk.values:
@@ -340,6 +392,34 @@ def main() -> None:
             f"sink's decoder), against {decoder_us} µs applied by the decoder: {decoding[chain]['ratio']}x",
             flush=True,
         )
+    # The Debezium chains on events with their schema, against the same chains on the events without it.
+    with_schemas = {}
+    envelopes = chunk_of(enveloped(runs[True].values))
+    for chain in WITH_SCHEMAS:
+        keys, _ = CHAINS[chain]
+        transformers = []
+        for schemas_enable in ("true", "false"):
+            config = SinkConfig.parse({**BASE, **keys, "value.converter.schemas.enable": schemas_enable})
+            assert config.transforms is not None
+            transformers.append(RecordTransformer(config, config.transforms))
+        out, _ = transformers[0].apply(envelopes)
+        assert not any(out.errors) and json.loads(out.values[0] or b"")["schema"]["type"] == "struct"
+        schema_us, plain_us = in_turn(
+            [functools.partial(transformers[0].apply, envelopes), functools.partial(transformers[1].apply, runs[True])],
+            n,
+            rounds,
+        )
+        with_schemas[chain] = {
+            "record_bytes": round(sum(map(len, filter(None, envelopes.values))) / n),
+            "with_schema_us_per_record": schema_us,
+            "without_schema_us_per_record": plain_us,
+            "ratio": round(schema_us / plain_us, 2),
+        }
+        print(
+            f"{chain}, events with their schema: {schema_us} µs a record, against {plain_us} µs without it: "
+            f"{with_schemas[chain]['ratio']}x",
+            flush=True,
+        )
     print(
         f"baselines: staging {staging_us[True]} µs (events) / {staging_us[False]} µs (plain) a record; "
         f"a JSON parse and text {json_us[True]} / {json_us[False]} µs"
@@ -356,6 +436,7 @@ def main() -> None:
         "json_parse_and_text_us_per_record": {"debezium events": json_us[True], "plain json": json_us[False]},
         "chains": figures,
         "applied_and_decoded": decoding,
+        "with_schemas": with_schemas,
     }
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.output}")
