@@ -19,7 +19,7 @@ from connectors.config import SinkConfig
 from connectors.smt.schemas import DATE, DECIMAL, TIME, TIMESTAMP
 from tests.conftest import sink_config
 from workers.avro_connect import AvroConnect
-from workers.converters import AvroValueDecoder
+from workers.converters import AvroValueDecoder, schemaless_payloads
 from workers.schemas import schema_from_connect
 from workers.staging import RecordChunk
 from workers.transformed import RecordTransformer
@@ -128,10 +128,13 @@ def test_an_avro_schema_is_the_connect_schema_avro_data_makes_of_it_and_a_record
 
 
 def test_a_union_of_other_branches_has_no_schema_and_its_records_go_schemaless() -> None:
+    """(A table is then created from the payloads, as from plain JSON: ``schemaless_payloads``.)"""
     schema = {"type": "record", "name": "R", "fields": [{"name": "v", "type": ["int", "string"]}]}
     connect = AvroConnect(fastavro.parse_schema(schema))
     assert connect.schema is None
-    assert json.loads(connect.envelope({"v": "x"})) == {"schema": None, "payload": {"v": "x"}}
+    staged = connect.envelope({"v": "x"})
+    assert json.loads(staged) == {"schema": None, "payload": {"v": "x"}}
+    assert schemaless_payloads([staged, None, b"{}", b'{"schema": {"type": "struct"}, "payload": {}}']) == [{"v": "x"}]
 
 
 def transformed(config: SinkConfig, values: list[bytes]) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ import fastavro
 
 from workers.avro_connect import AvroConnect
 from workers.schema_registry import SchemaRegistry, UnknownSchema
+from workers.schemas import is_connect_envelope
 
 if TYPE_CHECKING:
     from connectors.config import SinkConfig
@@ -196,6 +197,27 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
+def schemaless_payloads(values: Sequence[bytes | None]) -> list[Any]:
+    """The payloads, objects, of the values in Kafka Connect's envelope whose schema is null (JsonConverter's
+    schemaless value: a transformed Avro value whose union has no Connect schema, say): what a table is created
+    from when no value carries a schema."""
+    payloads = []
+    for raw in values:
+        if raw is None:
+            continue
+        try:
+            decoded = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if (
+            isinstance(decoded, dict)
+            and decoded.get("schema", False) is None
+            and isinstance(decoded.get("payload"), dict)
+        ):
+            payloads.append(decoded["payload"])
+    return payloads
+
+
 def sample_json_objects(values: Sequence[bytes | None], envelope: bool) -> list[Any]:
     """Decoded sample values for schema inference (undecodable ones are skipped)."""
     samples = []
@@ -207,7 +229,7 @@ def sample_json_objects(values: Sequence[bytes | None], envelope: bool) -> list[
         except (ValueError, UnicodeDecodeError):
             continue
         if envelope:
-            if isinstance(decoded, dict) and isinstance(decoded.get("schema"), dict):
+            if is_connect_envelope(decoded) and isinstance(decoded["schema"], dict):
                 samples.append(decoded)
         elif isinstance(decoded, dict):
             samples.append(decoded)

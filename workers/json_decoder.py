@@ -64,7 +64,14 @@ import pyarrow.json as pj
 from connectors.smt.debezium import ColumnarDebezium, ColumnarUnwrap
 from workers.json_text import json_text, parse_json
 from workers.json_values import column_of, column_of_text, converter, python_decoded, read_as_text
-from workers.schemas import binary_paths, envelope_decimals_as_text, inferred_from_parsed, new_fields_of, widened
+from workers.schemas import (
+    binary_paths,
+    envelope_decimals_as_text,
+    inferred_from_parsed,
+    is_connect_envelope,
+    new_fields_of,
+    widened,
+)
 from workers.writes import narrow_type
 
 if TYPE_CHECKING:
@@ -533,7 +540,7 @@ class JsonDecoder:
             except ValueError:
                 continue
             line = key
-            if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed:
+            if is_connect_envelope(parsed):
                 found = wrapped if isinstance(parsed["payload"], dict) else None
                 try:
                     # (Connect's Decimals in it as their text, as the stage reads them: envelope_decimals_as_text.)

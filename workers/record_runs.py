@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from connectors.config import SinkConfig
-from workers.converters import sample_json_objects
+from workers.converters import sample_json_objects, schemaless_payloads
 from workers.json_decoder import Decoded, JsonDecoder, text_column
 from workers.schemas import (
     infer_schema_from_json,
@@ -70,7 +70,11 @@ class RecordRuns:
             schema = plain(schema_from_avro(json.loads(cfg.avro_schema)))
         elif envelope:
             found = sample_json_objects(samples, envelope=True)
-            schema = plain(schema_from_connect(found[0]["schema"], self.CONNECT_TIMES)) if found else pa.schema([])
+            if found:
+                schema = plain(schema_from_connect(found[0]["schema"], self.CONNECT_TIMES))
+            else:  # (envelopes of no schema, if any: their payloads')
+                payloads = schemaless_payloads(samples)
+                schema = self._inferred(payloads) if payloads else pa.schema([])
         else:
             objects = sample_json_objects(samples, envelope=False)
             # Avro through a registry: the first value's version's fields, so

@@ -429,6 +429,12 @@ def binary_paths(schema: pa.Schema) -> frozenset[tuple[str, ...]]:
     return frozenset(found)
 
 
+def is_connect_envelope(value: Any) -> bool:
+    """Whether a parsed JSON value is Kafka Connect's envelope (JsonConverter's with ``schemas.enable=true``): an
+    object with a ``schema`` (null for a schemaless value) and a ``payload``."""
+    return isinstance(value, dict) and "schema" in value and "payload" in value
+
+
 def envelope_decimals_as_text(value: bytes, kept: frozenset[tuple[str, ...]] = frozenset()) -> bytes:
     """A value in Kafka Connect's JSON envelope with its payload's Decimals as their text (``connect_decimals``,
     those at the paths ``kept`` left as they are); as it is when it has none in base64 (its text untouched: a
@@ -440,7 +446,7 @@ def envelope_decimals_as_text(value: bytes, kept: frozenset[tuple[str, ...]] = f
         parsed = parse_json(value)
     except ValueError:
         return value
-    if not (isinstance(parsed, dict) and isinstance(parsed.get("schema"), Mapping) and "payload" in parsed):
+    if not (is_connect_envelope(parsed) and isinstance(parsed["schema"], Mapping)):
         return value
     parsed["payload"], changed = connect_decimals(parsed["schema"], parsed["payload"], kept)
     return json_text(parsed) if changed else value

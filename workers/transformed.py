@@ -29,7 +29,7 @@ from connectors.smt.schemas import Schema, envelope_payload
 from workers.json_decoder import NO_PAYLOAD
 from workers.json_text import json_text, parse_json
 from workers.json_values import jackson_text
-from workers.schemas import connect_decimals
+from workers.schemas import connect_decimals, is_connect_envelope
 from workers.staging import RecordChunk
 from workers.writes import Values
 
@@ -215,7 +215,7 @@ class RecordTransformer:
             raise ValueError(f"the value is not JSON: {shown(raw)}") from None
         if not self.envelope:
             return decoded, None
-        if not (isinstance(decoded, dict) and "schema" in decoded and "payload" in decoded):
+        if not is_connect_envelope(decoded):
             # (As Kafka Connect's JsonConverter refuses it, and the sinks' decoder when there are no transforms.)
             raise ValueError(NO_PAYLOAD)
         schema = decoded["schema"]
@@ -263,7 +263,7 @@ def _without_negative_zero(value: Any) -> Any:
 def _payload(decoded: Any) -> Any:
     """A JSON key in Kafka Connect's schema envelope as its ``payload`` (the chain runs schemaless); any other
     JSON key as it is."""
-    if isinstance(decoded, dict) and "payload" in decoded and "schema" in decoded:
+    if is_connect_envelope(decoded):
         # (Connect's Decimals in it as their text, as in a value's payload: connect_decimals.)
         return connect_decimals(decoded["schema"], decoded["payload"])[0]
     return decoded

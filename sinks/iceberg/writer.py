@@ -39,7 +39,7 @@ from sinks.iceberg.tables import (
     with_metadata_columns,
 )
 from sinks.iceberg.writes import NotCreated, TargetTable, Unshaped, WritePlan, file_io_properties, shaped
-from workers.converters import sample_json_objects, value_decoder
+from workers.converters import sample_json_objects, schemaless_payloads, value_decoder
 from workers.events import TableVersion
 from workers.schema_registry import RegistryUnavailable
 from workers.staging import ChunkSink, RawStagingFile, RecordChunk, StagedPartition, raw_staging_path
@@ -492,6 +492,8 @@ class TableWriter:
             return Schema(NestedField(1, "value", value_type, required=False))
         samples = sample_json_objects(values, envelope=cfg.schemas_enable)
         if cfg.schemas_enable:
+            if not samples and (payloads := schemaless_payloads(values)):
+                return infer_schema_from_json(payloads)  # (envelopes of no schema: their payloads')
             if not samples:
                 raise Unshaped(
                     "cannot create the table: no record carries a Kafka Connect schema envelope (value.converter."
