@@ -61,7 +61,9 @@ class AvroConnect:
 
     def envelope(self, record: Any) -> bytes:
         """The decoded record in JsonConverter's envelope of the Connect schema (``"schema": null`` for none)."""
-        return b'{"schema":' + self._schema_text + b',"payload":' + json_text(self._convert(record)) + b"}"
+        return (
+            b'{"schema":' + self._schema_text + b',"payload":' + json_text(self._convert(record), nonfinite=True) + b"}"
+        )
 
     def _type(self, avro: Any) -> tuple[Schema, Convert]:
         if isinstance(avro, list):

@@ -121,8 +121,15 @@ class RecordTransformer:
         transformed, made = done
         if transformed.value is None:
             return transformed, None
-        payload = json_text(envelope_payload(made, transformed.value), self.nonfinite)
-        return transformed, b'{"schema":' + self._schema_text(made) + b',"payload":' + payload + b"}"
+        try:
+            payload = json_text(envelope_payload(made, transformed.value), self.nonfinite)
+            schema_text = self._schema_text(made)
+        except ValueError:
+            raise
+        except Exception as exc:
+            # (A schema JsonConverter would refuse, malformed: a bad record, as its DataException is.)
+            raise ValueError(f"the value's schema cannot be written: {type(exc).__name__}: {exc}") from None
+        return transformed, b'{"schema":' + schema_text + b',"payload":' + payload + b"}"
 
     def record(self, chunk: RecordChunk, i: int) -> ConnectRecord:
         """The chunk's record at ``i`` as the chain is given it: its key and value read as their converters read
