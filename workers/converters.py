@@ -16,7 +16,7 @@ import io
 import json
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import fastavro
@@ -197,40 +197,30 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
+def _parsed(values: Sequence[bytes | None]) -> Iterator[Any]:
+    """The values that are JSON, parsed (the others skipped)."""
+    for raw in values:
+        if raw is None:
+            continue
+        try:
+            yield json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            continue
+
+
 def schemaless_payloads(values: Sequence[bytes | None]) -> list[Any]:
     """The payloads, objects, of the values in Kafka Connect's envelope whose schema is null (JsonConverter's
     schemaless value: a transformed Avro value whose union has no Connect schema, say): what a table is created
     from when no value carries a schema."""
-    payloads = []
-    for raw in values:
-        if raw is None:
-            continue
-        try:
-            decoded = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if (
-            isinstance(decoded, dict)
-            and decoded.get("schema", False) is None
-            and isinstance(decoded.get("payload"), dict)
-        ):
-            payloads.append(decoded["payload"])
-    return payloads
+    return [
+        decoded["payload"]
+        for decoded in _parsed(values)
+        if is_connect_envelope(decoded) and decoded["schema"] is None and isinstance(decoded["payload"], dict)
+    ]
 
 
 def sample_json_objects(values: Sequence[bytes | None], envelope: bool) -> list[Any]:
     """Decoded sample values for schema inference (undecodable ones are skipped)."""
-    samples = []
-    for raw in values:
-        if raw is None:
-            continue
-        try:
-            decoded = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if envelope:
-            if is_connect_envelope(decoded) and isinstance(decoded["schema"], dict):
-                samples.append(decoded)
-        elif isinstance(decoded, dict):
-            samples.append(decoded)
-    return samples
+    if envelope:
+        return [d for d in _parsed(values) if is_connect_envelope(d) and isinstance(d["schema"], dict)]
+    return [d for d in _parsed(values) if isinstance(d, dict)]
