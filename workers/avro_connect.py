@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from connectors.smt.schemas import DATE, DECIMAL, TIME, TIMESTAMP, Schema
+from connectors.smt.schemas import DATE, DECIMAL, TIME, TIMESTAMP, Schema, unscaled_base64
 from workers.json_text import json_text
 
 # A value of an Avro type as fastavro decodes it, to its JsonConverter form.
@@ -177,9 +177,7 @@ def _decimal(scale: int) -> Convert:
     def convert(value: Any) -> Any:
         if not isinstance(value, decimal.Decimal):
             return value
-        unscaled = int(value.scaleb(scale))
-        size = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
-        return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+        return unscaled_base64(int(value.scaleb(scale)))
 
     return convert
 

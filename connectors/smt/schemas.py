@@ -281,9 +281,14 @@ def _decimal_base64(schema: dict[str, Any], value: str | int | float | Decimal) 
             raise _Unfit(f"{value!r} has more digits after its point than the Decimal's scale {scale}")
     except (KeyError, ValueError, InvalidOperation):
         raise _Unfit(f"{str(value)[:40]!r} is no Decimal of scale {parameters.get('scale')!r}") from None
-    integer = int(unscaled)
-    size = (integer + (integer < 0)).bit_length() // 8 + 1
-    return base64.b64encode(integer.to_bytes(size, "big", signed=True)).decode()
+    return unscaled_base64(int(unscaled))
+
+
+def unscaled_base64(unscaled: int) -> str:
+    """A Decimal's unscaled integer as JsonConverter writes it: big-endian two's complement, in as few bytes as
+    Java's ``BigInteger.toByteArray``, in base64."""
+    size = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
 
 
 def _iso_as_number(name: str, text: str) -> int:
