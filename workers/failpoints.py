@@ -45,17 +45,24 @@ def failpoint(name: str) -> None:
 @contextlib.contextmanager
 def failpoint_while(name: str, after_s: float = 1.0, when: Callable[[], bool] | None = None) -> Iterator[None]:
     """The point ``name``, reached by a thread of its own while the block waits on another process (Spark
-    running a job): ``after_s`` into the block, or, given ``when``, as soon as ``when()`` holds (polled), a
-    moment the block's own progress marks. Nothing when the point is not set."""
+    running a job): ``after_s`` into the block, or at its end if it ends sooner (the other process has done
+    the work, and this one has not yet taken in its answer: a fast job must not let the point pass unreached);
+    or, given ``when``, as soon as ``when()`` holds (polled), a moment the block's own progress marks.
+    Nothing when the point is not set."""
     if name not in _ACTIVE:
         yield
         return
     done = threading.Event()
+    reached = threading.Lock()
+
+    def reach_once() -> None:
+        if reached.acquire(blocking=False):
+            failpoint(name)
 
     def reach() -> None:
         if when is None:
             if not done.wait(after_s):
-                failpoint(name)
+                reach_once()
             return
         while not done.wait(0.02):
             if when():
@@ -68,3 +75,5 @@ def failpoint_while(name: str, after_s: float = 1.0, when: Callable[[], bool] | 
         yield
     finally:
         done.set()
+        if when is None:
+            reach_once()
